@@ -1,0 +1,54 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Warnings are problems to fix: every target of ours is built with them as errors.
+let strict: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"])]
+
+let package = Package(
+    name: "confab",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "confabd", targets: ["confabd"]),
+        .executable(name: "confab", targets: ["confab"]),
+        .executable(name: "confab-fake-upstream", targets: ["confab-fake-upstream"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+    ],
+    targets: [
+        // C libraries, seen through module maps with a few typed shims.
+        .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+
+        // The only two modules that touch C pointers.
+        .target(name: "EventLoop", dependencies: ["CLibUV"], swiftSettings: strict),
+        .target(name: "Curl", dependencies: ["CCurl", "EventLoop"], swiftSettings: strict),
+
+        // Pure Swift: shared by daemon and client.
+        .target(name: "ConfabProtocol", swiftSettings: strict),
+
+        // Daemon internals.
+        .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
+        .target(name: "LogStore", dependencies: ["EventLoop", "ConfabProtocol"], swiftSettings: strict),
+        .target(name: "Broker", dependencies: ["EventLoop", "Upstream", "LogStore", "ConfabProtocol"], swiftSettings: strict),
+
+        .executableTarget(name: "confabd", dependencies: [
+            "Broker", "EventLoop", "Upstream", "LogStore", "ConfabProtocol",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "TOMLKit", package: "TOMLKit"),
+        ], swiftSettings: strict),
+        .executableTarget(name: "confab", dependencies: [
+            "ConfabProtocol",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
+        .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
+
+        .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
+        .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
+        .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
+        .testTarget(name: "IntegrationTests", dependencies: [
+            "ConfabProtocol", "confabd", "confab", "confab-fake-upstream",
+        ], swiftSettings: strict),
+    ]
+)
