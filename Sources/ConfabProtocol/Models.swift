@@ -1,0 +1,305 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Milliseconds since the Unix epoch; written as RFC 3339 UTC with milliseconds.
+public struct Timestamp: Comparable, Hashable, Sendable, CustomStringConvertible {
+    public let milliseconds: Int64
+    public init(milliseconds: Int64) { self.milliseconds = milliseconds }
+
+    public static func now() -> Timestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Timestamp(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+
+    public static func < (a: Timestamp, b: Timestamp) -> Bool { a.milliseconds < b.milliseconds }
+
+    /// `2026-11-22T04:15:30.123Z`
+    public var description: String {
+        var seconds = time_t(milliseconds.floorDiv(1000))
+        let millis = Int(milliseconds - Int64(seconds) * 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
+    }
+
+    /// Reads what `description` writes (and the same without fraction); nil for anything else.
+    public init?(rfc3339 text: String) {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 20 || bytes.count == 24, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func number(_ range: Range<Int>) -> Int32? {
+            var value: Int32 = 0
+            for i in range {
+                let digit = Int32(bytes[i]) - 48
+                guard (0...9).contains(digit) else { return nil }
+                value = value * 10 + digit
+            }
+            return value
+        }
+        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
+              bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var millis: Int32 = 0
+        if bytes.count == 24 {
+            guard bytes[19] == UInt8(ascii: "."), let fraction = number(20..<23) else { return nil }
+            millis = fraction
+        }
+        var parts = tm()
+        parts.tm_year = year - 1900
+        parts.tm_mon = month - 1
+        parts.tm_mday = day
+        parts.tm_hour = hour
+        parts.tm_min = minute
+        parts.tm_sec = second
+        let seconds = timegm(&parts)
+        self.milliseconds = Int64(seconds) * 1000 + Int64(millis)
+    }
+}
+
+extension Int64 {
+    fileprivate func floorDiv(_ divisor: Int64) -> Int64 {
+        let q = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? q - 1 : q
+    }
+}
+
+/// Ids the daemon makes. They become file names, so what a client sends is checked
+/// against exactly the shape the daemon makes before it goes anywhere near a path.
+public enum ConversationID {
+    static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz".utf8)
+    public static let length = 12
+
+    public static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(decoding: (0..<length).map { _ in alphabet[Int(generator.next(upperBound: UInt32(alphabet.count)))] }, as: UTF8.self)
+    }
+
+    public static func isValid(_ id: String) -> Bool {
+        let bytes = id.utf8
+        return bytes.count == length && bytes.allSatisfy { alphabet.contains($0) }
+    }
+}
+
+/// Message ids are `m` and a sequence number within the conversation: `m1`, `m2`, …
+/// Their order is the conversation's order.
+public enum MessageID {
+    public static func make(_ sequence: Int) -> String { "m\(sequence)" }
+
+    public static func sequence(of id: String) -> Int? {
+        guard id.utf8.count >= 2, id.utf8.count <= 16, id.utf8.first == UInt8(ascii: "m") else { return nil }
+        let digits = id.utf8.dropFirst()
+        guard digits.first != UInt8(ascii: "0"), digits.allSatisfy({ (48...57).contains($0) }) else { return nil }
+        return Int(String(decoding: digits, as: UTF8.self))
+    }
+}
+
+public enum MessageStatus: String, Sendable, CaseIterable {
+    case complete, streaming, cancelled, failed, interrupted
+}
+
+public struct Author: Equatable, Sendable {
+    public var uid: UInt32
+    public var login: String
+    public var name: String
+    public var clientID: String
+
+    public init(uid: UInt32, login: String, name: String, clientID: String) {
+        self.uid = uid
+        self.login = login
+        self.name = name
+        self.clientID = clientID
+    }
+
+    public var json: JSON {
+        ["uid": .int(Int(uid)), "login": .string(login), "name": .string(name), "client_id": .string(clientID)]
+    }
+
+    public init?(json: JSON) {
+        guard let uid = json["uid"]?.int, let login = json["login"]?.string, let name = json["name"]?.string else { return nil }
+        self.init(uid: UInt32(clamping: uid), login: login, name: name, clientID: json["client_id"]?.string ?? "")
+    }
+}
+
+public struct Usage: Equatable, Sendable {
+    public var promptTokens: Int
+    public var completionTokens: Int
+    public var totalTokens: Int
+
+    public init(promptTokens: Int, completionTokens: Int, totalTokens: Int) {
+        self.promptTokens = promptTokens
+        self.completionTokens = completionTokens
+        self.totalTokens = totalTokens
+    }
+
+    public var json: JSON {
+        ["prompt_tokens": .int(promptTokens), "completion_tokens": .int(completionTokens), "total_tokens": .int(totalTokens)]
+    }
+
+    public init?(json: JSON) {
+        guard let prompt = json["prompt_tokens"]?.int, let completion = json["completion_tokens"]?.int else { return nil }
+        self.init(promptTokens: prompt, completionTokens: completion, totalTokens: json["total_tokens"]?.int ?? prompt + completion)
+    }
+}
+
+/// Why a reply did not complete.
+public struct MessageError: Equatable, Sendable, Error {
+    public var code: String
+    public var message: String
+    /// The upstream's HTTP status, when the failure came from one.
+    public var status: Int?
+
+    public init(code: String, message: String, status: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.status = status
+    }
+
+    public var json: JSON {
+        var object: [String: JSON] = ["code": .string(code), "message": .string(message)]
+        if let status { object["status"] = .int(status) }
+        return .object(object)
+    }
+
+    public init?(json: JSON) {
+        guard let code = json["code"]?.string, let message = json["message"]?.string else { return nil }
+        self.init(code: code, message: message, status: json["status"]?.int)
+    }
+}
+
+public struct Message: Equatable, Sendable {
+    public var id: String
+    public var conversation: String
+    public var role: String
+    public var content: String
+    public var status: MessageStatus
+    public var created: Timestamp
+    public var author: Author?
+    public var model: String?
+    public var finishReason: String?
+    public var usage: Usage?
+    public var error: MessageError?
+
+    public init(id: String, conversation: String, role: String, content: String, status: MessageStatus,
+                created: Timestamp, author: Author? = nil, model: String? = nil, finishReason: String? = nil,
+                usage: Usage? = nil, error: MessageError? = nil) {
+        self.id = id
+        self.conversation = conversation
+        self.role = role
+        self.content = content
+        self.status = status
+        self.created = created
+        self.author = author
+        self.model = model
+        self.finishReason = finishReason
+        self.usage = usage
+        self.error = error
+    }
+
+    public var sequence: Int { MessageID.sequence(of: id) ?? 0 }
+
+    public var json: JSON {
+        var object: [String: JSON] = [
+            "id": .string(id), "conversation": .string(conversation), "role": .string(role),
+            "content": .string(content), "status": .string(status.rawValue), "created": .string(created.description),
+        ]
+        if let author { object["author"] = author.json }
+        if let model { object["model"] = .string(model) }
+        if let finishReason { object["finish_reason"] = .string(finishReason) }
+        if let usage { object["usage"] = usage.json }
+        if let error { object["error"] = error.json }
+        return .object(object)
+    }
+
+    public init?(json: JSON) {
+        guard let id = json["id"]?.string, MessageID.sequence(of: id) != nil,
+              let conversation = json["conversation"]?.string,
+              let role = json["role"]?.string, let content = json["content"]?.string,
+              let status = json["status"]?.string.flatMap(MessageStatus.init(rawValue:)),
+              let created = json["created"]?.string.flatMap(Timestamp.init(rfc3339:))
+        else { return nil }
+        self.init(id: id, conversation: conversation, role: role, content: content, status: status, created: created,
+                  author: json["author"].flatMap(Author.init(json:)), model: json["model"]?.string,
+                  finishReason: json["finish_reason"]?.string, usage: json["usage"].flatMap(Usage.init(json:)),
+                  error: json["error"].flatMap(MessageError.init(json:)))
+    }
+}
+
+public struct ConversationInfo: Equatable, Sendable {
+    public var id: String
+    public var title: String
+    public var created: Timestamp
+    public var updated: Timestamp
+    public var model: String
+    public var system: String?
+    public var messageCount: Int
+
+    public init(id: String, title: String, created: Timestamp, updated: Timestamp, model: String, system: String?, messageCount: Int) {
+        self.id = id
+        self.title = title
+        self.created = created
+        self.updated = updated
+        self.model = model
+        self.system = system
+        self.messageCount = messageCount
+    }
+
+    public var json: JSON {
+        var object: [String: JSON] = [
+            "id": .string(id), "title": .string(title), "created": .string(created.description),
+            "updated": .string(updated.description), "model": .string(model), "message_count": .int(messageCount),
+        ]
+        if let system { object["system"] = .string(system) }
+        return .object(object)
+    }
+
+    public init?(json: JSON) {
+        guard let id = json["id"]?.string, let title = json["title"]?.string,
+              let created = json["created"]?.string.flatMap(Timestamp.init(rfc3339:)),
+              let updated = json["updated"]?.string.flatMap(Timestamp.init(rfc3339:)),
+              let model = json["model"]?.string
+        else { return nil }
+        self.init(id: id, title: title, created: created, updated: updated, model: model,
+                  system: json["system"]?.string, messageCount: json["message_count"]?.int ?? 0)
+    }
+}
+
+/// A client as other clients see it.
+public struct ClientInfo: Equatable, Sendable {
+    public var id: String
+    public var uid: UInt32
+    public var login: String
+    public var name: String
+    public var client: String
+
+    public init(id: String, uid: UInt32, login: String, name: String, client: String) {
+        self.id = id
+        self.uid = uid
+        self.login = login
+        self.name = name
+        self.client = client
+    }
+
+    public var json: JSON {
+        ["id": .string(id), "uid": .int(Int(uid)), "login": .string(login), "name": .string(name), "client": .string(client)]
+    }
+
+    public init?(json: JSON) {
+        guard let id = json["id"]?.string, let uid = json["uid"]?.int, let login = json["login"]?.string,
+              let name = json["name"]?.string else { return nil }
+        self.init(id: id, uid: UInt32(clamping: uid), login: login, name: name, client: json["client"]?.string ?? "")
+    }
+}
+
+public enum ProtocolVersion {
+    public static let current = 1
+    public static let confabVersion = "0.1.0"
+}

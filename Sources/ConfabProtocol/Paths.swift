@@ -1,0 +1,38 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where confab's files live, by the XDG base directory rules. Daemon and client resolve
+/// the socket the same way so they meet without configuration.
+public struct ConfabPaths: Sendable {
+    public var environment: [String: String]
+
+    public init(environment: [String: String]) { self.environment = environment }
+
+    private var home: String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir { return String(cString: dir) }
+        return "/"
+    }
+
+    private func xdg(_ variable: String, default fallback: String) -> String {
+        // The spec says relative values are invalid and must be ignored.
+        if let value = environment[variable], value.hasPrefix("/") { return value }
+        return home + "/" + fallback
+    }
+
+    /// `$XDG_RUNTIME_DIR/confab`, or `/tmp/confab-$UID` when there is no runtime dir.
+    public var runtimeDirectory: String {
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/confab" }
+        return "/tmp/confab-\(getuid())"
+    }
+
+    /// `CONFAB_SOCKET` wins; otherwise `<runtime dir>/confabd.sock`.
+    public var socket: String {
+        if let socket = environment["CONFAB_SOCKET"], !socket.isEmpty { return socket }
+        return runtimeDirectory + "/confabd.sock"
+    }
+
+    public var dataDirectory: String { xdg("XDG_DATA_HOME", default: ".local/share") + "/confab" }
+    public var configFile: String { xdg("XDG_CONFIG_HOME", default: ".config") + "/confab/config.toml" }
+}

@@ -1,0 +1,172 @@
+/// JSON-RPC 2.0 over newline-delimited JSON: the framing both ends of the socket share.
+/// Codes follow the JSON-RPC spec; confab's own codes sit in the spec's server range.
+public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var code: Int
+    public var message: String
+    public var data: JSON?
+
+    public init(code: Int, message: String, data: JSON? = nil) {
+        self.code = code
+        self.message = message
+        self.data = data
+    }
+
+    public var description: String { "\(message) (\(code))" }
+
+    public static let parseError = -32700
+    public static let invalidRequest = -32600
+    public static let methodNotFound = -32601
+    public static let invalidParams = -32602
+    public static let internalError = -32603
+    /// The conversation (or message) named does not exist.
+    public static let notFound = -32001
+    /// A line was longer than the daemon accepts; the connection is closed after this error.
+    public static let lineTooLong = -32002
+    /// The log could not be written (disk full, I/O error): nothing was stored.
+    public static let storageFailed = -32003
+    /// A limit was reached (clients, queued sends, streams).
+    public static let limitReached = -32004
+    /// The daemon is shutting down and takes no new work.
+    public static let shuttingDown = -32005
+    /// The method needs `hello` first.
+    public static let helloRequired = -32006
+
+    public static func invalidParams(_ message: String) -> RPCError { RPCError(code: invalidParams, message: message) }
+    public static func notFound(_ message: String) -> RPCError { RPCError(code: notFound, message: message) }
+
+    public var json: JSON {
+        var object: [String: JSON] = ["code": .int(code), "message": .string(message)]
+        if let data { object["data"] = data }
+        return .object(object)
+    }
+
+    public init?(json: JSON) {
+        guard let code = json["code"]?.int, let message = json["message"]?.string else { return nil }
+        self.init(code: code, message: message, data: json["data"])
+    }
+}
+
+/// One frame received, classified.
+public enum RPCFrame: Equatable, Sendable {
+    case request(id: JSON, method: String, params: JSON?)
+    case notification(method: String, params: JSON?)
+    case response(id: JSON, result: JSON)
+    case errorResponse(id: JSON, error: RPCError)
+}
+
+/// A frame that could not be taken: the error to answer with, and the id to answer to
+/// (null when the id itself could not be read, as the spec says).
+public struct RPCFailure: Error, Equatable, Sendable {
+    public var id: JSON
+    public var error: RPCError
+}
+
+public enum RPC {
+    /// Parses one line. A failure carries the error to send back and the id to send it
+    /// with (null when the id itself could not be read, as the spec says).
+    public static func parse(_ line: some Collection<UInt8>) -> Result<RPCFrame, RPCFailure> {
+        let json: JSON
+        do {
+            json = try JSON.parse(line)
+        } catch {
+            return .failure(RPCFailure(id: JSON.null, error: RPCError(code: RPCError.parseError, message: "parse error: \(error.description)")))
+        }
+        return classify(json)
+    }
+
+    public static func classify(_ json: JSON) -> Result<RPCFrame, RPCFailure> {
+        guard case .object(let frame) = json else {
+            return .failure(RPCFailure(id: JSON.null, error: RPCError(code: RPCError.invalidRequest,
+                message: "invalid request: a frame must be a JSON object, got \(json.typeName)")))
+        }
+        let rawID = frame["id"]
+        var id: JSON = .null
+        if let rawID {
+            switch rawID {
+            case .string, .int, .null: id = rawID
+            case .double(let value) where value == value.rounded() && abs(value) < 9.0e15: id = .int(Int(value))
+            default:
+                return .failure(RPCFailure(id: JSON.null, error: RPCError(code: RPCError.invalidRequest,
+                    message: "invalid request: id must be a string, an integer or null")))
+            }
+        }
+        guard frame["jsonrpc"] == .string("2.0") else {
+            return .failure(RPCFailure(id: id, error: RPCError(code: RPCError.invalidRequest, message: "invalid request: \"jsonrpc\" must be \"2.0\"")))
+        }
+        if let methodValue = frame["method"] {
+            guard let method = methodValue.string, !method.isEmpty else {
+                return .failure(RPCFailure(id: id, error: RPCError(code: RPCError.invalidRequest, message: "invalid request: method must be a non-empty string")))
+            }
+            let params = frame["params"]
+            if let params, params.object == nil, params.array == nil {
+                return .failure(RPCFailure(id: id, error: RPCError(code: RPCError.invalidRequest, message: "invalid request: params must be an object or an array")))
+            }
+            return .success(rawID == nil ? .notification(method: method, params: params) : .request(id: id, method: method, params: params))
+        }
+        if let result = frame["result"] { return .success(.response(id: id, result: result)) }
+        if let errorValue = frame["error"], let error = RPCError(json: errorValue) {
+            return .success(.errorResponse(id: id, error: error))
+        }
+        return .failure(RPCFailure(id: id, error: RPCError(code: RPCError.invalidRequest, message: "invalid request: no method")))
+    }
+
+    public static func request(id: JSON, method: String, params: JSON? = nil) -> [UInt8] {
+        var frame: [String: JSON] = ["jsonrpc": "2.0", "id": id, "method": .string(method)]
+        if let params { frame["params"] = params }
+        return line(.object(frame))
+    }
+
+    public static func notification(method: String, params: JSON) -> [UInt8] {
+        line(["jsonrpc": "2.0", "method": .string(method), "params": params])
+    }
+
+    public static func response(id: JSON, result: JSON) -> [UInt8] {
+        line(["jsonrpc": "2.0", "id": id, "result": result])
+    }
+
+    public static func response(id: JSON, error: RPCError) -> [UInt8] {
+        line(["jsonrpc": "2.0", "id": id, "error": error.json])
+    }
+
+    static func line(_ json: JSON) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        json.write(into: &out)
+        out.append(0x0A)
+        return out
+    }
+}
+
+/// Typed access to a request's params, producing -32602 errors that name the field.
+public struct Params: Sendable {
+    public let members: [String: JSON]
+
+    public init(_ params: JSON?) throws(RPCError) {
+        switch params {
+        case nil, .null?: members = [:]
+        case .object(let members)?: self.members = members
+        default: throw .invalidParams("params must be an object of named parameters")
+        }
+    }
+
+    public func string(_ key: String) throws(RPCError) -> String {
+        guard let value = members[key] else { throw .invalidParams("missing parameter \"\(key)\"") }
+        guard let string = value.string else { throw .invalidParams("parameter \"\(key)\" must be a string, got \(value.typeName)") }
+        return string
+    }
+
+    public func optionalString(_ key: String) throws(RPCError) -> String? {
+        guard let value = members[key], !value.isNull else { return nil }
+        guard let string = value.string else { throw .invalidParams("parameter \"\(key)\" must be a string, got \(value.typeName)") }
+        return string
+    }
+
+    public func optionalInt(_ key: String, in range: ClosedRange<Int>) throws(RPCError) -> Int? {
+        guard let value = members[key], !value.isNull else { return nil }
+        guard let int = value.int else { throw .invalidParams("parameter \"\(key)\" must be an integer, got \(value.typeName)") }
+        guard range.contains(int) else {
+            throw .invalidParams("parameter \"\(key)\" must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return int
+    }
+}
