@@ -1,0 +1,372 @@
+import Foundation
+import Glibc
+
+// MARK: Directives
+
+/// Scripted behaviour parsed from the `[[name]]` / `[[name:value]]` directives of the last user message.
+struct Script {
+    var reply: String?
+    var words: Int?
+    var context = false
+    var chunk = 3
+    var delayMs: Int
+    var status: Int?
+    var noRetryAfter = false
+    var drop: Int?
+    var stall: Int?
+    var errorMid: Int?
+    var garbage = false
+    var noDone = false
+    var eol = "\n"
+    var split: Int?
+    var slowHeadersMs: Int?
+
+    init(directives: [(name: String, value: String?)], defaultDelayMs: Int) {
+        delayMs = defaultDelayMs
+        for (name, value) in directives {
+            let number = value.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+            switch name {
+            case "reply": if let value { reply = value }
+            case "words": if let n = number, n >= 0 { words = min(n, 1_000_000) }
+            case "chunk": if let n = number, n >= 1 { chunk = n }
+            case "delay": if let n = number, n >= 0 { delayMs = min(n, 600_000) }
+            case "context": context = true
+            case "status": if let n = number, (400...599).contains(n) { status = n }
+            case "no-retry-after": noRetryAfter = true
+            case "drop": if let n = number, n >= 0 { drop = n }
+            case "stall": if let n = number, n >= 0 { stall = n }
+            case "error-mid": if let n = number, n >= 0 { errorMid = n }
+            case "garbage": garbage = true
+            case "no-done": noDone = true
+            case "crlf": eol = "\r\n"
+            case "cr": eol = "\r"
+            case "split": if let n = number, n >= 1 { split = n }
+            case "slow-headers": if let n = number, n >= 0 { slowHeadersMs = min(n, 600_000) }
+            default: break  // unknown directives are ignored (but still removed from the text)
+            }
+        }
+    }
+}
+
+/// Finds `[[name]]` and `[[name:value]]` (name: letters, digits, '-', '_'; value: anything up to
+/// the first `]]`), returning the text with them removed and the directives in order.
+func extractDirectives(_ text: String) -> (remaining: String, directives: [(name: String, value: String?)]) {
+    let bytes = Array(text.utf8)
+    var out: [UInt8] = []
+    var found: [(name: String, value: String?)] = []
+    func isNameByte(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x5F
+    }
+    let open = UInt8(ascii: "["), close = UInt8(ascii: "]"), colon = UInt8(ascii: ":")
+    var i = 0
+    scan: while i < bytes.count {
+        if bytes[i] == open && i + 1 < bytes.count && bytes[i + 1] == open {
+            var j = i + 2
+            while j < bytes.count && isNameByte(bytes[j]) { j += 1 }
+            if j > i + 2 && j < bytes.count {
+                let name = String(decoding: bytes[(i + 2)..<j], as: UTF8.self).lowercased()
+                if j + 1 < bytes.count && bytes[j] == close && bytes[j + 1] == close {
+                    found.append((name, nil))
+                    i = j + 2
+                    continue scan
+                }
+                if bytes[j] == colon {
+                    var k = j + 1
+                    while k + 1 < bytes.count {
+                        if bytes[k] == close && bytes[k + 1] == close {
+                            found.append((name, String(decoding: bytes[(j + 1)..<k], as: UTF8.self)))
+                            i = k + 2
+                            continue scan
+                        }
+                        k += 1
+                    }
+                }
+            }
+        }
+        out.append(bytes[i])
+        i += 1
+    }
+    return (String(decoding: out, as: UTF8.self), found)
+}
+
+// MARK: Request handling
+
+func serveConnection(fd: Int32, shared: Shared) {
+    defer { close(fd) }
+    let connection = Connection(fd: fd)
+    while true {
+        switch connection.readRequest() {
+        case .closed:
+            return
+        case .failure(let status, let message, let code, let head):
+            if let head {
+                shared.log(method: head.method, path: head.target,
+                           authorization: head.header("authorization") != nil, body: nil)
+            }
+            _ = sendJSON(connection, status: status,
+                         body: errorBody(message: message, type: "invalid_request_error", code: code),
+                         keepAlive: false)
+            connection.lingeringClose()
+            return
+        case .request(let request):
+            guard handle(request, connection: connection, shared: shared) else { return }
+        }
+    }
+}
+
+/// Sends a complete JSON response. Returns true if the connection may serve another request.
+func sendJSON(_ connection: Connection, status: Int, body: String, extraHeaders: [(String, String)] = [],
+              keepAlive: Bool, split: Int? = nil) -> Bool {
+    let bodyBytes = Array(body.utf8)
+    var headers: [(String, String)] = [
+        ("Content-Type", "application/json"),
+        ("Content-Length", String(bodyBytes.count)),
+        ("Connection", keepAlive ? "keep-alive" : "close"),
+    ]
+    headers += extraHeaders
+    let head = responseHead(status: status, headers: headers)
+    if let split {
+        guard connection.send(head), connection.sendSplit(bodyBytes, size: split) else { return false }
+    } else {
+        guard connection.send(Array(head.utf8) + bodyBytes) else { return false }
+    }
+    return keepAlive
+}
+
+private func isAuthorized(_ header: String?, key: String) -> Bool {
+    guard let header else { return false }
+    let parts = header.split(separator: " ", maxSplits: 1)
+    guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+    return parts[1].trimmingCharacters(in: .whitespaces) == key
+}
+
+/// Returns true if the connection may serve another request.
+func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool {
+    let authorization = request.header("authorization")
+    let body: JSON? = request.body.isEmpty ? nil : try? JSON.parse(request.body)
+    shared.log(method: request.method, path: request.target, authorization: authorization != nil, body: body)
+    let keepAlive = request.wantsKeepAlive
+
+    if let key = shared.config.apiKey, !isAuthorized(authorization, key: key) {
+        return sendJSON(connection, status: 401,
+                        body: errorBody(message: "Incorrect API key provided", type: "invalid_request_error",
+                                        code: "invalid_api_key"),
+                        keepAlive: keepAlive)
+    }
+    let path = request.path
+    if request.method == "POST" && path.hasSuffix("/chat/completions") {
+        return chatCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
+    }
+    if request.method == "GET" && path.hasSuffix("/models") {
+        let list = JSON.object([
+            ("object", .string("list")),
+            ("data", .array([.object([("id", .string("fake-model")), ("object", .string("model"))])])),
+        ])
+        return sendJSON(connection, status: 200, body: list.encoded(), keepAlive: keepAlive)
+    }
+    return sendJSON(connection, status: 404,
+                    body: errorBody(message: "Invalid URL (\(request.method) \(path))", type: "invalid_request_error",
+                                    code: "unknown_url"),
+                    keepAlive: keepAlive)
+}
+
+/// The text of a message's content: a string, or the `text` of each part of an array, joined by spaces.
+private func contentText(_ content: JSON?) -> String {
+    switch content {
+    case .string(let s)?:
+        return s
+    case .array(let parts)?:
+        return parts.compactMap { $0["text"]?.stringValue ?? $0.stringValue }.joined(separator: " ")
+    default:
+        return ""
+    }
+}
+
+private func splitIntoPieces(_ text: String, size: Int) -> [String] {
+    var pieces: [String] = []
+    var current = ""
+    var count = 0
+    for character in text {
+        current.append(character)
+        count += 1
+        if count == size {
+            pieces.append(current)
+            current = ""
+            count = 0
+        }
+    }
+    if !current.isEmpty { pieces.append(current) }
+    return pieces
+}
+
+private func statusError(_ status: Int) -> (type: String, code: String) {
+    switch status {
+    case 401: ("invalid_request_error", "invalid_api_key")
+    case 429: ("rate_limit_error", "rate_limit_exceeded")
+    case 500...: ("server_error", "fake_status_\(status)")
+    default: ("invalid_request_error", "fake_status_\(status)")
+    }
+}
+
+private func chatCompletions(_ request: Request, body: JSON?, connection: Connection, shared: Shared,
+                             keepAlive: Bool) -> Bool {
+    guard let body, body.isObject else {
+        return sendJSON(connection, status: 400,
+                        body: errorBody(message: "We could not parse the JSON body of your request.",
+                                        type: "invalid_request_error", code: "invalid_json"),
+                        keepAlive: keepAlive)
+    }
+    guard let messageList = body["messages"]?.arrayValue else {
+        return sendJSON(connection, status: 400,
+                        body: errorBody(message: "Missing required parameter: 'messages'.",
+                                        type: "invalid_request_error", code: "missing_required_parameter"),
+                        keepAlive: keepAlive)
+    }
+    let messages = messageList.map { (role: $0["role"]?.stringValue ?? "", text: contentText($0["content"])) }
+    let lastUser = messages.last(where: { $0.role == "user" })?.text ?? ""
+    let (remaining, directives) = extractDirectives(lastUser)
+    let script = Script(directives: directives, defaultDelayMs: shared.config.defaultDelayMs)
+    let model = body["model"]?.stringValue ?? "fake-model"
+    let stream = body["stream"]?.boolValue == true
+    let includeUsage = body["stream_options"]?["include_usage"]?.boolValue == true
+
+    if let ms = script.slowHeadersMs { sleepMilliseconds(ms) }
+
+    if let status = script.status {
+        let (type, code) = statusError(status)
+        var extra: [(String, String)] = []
+        if status == 429 && !script.noRetryAfter { extra.append(("Retry-After", "1")) }
+        return sendJSON(connection, status: status,
+                        body: errorBody(message: "fake upstream error \(status)", type: type, code: code),
+                        extraHeaders: extra, keepAlive: keepAlive, split: script.split)
+    }
+
+    if script.garbage {
+        let head = responseHead(status: 200, headers: [
+            ("Content-Type", "text/event-stream"),
+            ("Cache-Control", "no-cache"),
+            ("Transfer-Encoding", "chunked"),
+            ("Connection", "close"),
+        ])
+        guard connection.send(head) else { return false }
+        var writer = ChunkedWriter(connection: connection, split: script.split)
+        guard writer.write("this is not an event stream\n{{{\n\n") else { return false }
+        _ = writer.finish()
+        return false
+    }
+
+    let replyText: String
+    if let reply = script.reply {
+        replyText = reply
+    } else if let words = script.words {
+        replyText = words == 0 ? "" : (1...words).map { "w\($0)" }.joined(separator: " ")
+    } else if script.context {
+        replyText = "context: " + messages.map(\.role).joined(separator: " ")
+            + " | " + messages.map(\.text).joined(separator: " / ")
+    } else {
+        replyText = "You said: " + remaining.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+    let pieces = splitIntoPieces(replyText, size: script.chunk)
+    let promptTokens = messages.reduce(0) { $0 + $1.text.split(whereSeparator: { $0.isWhitespace }).count }
+    let usage = JSON.object([
+        ("prompt_tokens", .int(promptTokens)),
+        ("completion_tokens", .int(pieces.count)),
+        ("total_tokens", .int(promptTokens + pieces.count)),
+    ])
+    let n = shared.nextID()
+    let id = "chatcmpl-fake-\(n)"
+    let created = Int(time(nil))
+
+    if !stream {
+        if script.drop != nil { return false }  // close without answering
+        if script.stall != nil {
+            connection.waitForClientToGoAway(maxSeconds: 600)
+            return false
+        }
+        let completion = JSON.object([
+            ("id", .string(id)),
+            ("object", .string("chat.completion")),
+            ("created", .int(created)),
+            ("model", .string(model)),
+            ("choices", .array([.object([
+                ("index", .int(0)),
+                ("message", .object([("role", .string("assistant")), ("content", .string(replyText))])),
+                ("finish_reason", .string("stop")),
+            ])])),
+            ("usage", usage),
+        ])
+        return sendJSON(connection, status: 200, body: completion.encoded(),
+                        extraHeaders: [("x-request-id", "fake-\(n)")], keepAlive: keepAlive, split: script.split)
+    }
+
+    // Streamed answer.
+    let head = responseHead(status: 200, headers: [
+        ("Content-Type", "text/event-stream"),
+        ("Cache-Control", "no-cache"),
+        ("Transfer-Encoding", "chunked"),
+        ("Connection", "close"),
+        ("x-request-id", "fake-\(n)"),
+    ])
+    guard connection.send(head) else { return false }
+    var writer = ChunkedWriter(connection: connection, split: script.split)
+    let eol = script.eol
+    func chunk(choices: [JSON], usage: JSON? = nil) -> String {
+        var members: [(String, JSON)] = [
+            ("id", .string(id)),
+            ("object", .string("chat.completion.chunk")),
+            ("created", .int(created)),
+            ("model", .string(model)),
+            ("choices", .array(choices)),
+        ]
+        if let usage { members.append(("usage", usage)) }
+        return "data: " + JSON.object(members).encoded() + eol + eol
+    }
+    func choice(delta: [(String, JSON)], finish: JSON = .null) -> JSON {
+        .object([("index", .int(0)), ("delta", .object(delta)), ("finish_reason", finish)])
+    }
+
+    guard writer.write(": keep-alive" + eol + eol),
+          writer.write(chunk(choices: [choice(delta: [("role", .string("assistant")), ("content", .string(""))])]))
+    else { return false }
+
+    let dropAt = script.drop.map { min($0, pieces.count) }
+    let stallAt = script.stall.map { min($0, pieces.count) }
+    let errorAt = script.errorMid.map { min($0, pieces.count) }
+    var index = 0
+    while true {
+        if index == dropAt {
+            _ = writer.flush()
+            return false  // the caller closes the socket: no terminating chunk, no [DONE]
+        }
+        if index == stallAt {
+            guard writer.flush() else { return false }
+            connection.waitForClientToGoAway(maxSeconds: 600)
+            return false
+        }
+        if index == errorAt {
+            let error = JSON.object([("error", .object([
+                ("message", .string("fake mid-stream error")),
+                ("type", .string("server_error")),
+                ("code", .string("fake_mid_stream")),
+            ]))])
+            guard writer.write("data: " + error.encoded() + eol + eol) else { return false }
+            _ = writer.finish()
+            return false
+        }
+        if index >= pieces.count { break }
+        if index > 0 { sleepMilliseconds(script.delayMs) }
+        guard writer.write(chunk(choices: [choice(delta: [("content", .string(pieces[index]))])])) else {
+            return false
+        }
+        index += 1
+    }
+    guard writer.write(chunk(choices: [choice(delta: [], finish: .string("stop"))])) else { return false }
+    if includeUsage {
+        guard writer.write(chunk(choices: [], usage: usage)) else { return false }
+    }
+    if !script.noDone {
+        guard writer.write("data: [DONE]" + eol + eol) else { return false }
+    }
+    _ = writer.finish()
+    return false
+}

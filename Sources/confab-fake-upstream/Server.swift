@@ -1,0 +1,172 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// State shared by all connection threads: the immutable configuration, the request log and
+/// the response id counter. Everything mutable sits behind a Mutex.
+final class Shared: Sendable {
+    let config: Config
+    private let logFD: Mutex<Int32>
+    private let counter = Mutex<Int>(0)
+
+    init(config: Config) {
+        self.config = config
+        var fd: Int32 = -1
+        if let path = config.logPath {
+            fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+            if fd < 0 { die("cannot open --log file '\(path)': \(String(cString: strerror(errno)))") }
+        }
+        logFD = Mutex(fd)
+    }
+
+    func nextID() -> Int {
+        counter.withLock { n in
+            n += 1
+            return n
+        }
+    }
+
+    /// Appends one JSON line describing a request (never the key itself).
+    func log(method: String, path: String, authorization: Bool, body: JSON?) {
+        let record = JSON.object([
+            ("method", .string(method)),
+            ("path", .string(path)),
+            ("authorization", .bool(authorization)),
+            ("body", body ?? .null),
+        ])
+        let line = record.encoded() + "\n"
+        logFD.withLock { fd in
+            if fd >= 0 { writeFD(fd, line) }
+        }
+    }
+}
+
+func runServer(_ config: Config) -> Never {
+    signal(SIGPIPE, SIG_IGN)
+    signal(SIGTERM) { _ in _exit(0) }
+    signal(SIGINT) { _ in _exit(0) }
+
+    let shared = Shared(config: config)
+    let listenFD = makeListener(config)
+    startWatchdog(config)
+
+    writeFD(1, "listening \(config.host) \(boundPort(listenFD))\n")
+
+    while true {
+        let fd = accept(listenFD, nil, nil)
+        if fd < 0 {
+            switch errno {
+            case EINTR, ECONNABORTED, EAGAIN:
+                continue
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                usleep(10_000)
+                continue
+            default:
+                die("accept failed: \(String(cString: strerror(errno)))", code: 1)
+            }
+        }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        setSocketOptions(fd)
+        let thread = Thread {
+            serveConnection(fd: fd, shared: shared)
+        }
+        thread.stackSize = 4 << 20
+        thread.start()
+    }
+}
+
+private func makeListener(_ config: Config) -> Int32 {
+    let domain = config.family == .v4 ? AF_INET : AF_INET6
+    let fd = socket(domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    if fd < 0 { die("socket failed: \(String(cString: strerror(errno)))", code: 1) }
+    var one: Int32 = 1
+    _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+
+    let result: Int32
+    switch config.family {
+    case .v4:
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = config.port.bigEndian
+        _ = inet_pton(AF_INET, config.host, &addr.sin_addr)
+        result = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+    case .v6:
+        var addr = sockaddr_in6()
+        addr.sin6_family = sa_family_t(AF_INET6)
+        addr.sin6_port = config.port.bigEndian
+        _ = inet_pton(AF_INET6, "::1", &addr.sin6_addr)
+        result = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+            }
+        }
+    }
+    if result != 0 {
+        die("cannot bind \(config.host) port \(config.port): \(String(cString: strerror(errno)))", code: 1)
+    }
+    if listen(fd, 1024) != 0 { die("listen failed: \(String(cString: strerror(errno)))", code: 1) }
+    return fd
+}
+
+private func boundPort(_ fd: Int32) -> UInt16 {
+    var storage = sockaddr_storage()
+    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+    let ok = withUnsafeMutablePointer(to: &storage) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    if ok != 0 { die("getsockname failed: \(String(cString: strerror(errno)))", code: 1) }
+    let family = Int32(storage.ss_family)
+    return withUnsafePointer(to: &storage) { ptr -> UInt16 in
+        if family == AF_INET6 {
+            return ptr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+        }
+        return ptr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+    }
+}
+
+private func setSocketOptions(_ fd: Int32) {
+    var one: Int32 = 1
+    _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    // A client that stops reading must not pin a thread forever.
+    var timeout = timeval(tv_sec: 120, tv_usec: 0)
+    _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+}
+
+/// Ends the process after --max-lifetime (and, with --exit-with-parent, when the parent goes away).
+private func startWatchdog(_ config: Config) {
+    let parent = getppid()
+    let deadline = monotonicSeconds() + config.maxLifetimeSeconds
+    let thread = Thread {
+        while true {
+            let remaining = deadline - monotonicSeconds()
+            if remaining <= 0 {
+                writeFD(2, "confab-fake-upstream: max lifetime reached, exiting\n")
+                _exit(0)
+            }
+            if config.exitWithParent && getppid() != parent {
+                _exit(0)
+            }
+            sleepMilliseconds(Int(min(remaining, 0.25) * 1000) + 1)
+        }
+    }
+    thread.start()
+}
+
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+func sleepMilliseconds(_ ms: Int) {
+    guard ms > 0 else { return }
+    var request = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR {
+        request = remaining
+    }
+}
