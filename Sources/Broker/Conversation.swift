@@ -1,0 +1,143 @@
+import ConfabProtocol
+import EventLoop
+import LogStore
+import Upstream
+
+/// A conversation held in memory: its messages, its log, who is attached, and its replies.
+/// Replies run one at a time, in the order their sends were stored.
+final class Conversation {
+    let id: String
+    let created: Timestamp
+    var title: String
+    var updated: Timestamp
+    let model: String
+    let system: String?
+    let log: ConversationLog
+    /// Stored messages in id order; the reply in flight is in `active`, not here.
+    private(set) var messages: [Message]
+    private var nextSequence: Int
+    /// Attached clients, in attach order: everybody gets every notification in one order.
+    private(set) var attached: [ClientSession] = []
+    /// Reply ids reserved by stored sends, waiting for their turn.
+    private(set) var queue: [String] = []
+    private(set) var active: ActiveReply?
+    var isDeleted = false
+
+    final class ActiveReply {
+        var message: Message
+        var stream: ReplyStream?
+        var unsavedText = ""
+        var lastSave: UInt64
+        /// The final record is being made durable; the reply can no longer be cancelled.
+        var isFinishing = false
+        init(message: Message, now: UInt64) {
+            self.message = message
+            self.lastSave = now
+        }
+    }
+
+    init(header: ConversationHeader, log: ConversationLog) {
+        id = header.id
+        created = header.created
+        title = header.title
+        updated = header.created
+        model = header.model
+        system = header.system
+        self.log = log
+        messages = []
+        nextSequence = 1
+    }
+
+    init(replayed: ReplayedConversation, log: ConversationLog) {
+        id = replayed.header.id
+        created = replayed.header.created
+        title = replayed.title
+        updated = replayed.updated
+        model = replayed.header.model
+        system = replayed.header.system
+        self.log = log
+        messages = replayed.messages
+        nextSequence = (replayed.messages.last?.sequence ?? 0) + 1
+    }
+
+    var info: ConversationInfo {
+        ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
+                         messageCount: messages.count)
+    }
+
+    var queuedCount: Int { queue.count }
+
+    /// Reserves ids for a user message and its reply, in conversation order.
+    func reserveSend() -> (message: String, reply: String) {
+        let ids = (MessageID.make(nextSequence), MessageID.make(nextSequence + 1))
+        nextSequence += 2
+        return ids
+    }
+
+    func insert(_ message: Message) {
+        let sequence = message.sequence
+        if let last = messages.last, last.sequence > sequence {
+            let position = messages.firstIndex { $0.sequence > sequence }!
+            messages.insert(message, at: position)
+        } else {
+            messages.append(message)
+        }
+        if message.created > updated { updated = message.created }
+    }
+
+    func enqueueReply(_ id: String) { queue.append(id) }
+
+    func takeNextReply() -> String? { queue.isEmpty ? nil : queue.removeFirst() }
+
+    func dropQueue() { queue = [] }
+
+    func begin(_ reply: ActiveReply) { active = reply }
+
+    func end() -> ActiveReply? {
+        defer { active = nil }
+        return active
+    }
+
+    /// What the upstream sees for a reply: the system prompt and every earlier turn that has text.
+    func context(before reply: String) -> [ChatMessage] {
+        let limit = MessageID.sequence(of: reply) ?? Int.max
+        var context: [ChatMessage] = []
+        if let system, !system.isEmpty { context.append(ChatMessage(role: "system", content: system)) }
+        for message in messages where message.sequence < limit && !message.content.isEmpty {
+            context.append(ChatMessage(role: message.role, content: message.content))
+        }
+        return context
+    }
+
+    func lastMessages(_ count: Int, before: Int? = nil) -> (messages: [Message], more: Bool) {
+        let eligible = before.map { limit in messages.prefix { $0.sequence < limit } } ?? messages[...]
+        let slice = eligible.suffix(count)
+        return (Array(slice), slice.startIndex > eligible.startIndex)
+    }
+
+    func attach(_ client: ClientSession) -> Bool {
+        guard !attached.contains(where: { $0 === client }) else { return false }
+        attached.append(client)
+        return true
+    }
+
+    func detach(_ client: ClientSession) -> Bool {
+        guard let index = attached.firstIndex(where: { $0 === client }) else { return false }
+        attached.remove(at: index)
+        return true
+    }
+
+    func detachAll() -> [ClientSession] {
+        defer { attached = [] }
+        return attached
+    }
+
+    /// Encodes once, writes the same bytes to every attached client.
+    func broadcast(_ method: String, _ params: [String: JSON], except: ClientSession? = nil) {
+        guard !attached.isEmpty else { return }
+        var params = params
+        params["conversation"] = .string(id)
+        let buffer = OutboundBuffer(RPC.notification(method: method, params: .object(params)))
+        for client in attached where client !== except { client.send(buffer) }
+    }
+}

@@ -1,0 +1,54 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One line per event on stderr. Under systemd (`JOURNAL_STREAM` set) each line starts
+/// with the `<N>` syslog priority the journal understands; otherwise with the level name.
+/// Message content never goes above debug; the API key never goes anywhere.
+public struct Logger: Sendable {
+    public enum Level: Int, Comparable, Sendable, CaseIterable {
+        case error = 3, warning = 4, notice = 5, info = 6, debug = 7
+        public static func < (a: Level, b: Level) -> Bool { a.rawValue > b.rawValue }
+        public var name: String {
+            switch self {
+            case .error: "error"
+            case .warning: "warning"
+            case .notice: "notice"
+            case .info: "info"
+            case .debug: "debug"
+            }
+        }
+        public init?(name: String) {
+            guard let level = Level.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
+            self = level
+        }
+    }
+
+    public var level: Level
+    public let journal: Bool
+
+    public init(level: Level, journal: Bool) {
+        self.level = level
+        self.journal = journal
+    }
+
+    public func log(_ level: Level, _ message: @autoclosure () -> String) {
+        guard level >= self.level else { return }
+        let line = (journal ? "<\(level.rawValue)>" : "\(level.name): ") + message() + "\n"
+        var bytes = Array(line.utf8)
+        bytes.withUnsafeMutableBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
+                if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
+                offset += n
+            }
+        }
+    }
+
+    public func error(_ message: @autoclosure () -> String) { log(.error, message()) }
+    public func warning(_ message: @autoclosure () -> String) { log(.warning, message()) }
+    public func notice(_ message: @autoclosure () -> String) { log(.notice, message()) }
+    public func info(_ message: @autoclosure () -> String) { log(.info, message()) }
+    public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
+}

@@ -1,0 +1,257 @@
+import ConfabProtocol
+import EventLoop
+import LogStore
+
+/// The protocol's methods (docs/protocol.md), one function each.
+extension Broker {
+    func handle(line: ArraySlice<UInt8>, from client: ClientSession) {
+        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        switch RPC.parse(line) {
+        case .failure(let failure):
+            client.send(RPC.response(id: failure.id, error: failure.error))
+        case .success(.request(let id, let method, let params)):
+            dispatch(method, params, from: client) { result in
+                switch result {
+                case .success(let value): return RPC.response(id: id, result: value)
+                case .failure(let error): return RPC.response(id: id, error: error)
+                }
+            }
+        case .success(.notification(let method, let params)):
+            dispatch(method, params, from: client) { _ in nil }
+        case .success(.response), .success(.errorResponse):
+            // confabd sends no requests, so there is nothing a response could answer.
+            client.send(RPC.response(id: .null, error: RPCError(code: RPCError.invalidRequest,
+                message: "invalid request: confabd sends no requests, so it takes no responses")))
+        }
+    }
+
+    typealias Reply = (Result<JSON, RPCError>) -> [UInt8]?
+
+    private func dispatch(_ method: String, _ rawParams: JSON?, from client: ClientSession, encode: @escaping Reply) {
+        // Answers that are known at once go straight out; ones that wait on the disk hold a
+        // place in the client's outbox so everything it is sent keeps request order.
+        let respond: (Result<JSON, RPCError>) -> Void = { result in
+            if let bytes = encode(result) { client.send(bytes) }
+        }
+        let later: () -> (Result<JSON, RPCError>) -> Void = {
+            let slot = client.reserve()
+            return { result in client.fill(slot, encode(result) ?? []) }
+        }
+        do throws(RPCError) {
+            let params = try Params(rawParams)
+            switch method {
+            case "hello": respond(.success(try hello(params, client)))
+            case "status": respond(.success(status()))
+            case "conversation.create": try create(params, client, later())
+            case "conversation.list": respond(.success(try list(params)))
+            case "conversation.get": respond(.success(["conversation": try conversation(params).info.json]))
+            case "conversation.rename": try rename(params, client, later())
+            case "conversation.delete": try delete(params, later())
+            case "conversation.attach": respond(.success(try attach(params, client)))
+            case "conversation.detach": respond(.success(try detach(params, client)))
+            case "conversation.history": respond(.success(try history(params)))
+            case "message.send": try send(params, client, later())
+            case "generation.cancel": respond(.success(try cancel(params)))
+            default:
+                throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
+            }
+        } catch {
+            respond(.failure(error))
+        }
+    }
+
+    // MARK: - Parameters
+
+    private func conversation(_ params: Params) throws(RPCError) -> Conversation {
+        let id = try params.string("conversation")
+        guard ConversationID.isValid(id) else {
+            throw .invalidParams("parameter \"conversation\" is not a conversation id (12 characters of 0-9 and a-z without i, l, o, u)")
+        }
+        guard let conversation = conversations[id] else { throw .notFound("no conversation \(id)") }
+        return conversation
+    }
+
+    private func title(_ value: String) throws(RPCError) -> String {
+        guard !value.isEmpty, value.count <= 200, !value.contains(where: { $0.isNewline }) else {
+            throw .invalidParams("parameter \"title\" must be 1 to 200 characters on one line")
+        }
+        return value
+    }
+
+    private func refuseWhenStopping() throws(RPCError) {
+        if isStopping { throw RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down") }
+    }
+
+    // MARK: - Methods
+
+    private func hello(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
+        client.clientName = String((try params.optionalString("client") ?? "").prefix(64))
+        if let name = try params.optionalString("name") {
+            guard !name.isEmpty, name.count <= 64, !name.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 0x20 } == true }) else {
+                throw .invalidParams("parameter \"name\" must be 1 to 64 printable characters")
+            }
+            client.name = name
+        }
+        return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
+                "client_id": .string(client.id),
+                "user": ["uid": .int(Int(client.credentials.uid)), "login": .string(client.login), "name": .string(client.name)]]
+    }
+
+    private func status() -> JSON {
+        let counts = self.counts
+        return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
+                "uptime_seconds": .int(uptimeSeconds), "conversations": .int(counts.conversations), "clients": .int(counts.clients),
+                "streams": .int(counts.streams), "queued": .int(counts.queued)]
+    }
+
+    private func create(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
+        try refuseWhenStopping()
+        let title = try title(try params.optionalString("title") ?? "untitled")
+        let system = try params.optionalString("system")
+        let model = try params.optionalString("model") ?? upstream.config.model
+        guard !model.isEmpty, model.count <= 200, !model.contains(where: { $0.isWhitespace }) else {
+            throw .invalidParams("parameter \"model\" must be 1 to 200 characters without spaces")
+        }
+        var id = ConversationID.make()
+        while conversations[id] != nil { id = ConversationID.make() }
+        let header = ConversationHeader(id: id, created: .now(), title: title, model: model, system: system)
+        store.create(header) { [unowned self] result in
+            switch result {
+            case .success(let log):
+                let conversation = Conversation(header: header, log: log)
+                conversations[id] = conversation
+                logger.info("conversation=\(id) created client=\(client.id)")
+                respond(.success(["conversation": conversation.info.json]))
+            case .failure(let error):
+                logger.error("cannot create conversation: \(error)")
+                respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
+            }
+        }
+    }
+
+    private func list(_ params: Params) throws(RPCError) -> JSON {
+        let limit = try params.optionalInt("limit", in: 1...10_000) ?? 100
+        let sorted = conversations.values.sorted { ($0.updated, $0.id) > ($1.updated, $1.id) }
+        return ["conversations": .array(sorted.prefix(limit).map(\.info.json))]
+    }
+
+    private func rename(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
+        let conversation = try conversation(params)
+        let title = try title(try params.string("title"))
+        conversation.log.append([.title(title)]) { [unowned self] error in
+            if let error {
+                respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
+                return
+            }
+            guard !conversation.isDeleted else {
+                respond(.failure(.notFound("no conversation \(conversation.id)")))
+                return
+            }
+            conversation.title = title
+            conversation.updated = .now()
+            logger.info("conversation=\(conversation.id) renamed client=\(client.id)")
+            respond(.success(["conversation": conversation.info.json]))
+            conversation.broadcast("conversation.updated", ["info": conversation.info.json])
+        }
+    }
+
+    private func delete(_ params: Params, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
+        let conversation = try conversation(params)
+        conversation.isDeleted = true
+        conversations[conversation.id] = nil
+        conversation.end()?.stream?.cancel()
+        conversation.dropQueue()
+        conversation.broadcast("conversation.deleted", [:])
+        for client in conversation.detachAll() { client.attached.remove(conversation.id) }
+        store.delete(conversation.log) { [unowned self] error in
+            if let error {
+                logger.error("conversation=\(conversation.id) delete: \(error)")
+                respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
+            } else {
+                logger.info("conversation=\(conversation.id) deleted")
+                respond(.success(["deleted": .string(conversation.id)]))
+            }
+        }
+    }
+
+    private func attach(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
+        let conversation = try conversation(params)
+        let count = try params.optionalInt("history", in: 0...limits.maxHistory) ?? 50
+        let others = conversation.attached.filter { $0 !== client }.map(\.info.json)
+        let result: JSON = [
+            "conversation": conversation.info.json,
+            "messages": .array(conversation.lastMessages(count).messages.map(\.json)),
+            "pending": conversation.active.map { $0.message.json } ?? .null,
+            "clients": .array(others),
+        ]
+        if conversation.attach(client) {
+            client.attached.insert(conversation.id)
+            conversation.broadcast("client.attached", ["client": client.info.json], except: client)
+            logger.info("conversation=\(conversation.id) client=\(client.id) attached")
+        }
+        return result
+    }
+
+    private func detach(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
+        let conversation = try conversation(params)
+        let detached = conversation.detach(client)
+        if detached {
+            client.attached.remove(conversation.id)
+            conversation.broadcast("client.detached", ["client": client.info.json])
+        }
+        return ["detached": .bool(detached)]
+    }
+
+    private func history(_ params: Params) throws(RPCError) -> JSON {
+        let conversation = try conversation(params)
+        let limit = try params.optionalInt("limit", in: 1...limits.maxHistory) ?? 50
+        var before: Int?
+        if let id = try params.optionalString("before") {
+            guard let sequence = MessageID.sequence(of: id) else { throw .invalidParams("parameter \"before\" is not a message id") }
+            before = sequence
+        }
+        let page = conversation.lastMessages(limit, before: before)
+        return ["messages": .array(page.messages.map(\.json)), "more": .bool(page.more)]
+    }
+
+    private func send(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
+        try refuseWhenStopping()
+        let conversation = try conversation(params)
+        let content = try params.string("content")
+        guard content.contains(where: { !$0.isWhitespace }) else { throw .invalidParams("parameter \"content\" must not be empty") }
+        let waiting = conversation.queuedCount + (conversation.active == nil ? 0 : 1)
+        guard waiting <= limits.maxQueuedSends else {
+            throw RPCError(code: RPCError.limitReached, message: "too many sends waiting in this conversation (limit \(limits.maxQueuedSends))")
+        }
+        let ids = conversation.reserveSend()
+        let message = Message(id: ids.message, conversation: conversation.id, role: "user", content: content,
+                              status: .complete, created: .now(), author: client.author())
+        conversation.log.append([.message(message)]) { [unowned self] error in
+            if let error {
+                logger.error("conversation=\(conversation.id) cannot store message: \(error)")
+                respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, the message was not stored: \(error)")))
+                return
+            }
+            guard !conversation.isDeleted else {
+                respond(.failure(.notFound("no conversation \(conversation.id)")))
+                return
+            }
+            conversation.insert(message)
+            logger.info("conversation=\(conversation.id) message=\(message.id) stored client=\(client.id) chars=\(content.count)")
+            logger.debug("conversation=\(conversation.id) message=\(message.id) content=\(content)")
+            respond(.success(["message": message.json, "reply": .string(ids.reply)]))
+            conversation.broadcast("message.created", ["message": message.json])
+            conversation.enqueueReply(ids.reply)
+            startNextReply(in: conversation)
+        }
+    }
+
+    private func cancel(_ params: Params) throws(RPCError) -> JSON {
+        let conversation = try conversation(params)
+        guard let reply = conversation.active, !reply.isFinishing else { return ["cancelled": .null] }
+        let id = reply.message.id
+        logger.info("conversation=\(conversation.id) reply=\(id) cancelled")
+        finishReply(in: conversation, status: .cancelled, error: nil)
+        return ["cancelled": .string(id)]
+    }
+}

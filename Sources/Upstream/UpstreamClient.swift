@@ -1,0 +1,200 @@
+import ConfabProtocol
+import Curl
+import EventLoop
+
+/// Where replies come from: an OpenAI-compatible chat-completions endpoint.
+public struct UpstreamConfig: Sendable, Equatable {
+    public var baseURL: String
+    public var apiKey: String?
+    public var model: String
+    /// A stream with no byte for this long is abandoned.
+    public var timeoutSeconds: Int
+    public var connectTimeoutSeconds: Int
+    public var temperature: Double?
+    public var maxTokens: Int?
+
+    public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String = "gpt-4o-mini",
+                timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil) {
+        self.baseURL = baseURL
+        self.apiKey = apiKey
+        self.model = model
+        self.timeoutSeconds = timeoutSeconds
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.temperature = temperature
+        self.maxTokens = maxTokens
+    }
+
+    public var completionsURL: String {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + "/chat/completions"
+    }
+
+    /// OpenAI's own API refuses every request without a key; local servers usually take none.
+    public var requiresKey: Bool {
+        let lowered = baseURL.lowercased()
+        return lowered.contains("://api.openai.com")
+    }
+}
+
+public enum ReplyEvent {
+    case text(String)
+    /// The reply is over. `error` is nil when it completed.
+    case finished(finishReason: String?, usage: TokenUsage?, error: MessageError?)
+}
+
+/// One reply being streamed. Cancel it to stop; its handler then hears nothing more.
+public final class ReplyStream {
+    fileprivate var transfer: CurlTransfer?
+    fileprivate weak var client: UpstreamClient?
+    fileprivate var handler: ((ReplyEvent) -> Void)?
+    fileprivate var parser = SSEParser()
+    fileprivate var decoder = ChatStreamDecoder()
+    fileprivate var status = 0
+    fileprivate var isEventStream = false
+    fileprivate var errorBody: [UInt8] = []
+    fileprivate var finishReason: String?
+    fileprivate var usage: TokenUsage?
+    fileprivate var sawDone = false
+
+    public func cancel() {
+        handler = nil
+        if let transfer, let client { client.multi.cancel(transfer) }
+        transfer = nil
+    }
+
+    fileprivate func finish(_ error: MessageError?) {
+        guard let handler else { return }
+        self.handler = nil
+        if let transfer, let client { client.multi.cancel(transfer) }
+        transfer = nil
+        handler(.finished(finishReason: finishReason, usage: usage, error: error))
+    }
+}
+
+/// Streams chat completions over libcurl on the daemon's loop. Many at once; no threads.
+public final class UpstreamClient {
+    public var config: UpstreamConfig
+    let multi: CurlMulti
+    static let maxErrorBody = 64 * 1024
+
+    public init(loop: Loop, config: UpstreamConfig) {
+        self.config = config
+        multi = CurlMulti(loop: loop)
+    }
+
+    public var activeStreams: Int { multi.activeTransfers }
+
+    public func close() { multi.close() }
+
+    /// Starts a streamed reply. `handler` gets text pieces, then exactly one `.finished`
+    /// (unless the stream is cancelled first). It is never called before this returns.
+    public func stream(_ request: ChatRequest, handler: @escaping (ReplyEvent) -> Void) -> ReplyStream {
+        let stream = ReplyStream()
+        stream.client = self
+        stream.handler = handler
+        if config.requiresKey && (config.apiKey ?? "").isEmpty {
+            // Deliver on the next turn, like every other outcome.
+            let timer = Timer(loop: multiLoop)
+            timer.start(after: 0) { [weak stream] in
+                timer.close()
+                stream?.finish(MessageError(code: "not_configured",
+                    message: "no API key: set api_key in the config file or OPENAI_API_KEY in confabd's environment"))
+            }
+            return stream
+        }
+        var headers = ["Content-Type: application/json", "Accept: text/event-stream"]
+        if let key = config.apiKey, !key.isEmpty { headers.append("Authorization: Bearer \(key)") }
+        let transfer = CurlTransfer(url: config.completionsURL, body: request.jsonBody(), headers: headers,
+                                    connectTimeoutSeconds: config.connectTimeoutSeconds, stallSeconds: config.timeoutSeconds)
+        stream.transfer = transfer
+        transfer.onData = { [unowned stream, unowned transfer] bytes in
+            Self.receive(bytes, on: stream, transfer: transfer)
+        }
+        transfer.onComplete = { [unowned stream] outcome in
+            Self.complete(stream, outcome)
+        }
+        multi.start(transfer)
+        return stream
+    }
+
+    private var multiLoop: Loop { multi.loop }
+
+    private static func receive(_ bytes: UnsafeRawBufferPointer, on stream: ReplyStream, transfer: CurlTransfer) -> Bool {
+        if stream.status == 0 {
+            stream.status = transfer.responseCode
+            let contentType = transfer.header("Content-Type")?.lowercased() ?? ""
+            stream.isEventStream = contentType.contains("text/event-stream")
+        }
+        guard (200..<300).contains(stream.status), stream.isEventStream else {
+            let room = maxErrorBody - stream.errorBody.count
+            if room > 0 { stream.errorBody.append(contentsOf: bytes.prefix(room)) }
+            return true
+        }
+        var events: [ChatStreamEvent] = []
+        var failure: MessageError?
+        do {
+            try stream.parser.feed(bytes) { event in
+                guard failure == nil else { return }
+                do {
+                    events.append(contentsOf: try stream.decoder.decode(event))
+                } catch {
+                    failure = MessageError(code: "upstream_protocol", message: "unreadable event from upstream: \(error)")
+                }
+            }
+        } catch {
+            failure = MessageError(code: "upstream_protocol", message: "upstream sent a line longer than the parser accepts")
+        }
+        for event in events {
+            switch event {
+            case .content(let text): stream.handler?(.text(text))
+            case .finish(let reason): stream.finishReason = reason
+            case .usage(let usage): stream.usage = usage
+            case .error(let info):
+                stream.finish(MessageError(code: "upstream_error", message: info.message))
+                return false
+            case .done:
+                stream.sawDone = true
+                stream.finish(nil)
+                return false
+            }
+        }
+        if let failure {
+            stream.finish(failure)
+            return false
+        }
+        return stream.handler != nil
+    }
+
+    private static func complete(_ stream: ReplyStream, _ outcome: CurlOutcome) {
+        stream.transfer = nil
+        guard stream.handler != nil else { return }
+        if stream.status != 0, !(200..<300).contains(stream.status) {
+            let info = upstreamErrorMessage(status: stream.status, body: stream.errorBody)
+            let code = switch stream.status {
+                case 401, 403: "upstream_auth"
+                case 429: "rate_limited"
+                default: "upstream_http"
+            }
+            stream.finish(MessageError(code: code, message: info.message, status: stream.status))
+            return
+        }
+        if stream.status != 0, !stream.isEventStream {
+            let info = upstreamErrorMessage(status: stream.status, body: stream.errorBody)
+            stream.finish(MessageError(code: "upstream_protocol",
+                message: "expected an event stream from the upstream, got: \(info.message)", status: stream.status))
+            return
+        }
+        if !outcome.isSuccess {
+            let code = outcome.isTimeout ? "upstream_timeout" : (stream.status == 0 ? "upstream_connection" : "upstream_protocol")
+            stream.finish(MessageError(code: code, message: outcome.message))
+            return
+        }
+        stream.parser.finish()
+        if stream.finishReason != nil || stream.sawDone {
+            stream.finish(nil)
+        } else {
+            stream.finish(MessageError(code: "upstream_protocol", message: "the upstream ended the stream before the reply finished"))
+        }
+    }
+}
