@@ -83,6 +83,12 @@ public enum ConversationID {
         return String(decoding: (0..<length).map { _ in alphabet[Int(generator.next(upperBound: UInt32(alphabet.count)))] }, as: UTF8.self)
     }
 
+    /// True for the start of a possible id (what a user may type as a shorthand).
+    public static func isValidPrefix(_ text: String) -> Bool {
+        let bytes = text.utf8
+        return !bytes.isEmpty && bytes.count <= length && bytes.allSatisfy { alphabet.contains($0) }
+    }
+
     public static func isValid(_ id: String) -> Bool {
         let bytes = id.utf8
         return bytes.count == length && bytes.allSatisfy { alphabet.contains($0) }

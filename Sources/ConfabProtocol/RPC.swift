@@ -28,8 +28,6 @@ public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
     public static let limitReached = -32004
     /// The daemon is shutting down and takes no new work.
     public static let shuttingDown = -32005
-    /// The method needs `hello` first.
-    public static let helloRequired = -32006
 
     public static func invalidParams(_ message: String) -> RPCError { RPCError(code: invalidParams, message: message) }
     public static func notFound(_ message: String) -> RPCError { RPCError(code: notFound, message: message) }

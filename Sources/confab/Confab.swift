@@ -1,0 +1,247 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import ConfabProtocol
+
+/// Options every command takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "The daemon's socket (default: $CONFAB_SOCKET, else $XDG_RUNTIME_DIR/confab/confabd.sock).",
+        valueName: "path"))
+    var socket: String?
+}
+
+/// A command that talks to the daemon: `--socket` may come before or after its name.
+protocol ClientCommand: ParsableCommand {
+    var global: GlobalOptions { get }
+    var root: Confab { get }
+}
+
+extension ClientCommand {
+    var socketPath: String {
+        global.socket ?? root.global.socket ?? ConfabPaths(environment: Environment.all()).socket
+    }
+}
+
+@main
+struct Confab: ParsableCommand {
+    @OptionGroup var global: GlobalOptions
+
+    static let configuration = CommandConfiguration(
+        commandName: "confab",
+        abstract: "Talk to LLMs through confabd.",
+        discussion: """
+            Conversation ids may be shortened to a unique prefix of at least 4 characters.
+            Exit status: 0 success, 1 error from the daemon or the reply, 2 usage error, \
+            3 daemon not reachable, 130 interrupted.
+            """,
+        version: ProtocolVersion.confabVersion,
+        subcommands: [New.self, List.self, Ask.self, Attach.self, Rename.self, Remove.self, Cancel.self, Status.self])
+
+    static func main() {
+        // A daemon that went away shows up as EPIPE on the socket, not as a signal.
+        signal(SIGPIPE, SIG_IGN)
+        // Interrupting a streamed reply just leaves: the daemon carries on with it.
+        signal(SIGINT) { _ in _exit(130) }
+        var command: any ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            exitForParseError(error)
+        }
+        do {
+            try command.run()
+        } catch let failure as Failure {
+            failure.report()
+        } catch {
+            exitForParseError(error)
+        }
+        Out.exit(0)
+    }
+
+    /// argument-parser's own handling, except that usage errors exit 2.
+    private static func exitForParseError(_ error: any Error) -> Never {
+        if exitCode(for: error) == .validationFailure {
+            Out.errorLine(fullMessage(for: error))
+            Out.exit(2)
+        }
+        exit(withError: error)
+    }
+}
+
+// MARK: - Small commands
+
+struct New: ClientCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a conversation and print its id.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Option(help: "The conversation's title.") var title: String?
+    @Option(help: "A system prompt.") var system: String?
+    @Option(help: "The model (default: the daemon's).") var model: String?
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "new")
+        let info = try createConversation(connection, title: title, system: system, model: model)
+        Out.stdout(info.id + "\n")
+    }
+}
+
+/// `conversation.create`; the new conversation.
+func createConversation(_ connection: Connection, title: String?, system: String?, model: String?) throws(Failure) -> (id: String, json: JSON) {
+    var params: [String: JSON] = [:]
+    if let title { params["title"] = .string(title) }
+    if let system { params["system"] = .string(system) }
+    if let model { params["model"] = .string(model) }
+    let result = try connection.call("conversation.create", .object(params))
+    guard let conversation = result["conversation"], let id = conversation["id"]?.string else {
+        throw .message("confabd's answer to conversation.create has no conversation id")
+    }
+    return (id, conversation)
+}
+
+struct List: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls",
+        abstract: "List conversations, most recently active first.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Option(help: "At most this many (1…10000; default: the daemon's, 100).") var limit: Int?
+    @Flag(help: "Print the raw conversations array as JSON.") var json = false
+
+    func validate() throws {
+        if let limit, !(1...10000).contains(limit) { throw ValidationError("--limit must be between 1 and 10000") }
+    }
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "ls")
+        var params: [String: JSON] = [:]
+        if let limit { params["limit"] = .int(limit) }
+        let result = try connection.call("conversation.list", .object(params))
+        let conversations = result["conversations"]?.array ?? []
+        if json {
+            Out.stdout((result["conversations"] ?? .array([])).text + "\n")
+            return
+        }
+        if conversations.isEmpty {
+            if isatty(1) != 0 { Out.errorLine("no conversations") }
+            return
+        }
+        let rows = conversations.map { conversation in
+            (id: conversation["id"]?.string ?? "?",
+             updated: LocalTime.dateAndClock(LocalTime.parse(conversation["updated"])),
+             count: String(conversation["message_count"]?.int ?? 0),
+             title: conversation["title"]?.string ?? "")
+        }
+        let idWidth = rows.map(\.id.count).max() ?? 0
+        let countWidth = rows.map(\.count.count).max() ?? 0
+        var out = ""
+        for row in rows {
+            out += pad(row.id, idWidth) + "  " + row.updated + "  "
+                + String(repeating: " ", count: countWidth - row.count.count) + row.count + " msgs  " + row.title + "\n"
+        }
+        Out.stdout(out)
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text + String(repeating: " ", count: max(0, width - text.count))
+    }
+}
+
+struct Rename: ClientCommand {
+    static let configuration = CommandConfiguration(abstract: "Give a conversation a new title.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Argument(help: "The conversation (id or unique prefix).") var id: String
+    @Argument(help: "The new title (words are joined with spaces).") var title: [String]
+
+    func validate() throws {
+        if title.joined(separator: " ").isBlank { throw ValidationError("Missing expected argument '<title> ...'") }
+    }
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "rename")
+        let conversation = try connection.resolveConversation(id)
+        _ = try connection.call("conversation.rename",
+                                ["conversation": .string(conversation), "title": .string(title.joined(separator: " "))])
+    }
+}
+
+struct Remove: ClientCommand {
+    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete a conversation.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Argument(help: "The conversation (id or unique prefix).") var id: String
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "rm")
+        let conversation = try connection.resolveConversation(id)
+        _ = try connection.call("conversation.delete", ["conversation": .string(conversation)])
+    }
+}
+
+struct Cancel: ClientCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop the reply in flight in a conversation; print the stopped message's id.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Argument(help: "The conversation (id or unique prefix).") var id: String
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "cancel")
+        let conversation = try connection.resolveConversation(id)
+        let result = try connection.call("generation.cancel", ["conversation": .string(conversation)])
+        if let cancelled = result["cancelled"]?.string {
+            Out.stdout(cancelled + "\n")
+        } else {
+            Out.errorLine("nothing to cancel")
+        }
+    }
+}
+
+struct Status: ClientCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the daemon's state.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Flag(help: "Print the raw status object as JSON.") var json = false
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "status")
+        let result = try connection.call("status")
+        if json {
+            Out.stdout(result.text + "\n")
+            return
+        }
+        func number(_ key: String) -> String { result[key]?.int.map(String.init) ?? "?" }
+        var lines = "\(result["server"]?.string ?? "confabd") \(result["version"]?.string ?? "?")"
+        if let proto = result["protocol"]?.int { lines += " (protocol \(proto))" }
+        lines += "\n"
+        lines += "uptime:        \(result["uptime_seconds"]?.double.map(Self.duration) ?? "?")\n"
+        lines += "conversations: \(number("conversations"))\n"
+        lines += "clients:       \(number("clients"))\n"
+        lines += "streams:       \(number("streams"))\n"
+        lines += "queued:        \(number("queued"))\n"
+        Out.stdout(lines)
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        var left = max(0, Int(seconds))
+        let days = left / 86400; left %= 86400
+        let hours = left / 3600; left %= 3600
+        let minutes = left / 60
+        let secs = left % 60
+        var parts: [String] = []
+        if days > 0 { parts.append("\(days)d") }
+        if days > 0 || hours > 0 { parts.append("\(hours)h") }
+        if days > 0 || hours > 0 || minutes > 0 { parts.append("\(minutes)m") }
+        parts.append("\(secs)s")
+        return parts.joined(separator: " ")
+    }
+}

@@ -1,0 +1,231 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ConfabProtocol
+
+/// Something the daemon sent, in arrival order.
+enum Event {
+    case notification(method: String, params: JSON)
+    case response(id: Int, result: Result<JSON, RPCError>)
+    /// An error the daemon could not tie to a request (id null): framing is lost or our
+    /// frame was unreadable. Nothing good follows it.
+    case fatal(RPCError)
+}
+
+/// One blocking connection to confabd. Requests get integer ids; responses are matched by
+/// id, and whatever else arrives meanwhile waits in `events`, in order, for the caller.
+final class Connection {
+    let fd: Int32
+    let path: String
+    private var framer = LineFramer(maxLineBytes: 64 << 20)
+    private var events: [Event] = []
+    private var head = 0
+    private var nextID = 1
+    private var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    private(set) var isClosed = false
+
+    private init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit { Glibc.close(fd) }
+
+    static func open(path: String) throws(Failure) -> Connection {
+        let bytes = Array(path.utf8)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        if bytes.isEmpty { throw .unreachable(path: path, errno: ENOENT) }
+        if bytes.count >= capacity || bytes.contains(0) { throw .unreachable(path: path, errno: ENAMETOOLONG) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        if fd < 0 { throw .unreachable(path: path, errno: errno) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
+        while true {
+            let status = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
+            }
+            if status == 0 { break }
+            let code = errno
+            if code == EINTR { continue }
+            if code == EISCONN { break }
+            Glibc.close(fd)
+            throw .unreachable(path: path, errno: code)
+        }
+        return Connection(fd: fd, path: path)
+    }
+
+    // MARK: Sending
+
+    /// Sends a request and returns its id without waiting for the answer.
+    @discardableResult
+    func send(_ method: String, _ params: JSON = [:]) throws(Failure) -> Int {
+        let id = nextID
+        nextID += 1
+        try write(RPC.request(id: .int(id), method: method, params: params))
+        return id
+    }
+
+    private func write(_ frame: [UInt8]) throws(Failure) {
+        if isClosed { throw .disconnected }
+        var failure: Int32?
+        frame.withUnsafeBytes { raw in
+            guard var pointer = raw.baseAddress else { return }
+            var left = raw.count
+            while left > 0 {
+                let sent = Glibc.send(fd, pointer, left, Int32(MSG_NOSIGNAL))
+                if sent < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                pointer += sent
+                left -= sent
+            }
+        }
+        if failure != nil {
+            // EPIPE, ECONNRESET and friends: the daemon has gone away.
+            isClosed = true
+            throw .disconnected
+        }
+    }
+
+    /// Sends a request and waits for its answer; notifications that arrive meanwhile are
+    /// kept, in order, for `nextEvent`.
+    func call(_ method: String, _ params: JSON = [:]) throws(Failure) -> JSON {
+        let id = try send(method, params)
+        while true {
+            var index = head
+            while index < events.count {
+                switch events[index] {
+                case .response(let responseID, let result) where responseID == id:
+                    events.remove(at: index)
+                    switch result {
+                    case .success(let value): return value
+                    case .failure(let error): throw .rpc(error)
+                    }
+                case .fatal(let error):
+                    throw .rpc(error)
+                default:
+                    index += 1
+                }
+            }
+            guard try receive() else { throw .disconnected }
+        }
+    }
+
+    // MARK: Receiving
+
+    /// The oldest event not yet taken, without reading the socket.
+    func nextEvent() -> Event? {
+        guard head < events.count else { return nil }
+        let event = events[head]
+        head += 1
+        if head == events.count {
+            events.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 4096 {
+            events.removeFirst(head)
+            head = 0
+        }
+        return event
+    }
+
+    /// The next event, reading (blocking) as long as needed; nil when the daemon closed
+    /// the connection.
+    func waitForEvent() throws(Failure) -> Event? {
+        while true {
+            if let event = nextEvent() { return event }
+            guard try receive() else { return nil }
+        }
+    }
+
+    /// One blocking read; frames go to `events`. False at end of stream.
+    func receive() throws(Failure) -> Bool {
+        if isClosed { return false }
+        let count: Int = buffer.withUnsafeMutableBytes { raw in
+            while true {
+                let count = Glibc.read(fd, raw.baseAddress, raw.count)
+                if count < 0 && errno == EINTR { continue }
+                return count
+            }
+        }
+        if count <= 0 {
+            // 0 is an orderly close; an error (ECONNRESET) means the same to us.
+            isClosed = true
+            return false
+        }
+        var failure: LineFramer.Failure?
+        buffer.withUnsafeBytes { raw in
+            do throws(LineFramer.Failure) {
+                try framer.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { line in self.take(line) }
+            } catch {
+                failure = error
+            }
+        }
+        if failure != nil {
+            isClosed = true
+            throw .message("confabd sent a line longer than \(framer.maxLineBytes) bytes")
+        }
+        return true
+    }
+
+    private func take(_ line: ArraySlice<UInt8>) {
+        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        switch RPC.parse(line) {
+        case .success(.notification(let method, let params)):
+            events.append(.notification(method: method, params: params ?? .null))
+        case .success(.response(let id, let result)):
+            if let id = id.int { events.append(.response(id: id, result: .success(result))) }
+        case .success(.errorResponse(let id, let error)):
+            if let id = id.int { events.append(.response(id: id, result: .failure(error))) }
+            else if id.isNull { events.append(.fatal(error)) }
+        case .success(.request(let id, let method, _)):
+            // The protocol has no requests from the daemon; say so politely.
+            let error = RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
+            try? write(RPC.response(id: id, error: error))
+        case .failure:
+            break  // Not a frame we can use; the protocol gives us no way to complain.
+        }
+    }
+
+    // MARK: The usual opening
+
+    /// `hello`, as every command starts.
+    func hello(command: String) throws(Failure) {
+        var params: [String: JSON] = ["client": .string("confab-\(command)")]
+        if let name = Environment.get("CONFAB_NAME"), !name.isEmpty { params["name"] = .string(name) }
+        _ = try call("hello", .object(params))
+    }
+
+    /// Connects to the socket from the options and says hello.
+    static func start(_ path: String, command: String) throws(Failure) -> Connection {
+        let connection = try open(path: path)
+        try connection.hello(command: command)
+        return connection
+    }
+
+    /// A conversation id from what the user typed: a whole id, or a unique prefix of at
+    /// least 4 characters, found by listing conversations.
+    func resolveConversation(_ given: String) throws(Failure) -> String {
+        let typed = given.lowercased()
+        if ConversationID.isValid(typed) { return typed }
+        guard typed.count >= 4, ConversationID.isValidPrefix(typed) else {
+            throw .message("not a conversation id: \"\(given)\" (give the id or a unique prefix of at least 4 characters)")
+        }
+        let result = try call("conversation.list", ["limit": 10000])
+        let ids = (result["conversations"]?.array ?? []).compactMap { $0["id"]?.string }
+        let matches = ids.filter { $0.hasPrefix(typed) }
+        switch matches.count {
+        case 1: return matches[0]
+        case 0: throw .message("no conversation id starts with \"\(given)\"")
+        default:
+            let shown = matches.prefix(5).joined(separator: ", ") + (matches.count > 5 ? ", …" : "")
+            throw .message("\"\(given)\" is ambiguous: \(matches.count) conversations match (\(shown))")
+        }
+    }
+}
