@@ -216,7 +216,8 @@ public final class Broker {
         reply.message.error = error
         let message = reply.message
         conversation.log.append([.replyFinished(message)]) { [unowned self] storeError in
-            guard !conversation.isDeleted else { return }
+            // Deleted meanwhile, or already settled by shutdown: nothing left to announce.
+            guard !conversation.isDeleted, conversation.active === reply else { return }
             _ = conversation.end()
             var final = message
             if let storeError {
@@ -265,6 +266,13 @@ public final class Broker {
         listeners = []
         for conversation in conversations.values {
             conversation.dropQueue()
+            if let reply = conversation.active, reply.isFinishing {
+                // Its final record is written; make it durable and let its announcement go out.
+                if let error = conversation.log.syncNow() {
+                    logger.error("conversation=\(conversation.id) reply=\(reply.message.id) cannot sync: \(error)")
+                }
+                continue
+            }
             guard let reply = conversation.end() else { continue }
             reply.stream?.cancel()
             reply.message.status = .interrupted
