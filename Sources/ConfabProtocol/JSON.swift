@@ -54,6 +54,10 @@ extension JSON: Decodable {
         guard String(validating: data, as: UTF8.self) != nil else {
             throw JSONParseError(description: "invalid UTF-8")
         }
+        // Foundation's decoder takes `[1,]` as a convenience; RFC 8259 does not.
+        if let offset = trailingCommaOffset(data) {
+            throw JSONParseError(description: "invalid JSON: trailing comma at byte \(offset)")
+        }
         do {
             return try JSONDecoder().decode(JSON.self, from: data)
         } catch let error as DecodingError {
@@ -61,6 +65,26 @@ extension JSON: Decodable {
         } catch {
             throw JSONParseError(description: "invalid JSON")
         }
+    }
+
+    /// Offset of a comma followed (after white space) by `]` or `}`, outside strings.
+    static func trailingCommaOffset(_ bytes: Data) -> Int? {
+        var inString = false, escaped = false
+        var lastComma: Int?
+        for (offset, byte) in bytes.enumerated() {
+            if inString {
+                if escaped { escaped = false } else if byte == 0x5C { escaped = true } else if byte == 0x22 { inString = false }
+                continue
+            }
+            switch byte {
+            case 0x22: inString = true; lastComma = nil
+            case 0x2C: lastComma = offset
+            case 0x5D, 0x7D: if let comma = lastComma { return comma }
+            case 0x20, 0x09, 0x0A, 0x0D: break
+            default: lastComma = nil
+            }
+        }
+        return nil
     }
 
     public static func parse(_ text: String) throws(JSONParseError) -> JSON {

@@ -60,7 +60,11 @@ public struct Timestamp: Comparable, Hashable, Sendable, CustomStringConvertible
         parts.tm_hour = hour
         parts.tm_min = minute
         parts.tm_sec = second
-        let seconds = timegm(&parts)
+        var seconds = timegm(&parts)
+        // timegm rolls 2026-02-30 over to March; a date that does not exist is not a timestamp.
+        var check = tm()
+        gmtime_r(&seconds, &check)
+        guard check.tm_mday == day, check.tm_mon == month - 1 else { return nil }
         self.milliseconds = Int64(seconds) * 1000 + Int64(millis)
     }
 }

@@ -1,0 +1,329 @@
+import XCTest
+
+@testable import ConfabProtocol
+
+final class JSONParseTests: XCTestCase {
+
+    private func parse(_ text: String, file: StaticString = #filePath, line: UInt = #line) -> JSON? {
+        do {
+            return try JSON.parse(text)
+        } catch {
+            XCTFail("parse of \(text.debugDescription) failed: \(error)", file: file, line: line)
+            return nil
+        }
+    }
+
+    private func assertRejected(_ bytes: [UInt8], _ label: String, file: StaticString = #filePath, line: UInt = #line) {
+        do {
+            let value = try JSON.parse(bytes)
+            XCTFail("\(label): expected a parse error, got \(value)", file: file, line: line)
+        } catch {
+            XCTAssertFalse(error.description.isEmpty, "\(label): the error says something", file: file, line: line)
+        }
+    }
+
+    private func assertRejected(_ text: String, file: StaticString = #filePath, line: UInt = #line) {
+        assertRejected(Array(text.utf8), text.debugDescription, file: file, line: line)
+    }
+
+    // MARK: - Every type
+
+    func testScalars() {
+        XCTAssertEqual(parse("null"), .null)
+        XCTAssertEqual(parse("true"), .bool(true))
+        XCTAssertEqual(parse("false"), .bool(false))
+        XCTAssertEqual(parse("0"), .int(0))
+        XCTAssertEqual(parse("42"), .int(42))
+        XCTAssertEqual(parse("-17"), .int(-17))
+        XCTAssertEqual(parse("1.5"), .double(1.5))
+        XCTAssertEqual(parse("-0.25"), .double(-0.25))
+        XCTAssertEqual(parse("2.5e-3"), .double(0.0025))
+        XCTAssertEqual(parse("\"hello\""), .string("hello"))
+        XCTAssertEqual(parse("\"\""), .string(""))
+        XCTAssertEqual(parse("[]"), .array([]))
+        XCTAssertEqual(parse("{}"), .object([:]))
+    }
+
+    func testIntegerExtremes() {
+        XCTAssertEqual(parse("9223372036854775807"), .int(Int.max))
+        XCTAssertEqual(parse("-9223372036854775808"), .int(Int.min))
+    }
+
+    func testBooleansAndNumbersStayDistinct() {
+        // 1 and true must not be confused in either direction.
+        XCTAssertEqual(parse("1"), .int(1))
+        XCTAssertEqual(parse("[true,1,false,0]"), .array([.bool(true), .int(1), .bool(false), .int(0)]))
+        XCTAssertEqual(parse("\"1\""), .string("1"))
+        XCTAssertEqual(parse("\"true\""), .string("true"))
+        XCTAssertEqual(parse("\"null\""), .string("null"))
+    }
+
+    func testNestedValue() {
+        let text = #"""
+            {"a": [1, 2.5, "x", null, true, {"b": {"c": []}}], "d": {}, "e": "\u00e9\n\t\"\\\/", "f": [[[]]]}
+            """#
+        let expected: JSON = [
+            "a": [1, 2.5, "x", nil, true, ["b": ["c": []]]],
+            "d": [:],
+            "e": "é\n\t\"\\/",
+            "f": [[[]]],
+        ]
+        XCTAssertEqual(parse(text), expected)
+    }
+
+    func testStringEscapesAndUnicode() {
+        XCTAssertEqual(parse(#""\u0041\u00e9\u65e5""#), .string("Aé日"))
+        XCTAssertEqual(parse(#""\ud83c\udf89""#), .string("🎉"), "a surrogate pair is one scalar")
+        XCTAssertEqual(parse("\"日本語 🎉\""), .string("日本語 🎉"), "raw UTF-8 in strings")
+        XCTAssertEqual(parse(#""\b\f\r""#), .string("\u{08}\u{0C}\r"))
+        XCTAssertEqual(parse(#"{"k\u0000":"v\u0000"}"#), .object(["k\u{0}": .string("v\u{0}")]))
+    }
+
+    func testSurroundingWhitespaceIsFine() {
+        XCTAssertEqual(parse(" \t\r\n {\"a\" : 1 } \n"), .object(["a": 1]))
+    }
+
+    func testObjectKeysAreUnordered() {
+        XCTAssertEqual(parse(#"{"b":1,"a":2}"#), parse(#"{"a":2,"b":1}"#))
+    }
+
+    // MARK: - Errors
+
+    func testMalformedTextIsRejected() {
+        let bad = [
+            "", " ", "{", "}", "[", "[,]", "[,1]", "[1,,2]", "[1 2]", "{\"a\"}", "{\"a\":}", "{\"a\" 1}", "{'a':1}", "{a:1}",
+            "tru", "nul", "True", "NaN", "Infinity", "-", "+1", ".5", "1.", "01", "0x10", "\"unterminated",
+            "\"bad escape \\x\"", "\"\\u12\"", "{,}", "{\"a\":1,,}", "/* comment */ 1",
+        ]
+        for text in bad { assertRejected(text) }
+    }
+
+    /// RFC 8259 has no trailing commas, and docs/protocol.md answers "not JSON" with -32700.
+    /// Foundation's JSONDecoder accepts them on purpose (swift-corelibs-foundation#4682),
+    /// even with allowsJSON5 off, so JSON.parse lets them through.
+    func testTrailingCommasAreRejected() {
+        for text in ["[1,]", "[\"a\",]", "{\"a\":1,}", #"{"jsonrpc":"2.0","id":1,"method":"status",}"#] {
+            assertRejected(text)
+        }
+    }
+
+    func testRawControlCharacterInsideStringIsRejected() {
+        assertRejected("\"a\u{01}b\"")
+        assertRejected("\"line\nbreak\"")
+    }
+
+    func testTrailingGarbageIsRejected() {
+        for text in ["{} x", "1 2", "{}}", "[]]", "null null", "\"a\"\"b\"", "{\"a\":1}{\"b\":2}", "true,"] {
+            assertRejected(text)
+        }
+    }
+
+    func testInvalidUTF8IsRejected() {
+        assertRejected([0x22, 0xC3, 0x28, 0x22], "0xC3 0x28 inside a string")
+        assertRejected([0x22, 0xFF, 0x22], "lone 0xFF inside a string")
+        assertRejected([0xFF], "lone 0xFF")
+        assertRejected([0x22, 0x61, 0x80, 0x22], "lone continuation byte")
+        assertRejected([0x22, 0xC3, 0x22], "truncated sequence")
+        assertRejected(Array(#"{"a":""#.utf8) + [0xE6, 0x97] + Array(#""}"#.utf8), "truncated 3-byte sequence")
+    }
+
+    func testOverlongAndSurrogateUTF8IsRejected() {
+        assertRejected([0x22, 0xC0, 0xAF, 0x22], "overlong '/' (C0 AF)")
+        assertRejected([0x22, 0xC1, 0x81, 0x22], "overlong 'A' (C1 81)")
+        assertRejected([0x22, 0xE0, 0x80, 0xAF, 0x22], "overlong 3-byte '/'")
+        assertRejected([0x22, 0xF0, 0x80, 0x80, 0xAF, 0x22], "overlong 4-byte '/'")
+        assertRejected([0x22, 0xED, 0xA0, 0x80, 0x22], "UTF-8 encoded surrogate")
+        assertRejected([0x22, 0xF4, 0x90, 0x80, 0x80, 0x22], "beyond U+10FFFF")
+    }
+
+    func testDeeplyNestedArraysDoNotCrash() {
+        let depth = 10_000
+        let text = String(repeating: "[", count: depth) + String(repeating: "]", count: depth)
+        // Either answer is acceptable; crashing (stack overflow) is not.
+        if let value = try? JSON.parse(text) {
+            var current = value
+            var levels = 0
+            while case .array(let items) = current {
+                levels += 1
+                guard let first = items.first else { break }
+                current = first
+            }
+            XCTAssertEqual(levels, depth)
+        }
+    }
+
+    func testDeeplyNestedObjectsDoNotCrash() {
+        let depth = 10_000
+        let text = String(repeating: "{\"a\":", count: depth) + "1" + String(repeating: "}", count: depth)
+        if let value = try? JSON.parse(text) {
+            var current = value
+            var levels = 0
+            while let next = current["a"] {
+                levels += 1
+                current = next
+            }
+            XCTAssertEqual(levels, depth)
+            XCTAssertEqual(current, .int(1))
+        }
+    }
+
+    func testUnbalancedDeepNestingIsRejected() {
+        XCTAssertThrowsError(try JSON.parse(String(repeating: "[", count: 10_000)))
+    }
+
+    func testHugeNumbersDoNotCrash() {
+        for text in ["1e400", "-1e400", "123456789012345678901234567890", "-123456789012345678901234567890",
+                     "9223372036854775808", "1e-400", "[1e400]", String(repeating: "9", count: 5000)] {
+            // Either an error or a number; never a trap.
+            if let value = try? JSON.parse(text) {
+                let leaf = value.array?.first ?? value
+                XCTAssertEqual(leaf.typeName, "number", text)
+            }
+        }
+    }
+
+    func testHugeIntegerBecomesApproximateDouble() throws {
+        let value = try JSON.parse("123456789012345678901234567890")
+        let double = try XCTUnwrap(value.double)
+        XCTAssertEqual(double, 1.2345678901234568e29, accuracy: 1e15)
+        XCTAssertNil(value.int, "does not fit an Int")
+    }
+}
+
+final class JSONWriteTests: XCTestCase {
+
+    func testScalarsAreCompact() {
+        XCTAssertEqual(JSON.null.text, "null")
+        XCTAssertEqual(JSON.bool(true).text, "true")
+        XCTAssertEqual(JSON.bool(false).text, "false")
+        XCTAssertEqual(JSON.int(-42).text, "-42")
+        XCTAssertEqual(JSON.int(Int.min).text, "-9223372036854775808")
+        XCTAssertEqual(JSON.double(1.5).text, "1.5")
+        XCTAssertEqual(JSON.string("hi").text, "\"hi\"")
+        XCTAssertEqual(JSON.array([]).text, "[]")
+        XCTAssertEqual(JSON.object([:]).text, "{}")
+    }
+
+    func testContainersAreCompactWithSortedKeys() {
+        let value: JSON = ["zeta": 1, "alpha": [1, "two", nil, false], "mid": ["y": 2, "x": 1], "Beta": true]
+        XCTAssertEqual(value.text, #"{"Beta":true,"alpha":[1,"two",null,false],"mid":{"x":1,"y":2},"zeta":1}"#)
+    }
+
+    func testEqualValuesWriteEqualBytes() {
+        var a: [String: JSON] = [:]
+        var b: [String: JSON] = [:]
+        let keys = (0..<50).map { "key\($0)" }
+        for key in keys { a[key] = .string(key) }
+        for key in keys.reversed() { b[key] = .string(key) }
+        XCTAssertEqual(JSON.object(a).bytes, JSON.object(b).bytes)
+    }
+
+    func testQuoteAndBackslashAreEscaped() {
+        XCTAssertEqual(JSON.string("a\"b\\c").text, #""a\"b\\c""#)
+        XCTAssertEqual(JSON.object(["k\"ey": "v"]).text, #"{"k\"ey":"v"}"#, "keys are escaped too")
+    }
+
+    func testNewlineTabCarriageReturnAreEscaped() {
+        XCTAssertEqual(JSON.string("a\nb\tc\rd").text, #""a\nb\tc\rd""#)
+        XCTAssertFalse(JSON.string("x\ny").bytes.contains(0x0A), "a written value never contains a raw newline")
+    }
+
+    func testOtherControlCharactersUseUnicodeEscapes() {
+        XCTAssertEqual(JSON.string("\u{01}").text, #""\u0001""#)
+        XCTAssertEqual(JSON.string("\u{00}").text, #""\u0000""#)
+        XCTAssertEqual(JSON.string("\u{08}\u{0C}").text, #""\u0008\u000c""#)
+        XCTAssertEqual(JSON.string("\u{1F}").text, #""\u001f""#)
+        XCTAssertEqual(JSON.string("\u{1B}[0m").text, #""\u001b[0m""#)
+        for byte in JSON.string(String(decoding: Array(0..<0x20), as: UTF8.self)).bytes {
+            XCTAssertGreaterThanOrEqual(byte, 0x20, "no raw control byte in the output")
+        }
+    }
+
+    func testNonASCIIPassesThrough() {
+        let text = "é 日本 🎉 \u{2028}"
+        XCTAssertEqual(JSON.string(text).bytes, [0x22] + Array(text.utf8) + [0x22])
+    }
+
+    func testIntegralDoublesAreWrittenAsIntegers() throws {
+        XCTAssertEqual(JSON.double(3.0).text, "3")
+        XCTAssertEqual(JSON.double(-2.0).text, "-2")
+        XCTAssertEqual(JSON.double(0.0).text, "0")
+        XCTAssertEqual(JSON.double(-0.0).text, "0")
+        XCTAssertEqual(JSON.double(1e14).text, "100000000000000")
+        let back = try JSON.parse(JSON.double(3.0).bytes)
+        XCTAssertEqual(back.int, 3)
+        XCTAssertEqual(back.double, 3.0)
+    }
+
+    func testLargeAndSmallDoublesStayValidJSON() throws {
+        for value in [1e15, 1e20, -1e300, 1e-7, Double.leastNonzeroMagnitude, Double.greatestFiniteMagnitude, 0.1, 123.456] {
+            let parsed = try JSON.parse(JSON.double(value).bytes)
+            XCTAssertEqual(parsed.double, value, "\(value) written as \(JSON.double(value).text)")
+        }
+    }
+
+    func testNonFiniteDoublesBecomeNull() {
+        XCTAssertEqual(JSON.double(.nan).text, "null")
+        XCTAssertEqual(JSON.double(.infinity).text, "null")
+        XCTAssertEqual(JSON.double(-.infinity).text, "null")
+    }
+
+    func testRoundTripOfVariedValue() throws {
+        let value: JSON = [
+            "null": nil,
+            "bools": [true, false],
+            "ints": [0, 1, -1, .int(Int.max), .int(Int.min), 1_000_000],
+            "doubles": [1.5, -0.25, 3.141592653589793, 1e-7, 1e20, 6.02214076e23],
+            "strings": ["", "plain", "quote \" backslash \\ slash /", "ctl \u{01}\u{1F}\u{7F}", "nl \n tab \t cr \r",
+                        "é日本🎉", "\u{0}"],
+            "nested": ["a": ["b": ["c": [[], [:], [[nil]]]]]],
+            "weird keys": ["": 1, " ": 2, "\n": 3, "ключ": 4, "🔑": 5],
+        ]
+        let bytes = value.bytes
+        XCTAssertFalse(bytes.contains(0x0A), "compact: one line")
+        XCTAssertEqual(try JSON.parse(bytes), value)
+        XCTAssertEqual(try JSON.parse(bytes).bytes, bytes, "rewriting is byte-stable")
+    }
+
+    func testTextMatchesBytes() {
+        let value: JSON = ["a": "é"]
+        XCTAssertEqual(Array(value.text.utf8), value.bytes)
+    }
+}
+
+final class JSONAccessorTests: XCTestCase {
+
+    func testAccessors() {
+        let value: JSON = ["s": "x", "b": true, "i": 3, "d": 2.5, "di": 4.0, "a": [1], "o": ["k": nil], "n": nil]
+        XCTAssertEqual(value["s"]?.string, "x")
+        XCTAssertNil(value["s"]?.int)
+        XCTAssertEqual(value["b"]?.bool, true)
+        XCTAssertNil(value["b"]?.int)
+        XCTAssertEqual(value["i"]?.int, 3)
+        XCTAssertEqual(value["i"]?.double, 3.0)
+        XCTAssertNil(value["d"]?.int, "2.5 is not an integer")
+        XCTAssertEqual(value["d"]?.double, 2.5)
+        XCTAssertEqual(value["di"]?.int, 4, "integral doubles read as integers")
+        XCTAssertEqual(value["a"]?.array, [1])
+        XCTAssertEqual(value["o"]?.object, ["k": .null])
+        XCTAssertEqual(value["n"]?.isNull, true)
+        XCTAssertNil(value["missing"])
+        XCTAssertNil(JSON.array([1])["k"])
+        XCTAssertNil(JSON.double(1e300).int, "too large for an Int")
+    }
+
+    func testTypeNames() {
+        XCTAssertEqual(JSON.null.typeName, "null")
+        XCTAssertEqual(JSON.bool(true).typeName, "boolean")
+        XCTAssertEqual(JSON.int(1).typeName, "number")
+        XCTAssertEqual(JSON.double(1.5).typeName, "number")
+        XCTAssertEqual(JSON.string("").typeName, "string")
+        XCTAssertEqual(JSON.array([]).typeName, "array")
+        XCTAssertEqual(JSON.object([:]).typeName, "object")
+    }
+
+    func testOptionalHelper() {
+        XCTAssertEqual(JSON.optional("a"), .string("a"))
+        XCTAssertEqual(JSON.optional(nil), .null)
+    }
+}
