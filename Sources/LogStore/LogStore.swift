@@ -195,6 +195,9 @@ public final class LogStore {
             }
             loop.queueWork({ Self.syncDirectory(directory) }, done: { error in
                 if let error {
+                    // Not durable, so not created: leave nothing behind to reappear at restart.
+                    log.close()
+                    unlink(path)
                     done(.failure(error))
                 } else {
                     done(.success(log))
