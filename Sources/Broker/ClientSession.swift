@@ -24,7 +24,11 @@ final class ClientSession {
 
     final class Slot {
         var buffer: OutboundBuffer?
-        init(_ buffer: OutboundBuffer? = nil) { self.buffer = buffer }
+        var isFilled: Bool
+        init(_ buffer: OutboundBuffer? = nil) {
+            self.buffer = buffer
+            isFilled = buffer != nil
+        }
     }
 
     init(id: String, stream: UnixStream, credentials: PeerCredentials, login: String, maxLineBytes: Int, maxBufferBytes: Int) {
@@ -64,17 +68,24 @@ final class ClientSession {
 
     func fill(_ slot: Slot, _ bytes: [UInt8]) {
         guard !isClosed else { return }
-        slot.buffer = OutboundBuffer(bytes)
-        heldBytes += bytes.count
-        while let first = held.first, let buffer = first.buffer {
+        // A notification's slot is filled with nothing: it only kept its place.
+        if !bytes.isEmpty {
+            slot.buffer = OutboundBuffer(bytes)
+            heldBytes += bytes.count
+        }
+        slot.isFilled = true
+        while let first = held.first, first.isFilled {
             held.removeFirst()
+            guard let buffer = first.buffer else { continue }
             heldBytes -= buffer.count
             write(buffer)
         }
     }
 
     private func write(_ buffer: OutboundBuffer) {
-        if stream.writeQueueSize + buffer.count > maxBufferBytes {
+        // Judge by what is already waiting: one frame larger than the limit (a long reply's
+        // final message) must still reach a client that keeps up.
+        if stream.writeQueueSize > maxBufferBytes {
             close(reason: "slow reader: more than \(maxBufferBytes) bytes waiting to be read")
             return
         }

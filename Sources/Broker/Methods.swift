@@ -33,8 +33,10 @@ extension Broker {
         let respond: (Result<JSON, RPCError>) -> Void = { result in
             if let bytes = encode(result) { client.send(bytes) }
         }
+        var reserved: ClientSession.Slot?
         let later: () -> (Result<JSON, RPCError>) -> Void = {
             let slot = client.reserve()
+            reserved = slot
             return { result in client.fill(slot, encode(result) ?? []) }
         }
         do throws(RPCError) {
@@ -56,7 +58,12 @@ extension Broker {
                 throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
             }
         } catch {
-            respond(.failure(error))
+            // A method that reserved its place and then refused its params answers in that place.
+            if let reserved {
+                client.fill(reserved, encode(.failure(error)) ?? [])
+            } else {
+                respond(.failure(error))
+            }
         }
     }
 

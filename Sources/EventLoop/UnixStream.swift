@@ -4,13 +4,13 @@ import CLibUV
 /// it, and freed only when the last write's callback has run (neovim's wstream shape).
 public final class OutboundBuffer {
     let bytes: UnsafeMutableRawBufferPointer
+    public let count: Int
 
     public init(_ source: some Collection<UInt8>) {
-        bytes = .allocate(byteCount: max(source.count, 1), alignment: 1)
+        count = source.count
+        bytes = .allocate(byteCount: max(count, 1), alignment: 1)
         _ = bytes.initializeMemory(as: UInt8.self, from: source)
     }
-
-    public var count: Int { bytes.count }
     deinit { bytes.deallocate() }
 }
 
