@@ -1,0 +1,121 @@
+import ConfabProtocol
+import Foundation
+import XCTest
+
+/// What survives a restart, a crash and a shutdown mid-reply.
+final class PersistenceTests: XCTestCase {
+    var harness: Harness!
+
+    override func setUpWithError() throws { harness = try Harness() }
+    override func tearDown() { harness?.tearDown() }
+
+    func testRestartKeepsEveryCompletedMessage() throws {
+        var client = try harness.client()
+        let id = try harness.createConversation(client, title: "kept", system: "sys")
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        var expected: [JSON] = []
+        for n in 1...3 {
+            let sent = try client.call("message.send", ["conversation": .string(id), "content": .string("[[reply:answer \(n)]]")])
+            expected.append(sent["message"]!)
+            expected.append(try client.awaitReply(sent["reply"]!.string!).final)
+        }
+        try client.call("conversation.rename", ["conversation": .string(id), "title": "kept, renamed"])
+        client.close()
+        XCTAssertEqual(harness.stopDaemon(), 0)
+        try harness.startDaemon()
+        client = try harness.client()
+        let history = try client.call("conversation.history", ["conversation": .string(id), "limit": 100])
+        XCTAssertEqual(history["messages"]?.array, expected)
+        let info = try client.call("conversation.get", ["conversation": .string(id)])["conversation"]
+        XCTAssertEqual(info?["title"]?.string, "kept, renamed")
+        XCTAssertEqual(info?["system"]?.string, "sys")
+        XCTAssertEqual(info?["message_count"]?.int, 6)
+        // New ids continue after the old ones.
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:more]]"])
+        XCTAssertEqual(sent["message"]?["id"]?.string, "m7")
+        // Every log line is a self-describing record.
+        let log = try String(contentsOfFile: harness.dataDirectory + "/conversations/\(id).jsonl", encoding: .utf8)
+        for line in log.split(separator: "\n") {
+            let record = try JSON.parse(String(line))
+            XCTAssertNotNil(record["type"]?.string)
+            XCTAssertEqual(record["v"]?.int, 1)
+        }
+    }
+
+    func testSigtermMidReplySavesItAsInterrupted() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:2000]] [[delay:5]] go"])
+        let reply = try XCTUnwrap(sent["reply"]?.string)
+        _ = try client.collect(until: { method, _ in method == "message.delta" })
+        _ = try client.collect(until: { method, _ in method == "message.delta" })
+        harness.daemon?.signal(SIGTERM)
+        let notes = try client.collect(until: { method, _ in method == "server.stopping" })
+        let completed = try XCTUnwrap(notes.first { $0.method == "message.completed" }?.params["message"])
+        XCTAssertEqual(completed["status"]?.string, "interrupted")
+        let partial = try XCTUnwrap(completed["content"]?.string)
+        XCTAssertTrue(partial.hasPrefix("w1 w2"))
+        XCTAssertEqual(partial, RPCClient.deltas(notes, for: reply).isEmpty ? partial : partial)
+        XCTAssertNil(try client.readFrame(), "the daemon closes the connection")
+        XCTAssertEqual(harness.daemon?.wait(seconds: 10), 0)
+        try harness.startDaemon()
+        let again = try harness.client()
+        let history = try again.call("conversation.history", ["conversation": .string(id)])
+        let saved = try XCTUnwrap(history["messages"]?.array?.last)
+        XCTAssertEqual(saved["status"]?.string, "interrupted")
+        XCTAssertEqual(saved["content"]?.string, partial)
+    }
+
+    func testCrashMidReplyRestoresItAsInterruptedWithSavedText() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        let done = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:safe]]"])
+        _ = try client.awaitReply(done["reply"]!.string!)
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:3000]] [[delay:2]] go"])
+        let reply = try XCTUnwrap(sent["reply"]?.string)
+        // Long enough for the daemon to have saved some text of the reply (every 250 ms).
+        var seen = ""
+        while seen.count < 600 {
+            let notes = try client.collect(until: { method, _ in method == "message.delta" })
+            seen += RPCClient.deltas(notes, for: reply).joined()
+        }
+        usleep(300_000)
+        harness.killDaemon()
+        try harness.startDaemon()
+        let again = try harness.client()
+        let history = try again.call("conversation.history", ["conversation": .string(id)])
+        let messages = try XCTUnwrap(history["messages"]?.array)
+        XCTAssertEqual(messages.map { $0["status"]?.string }, ["complete", "complete", "complete", "interrupted"])
+        XCTAssertEqual(messages[1]["content"]?.string, "safe")
+        let restored = try XCTUnwrap(messages[3]["content"]?.string)
+        XCTAssertTrue(restored.hasPrefix("w1 w2 w3"), restored)
+        XCTAssertGreaterThanOrEqual(restored.count, 300)
+        XCTAssertTrue(harness.log().isEmpty == false)
+    }
+
+    func testTornLastLineIsReportedAndIgnored() throws {
+        var client = try harness.client()
+        let id = try harness.createConversation(client)
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:ok]]"])
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        _ = try? client.awaitReply(sent["reply"]!.string!)
+        client.close()
+        harness.stopDaemon()
+        let path = harness.dataDirectory + "/conversations/\(id).jsonl"
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(Data(#"{"type":"message","v":1,"message":{"id":"m9","con"#.utf8))
+        try handle.close()
+        try harness.startDaemon()
+        XCTAssertTrue(harness.log().contains("torn last line"), harness.log())
+        client = try harness.client()
+        let history = try client.call("conversation.history", ["conversation": .string(id)])
+        XCTAssertEqual(history["messages"]?.array?.count, 2)
+        let more = try client.call("message.send", ["conversation": .string(id), "content": "after the tear"])
+        XCTAssertEqual(more["message"]?["id"]?.string, "m3")
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        XCTAssertFalse(text.contains("\"con{"), "the torn tail was cut before the next append")
+    }
+}
