@@ -29,7 +29,7 @@ class Upstream(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = body["messages"][-1]["content"]
-        pieces = int(prompt.split(":")[1]) if prompt.startswith("pieces:") else PIECES
+        pieces = int(prompt.split()[0].split(":")[1]) if prompt.startswith("pieces:") else PIECES
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
@@ -50,6 +50,7 @@ class Client:
     def __init__(self, path):
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(path)
+        self.sock.settimeout(60)
         self.file = self.sock.makefile("rb")
         self.next_id = 1
 
