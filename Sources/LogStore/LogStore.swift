@@ -145,6 +145,8 @@ public final class LogStore {
         self.conversationsDirectory = directory + "/conversations"
         self.loop = loop
         self.syncEnabled = syncEnabled
+        // A file-size limit (ulimit -f) must fail an append with EFBIG, not kill the daemon.
+        signal(SIGXFSZ, SIG_IGN)
         try Self.makeDirectories(conversationsDirectory)
     }
 
