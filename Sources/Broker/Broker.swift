@@ -14,6 +14,12 @@ public struct BrokerLimits: Sendable, Equatable {
     public var maxHistory = 1000
     /// How often text of a streaming reply is written to its log (no fsync).
     public var replySaveIntervalMilliseconds: UInt64 = 250
+    /// Replies streaming from the upstream at once, across conversations; more wait their turn.
+    public var maxStreams = 16
+    /// Further attempts after a refusal that streamed nothing (429, 5xx, connection, timeout).
+    public var maxRetries = 2
+    /// First backoff; it doubles with each attempt, capped at 30 s, unless Retry-After says otherwise.
+    public var retryBaseMilliseconds: UInt64 = 1000
     public init() {}
 }
 
@@ -30,6 +36,9 @@ public final class Broker {
     /// uids besides our own that may connect.
     public var allowedUIDs: Set<UInt32>
     var conversations: [String: Conversation] = [:]
+    /// Conversations with a reply ready to start, waiting for a free upstream stream.
+    var waitingForStream: [Conversation] = []
+    private var activeReplies = 0
     var clients: [String: ClientSession] = [:]
     private var nextClientNumber = 1
     private let startedAt: UInt64
@@ -68,8 +77,11 @@ public final class Broker {
                 logger.warning("accept failed: \(error)")
                 return
             }
-            guard let stream = try? listener.accept() else { return }
-            accept(stream)
+            do {
+                accept(try listener.accept())
+            } catch {
+                logger.warning("accept failed: \(error)")
+            }
         }
     }
 
@@ -150,13 +162,22 @@ public final class Broker {
 
     // MARK: - Replies
 
-    /// Starts the next queued reply of a conversation if none is running.
+    /// Starts the next queued reply of a conversation if none is running and a stream is free.
     func startNextReply(in conversation: Conversation) {
-        guard conversation.active == nil, !conversation.isDeleted, !isStopping, let replyID = conversation.takeNextReply() else { return }
+        guard conversation.active == nil, !conversation.isDeleted, !isStopping, conversation.queuedCount > 0 else { return }
+        guard activeReplies < limits.maxStreams else {
+            if !waitingForStream.contains(where: { $0 === conversation }) { waitingForStream.append(conversation) }
+            return
+        }
+        guard let replyID = conversation.takeNextReply() else { return }
         let message = Message(id: replyID, conversation: conversation.id, role: "assistant", content: "", status: .streaming,
                               created: .now(), model: conversation.model)
-        let reply = Conversation.ActiveReply(message: message, now: loop.now)
+        var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
+        request.temperature = upstream.config.temperature
+        request.maxTokens = upstream.config.maxTokens
+        let reply = Conversation.ActiveReply(message: message, request: request, now: loop.now)
         conversation.begin(reply)
+        activeReplies += 1
         do {
             try conversation.log.write([.replyStarted(message)])
         } catch {
@@ -166,20 +187,53 @@ public final class Broker {
             return
         }
         conversation.broadcast("message.created", ["message": message.json])
-        var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
-        request.temperature = upstream.config.temperature
-        request.maxTokens = upstream.config.maxTokens
         logger.info("conversation=\(conversation.id) reply=\(replyID) started model=\(conversation.model) context=\(request.messages.count)")
-        reply.stream = upstream.stream(request) { [unowned self, unowned conversation, weak reply] event in
+        askUpstream(for: reply, in: conversation)
+    }
+
+    private func askUpstream(for reply: Conversation.ActiveReply, in conversation: Conversation) {
+        reply.attempts += 1
+        reply.stream = upstream.stream(reply.request) { [unowned self, unowned conversation, weak reply] event in
             guard let reply, conversation.active === reply else { return }
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
-            case .finished(let finishReason, let usage, let error):
+            case .finished(let finishReason, let usage, let error, let retryAfter):
                 reply.stream = nil
+                if let error, shouldRetry(error, reply) {
+                    scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
+                    return
+                }
                 reply.message.finishReason = finishReason
                 reply.message.usage = usage.map { Usage(promptTokens: $0.promptTokens, completionTokens: $0.completionTokens, totalTokens: $0.totalTokens) }
                 finishReply(in: conversation, status: error == nil ? .complete : .failed, error: error)
             }
+        }
+    }
+
+    /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.
+    private func shouldRetry(_ error: MessageError, _ reply: Conversation.ActiveReply) -> Bool {
+        guard reply.message.content.isEmpty, reply.attempts <= limits.maxRetries, !isStopping else { return false }
+        switch error.code {
+        case "rate_limited", "upstream_connection", "upstream_timeout": return true
+        case "upstream_http": return (error.status ?? 0) >= 500
+        default: return false
+        }
+    }
+
+    private func scheduleRetry(of reply: Conversation.ActiveReply, in conversation: Conversation, after error: MessageError, retryAfterSeconds: Int?) {
+        let backoff = min(limits.retryBaseMilliseconds << UInt64(reply.attempts - 1), 30_000)
+        let delay = retryAfterSeconds.map { UInt64(max(0, min($0, 300))) * 1000 } ?? backoff
+        logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attempt \(reply.attempts) failed (\(error.code)): retrying in \(delay) ms")
+        conversation.broadcast("message.retrying", [
+            "message": .string(reply.message.id), "attempt": .int(reply.attempts), "delay_ms": .int(Int(delay)), "error": error.json,
+        ])
+        let timer = Timer(loop: loop)
+        reply.retryTimer = timer
+        timer.start(after: delay) { [unowned self, unowned conversation, weak reply] in
+            timer.close()
+            guard let reply, conversation.active === reply, !reply.isFinishing else { return }
+            reply.retryTimer = nil
+            askUpstream(for: reply, in: conversation)
         }
     }
 
@@ -210,8 +264,7 @@ public final class Broker {
     func finishReply(in conversation: Conversation, status: MessageStatus, error: MessageError?) {
         guard let reply = conversation.active, !reply.isFinishing else { return }
         reply.isFinishing = true
-        reply.stream?.cancel()
-        reply.stream = nil
+        reply.stop()
         reply.message.status = status
         reply.message.error = error
         let message = reply.message
@@ -219,6 +272,7 @@ public final class Broker {
             // Deleted meanwhile, or already settled by shutdown: nothing left to announce.
             guard !conversation.isDeleted, conversation.active === reply else { return }
             _ = conversation.end()
+            replyEnded()
             var final = message
             if let storeError {
                 logger.error("conversation=\(conversation.id) reply=\(message.id) cannot store reply: \(storeError)")
@@ -234,6 +288,18 @@ public final class Broker {
                 conversation.broadcast("message.completed", ["message": final.json])
             }
             startNextReply(in: conversation)
+            admitWaiting()
+        }
+    }
+
+    /// A stream slot came free: count it, and let conversations that waited for one start.
+    func replyEnded() {
+        activeReplies -= 1
+    }
+
+    func admitWaiting() {
+        while activeReplies < limits.maxStreams, !waitingForStream.isEmpty {
+            startNextReply(in: waitingForStream.removeFirst())
         }
     }
 
@@ -274,7 +340,8 @@ public final class Broker {
                 continue
             }
             guard let reply = conversation.end() else { continue }
-            reply.stream?.cancel()
+            replyEnded()
+            reply.stop()
             reply.message.status = .interrupted
             do {
                 try conversation.log.write([.replyFinished(reply.message)])

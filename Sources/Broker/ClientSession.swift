@@ -111,7 +111,8 @@ final class ClientSession {
         held = []
         heldBytes = 0
         guard !isClosed else { return }
-        stream.shutdown { [weak self] in self?.close(reason: reason) }
+        // Held strongly: a refused client belongs to nobody else, and its socket must still close.
+        stream.shutdown { self.close(reason: reason) }
     }
 
     func close(reason: String?) {

@@ -25,14 +25,27 @@ final class Conversation {
 
     final class ActiveReply {
         var message: Message
+        var request: ChatRequest
         var stream: ReplyStream?
+        /// Waiting to try the upstream again after a refusal that streamed nothing.
+        var retryTimer: Timer?
+        var attempts = 0
         var unsavedText = ""
         var lastSave: UInt64
         /// The final record is being made durable; the reply can no longer be cancelled.
         var isFinishing = false
-        init(message: Message, now: UInt64) {
+        init(message: Message, request: ChatRequest, now: UInt64) {
             self.message = message
+            self.request = request
             self.lastSave = now
+        }
+
+        /// Stops whatever is talking to the upstream for this reply, or waiting to.
+        func stop() {
+            stream?.cancel()
+            stream = nil
+            retryTimer?.close()
+            retryTimer = nil
         }
     }
 

@@ -166,7 +166,12 @@ extension Broker {
         let conversation = try conversation(params)
         conversation.isDeleted = true
         conversations[conversation.id] = nil
-        conversation.end()?.stream?.cancel()
+        if let reply = conversation.end() {
+            reply.stop()
+            replyEnded()
+        }
+        waitingForStream.removeAll { $0 === conversation }
+        admitWaiting()
         conversation.dropQueue()
         conversation.broadcast("conversation.deleted", [:])
         for client in conversation.detachAll() { client.attached.remove(conversation.id) }

@@ -39,8 +39,9 @@ public struct UpstreamConfig: Sendable, Equatable {
 
 public enum ReplyEvent {
     case text(String)
-    /// The reply is over. `error` is nil when it completed.
-    case finished(finishReason: String?, usage: TokenUsage?, error: MessageError?)
+    /// The reply is over. `error` is nil when it completed. `retryAfterSeconds` is the
+    /// upstream's Retry-After, when it sent one with an error.
+    case finished(finishReason: String?, usage: TokenUsage?, error: MessageError?, retryAfterSeconds: Int?)
 }
 
 /// One reply being streamed. Cancel it to stop; its handler then hears nothing more.
@@ -56,6 +57,7 @@ public final class ReplyStream {
     fileprivate var finishReason: String?
     fileprivate var usage: TokenUsage?
     fileprivate var sawDone = false
+    fileprivate var retryAfterSeconds: Int?
 
     public func cancel() {
         handler = nil
@@ -68,7 +70,7 @@ public final class ReplyStream {
         self.handler = nil
         if let transfer, let client { client.multi.cancel(transfer) }
         transfer = nil
-        handler(.finished(finishReason: finishReason, usage: usage, error: error))
+        handler(.finished(finishReason: finishReason, usage: usage, error: error, retryAfterSeconds: error == nil ? nil : retryAfterSeconds))
     }
 }
 
@@ -125,6 +127,8 @@ public final class UpstreamClient {
             stream.status = transfer.responseCode
             let contentType = transfer.header("Content-Type")?.lowercased() ?? ""
             stream.isEventStream = contentType.contains("text/event-stream")
+            // Seconds only; an HTTP date here is rare enough to fall back to our own backoff.
+            stream.retryAfterSeconds = transfer.header("Retry-After").flatMap { Int($0.filter { !$0.isWhitespace }) }
         }
         guard (200..<300).contains(stream.status), stream.isEventStream else {
             let room = maxErrorBody - stream.errorBody.count

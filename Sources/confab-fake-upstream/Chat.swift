@@ -11,6 +11,7 @@ struct Script {
     var chunk = 3
     var delayMs: Int
     var status: Int?
+    var failFirst: Int?
     var noRetryAfter = false
     var drop: Int?
     var stall: Int?
@@ -33,6 +34,7 @@ struct Script {
             case "context": context = true
             case "status": if let n = number, (400...599).contains(n) { status = n }
             case "no-retry-after": noRetryAfter = true
+            case "fail-first": if let n = number, n >= 0 { failFirst = n }
             case "drop": if let n = number, n >= 0 { drop = n }
             case "stall": if let n = number, n >= 0 { stall = n }
             case "error-mid": if let n = number, n >= 0 { errorMid = n }
@@ -232,7 +234,12 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
 
     if let ms = script.slowHeadersMs { sleepMilliseconds(ms) }
 
-    if let status = script.status {
+    // [[fail-first:N]]: the first N requests with this exact message fail (503, or [[status]]), later ones succeed.
+    var failing = script.status
+    if let failFirst = script.failFirst {
+        failing = shared.attempt(for: lastUser) <= failFirst ? (script.status ?? 503) : nil
+    }
+    if let status = failing {
         let (type, code) = statusError(status)
         var extra: [(String, String)] = []
         if status == 429 && !script.noRetryAfter { extra.append(("Retry-After", "1")) }

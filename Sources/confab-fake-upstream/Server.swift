@@ -8,6 +8,7 @@ final class Shared: Sendable {
     let config: Config
     private let logFD: Mutex<Int32>
     private let counter = Mutex<Int>(0)
+    private let attempts = Mutex<[String: Int]>([:])
 
     init(config: Config) {
         self.config = config
@@ -17,6 +18,14 @@ final class Shared: Sendable {
             if fd < 0 { die("cannot open --log file '\(path)': \(String(cString: strerror(errno)))") }
         }
         logFD = Mutex(fd)
+    }
+
+    /// How many requests have carried this exact last user message, this one included.
+    func attempt(for key: String) -> Int {
+        attempts.withLock { table in
+            table[key, default: 0] += 1
+            return table[key]!
+        }
     }
 
     func nextID() -> Int {

@@ -83,7 +83,7 @@ final class Harness {
     var daemonLog: String { directory + "/confabd.log" }
     var upstreamLog: String { directory + "/upstream-requests.jsonl" }
 
-    init(config extra: String = "", startUpstream: Bool = true) throws {
+    init(config extra: String = "", startUpstream: Bool = true, retries: Int = 0) throws {
         var template = Array("/tmp/confab-test-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
         directory = String(cString: made)
@@ -91,7 +91,8 @@ final class Harness {
         dataDirectory = directory + "/data"
         configPath = directory + "/config.toml"
         if startUpstream { try startFake() }
-        var config = "[upstream]\nbase_url = \"http://127.0.0.1:\(upstreamPort)/v1\"\nmodel = \"fake-model\"\ntimeout_seconds = 5\n"
+        // No retries unless a test asks: most tests want a failure to show at once.
+        var config = "[upstream]\nbase_url = \"http://127.0.0.1:\(upstreamPort)/v1\"\nmodel = \"fake-model\"\ntimeout_seconds = 5\nmax_retries = \(retries)\n"
         config += extra
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
         try startDaemon()

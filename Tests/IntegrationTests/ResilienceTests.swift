@@ -1,0 +1,169 @@
+import ConfabProtocol
+import Foundation
+import XCTest
+
+/// Retries, limits, hostile clients and the API key: the promises of docs/reliability.md.
+final class ResilienceTests: XCTestCase {
+    var harness: Harness!
+
+    override func tearDown() { harness?.tearDown() }
+
+    private func attachedClient(_ name: String = "tester") throws -> (RPCClient, String) {
+        let client = try harness.client(name: name)
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        return (client, id)
+    }
+
+    func testRefusalThatStreamedNothingIsRetriedVisiblyAndThenSucceeds() throws {
+        harness = try Harness(retries: 2)
+        let (client, id) = try attachedClient()
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[fail-first:1]] [[status:429]] [[reply:second try]]"])
+        let reply = try XCTUnwrap(sent["reply"]?.string)
+        let (notes, final) = try client.awaitReply(reply)
+        let retrying = notes.filter { $0.method == "message.retrying" }
+        XCTAssertEqual(retrying.count, 1)
+        XCTAssertEqual(retrying.first?.params["attempt"]?.int, 1)
+        XCTAssertEqual(retrying.first?.params["delay_ms"]?.int, 1000, "the upstream's Retry-After: 1")
+        XCTAssertEqual(retrying.first?.params["error"]?["code"]?.string, "rate_limited")
+        XCTAssertEqual(final["status"]?.string, "complete")
+        XCTAssertEqual(final["content"]?.string, "second try")
+        XCTAssertEqual(harness.upstreamRequests().count, 2)
+    }
+
+    func testRetriesAreBoundedThenTheReplyFails() throws {
+        harness = try Harness(retries: 1)
+        let (client, id) = try attachedClient()
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[status:503]]"])
+        let (notes, final) = try client.awaitReply(sent["reply"]!.string!)
+        XCTAssertEqual(notes.filter { $0.method == "message.retrying" }.count, 1)
+        XCTAssertEqual(notes.last?.method, "message.failed")
+        XCTAssertEqual(final["error"]?["status"]?.int, 503)
+        XCTAssertEqual(harness.upstreamRequests().count, 2, "one try and one retry")
+    }
+
+    func testErrorsThatAreNotSafeToRetryAreNot() throws {
+        harness = try Harness(retries: 2)
+        let (client, id) = try attachedClient()
+        // 401 is not retried; neither is a stream that already produced text.
+        for content in ["[[status:401]]", "[[drop:2]] [[chunk:3]] hello"] {
+            let sent = try client.call("message.send", ["conversation": .string(id), "content": .string(content)])
+            let (notes, _) = try client.awaitReply(sent["reply"]!.string!)
+            XCTAssertEqual(notes.filter { $0.method == "message.retrying" }.count, 0, content)
+            XCTAssertEqual(notes.last?.method, "message.failed", content)
+        }
+        XCTAssertEqual(harness.upstreamRequests().count, 2)
+    }
+
+    func testCancelDuringRetryWaitStopsIt() throws {
+        harness = try Harness(retries: 2)
+        let (client, id) = try attachedClient()
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[status:429]]"])
+        let reply = try XCTUnwrap(sent["reply"]?.string)
+        _ = try client.collect(until: { method, _ in method == "message.retrying" })
+        XCTAssertEqual(try client.call("generation.cancel", ["conversation": .string(id)])["cancelled"]?.string, reply)
+        let (_, final) = try client.awaitReply(reply)
+        XCTAssertEqual(final["status"]?.string, "cancelled")
+        usleep(1_300_000)
+        XCTAssertEqual(harness.upstreamRequests().count, 1, "no retry after the cancel")
+    }
+
+    func testStreamsBeyondTheLimitWaitTheirTurn() throws {
+        harness = try Harness(config: "[limits]\nmax_streams = 1\n")
+        let client = try harness.client()
+        let first = try harness.createConversation(client), second = try harness.createConversation(client)
+        for id in [first, second] { try client.call("conversation.attach", ["conversation": .string(id)]) }
+        let a = try client.call("message.send", ["conversation": .string(first), "content": "[[words:50]] [[delay:5]]"])
+        let b = try client.call("message.send", ["conversation": .string(second), "content": "[[reply:waited]]"])
+        let status = try client.call("status")
+        XCTAssertEqual(status["streams"]?.int, 1)
+        XCTAssertEqual(status["queued"]?.int, 1)
+        let notes = try client.collect(until: { method, params in
+            method == "message.completed" && params["message"]?["id"]?.string == b["reply"]?.string && params["conversation"]?.string == second
+        })
+        let order = notes.filter { $0.method == "message.completed" }.compactMap { $0.params["conversation"]?.string }
+        XCTAssertEqual(order, [first, second], "the second reply started only after the first ended")
+        XCTAssertNotNil(a["reply"])
+    }
+
+    func testTooManyClientsAreRefusedWithAReason() throws {
+        harness = try Harness(config: "[limits]\nmax_clients = 3\n")
+        let kept = try (0..<3).map { try harness.client(name: "c\($0)") }
+        let extra = try RPCClient(path: harness.socketPath)
+        let frame = try XCTUnwrap(try extra.readFrame())
+        XCTAssertEqual(frame["error"]?["code"]?.int, RPCError.limitReached)
+        XCTAssertNil(try extra.readFrame())
+        XCTAssertEqual(try kept[0].call("status")["clients"]?.int, 3)
+    }
+
+    func testHostileFramesNeitherCrashNorStallOthers() throws {
+        harness = try Harness()
+        let bystander = try harness.client(name: "bystander")
+        let hostile = try harness.client(name: "hostile")
+        // Half a line, then silence: it holds only its own buffer.
+        let staller = try RPCClient(path: harness.socketPath)
+        try staller.sendRaw(#"{"jsonrpc":"2.0","id":1,"me"#)
+        // Deep nesting and huge numbers.
+        try hostile.sendRaw(String(repeating: "[", count: 100_000) + "\n")
+        XCTAssertEqual(try hostile.readFrame()?["error"]?["code"]?.int, RPCError.parseError)
+        try hostile.sendRaw(#"{"jsonrpc":"2.0","id":2,"method":"conversation.list","params":{"limit":123456789012345678901234567890}}"# + "\n")
+        XCTAssertEqual(try hostile.readFrame()?["error"]?["code"]?.int, RPCError.invalidParams)
+        try hostile.sendRaw(#"{"jsonrpc":"2.0","id":3,"method":"conversation.attach","params":{"conversation":"abcdefghjkmn","history":-1}}"# + "\n")
+        XCTAssertNotNil(try hostile.readFrame()?["error"])
+        try hostile.sendRaw(#"{"jsonrpc":"2.0","id":4,"method":"message.send","params":["positional"]}"# + "\n")
+        XCTAssertEqual(try hostile.readFrame()?["error"]?["code"]?.int, RPCError.invalidParams)
+        try hostile.sendRaw("\u{0}\u{1}\u{2}\n")
+        XCTAssertEqual(try hostile.readFrame()?["error"]?["code"]?.int, RPCError.parseError)
+        // Ids that must never reach a path.
+        for bad in ["../../etc/passwd", "/etc/passwd", "abc\u{0}defghijk", String(repeating: "a", count: 5000), "ABCDEFGHJKMN"] {
+            XCTAssertThrowsError(try hostile.call("conversation.get", ["conversation": .string(bad)])) { error in
+                XCTAssertEqual((error as? RPCError)?.code, RPCError.invalidParams)
+            }
+        }
+        XCTAssertEqual(try bystander.call("status")["clients"]?.int, 3)
+        staller.close()
+    }
+
+    func testThousandsOfConnectionsOpenedAndDroppedLeaveNothingBehind() throws {
+        harness = try Harness(config: "[limits]\nmax_clients = 64\n")
+        let observer = try harness.client(name: "observer")
+        for round in 0..<2000 {
+            let client = try RPCClient(path: harness.socketPath)
+            if round % 2 == 0 { try client.sendRaw(#"{"jsonrpc":"2.0","id":1,"method":"status"}"# + "\n") }
+            client.close()
+        }
+        // Give the daemon a moment to see the last hang-ups, then count.
+        var clients = -1
+        for _ in 0..<100 {
+            clients = try observer.call("status")["clients"]?.int ?? -1
+            if clients == 1 { break }
+            usleep(20_000)
+        }
+        XCTAssertEqual(clients, 1)
+        let pid = try XCTUnwrap(harness.daemon?.pid)
+        let fds = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+        XCTAssertLessThan(fds, 40, "descriptors leaked: \(fds)")
+    }
+
+    func testTheAPIKeyNeverLeaks() throws {
+        let key = "sk-confab-test-secret-4f7a"
+        harness = try Harness(config: "api_key = \"\(key)\"\n")
+        chmod(harness.configPath, 0o644)
+        try harness.restartDaemon()
+        let (client, id) = try attachedClient()
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[context]] secret?"])
+        let (_, final) = try client.awaitReply(sent["reply"]!.string!)
+        let failing = try client.call("message.send", ["conversation": .string(id), "content": "[[status:401]]"])
+        _ = try client.awaitReply(failing["reply"]!.string!)
+        let status = try client.call("status")
+        XCTAssertFalse(status.text.contains(key))
+        XCTAssertFalse(final.text.contains(key))
+        XCTAssertEqual(harness.upstreamRequests().first?["authorization"], .bool(true), "the key was sent upstream")
+        harness.stopDaemon()
+        let log = harness.log()
+        XCTAssertFalse(log.contains(key))
+        XCTAssertTrue(log.contains("can be read by others"), "a world-readable config with a key is warned about")
+        let history = try String(contentsOfFile: harness.dataDirectory + "/conversations/\(id).jsonl", encoding: .utf8)
+        XCTAssertFalse(history.contains(key))
+    }
+}
