@@ -204,7 +204,7 @@ public final class Broker {
                     return
                 }
                 reply.message.finishReason = finishReason
-                reply.message.usage = usage.map { Usage(promptTokens: $0.promptTokens, completionTokens: $0.completionTokens, totalTokens: $0.totalTokens) }
+                reply.message.usage = usage
                 finishReply(in: conversation, status: error == nil ? .complete : .failed, error: error)
             }
         }

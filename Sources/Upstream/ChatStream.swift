@@ -4,22 +4,17 @@
 //  - `ChatRequest.jsonBody()` builds the streaming request body;
 //  - `upstreamErrorMessage(status:body:)` extracts a readable message from a non-2xx response.
 
+import ConfabProtocol
 import FoundationEssentials
 
 // MARK: - Public types
 
-/// Token accounting reported by the upstream (`usage` object). Missing counts decode as 0;
-/// a missing `total_tokens` is computed as prompt + completion.
-public struct TokenUsage: Equatable, Sendable, Codable {
-    public var promptTokens: Int
-    public var completionTokens: Int
-    public var totalTokens: Int
+/// Token accounting as the upstream reports it: the protocol's own `Usage`.
+public typealias TokenUsage = Usage
 
-    public init(promptTokens: Int, completionTokens: Int, totalTokens: Int) {
-        self.promptTokens = promptTokens
-        self.completionTokens = completionTokens
-        self.totalTokens = totalTokens
-    }
+/// OpenAI's `usage` object, read leniently: missing counts are 0, a missing total is their sum.
+private struct UsageObject: Decodable {
+    let usage: Usage
 
     enum CodingKeys: String, CodingKey {
         case promptTokens = "prompt_tokens"
@@ -27,12 +22,12 @@ public struct TokenUsage: Equatable, Sendable, Codable {
         case totalTokens = "total_tokens"
     }
 
-    public init(from decoder: any Decoder) throws {
+    init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let prompt = c.lenient(Int.self, .promptTokens) ?? 0
         let completion = c.lenient(Int.self, .completionTokens) ?? 0
         let total = c.lenient(Int.self, .totalTokens) ?? prompt.addingReportingOverflow(completion).partialValue
-        self.init(promptTokens: prompt, completionTokens: completion, totalTokens: total)
+        usage = Usage(promptTokens: prompt, completionTokens: completion, totalTokens: total)
     }
 }
 
@@ -257,7 +252,7 @@ private struct Envelope: Decodable {
         // Throws when the payload is not a JSON object: that is what makes a chunk malformed.
         let c = try decoder.container(keyedBy: CodingKeys.self)
         choices = c.lenient([Choice].self, .choices)
-        usage = c.lenient(TokenUsage.self, .usage)
+        usage = c.lenient(UsageObject.self, .usage)?.usage
         error = c.lenient(ErrorPayload.self, .error)
         object = c.lenient(String.self, .object)
         message = c.lenient(String.self, .message)
