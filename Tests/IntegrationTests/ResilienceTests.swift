@@ -166,4 +166,59 @@ final class ResilienceTests: XCTestCase {
         let history = try String(contentsOfFile: harness.dataDirectory + "/conversations/\(id).jsonl", encoding: .utf8)
         XCTAssertFalse(history.contains(key))
     }
+
+    // MARK: - Access to the socket
+
+    private func runDaemon(socket: String, in harness: Harness) throws -> (status: Int32, log: String) {
+        let log = harness.directory + "/second.log"
+        let second = try Child(Binaries.path("confabd"), ["--socket", socket, "--data-dir", harness.directory + "/data2",
+                                                          "--config", harness.configPath], logFile: log)
+        let status = second.wait(seconds: 10)
+        if status == nil { second.stop() }
+        return (status ?? -1, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+    }
+
+    func testSocketIsPrivateAndASecondDaemonDoesNotStealIt() throws {
+        harness = try Harness()
+        var info = stat()
+        XCTAssertEqual(lstat(harness.socketPath, &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        let second = try runDaemon(socket: harness.socketPath, in: harness)
+        XCTAssertEqual(second.status, 1)
+        XCTAssertTrue(second.log.contains("already running"), second.log)
+        XCTAssertEqual(try harness.client().call("status")["server"]?.string, "confabd", "the first daemon still serves")
+    }
+
+    func testStaleSocketFromADeadDaemonIsReplaced() throws {
+        harness = try Harness()
+        harness.killDaemon()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: harness.socketPath), "kill -9 leaves the socket file")
+        try harness.startDaemon()
+        XCTAssertEqual(try harness.client().call("status")["server"]?.string, "confabd")
+    }
+
+    func testSocketDirectoryIsCreatedPrivateAndASymlinkIsRefused() throws {
+        harness = try Harness()
+        let made = try runDaemonAndStop(socket: harness.directory + "/run/confab/confabd.sock")
+        XCTAssertEqual(made, 0o700)
+        let target = harness.directory + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: harness.directory + "/linked", withDestinationPath: target)
+        let refused = try runDaemon(socket: harness.directory + "/linked/confabd.sock", in: harness)
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.log.contains("symlink") || refused.log.contains("not a directory"), refused.log)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: target + "/confabd.sock"))
+    }
+
+    /// Starts a daemon on `socket`, waits for it to listen, stops it; returns the socket directory's mode.
+    private func runDaemonAndStop(socket: String) throws -> mode_t {
+        let daemon = try Child(Binaries.path("confabd"), ["--socket", socket, "--data-dir", harness.directory + "/data3",
+                                                          "--config", harness.configPath], logFile: harness.directory + "/third.log")
+        defer { daemon.stop() }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, (try? RPCClient(path: socket))?.close() == nil { usleep(20_000) }
+        var info = stat()
+        XCTAssertEqual(lstat((socket as NSString).deletingLastPathComponent, &info), 0)
+        return info.st_mode & 0o777
+    }
 }
