@@ -8,7 +8,7 @@ DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev pkg-config systemd
 SWIFT      ?= swift
 ARGS       ?=
 
-.PHONY: all deps build release run test bench install uninstall clean
+.PHONY: all deps build release run test bench crashloop install uninstall clean
 
 all: build
 
@@ -37,16 +37,34 @@ test: deps
 bench: release
 	scripts/bench.sh
 
+# SIGKILLs a release confabd under load and checks what survived (scripts/crashloop.py):
+# 100 kills, 10 minutes at most. Flags through ARGS, e.g. ARGS="--kills 20 --seed 7".
+crashloop: release
+	python3 scripts/crashloop.py $(ARGS)
+
+# Binaries to ~/.local/bin, units to ~/.config/systemd/user (see "Run as a service" in
+# README.md). The config and data directories are made private (0700) here; the data
+# directory must exist for the unit's sandbox (its ExecStartPre= makes it too).
+RELEASEDIR ?= .build/release
+CONFIGDIR  ?= $(HOME)/.config/confab
+DATADIR    ?= $(HOME)/.local/share/confab
+
 install: release
 	install -d $(PREFIX)/bin $(UNITDIR)
-	install -m 0755 .build/release/confabd .build/release/confab $(PREFIX)/bin/
-	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/confabd.service > $(UNITDIR)/confabd.service
+	install -d -m 0700 $(CONFIGDIR) $(DATADIR)
+	install -m 0755 $(RELEASEDIR)/confabd $(RELEASEDIR)/confab $(PREFIX)/bin/
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/confabd.service > $(UNITDIR)/confabd.service.tmp
+	chmod 0644 $(UNITDIR)/confabd.service.tmp
+	mv -f $(UNITDIR)/confabd.service.tmp $(UNITDIR)/confabd.service
 	install -m 0644 systemd/confabd.socket $(UNITDIR)/confabd.socket
 	@echo
 	@echo "Installed confabd and confab to $(PREFIX)/bin and the units to $(UNITDIR). Enable with:"
 	@echo "  systemctl --user daemon-reload"
 	@echo "  systemctl --user enable --now confabd.socket"
+	@echo "API key, if your server needs one: OPENAI_API_KEY=... in $(CONFIGDIR)/env (mode 0600)."
+	@echo "After an upgrade: systemctl --user daemon-reload && systemctl --user restart confabd.service"
 
+# Leaves the config ($(CONFIGDIR)) and the conversations ($(DATADIR)) alone.
 uninstall:
 	-systemctl --user disable --now confabd.socket confabd.service 2>/dev/null
 	rm -f $(PREFIX)/bin/confabd $(PREFIX)/bin/confab $(UNITDIR)/confabd.service $(UNITDIR)/confabd.socket

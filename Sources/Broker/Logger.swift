@@ -34,7 +34,9 @@ public struct Logger: Sendable {
 
     public func log(_ level: Level, _ message: @autoclosure () -> String) {
         guard level >= self.level else { return }
-        let line = (journal ? "<\(level.rawValue)>" : "\(level.name): ") + message() + "\n"
+        // One event, one line: text from outside (an upstream's error message) may hold line breaks.
+        let text = message().replacingLineBreaks()
+        let line = (journal ? "<\(level.rawValue)>" : "\(level.name): ") + text + "\n"
         var bytes = Array(line.utf8)
         bytes.withUnsafeMutableBytes { raw in
             var offset = 0
@@ -51,4 +53,20 @@ public struct Logger: Sendable {
     public func notice(_ message: @autoclosure () -> String) { log(.notice, message()) }
     public func info(_ message: @autoclosure () -> String) { log(.info, message()) }
     public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
+}
+
+extension String {
+    fileprivate func replacingLineBreaks() -> String {
+        guard contains(where: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) else { return self }
+        var out = ""
+        for character in self {
+            switch character {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\r\n": out += "\\r\\n"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
 }

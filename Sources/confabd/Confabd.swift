@@ -41,6 +41,7 @@ struct Confabd: ParsableCommand {
             try serve(paths: paths, configPath: configPath, environment: environment, logger: logger, notifier: notifier)
         } catch {
             logger.error("\(error)")
+            notifier.send("STATUS=failed to start: \(Self.oneLine("\(error)"))")
             throw ExitCode(1)
         }
     }
@@ -62,64 +63,112 @@ struct Confabd: ParsableCommand {
                             allowedUIDs: settings.allowedUIDs)
 
         let listener = try UnixListener(loop: loop)
-        var boundPath: String?
-        if let fd = Listening.activated(environment: environment) {
-            try listener.open(fileDescriptor: fd)
-            logger.info("listening on the socket passed by systemd")
+        // Only a socket this process bound is ever removed by it; systemd's stays where it is.
+        var bound: Listening.Bound?
+        if let activated = try Listening.activated(environment: environment, logger: logger) {
+            try listener.open(fileDescriptor: activated.fileDescriptor)
+            logger.info("listening on \(activated.path ?? "an unnamed socket"), passed by systemd")
+            if let socket, socket != activated.path {
+                logger.notice("--socket \(socket) ignored: systemd passed the socket to listen on")
+            }
         } else {
             let path = socket ?? paths.socket
-            try Listening.bind(listener, path: path)
-            boundPath = path
+            bound = try Listening.bind(listener, path: path)
             logger.info("listening on \(path)")
         }
         let loaded = broker.load()
         try broker.serve(listener)
         logger.notice("confabd \(ProtocolVersion.confabVersion) ready: \(loaded) conversations, data in \(dataDirectory), upstream \(settings.upstream.baseURL) model \(settings.upstream.model)")
         if settings.upstream.requiresKey && (settings.upstream.apiKey ?? "").isEmpty {
-            logger.warning("no API key for \(settings.upstream.baseURL): set upstream.api_key in \(configPath) or OPENAI_API_KEY; replies will fail until then")
+            logger.warning("no API key for \(settings.upstream.baseURL): set upstream.api_key in \(configPath), the openai-api-key credential or OPENAI_API_KEY; replies will fail until then")
         }
-        notifier.send("READY=1\nSTATUS=\(summary(broker))")
+
+        // What systemctl status shows: the counts, and whether the last reload failed.
+        var stopping = false
+        var reloadProblem: String?
+        func status() -> String {
+            let counts = summary(broker)
+            if stopping { return "stopping: \(counts)" }
+            return counts + (reloadProblem.map { "; \($0)" } ?? "")
+        }
+        // The socket accepts from here on (bound and listening, or systemd's), so READY=1 is true.
+        var lastStatus = status()
+        notifier.send("READY=1\nSTATUS=\(lastStatus)")
+
+        // One timer feeds the watchdog at half its interval, from the loop thread, so a stuck
+        // loop stops the pings; the same tick refreshes STATUS= when the counts changed.
+        let ticker = Timer(loop: loop)
+        ticker.setKeepsLoopAlive(false)
+        if notifier.isActive {
+            let watchdog = notifier.watchdog
+            let period = watchdog.map { min(max($0 / 2000, 1), 5000) } ?? 5000
+            if let watchdog { logger.info("watchdog: \(watchdog / 1000) ms, pinging every \(period) ms") }
+            ticker.start(after: period, repeat: period) {
+                var lines: [String] = watchdog == nil ? [] : ["WATCHDOG=1"]
+                let current = status()
+                if current != lastStatus {
+                    lines.append("STATUS=\(current)")
+                    lastStatus = current
+                }
+                if !lines.isEmpty { notifier.send(lines.joined(separator: "\n")) }
+            }
+        }
 
         var signals: [SignalWatcher] = []
         for signum in [SIGINT, SIGTERM] {
             let watcher = SignalWatcher(loop: loop)
             try watcher.start(signal: signum) { signum in
                 logger.notice("signal \(signum == SIGINT ? "SIGINT" : "SIGTERM"): shutting down")
-                notifier.send("STOPPING=1")
+                stopping = true
+                lastStatus = status()
+                notifier.send("STOPPING=1\nSTATUS=\(lastStatus)")
                 broker.shutdown(reason: signum == SIGINT ? "SIGINT" : "SIGTERM") { loop.stop() }
-                // Further signals are not needed: shutdown is bounded by its own deadline.
+                // Further signals (and reloads) are not needed: shutdown is bounded by its own deadline.
                 for watcher in signals { watcher.close() }
             }
             signals.append(watcher)
         }
         let hangup = SignalWatcher(loop: loop)
         try hangup.start(signal: SIGHUP) { _ in
-            notifier.send("RELOADING=1")
+            notifier.send("RELOADING=1\nMONOTONIC_USEC=\(Notifier.monotonicMicroseconds)\nSTATUS=reloading \(configPath)")
             do {
                 let fresh = try Settings.load(path: configPath, required: config != nil, environment: environment)
                 for warning in fresh.warnings { logger.warning(warning) }
                 broker.upstream.config = fresh.upstream
                 broker.limits = fresh.limits
                 broker.allowedUIDs = fresh.allowedUIDs
+                reloadProblem = nil
                 logger.notice("config reloaded from \(configPath): upstream \(fresh.upstream.baseURL) model \(fresh.upstream.model)")
             } catch {
+                reloadProblem = "config reload rejected, old settings kept"
                 logger.error("config reload rejected, keeping the old one: \(error)")
             }
-            notifier.send("READY=1\nSTATUS=\(summary(broker))")
+            lastStatus = status()
+            notifier.send("READY=1\nSTATUS=\(lastStatus)")
         }
         signals.append(hangup)
 
         loop.run()
 
+        ticker.close()
         upstream.close()
         broker.closeLogs()
-        if let boundPath { unlink(boundPath) }
+        // libuv removed the path when the listener closed; this only covers a listener that
+        // never got that far, and never touches a socket someone else has bound there since.
+        bound?.removeIfOurs()
         loop.close()
         logger.notice("confabd stopped")
     }
 
     private func summary(_ broker: Broker) -> String {
         let counts = broker.counts
-        return "\(counts.conversations) conversations, \(counts.clients) clients, \(counts.streams) streams"
+        var text = "\(counts.conversations) conversations, \(counts.clients) clients, \(counts.streams) streams"
+        if counts.queued > 0 { text += ", \(counts.queued) queued" }
+        return text
+    }
+
+    /// STATUS= is one line.
+    static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isNewline).joined(separator: " ")
     }
 }

@@ -18,12 +18,14 @@ struct ConfigFile: Decodable {
         var connect_timeout_seconds: Int?
         var temperature: Double?
         var max_tokens: Int?
+        var max_retries: Int?
     }
     struct LimitsSection: Decodable {
         var max_line_bytes: Int?
         var max_client_buffer_bytes: Int?
         var max_clients: Int?
         var max_queued_sends: Int?
+        var max_streams: Int?
     }
     struct StorageSection: Decodable {
         var fsync: Bool?
@@ -95,6 +97,9 @@ struct Settings {
                 throw ConfigError(description: "cannot read upstream.api_key_file \(keyFile)")
             }
             settings.upstream.apiKey = key.trimmingCharacters(in: .whitespacesAndNewlines)
+        } else if let key = try credential("openai-api-key", environment: environment) {
+            // systemd's LoadCredential=openai-api-key:… (confabd.service).
+            settings.upstream.apiKey = key
         } else if let key = environment["OPENAI_API_KEY"], !key.isEmpty {
             settings.upstream.apiKey = key
         }
@@ -118,9 +123,28 @@ struct Settings {
         if let value = try positive(file.limits?.max_client_buffer_bytes, "max_client_buffer_bytes") { settings.limits.maxClientBufferBytes = value }
         if let value = try positive(file.limits?.max_clients, "max_clients") { settings.limits.maxClients = value }
         if let value = try positive(file.limits?.max_queued_sends, "max_queued_sends") { settings.limits.maxQueuedSends = value }
+        if let value = try positive(file.limits?.max_streams, "max_streams") { settings.limits.maxStreams = value }
+        if let retries = upstream?.max_retries {
+            guard (0...10).contains(retries) else { throw ConfigError(description: "upstream.max_retries must be between 0 and 10") }
+            settings.limits.maxRetries = retries
+        }
         settings.fsync = file.storage?.fsync ?? true
         settings.allowedUIDs = Set((file.access?.allow_uids ?? []).compactMap { UInt32(exactly: $0) })
         return settings
+    }
+
+    /// `$CREDENTIALS_DIRECTORY/<name>`, trimmed; nil when there is no such credential (or it
+    /// is empty). A credential that exists but cannot be read is an error, not a silent fallback.
+    private static func credential(_ name: String, environment: [String: String]) throws -> String? {
+        guard let directory = environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") else { return nil }
+        let path = directory + "/" + name
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ConfigError(description: "cannot read credential \(path)")
+        }
+        let key = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return key.isEmpty ? nil : key
     }
 
     private static func describe(_ error: any Error) -> String {
