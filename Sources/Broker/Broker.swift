@@ -347,9 +347,16 @@ public final class Broker {
                 try conversation.log.write([.replyFinished(reply.message)])
                 if let error = conversation.log.syncNow() { throw error }
             } catch {
+                // Announce only what is stored: an unsaved ending is a storage failure.
                 logger.error("conversation=\(conversation.id) reply=\(reply.message.id) cannot save interrupted reply: \(error)")
+                reply.message.status = .failed
+                reply.message.error = MessageError(code: "storage", message: "cannot write the log: \(error)")
             }
             conversation.insert(reply.message)
+            if let error = reply.message.error {
+                conversation.broadcast("message.failed", ["message": reply.message.json, "error": error.json])
+                continue
+            }
             conversation.broadcast("message.completed", ["message": reply.message.json])
             logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) interrupted by shutdown chars=\(reply.message.content.count)")
         }

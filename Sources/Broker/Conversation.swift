@@ -70,7 +70,9 @@ final class Conversation {
         system = replayed.header.system
         self.log = log
         messages = replayed.messages
-        nextSequence = (replayed.messages.last?.sequence ?? 0) + 1
+        // A user message reserved the id after it for its reply, and clients were told that
+        // id; a reply that never got a record (a crash, a full disk) must not hand it on.
+        nextSequence = replayed.messages.map { $0.sequence + ($0.role == "user" ? 2 : 1) }.max() ?? 1
     }
 
     var info: ConversationInfo {
