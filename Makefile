@@ -8,7 +8,7 @@ DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev pkg-config systemd
 SWIFT      ?= swift
 ARGS       ?=
 
-.PHONY: all deps build release run test bench crashloop install uninstall clean
+.PHONY: all deps build release run test bench fuzz soak crashloop install uninstall clean
 
 all: build
 
@@ -36,6 +36,16 @@ test: deps
 
 bench: release
 	scripts/bench.sh
+
+# libFuzzer on the parsers of untrusted bytes (docs/reliability-hostile.md), bounded in time:
+# `make fuzz FUZZ_SECONDS=600` for longer than the default 60 s per target.
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# A bounded soak (10 minutes by default): scripts/soak.py, docs/reliability-soak.md.
+# Options through ARGS, e.g. make soak ARGS="--minutes 3 --seed 42".
+soak: release
+	python3 scripts/soak.py $(ARGS)
 
 # SIGKILLs a release confabd under load and checks what survived (scripts/crashloop.py):
 # 100 kills, 10 minutes at most. Flags through ARGS, e.g. ARGS="--kills 20 --seed 7".

@@ -1,0 +1,649 @@
+#!/usr/bin/env python3
+"""Crash loop: SIGKILL a release confabd under load, restart it, and check what survived.
+
+Each round starts confabd on a temporary socket and data directory (the data directory
+is kept from round to round, so damage would accumulate), checks everything clients were
+told before the previous kill, puts it under load (several socket clients, about 20
+replies streaming at once across conversations, plus creates, renames, cancels and
+queued sends), and SIGKILLs it after a random 0 to 1.5 s. A last restart checks the
+last kill. Checks after every restart:
+
+- every log loads: the daemon reports no log problem but torn last lines, and every
+  `<id>.jsonl` is a listed conversation;
+- every message a client was told about before the kill (a `message.send` result, a
+  user `message.created`, a `message.completed` or `message.failed`) is in its
+  conversation's history exactly once and identical; so is every message a previous
+  restart showed;
+- no id appears twice, no message is left `streaming`;
+- a reply cut off by the kill is `interrupted` with a prefix of its text (or, if its
+  final record was written and the kill beat the announcement, `complete`);
+- every conversation whose creation was announced is listed, and its title is the last
+  one announced or one asked for later;
+- the daemon serves: `status`, and a fresh send runs to `message.completed`.
+
+Loopback and Unix sockets only; bounded in kills and time; every process it starts is
+ended by PID; the temporary directory is removed. Exit status 1 on any failure.
+"""
+import argparse, json, os, random, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(HERE, "..", ".build", "release"))
+
+
+def expected_words(n):
+    return " ".join("w%d" % i for i in range(1, n + 1))
+
+
+def send_text(rng, tag):
+    """A send's content and the reply text the fake upstream will stream for it."""
+    roll = rng.random()
+    if roll < 0.70:
+        n, delay = 400, 3           # about 2.3 s: most are cut off by the kill
+    elif roll < 0.90:
+        n, delay = 40, 2            # short: completes within a round
+    else:
+        n, delay = 1200, 1          # long and fast: many reply.text records
+    return "[[words:%d]] [[delay:%d]] %s" % (n, delay, tag), expected_words(n)
+
+
+class Failures:
+    def __init__(self):
+        self.items = []
+        self.lock = threading.Lock()
+
+    def add(self, round_no, text):
+        with self.lock:
+            self.items.append("round %d: %s" % (round_no, text))
+
+
+class Tracker:
+    """What clients were told, across every round. Guarded by `lock`."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.announced = {}        # (conv, mid) -> message dict as announced
+        self.conflicts = []        # the same message announced two different ways
+        self.expected = {}         # (conv, reply id) -> full text the upstream streams
+        self.started = set()       # (conv, reply id) seen as message.created streaming
+        self.conversations = set() # announced creates
+        self.titles = {}           # conv -> (acked title or None, [titles asked for since])
+
+    def announce(self, message):
+        key = (message["conversation"], message["id"])
+        with self.lock:
+            old = self.announced.get(key)
+            if old is not None and old != message:
+                self.conflicts.append((key, old, message))
+            self.announced[key] = message
+
+    def rename_asked(self, conv, title):
+        with self.lock:
+            acked, pending = self.titles.get(conv, (None, []))
+            self.titles[conv] = (acked, pending + [title])
+
+    def rename_acked(self, conv, title):
+        with self.lock:
+            acked, pending = self.titles.get(conv, (None, []))
+            if title in pending:
+                pending = pending[pending.index(title) + 1:]
+            self.titles[conv] = (title, pending)
+
+
+class LineSocket:
+    """A Unix socket speaking one JSON object per line. Sends block; reads wait at most
+    `timeout` seconds. A peer that died ends the stream (`closed`), whether it reset the
+    connection or not; whatever it wrote before dying is still read first."""
+
+    def __init__(self, path, timeout=10.0):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(10)
+        self.sock.connect(path)
+        self.timeout = timeout
+        self.buffer = b""
+        self.next_id = 1
+        self.closed = False
+        self.broken = False
+
+    def send(self, method, params):
+        """The request id, or None when the daemon is gone."""
+        rid = self.next_id
+        self.next_id += 1
+        if self.broken:
+            return None
+        try:
+            self.sock.sendall((json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + "\n").encode())
+        except (BrokenPipeError, ConnectionResetError):
+            self.broken = True
+            return None
+        return rid
+
+    def frames(self):
+        """Complete frames received within `timeout` (maybe none)."""
+        if self.closed:
+            return []
+        ready, _, _ = select.select([self.sock], [], [], self.timeout)
+        if not ready:
+            return []
+        try:
+            chunk = self.sock.recv(1 << 16)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            self.closed = True
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Client(LineSocket):
+    """Blocking request/response, for checks. Notifications are kept in order."""
+
+    def __init__(self, path, timeout=10.0):
+        super().__init__(path, timeout)
+        self.notes = []
+
+    def call(self, method, params=None):
+        rid = self.send(method, params or {})
+        if rid is None:
+            raise RuntimeError("%s: connection closed" % method)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            for frame in self.frames():
+                if "method" in frame and "id" not in frame:
+                    self.notes.append(frame)
+                elif frame.get("id") == rid:
+                    if "error" in frame:
+                        raise RuntimeError("%s: %s" % (method, frame["error"]))
+                    return frame["result"]
+            if self.closed:
+                raise RuntimeError("%s: connection closed" % method)
+        raise RuntimeError("%s: no answer in 15 s" % method)
+
+    def await_note(self, match, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            while self.notes:
+                note = self.notes.pop(0)
+                if match(note):
+                    return note
+            for frame in self.frames():
+                if "method" in frame and "id" not in frame:
+                    self.notes.append(frame)
+            if self.closed:
+                raise RuntimeError("connection closed")
+        raise RuntimeError("no matching notification in %.0f s" % seconds)
+
+
+class Worker(threading.Thread):
+    """One load client: attaches to its conversations, keeps a reply streaming in each,
+    sometimes queues a second send, renames or cancels, and records every announcement.
+    Runs until the daemon dies (end of stream) or `stop` is set; reads everything the
+    daemon wrote before dying, since all of it was sent before the kill."""
+
+    def __init__(self, name, path, convs, create, rng, tracker, round_no, stop, admin=False, max_delay=1.5):
+        super().__init__(daemon=True, name=name)
+        self.max_delay = max_delay
+        self.path, self.convs, self.create, self.rng = path, list(convs), create, rng
+        self.tracker, self.round_no, self.stop, self.admin = tracker, round_no, stop, admin
+        self.pending = {}   # request id -> (kind, data)
+        self.sends = 0
+        self.error = None
+
+    def request(self, method, params, kind=None, data=None):
+        rid = self.conn.send(method, params)
+        if rid is not None and kind is not None:
+            self.pending[rid] = (kind, data)
+
+    def tag(self):
+        self.sends += 1
+        return "r%d %s #%d" % (self.round_no, self.name, self.sends)
+
+    def send_message(self, conv):
+        content, text = send_text(self.rng, self.tag())
+        self.request("message.send", {"conversation": conv, "content": content}, "send", (conv, text))
+
+    def rename(self, conv):
+        title = "%s r%d %d" % (self.name, self.round_no, self.rng.randrange(10 ** 6))
+        self.tracker.rename_asked(conv, title)
+        self.request("conversation.rename", {"conversation": conv, "title": title}, "rename", (conv, title))
+
+    def start_conv(self, conv):
+        self.request("conversation.attach", {"conversation": conv, "history": 0}, "attach", conv)
+        if not self.admin:
+            self.send_message(conv)
+            if self.rng.random() < 0.2:
+                self.send_message(conv)     # queued behind the first
+
+    def handle(self, frame):
+        t = self.tracker
+        if "id" in frame and "method" not in frame:
+            kind, data = self.pending.pop(frame["id"], (None, None))
+            if "error" in frame:
+                code = frame["error"].get("code")
+                if kind == "send" and code == -32004:
+                    return          # too many queued: allowed
+                raise RuntimeError("%s failed: %s" % (kind, frame["error"]))
+            result = frame["result"]
+            if kind == "create":
+                conv = result["conversation"]["id"]
+                with t.lock:
+                    t.conversations.add(conv)
+                    t.titles.setdefault(conv, (result["conversation"]["title"], []))
+                self.convs.append(conv)
+                self.start_conv(conv)
+            elif kind == "send":
+                conv, text = data
+                t.announce(result["message"])
+                with t.lock:
+                    t.expected[(conv, result["reply"])] = text
+            elif kind == "rename":
+                t.rename_acked(data[0], result["conversation"]["title"])
+            return
+        method, params = frame.get("method"), frame.get("params", {})
+        if method == "message.created":
+            message = params["message"]
+            if message["role"] == "user":
+                t.announce(message)
+            else:
+                with t.lock:
+                    t.started.add((message["conversation"], message["id"]))
+        elif method in ("message.completed", "message.failed"):
+            message = params["message"]
+            t.announce(message)
+            if not self.admin and not self.stop.is_set() and message["conversation"] in self.convs:
+                self.send_message(message["conversation"])
+
+    def run(self):
+        try:
+            self.conn = LineSocket(self.path, timeout=0.02)
+            self.conn.send("hello", {"client": "crashloop", "name": self.name})
+            for conv in self.convs:
+                self.start_conv(conv)
+            if self.create:
+                self.request("conversation.create", {"title": "%s r%d" % (self.name, self.round_no)}, "create")
+            next_action = time.monotonic() + self.rng.uniform(0.02, 0.2)
+            deadline = time.monotonic() + 30 + self.max_delay
+            while not self.conn.closed and time.monotonic() < deadline:
+                for frame in self.conn.frames():
+                    self.handle(frame)
+                if self.stop.is_set() or not self.convs or time.monotonic() < next_action:
+                    continue
+                next_action = time.monotonic() + self.rng.uniform(0.02, 0.2)
+                conv = self.rng.choice(self.convs)
+                roll = self.rng.random()
+                if self.admin:
+                    if roll < 0.85:
+                        self.rename(conv)
+                    else:
+                        self.request("conversation.create", {"title": "admin r%d" % self.round_no}, "create")
+                elif roll < 0.10:
+                    self.conn.send("generation.cancel", {"conversation": conv})
+                elif roll < 0.25:
+                    self.rename(conv)
+        except Exception as error:  # reported by the round
+            self.error = "%s: %r" % (self.name, error)
+        finally:
+            if hasattr(self, "conn"):
+                self.conn.close()
+
+
+class Loop:
+    def __init__(self, args):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.failures = Failures()
+        self.tracker = Tracker()
+        self.tmp = tempfile.mkdtemp(prefix="confab-crashloop-")
+        self.socket = os.path.join(self.tmp, "confabd.sock")
+        self.data = os.path.join(self.tmp, "data")
+        self.logs = os.path.join(self.tmp, "logs")
+        os.makedirs(self.logs)
+        self.fake = None
+        self.daemon = None
+        self.in_flight_at_kill = []
+        self.snapshot = {}           # conv -> {mid: message} as the last restart showed it
+        self.pool = []               # conversations to load
+        self.health = None
+        self.stats = dict(rounds=0, kills=0, checked=0, interrupted=0, restored_complete=0, torn=0,
+                          unannounced_convs=0, announced=0, started_cut=0)
+
+    # --- processes -------------------------------------------------------------
+
+    def start_fake(self):
+        binary = os.path.join(self.args.bin_dir, "confab-fake-upstream")
+        self.fake = subprocess.Popen([binary, "--port", "0", "--max-lifetime", str(int(self.args.max_seconds) + 120),
+                                      "--default-delay-ms", "2", "--exit-with-parent"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=open(os.path.join(self.logs, "upstream.log"), "ab"))
+        line = self.fake.stdout.readline().decode()
+        words = line.split()
+        if len(words) < 3 or words[0] != "listening":
+            raise RuntimeError("fake upstream said %r" % line)
+        config = os.path.join(self.tmp, "config.toml")
+        with open(config, "w") as f:
+            f.write('[upstream]\nbase_url = "http://127.0.0.1:%s/v1"\nmodel = "fake-model"\ntimeout_seconds = 10\n'
+                    '[limits]\nmax_streams = %d\n[storage]\nfsync = %s\n'
+                    % (words[2], self.args.streams + 8, "false" if self.args.no_fsync else "true"))
+        self.config = config
+
+    def start_daemon(self, round_no):
+        log_path = os.path.join(self.logs, "confabd-%03d.log" % round_no)
+        log = open(log_path, "ab")
+        self.daemon = subprocess.Popen([os.path.join(self.args.bin_dir, "confabd"), "--socket", self.socket,
+                                        "--data-dir", self.data, "--config", self.config, "--log-level", "info"],
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        log.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.daemon.poll() is not None:
+                raise RuntimeError("confabd exited at start (status %s): %s" % (self.daemon.returncode, self.read(log_path)[-2000:]))
+            try:
+                LineSocket(self.socket, timeout=1).close()
+                return log_path
+            except OSError:
+                time.sleep(0.01)
+        raise RuntimeError("confabd did not listen within 20 s")
+
+    @staticmethod
+    def read(path):
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def end(self, proc, sig):
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    # --- checks ----------------------------------------------------------------
+
+    def history(self, client, conv):
+        messages, before = [], None
+        for _ in range(1000):
+            params = {"conversation": conv, "limit": 1000}
+            if before:
+                params["before"] = before
+            page = client.call("conversation.history", params)
+            messages = page["messages"] + messages
+            if not page["more"] or not page["messages"]:
+                return messages
+            before = page["messages"][0]["id"]
+        raise RuntimeError("history of %s did not end" % conv)
+
+    def check(self, round_no, log_path, last_started):
+        fail = lambda text: self.failures.add(round_no, text)
+        t = self.tracker
+        for line in self.read(log_path).splitlines():
+            if "log problem:" in line:
+                if "torn last line" in line:
+                    self.stats["torn"] += 1
+                else:
+                    fail("daemon reported: " + line)
+            elif "cannot record interrupted" in line or line.startswith("error:"):
+                fail("daemon reported: " + line)
+        client = Client(self.socket)
+        client.call("hello", {"client": "crashloop-check"})
+        listed = {c["id"]: c for c in client.call("conversation.list", {"limit": 10000})["conversations"]}
+        files = sorted(name[:-6] for name in os.listdir(os.path.join(self.data, "conversations")) if name.endswith(".jsonl"))
+        for conv in files:
+            if conv not in listed:
+                fail("%s.jsonl is not a loaded conversation" % conv)
+        with t.lock:
+            announced = dict(t.announced)
+            expected = dict(t.expected)
+            created = set(t.conversations)
+            titles = dict(t.titles)
+            conflicts = list(t.conflicts)
+            t.conflicts = []
+        for key, old, new in conflicts:
+            fail("message %s announced twice, differently: %s vs %s" % (key, old, new))
+        for conv in created:
+            if conv not in listed:
+                fail("announced conversation %s is missing" % conv)
+        by_conv = {}
+        for (conv, mid), message in announced.items():
+            by_conv.setdefault(conv, {})[mid] = message
+        self.stats["announced"] = len(announced)
+        for conv, info in listed.items():
+            if conv not in created and conv not in self.snapshot:
+                self.stats["unannounced_convs"] += 1   # created, killed before the answer went out
+            messages = self.history(client, conv)
+            ids = [m["id"] for m in messages]
+            if len(ids) != len(set(ids)):
+                fail("%s: an id appears twice: %s" % (conv, sorted(i for i in set(ids) if ids.count(i) > 1)))
+            sequences = [int(i[1:]) for i in ids]
+            if sequences != sorted(sequences):
+                fail("%s: history out of id order" % conv)
+            if info["message_count"] != len(messages):
+                fail("%s: message_count %d but %d messages" % (conv, info["message_count"], len(messages)))
+            current = {m["id"]: m for m in messages}
+            for m in messages:
+                if m["status"] == "streaming":
+                    fail("%s/%s still streaming after restart" % (conv, m["id"]))
+            for mid, message in by_conv.get(conv, {}).items():
+                self.stats["checked"] += 1
+                got = current.get(mid)
+                if got is None:
+                    fail("%s/%s announced (%s, %s) but missing" % (conv, mid, message["role"], message["status"]))
+                elif got != message:
+                    diff = {k: (message.get(k), got.get(k)) for k in set(message) | set(got) if message.get(k) != got.get(k)}
+                    fail("%s/%s differs from what was announced: %s" % (conv, mid, json.dumps(diff)[:500]))
+            for mid, message in self.snapshot.get(conv, {}).items():
+                if current.get(mid) != message:
+                    fail("%s/%s changed or vanished since the last restart: %s -> %s" % (conv, mid, message, current.get(mid)))
+            for m in messages:
+                key = (conv, m["id"])
+                if m["role"] != "assistant" or m["id"] in self.snapshot.get(conv, {}) or key in announced:
+                    continue
+                full = expected.get(key)
+                if m["status"] == "interrupted":
+                    self.stats["interrupted"] += 1
+                    if full is not None and not full.startswith(m["content"]):
+                        fail("%s/%s interrupted text is not a prefix of the reply: %r" % (conv, m["id"], m["content"][-80:]))
+                elif m["status"] == "complete":
+                    self.stats["restored_complete"] += 1
+                    if full is not None and m["content"] != full:
+                        fail("%s/%s complete but text differs from the reply" % (conv, m["id"]))
+                elif m["status"] not in ("cancelled",):
+                    fail("%s/%s cut off by the kill but %s" % (conv, m["id"], m["status"]))
+            for key in last_started:
+                if key[0] == conv and key not in announced:
+                    self.stats["started_cut"] += 1
+                    if key[1] not in current:
+                        fail("%s/%s started streaming before the kill but is gone" % key)
+            acked, pending = titles.get(conv, (None, []))
+            if acked is not None and info["title"] not in [acked] + pending:
+                fail("%s: title %r, announced %r (asked later: %r)" % (conv, info["title"], acked, pending))
+            with t.lock:
+                t.titles[conv] = (info["title"], [])
+            self.snapshot[conv] = current
+        self.pool = sorted(listed)
+        # It serves: status, and a fresh send that completes.
+        status = client.call("status")
+        if status.get("server") != "confabd":
+            fail("status answered %r" % status)
+        if self.health is None:
+            self.health = client.call("conversation.create", {"title": "health"})["conversation"]["id"]
+            with t.lock:
+                t.conversations.add(self.health)
+                t.titles[self.health] = ("health", [])
+        client.call("conversation.attach", {"conversation": self.health, "history": 0})
+        sent = client.call("message.send", {"conversation": self.health, "content": "[[reply:alive %d]]" % round_no})
+        t.announce(sent["message"])
+        note = client.await_note(lambda n: n.get("method") in ("message.completed", "message.failed")
+                                 and n["params"]["message"]["id"] == sent["reply"], 15)
+        final = note["params"]["message"]
+        t.announce(final)
+        if final["status"] != "complete" or final["content"] != "alive %d" % round_no:
+            fail("fresh send after restart ended %s %r" % (final["status"], final["content"]))
+        client.close()
+
+    # --- the loop ---------------------------------------------------------------
+
+    def in_flight(self):
+        """Replies streaming right now (asked just before the kill), or None."""
+        try:
+            probe = Client(self.socket, timeout=1)
+            try:
+                return probe.call("status")["streams"]
+            finally:
+                probe.close()
+        except Exception:
+            return None
+
+    def load_round(self, round_no):
+        """Starts the load; returns (workers, stop event)."""
+        stop = threading.Event()
+        pool = [c for c in self.pool if c != self.health]
+        if len(pool) < self.args.streams + 10:
+            # Enough conversations that every round has about `streams` replies going.
+            setup = Client(self.socket)
+            while len(pool) < self.args.streams + 10:
+                info = setup.call("conversation.create", {"title": "seed r%d" % round_no})["conversation"]
+                with self.tracker.lock:
+                    self.tracker.conversations.add(info["id"])
+                    self.tracker.titles[info["id"]] = (info["title"], [])
+                pool.append(info["id"])
+                self.pool.append(info["id"])
+            setup.close()
+        self.rng.shuffle(pool)
+        workers = []
+        per = self.args.streams // self.args.clients
+        for n in range(self.args.clients):
+            mine, pool = pool[:per], pool[per:]
+            create = len(mine) < per or self.rng.random() < 0.25
+            if create and len(mine) == per:
+                mine = mine[:-1]
+            workers.append(Worker("w%d" % n, self.socket, mine, create, random.Random(self.rng.random()),
+                                  self.tracker, round_no, stop, max_delay=self.args.max_delay))
+        # The admin renames only conversations no worker has, so rename answers for one
+        # conversation all come back on one connection, in the daemon's order.
+        admin_convs = pool[:10]
+        workers.append(Worker("admin", self.socket, admin_convs, False, random.Random(self.rng.random()),
+                              self.tracker, round_no, stop, admin=True, max_delay=self.args.max_delay))
+        for w in workers:
+            w.start()
+        return workers, stop
+
+    def run(self):
+        args = self.args
+        started = time.monotonic()
+        print("crashloop: seed %d, up to %d kills in %.0f s, %d clients, ~%d streams, kill after 0-%.2f s, fsync %s, %s"
+              % (args.seed, args.kills, args.max_seconds, args.clients, args.streams, args.max_delay,
+                 "off" if args.no_fsync else "on", os.path.realpath(args.bin_dir)), flush=True)
+        self.start_fake()
+        last_started = set()
+        round_no = 0
+        stopped_early = False
+        try:
+            while True:
+                round_no += 1
+                log_path = self.start_daemon(round_no)
+                self.stats["rounds"] = round_no
+                try:
+                    self.check(round_no, log_path, last_started)
+                except Exception as error:
+                    self.failures.add(round_no, "check failed: %r" % error)
+                if self.stats["kills"] >= args.kills:
+                    break
+                if time.monotonic() - started > args.max_seconds:
+                    stopped_early = True
+                    break
+                with self.tracker.lock:
+                    before = set(self.tracker.started)
+                workers, stop = self.load_round(round_no)
+                delay = self.rng.uniform(0, args.max_delay)
+                time.sleep(delay)
+                streams = self.in_flight()
+                if self.daemon.poll() is not None:
+                    self.failures.add(round_no, "confabd exited on its own (status %s) before the kill" % self.daemon.returncode)
+                elif streams is None:
+                    self.failures.add(round_no, "confabd did not answer status just before the kill")
+                self.daemon.send_signal(signal.SIGKILL)
+                self.daemon.wait(timeout=10)
+                self.stats["kills"] += 1
+                if streams is not None:
+                    self.in_flight_at_kill.append(streams)
+                if args.verbose:
+                    print("  round %d: killed after %.2f s with %s replies streaming" % (round_no, delay, streams), flush=True)
+                stop.set()
+                for w in workers:
+                    w.join(timeout=15)
+                    if w.is_alive():
+                        self.failures.add(round_no, "%s did not see the daemon die" % w.name)
+                    if w.error:
+                        self.failures.add(round_no, "load client: " + w.error)
+                with self.tracker.lock:
+                    last_started = self.tracker.started - before
+                for line in self.read(log_path).splitlines():
+                    if any(mark in line for mark in ("Fatal error", "Program crashed", "Crash report", "Assertion failed")):
+                        self.failures.add(round_no, "confabd crashed by itself: " + line)
+                if args.verbose or self.stats["kills"] % 10 == 0:
+                    print("  %d kills, %d announced messages, %d interrupted replies restored, %d failures, %.0f s"
+                          % (self.stats["kills"], len(self.tracker.announced), self.stats["interrupted"],
+                             len(self.failures.items), time.monotonic() - started), flush=True)
+        except (Exception, KeyboardInterrupt) as error:
+            self.failures.add(round_no, "aborted: %r" % error)
+        finally:
+            self.end(self.daemon, signal.SIGTERM)
+            self.end(self.fake, signal.SIGTERM)
+        wall = time.monotonic() - started
+        s = self.stats
+        print()
+        print("crashloop summary (seed %d)" % args.seed)
+        print("  rounds (daemon starts): %d" % s["rounds"])
+        print("  kills (SIGKILL under load): %d%s" % (s["kills"], "  (stopped at the time limit)" if stopped_early else ""))
+        if self.in_flight_at_kill:
+            f = self.in_flight_at_kill
+            print("  replies streaming at the moment of the kill: mean %.1f, max %d, none in %d rounds"
+                  % (sum(f) / len(f), max(f), f.count(0)))
+        print("  announced messages checked: %d checks of %d distinct messages" % (s["checked"], s["announced"]))
+        print("  replies cut off by a kill: %d restored as interrupted, %d found complete (stored, not yet announced);"
+              " %d of them seen streaming by a client" % (s["interrupted"], s["restored_complete"], s["started_cut"]))
+        print("  torn last lines cut at load: %d; conversations created but not announced: %d"
+              % (s["torn"], s["unannounced_convs"]))
+        print("  conversations at the end: %d" % len(self.pool))
+        print("  failures: %d" % len(self.failures.items))
+        for item in self.failures.items[:50]:
+            print("    " + item)
+        if len(self.failures.items) > 50:
+            print("    … %d more" % (len(self.failures.items) - 50))
+        print("  wall time: %.1f s" % wall)
+        if args.keep:
+            print("  kept: %s" % self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return 1 if self.failures.items or s["kills"] == 0 else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kills", type=int, default=100, help="SIGKILLs to deliver (default 100)")
+    parser.add_argument("--max-seconds", type=float, default=600, help="stop starting rounds after this long (default 600)")
+    parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed)")
+    parser.add_argument("--clients", type=int, default=5, help="load clients (default 5)")
+    parser.add_argument("--streams", type=int, default=20, help="replies streaming at once, spread over the clients (default 20)")
+    parser.add_argument("--max-delay", type=float, default=1.5, help="kill after a random 0..this many seconds of load (default 1.5)")
+    parser.add_argument("--no-fsync", action="store_true", help="run confabd with [storage] fsync = false")
+    parser.add_argument("--bin-dir", default=DEFAULT_BIN, help="where confabd and confab-fake-upstream are (default .build/release)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data)")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    if args.seed is None:
+        args.seed = int.from_bytes(os.urandom(4), "big")
+    if args.kills < 1 or args.max_seconds <= 0 or args.clients < 1 or args.streams < args.clients:
+        parser.error("need --kills >= 1, --max-seconds > 0, --clients >= 1, --streams >= --clients")
+    sys.exit(Loop(args).run())
+
+
+if __name__ == "__main__":
+    main()
