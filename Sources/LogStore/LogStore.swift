@@ -281,6 +281,13 @@ public final class LogStore {
             Glibc.close(fd)
             return nil
         }
+        if bytes.isEmpty {
+            // Created, then the daemon died before the header was written: never announced.
+            problems.append(LoadProblem(file: path, line: nil, message: "empty log (a crash right after it was created): removed"))
+            Glibc.close(fd)
+            unlink(path)
+            return nil
+        }
         var records: [(record: LogRecord, at: Timestamp?)] = []
         var goodSize = 0
         var lineNumber = 0

@@ -392,6 +392,21 @@ final class LogStoreTests: XCTestCase {
         XCTAssertEqual(Files.bytes(log.path), logBytes)
     }
 
+    func testEmptyLogLeftByACrashAtCreationIsRemoved() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let loop = try Loop()
+        let store = try makeStore(dir.path, loop: loop)
+        let path = store.conversationsDirectory + "/k3v9q2m8x7ad.jsonl"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data()))
+        let (loaded, problems) = try reload(dir.path, loop)
+        defer { closeAll(loaded) }
+        XCTAssertTrue(loaded.isEmpty)
+        XCTAssertEqual(problems.count, 1)
+        XCTAssertTrue(problems.first?.message.contains("empty log") == true, "\(problems)")
+        XCTAssertFalse(Files.exists(path), "removed, so it is not reported at every start")
+    }
+
     func testLogWhoseHeaderNamesAnotherIdIsIgnored() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
