@@ -1,19 +1,24 @@
-// libuv, plus the two socket facts Swift cannot reach through Glibc's module:
-// SO_PEERCRED's struct ucred needs _GNU_SOURCE, which must come before any header.
+// libuv, plus the peer credentials of a Unix socket, which Swift cannot reach through
+// Glibc: glibc declares struct ucred only under _GNU_SOURCE, and defining that here would
+// change other system types (fd_set) in this module but not in CCurl, which clang refuses.
+// The kernel's layout is fixed, so the struct is declared here; SO_PEERCRED is always defined.
 #ifndef CONFAB_CLIBUV_SHIM_H
 #define CONFAB_CLIBUV_SHIM_H
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1
-#endif
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <uv.h>
 
-// Returns 0 and fills uid/pid/gid for the process on the other end of a Unix socket, or -errno.
+struct confab_ucred {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+};
+
+// Returns 0 and fills uid/pid/gid for the process on the other end of a Unix socket, or -1.
 static inline int confab_peer_credentials(int fd, uid_t *uid, gid_t *gid, pid_t *pid) {
-    struct ucred cred;
+    struct confab_ucred cred;
     socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred)) return -1;
     *uid = cred.uid;
     *gid = cred.gid;
     *pid = cred.pid;
