@@ -57,11 +57,8 @@ struct Settings {
         var file = ConfigFile()
         var info = stat()
         if stat(path, &info) == 0 {
-            let text: String
-            do {
-                text = try String(contentsOfFile: path, encoding: .utf8)
-            } catch {
-                throw ConfigError(description: "cannot read \(path): \(error)")
+            guard let text = readText(path) else {
+                throw ConfigError(description: "cannot read \(path): \(String(cString: strerror(errno))) (or not UTF-8)")
             }
             do {
                 var decoder = TOMLDecoder()
@@ -93,7 +90,7 @@ struct Settings {
         if let key = upstream?.api_key {
             settings.upstream.apiKey = key
         } else if let keyFile = upstream?.api_key_file {
-            guard let key = try? String(contentsOfFile: keyFile, encoding: .utf8) else {
+            guard let key = readText(keyFile) else {
                 throw ConfigError(description: "cannot read upstream.api_key_file \(keyFile)")
             }
             settings.upstream.apiKey = key.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -140,11 +137,28 @@ struct Settings {
         let path = directory + "/" + name
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+        guard let text = readText(path) else {
             throw ConfigError(description: "cannot read credential \(path)")
         }
         let key = text.trimmingCharacters(in: .whitespacesAndNewlines)
         return key.isEmpty ? nil : key
+    }
+
+    /// The whole file as UTF-8, through plain reads so that /dev/null and pipes work too.
+    private static func readText(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; return nil }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+            if bytes.count > 1 << 20 { errno = EFBIG; return nil }
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     private static func describe(_ error: any Error) -> String {
