@@ -58,6 +58,9 @@ extension JSON: Decodable {
         if let offset = trailingCommaOffset(data) {
             throw JSONParseError(description: "invalid JSON: trailing comma at byte \(offset)")
         }
+        if nestsTooDeep(data) {
+            throw JSONParseError(description: "invalid JSON: nested deeper than \(maxNestingDepth) levels")
+        }
         do {
             return try JSONDecoder().decode(JSON.self, from: data)
         } catch let error as DecodingError {
@@ -85,6 +88,33 @@ extension JSON: Decodable {
             }
         }
         return nil
+    }
+
+    /// Foundation's decoder refuses arrays and objects nested deeper than this.
+    public static let maxNestingDepth = 512
+
+    /// Whether arrays and objects nest deeper than `maxNestingDepth` (brackets in strings do
+    /// not count). Check this before any `JSONDecoder` sees untrusted bytes: Foundation's
+    /// scanner traps, killing the process, instead of throwing when the bracket one level too
+    /// deep is the last byte of its input (`[` × 513; found by scripts/fuzz-socket.py).
+    public static func nestsTooDeep(_ bytes: some Sequence<UInt8>) -> Bool {
+        var depth = 0
+        var inString = false, escaped = false
+        for byte in bytes {
+            if inString {
+                if escaped { escaped = false } else if byte == 0x5C { escaped = true } else if byte == 0x22 { inString = false }
+                continue
+            }
+            switch byte {
+            case 0x22: inString = true
+            case 0x5B, 0x7B:
+                depth += 1
+                if depth > maxNestingDepth { return true }
+            case 0x5D, 0x7D: depth -= 1
+            default: break
+            }
+        }
+        return false
     }
 
     public static func parse(_ text: String) throws(JSONParseError) -> JSON {

@@ -89,7 +89,10 @@ public struct ChatStreamDecoder: Sendable {
             return isError ? [.error(UpstreamErrorInfo(message: "upstream reported an error"))] : []
         }
 
-        guard payload.first == "{", let chunk = try? json.decode(Envelope.self, from: Data(payload.utf8)) else {
+        // (JSON.nestsTooDeep: Foundation's decoder traps on some over-deep input rather than throwing.)
+        guard payload.first == "{", !JSON.nestsTooDeep(payload.utf8),
+            let chunk = try? json.decode(Envelope.self, from: Data(payload.utf8))
+        else {
             if isError { return [.error(UpstreamErrorInfo(message: capped(payload, to: 1000)))] }
             if event.type == "message" { throw ChatStreamError.malformedChunk(capped(payload, to: 200)) }
             return []
@@ -211,7 +214,7 @@ public func upstreamErrorMessage(status: Int, body: [UInt8]) -> UpstreamErrorInf
     let text = trimmedSlice(String(decoding: body, as: UTF8.self))
     var type: String?
     var code: String?
-    if text.first == "{", let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8)) {
+    if text.first == "{", !JSON.nestsTooDeep(text.utf8), let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8)) {
         if let error = envelope.error {
             type = error.type
             code = error.code

@@ -106,6 +106,9 @@ final class ResilienceTests: XCTestCase {
         // Deep nesting and huge numbers.
         try hostile.sendRaw(String(repeating: "[", count: 100_000) + "\n")
         XCTAssertEqual(try hostile.readFrame()?["error"]?["code"]?.int, RPCError.parseError)
+        // Foundation's decoder traps, instead of throwing, on a 513th `[` that ends the input.
+        try hostile.sendRaw(String(repeating: "[", count: 513) + "\n")
+        XCTAssertEqual(try hostile.readFrame()?["error"]?["code"]?.int, RPCError.parseError)
         try hostile.sendRaw(#"{"jsonrpc":"2.0","id":2,"method":"conversation.list","params":{"limit":123456789012345678901234567890}}"# + "\n")
         XCTAssertEqual(try hostile.readFrame()?["error"]?["code"]?.int, RPCError.invalidParams)
         try hostile.sendRaw(#"{"jsonrpc":"2.0","id":3,"method":"conversation.attach","params":{"conversation":"abcdefghjkmn","history":-1}}"# + "\n")

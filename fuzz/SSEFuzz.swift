@@ -1,0 +1,117 @@
+// libFuzzer harness for the bytes an upstream sends to confabd: SSEParser -> ChatStreamDecoder,
+// plus upstreamErrorMessage for non-2xx bodies. Compiled together with
+// Sources/Upstream/SSEParser.swift and Sources/Upstream/ChatStream.swift (same module, so no
+// import of Upstream) by scripts/fuzz.sh:
+//
+//   swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
+//       Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream.swift fuzz/SSEFuzz.swift \
+//       -o .build-fuzz/sse-fuzz
+//
+// Input layout (as in ProtocolFuzz.swift): byte 0 is a header, the next `header & 7` bytes
+// are chunk sizes (cycled; 0 means an empty feed), the rest is the byte stream. With no size
+// bytes (or only zeros) the stream is fed one byte at a time. Header bit 7 selects a 64-byte
+// line limit instead of 4096.
+//
+// Invariants checked (a violation is a crash, which libFuzzer saves):
+//  - feeding the stream in chunks gives the same events, and the same lineTooLong failure,
+//    as feeding it in one piece;
+//  - after finish() the parser is as new: the same bytes give the same events again;
+//  - events: type never empty, id never holds NUL;
+//  - every event decodes without crashing; decoded content / finish reason / error message are
+//    never empty, error messages are at most 1000 characters, malformed-chunk excerpts at most 200;
+//  - upstreamErrorMessage on the raw bytes gives a non-empty message of at most 1000 characters.
+
+struct Chunking {
+    var limit: Int
+    var sizes: [Int]
+    var payload: ArraySlice<UInt8>
+
+    init(_ data: UnsafeBufferPointer<UInt8>) {
+        guard let header = data.first else {
+            limit = 4096; sizes = [1]; payload = []
+            return
+        }
+        limit = header & 0x80 != 0 ? 64 : 4096
+        let count = min(Int(header & 7), data.count - 1)
+        sizes = data[1..<(1 + count)].map { Int($0) }
+        if sizes.allSatisfy({ $0 == 0 }) { sizes = [1] }
+        payload = ArraySlice(data[(1 + count)...])
+    }
+
+    var chunks: [ArraySlice<UInt8>] {
+        var out: [ArraySlice<UInt8>] = []
+        var start = payload.startIndex
+        var index = 0
+        while start < payload.endIndex {
+            let size = sizes[index % sizes.count]
+            index += 1
+            let end = min(start + size, payload.endIndex)
+            out.append(payload[start..<end])
+            start = end
+        }
+        return out
+    }
+}
+
+func check(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
+    if !condition() { fatalError("invariant violated: \(message())") }
+}
+
+/// Feeds `chunks` in order; returns the events and whether the parser threw lineTooLong.
+func events(_ parser: inout SSEParser, _ chunks: [ArraySlice<UInt8>]) -> (events: [SSEEvent], failed: Bool) {
+    var out: [SSEEvent] = []
+    for chunk in chunks {
+        do {
+            try Array(chunk).withUnsafeBytes { try parser.feed($0) { out.append($0) } }
+        } catch {
+            check(error as? SSEError == .lineTooLong(limit: parser.maxLineBytes), "wrong error \(error)")
+            return (out, true)
+        }
+    }
+    parser.finish()
+    return (out, false)
+}
+
+func checkDecoded(_ event: SSEEvent, _ decoder: inout ChatStreamDecoder) {
+    check(!event.type.isEmpty, "event with empty type")
+    check(!(event.id?.utf8.contains(0) ?? false), "event id holds NUL")
+    do {
+        for decoded in try decoder.decode(event) {
+            switch decoded {
+            case .content(let text): check(!text.isEmpty, "empty content")
+            case .finish(let reason): check(!reason.isEmpty, "empty finish reason")
+            case .usage: break
+            case .error(let info): check(!info.message.isEmpty && info.message.count <= 1000, "error message of \(info.message.count) characters")
+            case .done: check(event.type != "error", "[DONE] from an error event")
+            }
+        }
+    } catch let error as ChatStreamError {
+        guard case .malformedChunk(let excerpt) = error else { return }
+        check(event.type == "message", "malformed chunk thrown for type \(event.type)")
+        check(excerpt.count <= 200 && !excerpt.isEmpty, "excerpt of \(excerpt.count) characters")
+    } catch {
+        check(false, "decode threw \(error)")
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+    let input = Chunking(UnsafeBufferPointer(start: start, count: count))
+
+    var split = SSEParser(maxLineBytes: input.limit)
+    let chunked = events(&split, input.chunks)
+    var whole = SSEParser(maxLineBytes: input.limit)
+    let single = events(&whole, [input.payload])
+    check(chunked.events == single.events && chunked.failed == single.failed,
+        "chunked: \(chunked.events.count) events failed=\(chunked.failed); one feed: \(single.events.count) failed=\(single.failed)")
+    // Both parsers have been reset (by finish() or by the failure): they must behave as new.
+    let again = events(&split, [input.payload])
+    check(again.events == single.events && again.failed == single.failed, "a parser reused after finish/failure differs")
+
+    var decoder = ChatStreamDecoder()
+    for event in single.events { checkDecoded(event, &decoder) }
+
+    let info = upstreamErrorMessage(status: 500, body: Array(input.payload))
+    check(!info.message.isEmpty && info.message.count <= 1000, "upstreamErrorMessage gave \(info.message.count) characters")
+    return 0
+}
