@@ -265,9 +265,11 @@ public final class Broker {
         guard let reply = conversation.active, !reply.isFinishing else { return }
         reply.isFinishing = true
         reply.stop()
-        reply.message.status = status
-        reply.message.error = error
-        let message = reply.message
+        // The reply itself stays `streaming` until its ending is durable: a client that
+        // attaches during the sync gets it as `pending` and then the ending, as it would earlier.
+        var message = reply.message
+        message.status = status
+        message.error = error
         conversation.log.append([.replyFinished(message)]) { [unowned self] storeError in
             // Deleted meanwhile, or already settled by shutdown: nothing left to announce.
             guard !conversation.isDeleted, conversation.active === reply else { return }
