@@ -37,12 +37,12 @@ test: deps
 bench: release
 	scripts/bench.sh
 
-# libFuzzer on the parsers of untrusted bytes (docs/reliability-hostile.md), bounded in time:
+# libFuzzer on the parsers of untrusted bytes (docs/reliability.md, "Hostile and broken clients"), bounded in time:
 # `make fuzz FUZZ_SECONDS=600` for longer than the default 60 s per target.
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
-# A bounded soak (10 minutes by default): scripts/soak.py, docs/reliability-soak.md.
+# A bounded soak (10 minutes by default): scripts/soak.py, docs/reliability.md, "Soak test".
 # Options through ARGS, e.g. make soak ARGS="--minutes 3 --seed 42".
 soak: release
 	python3 scripts/soak.py $(ARGS)
