@@ -21,31 +21,34 @@ let package = Package(
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
-        // The only two modules that touch C pointers.
+        // The only modules that touch C pointers: libuv, libcurl, and the few POSIX calls
+        // (sockets outside libuv, whole-file reads, the user database) made elsewhere.
         .target(name: "EventLoop", dependencies: ["CLibUV"], swiftSettings: strict),
         .target(name: "Curl", dependencies: ["CCurl", "EventLoop"], swiftSettings: strict),
+        .target(name: "Posix", swiftSettings: strict),
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
 
         // Daemon internals.
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
-        .target(name: "LogStore", dependencies: ["EventLoop", "ConfabProtocol"], swiftSettings: strict),
-        .target(name: "Broker", dependencies: ["EventLoop", "Upstream", "LogStore", "ConfabProtocol"], swiftSettings: strict),
+        .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol"], swiftSettings: strict),
+        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
-            "Broker", "EventLoop", "Upstream", "LogStore", "ConfabProtocol",
+            "Broker", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab", dependencies: [
-            "ConfabProtocol",
+            "ConfabProtocol", "Posix",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
 
         .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
+        .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [
             "ConfabProtocol", "confabd", "confab", "confab-fake-upstream",

@@ -1,6 +1,7 @@
 import ConfabProtocol
 import EventLoop
 import LogStore
+import Posix
 import Upstream
 #if canImport(Glibc)
 import Glibc
@@ -98,7 +99,7 @@ public final class Broker {
         }
         let id = "c\(nextClientNumber)"
         nextClientNumber += 1
-        let client = ClientSession(id: id, stream: stream, credentials: credentials, login: Self.login(of: credentials.uid),
+        let client = ClientSession(id: id, stream: stream, credentials: credentials, login: UserAccount.login(of: credentials.uid) ?? String(credentials.uid),
                                    maxLineBytes: limits.maxLineBytes, maxBufferBytes: limits.maxClientBufferBytes)
         if clients.count >= limits.maxClients || isStopping {
             let error = isStopping
@@ -148,16 +149,6 @@ public final class Broker {
         } else {
             logger.info("client=\(client.id) disconnected")
         }
-    }
-
-    static func login(of uid: UInt32) -> String {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        if getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name {
-            return String(cString: name)
-        }
-        return String(uid)
     }
 
     // MARK: - Replies

@@ -18,6 +18,13 @@ public class Handle {
         handle.pointee.data = Unmanaged.passRetained(self).toOpaque()
     }
 
+    /// The descriptor under the handle, for the few things libuv does not do (SO_PEERCRED,
+    /// counting descriptors); nil for a handle that has none or is closing.
+    public var fileDescriptor: Int32? {
+        var fd: uv_os_fd_t = -1
+        return uv_fileno(handle, &fd) == 0 ? fd : nil
+    }
+
     /// Call when the matching uv_*_init failed: the handle was never registered with the loop.
     func abandon() {
         isClosing = true

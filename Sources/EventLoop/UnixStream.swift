@@ -51,11 +51,6 @@ public final class UnixStream: Handle {
     var pipe: UnsafeMutablePointer<uv_pipe_t> { UnsafeMutablePointer(OpaquePointer(handle)) }
     var stream: UnsafeMutablePointer<uv_stream_t> { UnsafeMutablePointer(OpaquePointer(handle)) }
 
-    public var fileDescriptor: Int32? {
-        var fd: uv_os_fd_t = -1
-        return uv_fileno(handle, &fd) == 0 ? fd : nil
-    }
-
     /// Who is on the other end, as the kernel says (SO_PEERCRED), never as the peer claims.
     public var peerCredentials: PeerCredentials? {
         guard let fd = fileDescriptor else { return nil }

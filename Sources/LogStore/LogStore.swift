@@ -1,5 +1,6 @@
 import ConfabProtocol
 import EventLoop
+import Posix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -242,15 +243,15 @@ public final class LogStore {
     public func loadAll() -> (loaded: [Loaded], problems: [LoadProblem]) {
         var loaded: [Loaded] = []
         var problems: [LoadProblem] = []
-        guard let dir = opendir(conversationsDirectory) else {
-            problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: String(cString: strerror(errno))))
+        let entries: [String]
+        do {
+            entries = try Files.names(in: conversationsDirectory)
+        } catch {
+            problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: "\(error)"))
             return ([], problems)
         }
         var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+        for name in entries {
             guard name.hasSuffix(".jsonl") else { continue }
             let id = String(name.dropLast(6))
             guard ConversationID.isValid(id) else {
@@ -259,7 +260,6 @@ public final class LogStore {
             }
             names.append(id)
         }
-        closedir(dir)
         for id in names.sorted() {
             switch load(id: id, problems: &problems) {
             case .some(let item): loaded.append(item)
@@ -276,8 +276,11 @@ public final class LogStore {
             problems.append(LoadProblem(file: path, line: nil, message: "cannot open: \(String(cString: strerror(errno)))"))
             return nil
         }
-        guard let bytes = Self.readAll(fd) else {
-            problems.append(LoadProblem(file: path, line: nil, message: "cannot read: \(String(cString: strerror(errno)))"))
+        let bytes: [UInt8]
+        do {
+            bytes = try Files.readAll(fd)
+        } catch {
+            problems.append(LoadProblem(file: path, line: nil, message: "cannot read: \(error)"))
             Glibc.close(fd)
             return nil
         }
@@ -327,19 +330,5 @@ public final class LogStore {
             conversation.interruptedReplies = []
         }
         return Loaded(conversation: conversation, log: log)
-    }
-
-    static func readAll(_ fd: Int32) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 256 * 1024)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
-            if n == 0 { return bytes }
-            bytes.append(contentsOf: chunk[0..<n])
-        }
     }
 }

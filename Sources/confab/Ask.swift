@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import ConfabProtocol
+import Posix
 
 struct Ask: ClientCommand {
     static let configuration = CommandConfiguration(
@@ -50,7 +51,12 @@ struct Ask: ClientCommand {
     private func readPrompt() throws(Failure) -> String {
         var prompt = text.joined(separator: " ")
         if isatty(0) == 0 {
-            var piped = readAll(fd: 0)
+            var piped: [UInt8]
+            do {
+                piped = try Files.readAll(0)
+            } catch {
+                throw Failure.message("cannot read standard input: \(error)")
+            }
             while let last = piped.last, last == 0x0A || last == 0x0D { piped.removeLast() }
             let input = String(decoding: piped, as: UTF8.self)
             if !input.isBlank {
@@ -127,20 +133,4 @@ struct Ask: ClientCommand {
             }
         }
     }
-}
-
-/// Everything up to end of file.
-func readAll(fd: Int32) -> [UInt8] {
-    var result: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            break
-        }
-        if count == 0 { break }
-        result += chunk[0..<count]
-    }
-    return result
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ConfabProtocol
+import Posix
 
 /// Something the daemon sent, in arrival order.
 enum Event {
@@ -32,31 +33,11 @@ final class Connection {
     deinit { Glibc.close(fd) }
 
     static func open(path: String) throws(Failure) -> Connection {
-        let bytes = Array(path.utf8)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        if bytes.isEmpty { throw .unreachable(path: path, errno: ENOENT) }
-        if bytes.count >= capacity || bytes.contains(0) { throw .unreachable(path: path, errno: ENAMETOOLONG) }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
+        do {
+            return Connection(fd: try UnixSocket.connect(to: path), path: path)
+        } catch {
+            throw .unreachable(path: path, errno: error.code)
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        if fd < 0 { throw .unreachable(path: path, errno: errno) }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
-        while true {
-            let status = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
-            }
-            if status == 0 { break }
-            let code = errno
-            if code == EINTR { continue }
-            if code == EISCONN { break }
-            Glibc.close(fd)
-            throw .unreachable(path: path, errno: code)
-        }
-        return Connection(fd: fd, path: path)
     }
 
     // MARK: Sending

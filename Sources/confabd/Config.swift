@@ -1,5 +1,6 @@
 import Broker
 import Foundation
+import Posix
 import TOMLKit
 import Upstream
 #if canImport(Glibc)
@@ -57,9 +58,7 @@ struct Settings {
         var file = ConfigFile()
         var info = stat()
         if stat(path, &info) == 0 {
-            guard let text = readText(path) else {
-                throw ConfigError(description: "cannot read \(path): \(String(cString: strerror(errno))) (or not UTF-8)")
-            }
+            let text = try readText(path, "config file")
             do {
                 var decoder = TOMLDecoder()
                 decoder.strictDecoding = true
@@ -90,9 +89,7 @@ struct Settings {
         if let key = upstream?.api_key {
             settings.upstream.apiKey = key
         } else if let keyFile = upstream?.api_key_file {
-            guard let key = readText(keyFile) else {
-                throw ConfigError(description: "cannot read upstream.api_key_file \(keyFile)")
-            }
+            let key = try readText(keyFile, "upstream.api_key_file")
             settings.upstream.apiKey = key.trimmingCharacters(in: .whitespacesAndNewlines)
         } else if let key = try credential("openai-api-key", environment: environment) {
             // systemd's LoadCredential=openai-api-key:… (confabd.service).
@@ -137,28 +134,23 @@ struct Settings {
         let path = directory + "/" + name
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        guard let text = readText(path) else {
-            throw ConfigError(description: "cannot read credential \(path)")
-        }
+        let text = try readText(path, "credential")
         let key = text.trimmingCharacters(in: .whitespacesAndNewlines)
         return key.isEmpty ? nil : key
     }
 
     /// The whole file as UTF-8, through plain reads so that /dev/null and pipes work too.
-    private static func readText(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; return nil }
-            if n == 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
-            if bytes.count > 1 << 20 { errno = EFBIG; return nil }
+    private static func readText(_ path: String, _ what: String) throws -> String {
+        let bytes: [UInt8]
+        do {
+            bytes = try Files.readAll(path: path, limit: 1 << 20)
+        } catch {
+            throw ConfigError(description: "cannot read \(what) \(path): \(error)")
         }
-        return String(validating: bytes, as: UTF8.self)
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigError(description: "\(what) \(path) is not UTF-8")
+        }
+        return text
     }
 
     private static func describe(_ error: any Error) -> String {

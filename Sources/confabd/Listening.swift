@@ -1,5 +1,6 @@
 import Broker
 import EventLoop
+import Posix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,34 +43,10 @@ enum Listening {
             for fd in (first + 1)..<(first + count) { close(fd) }
             logger.warning("systemd passed \(count) sockets; serving the first, closing the others")
         }
-        guard isListeningUnixStream(first) else {
+        guard UnixSocket.isListeningStream(first) else {
             throw StartupError(description: "fd 3 passed by systemd (LISTEN_FDS) is not a listening Unix stream socket; check ListenStream= in confabd.socket")
         }
-        return Activated(fileDescriptor: first, path: boundPath(of: first))
-    }
-
-    private static func isListeningUnixStream(_ fd: Int32) -> Bool {
-        func option(_ name: Int32) -> Int32? {
-            var value: Int32 = 0
-            var length = socklen_t(MemoryLayout<Int32>.size)
-            return getsockopt(fd, SOL_SOCKET, name, &value, &length) == 0 ? value : nil
-        }
-        return option(SO_DOMAIN) == AF_UNIX && option(SO_TYPE) == Int32(SOCK_STREAM.rawValue) && option(SO_ACCEPTCONN) == 1
-    }
-
-    private static func boundPath(of fd: Int32) -> String? {
-        var address = sockaddr_un()
-        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
-        let rc = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard rc == 0 else { return nil }
-        return withUnsafeBytes(of: &address.sun_path) { raw in
-            let used = min(raw.count, Int(length) - MemoryLayout<sa_family_t>.size)
-            guard used > 0, raw[0] != 0 else { return nil }
-            let bytes = raw.prefix(used).prefix { $0 != 0 }
-            return String(decoding: bytes, as: UTF8.self)
-        }
+        return Activated(fileDescriptor: first, path: UnixSocket.boundPath(of: first))
     }
 
     /// A socket file this process created: enough to recognise it later, so that the one
@@ -92,8 +69,8 @@ enum Listening {
     /// left by a dead daemon, refuses to steal a live one, and binds with mode 0600.
     @discardableResult
     static func bind(_ listener: UnixListener, path: String) throws -> Bound {
-        guard path.utf8.count < 108 else {
-            throw StartupError(description: "socket path is \(path.utf8.count) bytes; Unix sockets allow at most 107: \(path)")
+        guard path.utf8.count <= UnixSocket.maxPathBytes else {
+            throw StartupError(description: "socket path is \(path.utf8.count) bytes; Unix sockets allow at most \(UnixSocket.maxPathBytes): \(path)")
         }
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !directory.isEmpty { try makePrivateDirectory(directory) }
@@ -102,7 +79,7 @@ enum Listening {
             guard info.st_mode & S_IFMT == S_IFSOCK else {
                 throw StartupError(description: "\(path) exists and is not a socket; not touching it")
             }
-            if answers(path) {
+            if UnixSocket.answers(path) {
                 throw StartupError(description: "another confabd is already running on \(path)")
             }
             unlink(path)
@@ -140,24 +117,6 @@ enum Listening {
             throw StartupError(description: "\(path) belongs to uid \(info.st_uid), not to us; refusing to use it")
         }
         if info.st_mode & 0o077 != 0 { chmod(path, 0o700) }
-    }
-
-    /// True when something accepts connections on `path`.
-    static func answers(_ path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(path.utf8.prefix(raw.count - 1))
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        return result == 0
     }
 }
 
@@ -197,26 +156,7 @@ struct Notifier {
 
     @discardableResult
     func send(_ state: String) -> Bool {
-        guard let path, path.utf8.count < 108 else { return false }
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        var bytes = Array(path.utf8)
-        // An abstract socket is written with a leading "@" and sent with a leading NUL.
-        if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in raw.copyBytes(from: bytes) }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
-        let message = Array(state.utf8)
-        while true {
-            let sent = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                    message.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), address, length) }
-                }
-            }
-            if sent < 0 && errno == EINTR { continue }
-            return sent == message.count
-        }
+        guard let path else { return false }
+        return UnixSocket.sendDatagram(Array(state.utf8), to: path)
     }
 }

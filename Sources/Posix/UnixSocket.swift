@@ -1,0 +1,107 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The socket calls confab makes outside libuv: connecting a client, probing a socket
+/// path, looking at a socket systemd handed over, and sd_notify's datagrams. They all need
+/// a C `sockaddr_un`, so they live here and nowhere else.
+public enum UnixSocket {
+    public enum Kind: Sendable {
+        case stream, datagram
+
+        var type: Int32 { self == .stream ? Int32(SOCK_STREAM.rawValue) : Int32(SOCK_DGRAM.rawValue) }
+    }
+
+    /// `sun_path` holds 108 bytes, one of them the terminating NUL.
+    public static let maxPathBytes = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+
+    /// A new close-on-exec socket connected to `path`. A path starting with "@" names an
+    /// abstract socket (as `$NOTIFY_SOCKET` may). ENAMETOOLONG for a path that cannot fit,
+    /// ENOENT for an empty one.
+    public static func connect(to path: String, kind: Kind = .stream) throws(Errno) -> Int32 {
+        var bytes = Array(path.utf8)
+        guard !bytes.isEmpty else { throw Errno(ENOENT) }
+        guard bytes.count <= maxPathBytes, !bytes.contains(0) else { throw Errno(ENAMETOOLONG) }
+        let abstract = bytes[0] == UInt8(ascii: "@")
+        if abstract { bytes[0] = 0 }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in raw.copyBytes(from: bytes) }
+        // An abstract name is exactly its bytes; a path also counts its terminating NUL.
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (abstract ? 0 : 1))
+
+        let fd = socket(AF_UNIX, kind.type | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Errno.current }
+        while true {
+            let status = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, length) }
+            }
+            if status == 0 { return fd }
+            let code = errno
+            if code == EINTR { continue }
+            // An interrupted connect goes on in the background; EISCONN says it finished.
+            if code == EISCONN { return fd }
+            close(fd)
+            throw Errno(code)
+        }
+    }
+
+    /// True when something accepts stream connections on `path` right now.
+    public static func answers(_ path: String) -> Bool {
+        guard let fd = try? connect(to: path) else { return false }
+        close(fd)
+        return true
+    }
+
+    /// Sends one datagram to the socket at `path` (sd_notify's transport). True when the
+    /// whole message went out.
+    @discardableResult
+    public static func sendDatagram(_ message: [UInt8], to path: String) -> Bool {
+        guard let fd = try? connect(to: path, kind: .datagram) else { return false }
+        defer { close(fd) }
+        while true {
+            let sent = message.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent < 0 && errno == EINTR { continue }
+            return sent == message.count
+        }
+    }
+
+    /// True when `fd` is a Unix stream socket in the listening state.
+    public static func isListeningStream(_ fd: Int32) -> Bool {
+        func option(_ name: Int32) -> Int32? {
+            var value: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            return getsockopt(fd, SOL_SOCKET, name, &value, &length) == 0 ? value : nil
+        }
+        return option(SO_DOMAIN) == AF_UNIX && option(SO_TYPE) == Int32(SOCK_STREAM.rawValue) && option(SO_ACCEPTCONN) == 1
+    }
+
+    /// The path `fd` is bound to; nil for an abstract or unnamed socket.
+    public static func boundPath(of fd: Int32) -> String? {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let status = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard status == 0 else { return nil }
+        return withUnsafeBytes(of: &address.sun_path) { raw in
+            let used = min(raw.count, Int(length) - MemoryLayout<sa_family_t>.size)
+            guard used > 0, raw[0] != 0 else { return nil }
+            return String(decoding: raw.prefix(used).prefix { $0 != 0 }, as: UTF8.self)
+        }
+    }
+}
+
+/// Who a uid is, from the user database.
+public enum UserAccount {
+    /// The login name of `uid`, or nil when the user database does not know it.
+    public static func login(of uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else {
+            return nil
+        }
+        return String(cString: name)
+    }
+}

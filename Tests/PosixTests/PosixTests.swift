@@ -1,0 +1,106 @@
+import XCTest
+
+import EventLoop
+import Posix
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class FilesTests: XCTestCase {
+    private var directory = ""
+
+    override func setUpWithError() throws {
+        directory = try XCTUnwrap(String(validatingCString: mkdtemp(strdup("/tmp/confab-posix-XXXXXX"))))
+    }
+
+    override func tearDown() {
+        for name in (try? Files.names(in: directory)) ?? [] { unlink(directory + "/" + name) }
+        rmdir(directory)
+    }
+
+    private func write(_ name: String, _ bytes: [UInt8]) {
+        let fd = open(directory + "/" + name, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }, bytes.count)
+        close(fd)
+    }
+
+    func testReadsAWholeFileBiggerThanOneChunk() throws {
+        let bytes = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        write("big", bytes)
+        XCTAssertEqual(try Files.readAll(path: directory + "/big"), bytes)
+    }
+
+    func testDevNullAndAPipeReadToTheirEnd() throws {
+        XCTAssertEqual(try Files.readAll(path: "/dev/null"), [])
+        var ends: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&ends), 0)
+        let text = Array("through a pipe\n".utf8)
+        XCTAssertEqual(text.withUnsafeBytes { Glibc.write(ends[1], $0.baseAddress, $0.count) }, text.count)
+        close(ends[1])
+        XCTAssertEqual(try Files.readAll(ends[0]), text)
+        close(ends[0])
+    }
+
+    func testALimitStopsAnOversizedFileWithEFBIG() {
+        write("key", Array(repeating: 0x61, count: 2000))
+        XCTAssertEqual(try? Files.readAll(path: directory + "/key", limit: 2000).count, 2000)
+        XCTAssertThrowsError(try Files.readAll(path: directory + "/key", limit: 1999)) { error in
+            XCTAssertEqual(error as? Errno, Errno(EFBIG))
+        }
+    }
+
+    func testAMissingFileSaysSo() {
+        XCTAssertThrowsError(try Files.readAll(path: directory + "/absent")) { error in
+            XCTAssertEqual(error as? Errno, Errno(ENOENT))
+            XCTAssertEqual("\(error)", "No such file or directory")
+        }
+    }
+
+    func testNamesListsEntriesWithoutDotAndDotDot() throws {
+        write("a.jsonl", [])
+        write("b", [1])
+        XCTAssertEqual(try Files.names(in: directory).sorted(), ["a.jsonl", "b"])
+        XCTAssertThrowsError(try Files.names(in: directory + "/absent")) { error in
+            XCTAssertEqual(error as? Errno, Errno(ENOENT))
+        }
+    }
+}
+
+final class UnixSocketTests: XCTestCase {
+    func testConnectRefusesPathsThatCannotBeSocketAddresses() {
+        XCTAssertThrowsError(try UnixSocket.connect(to: "")) { XCTAssertEqual($0 as? Errno, Errno(ENOENT)) }
+        let long = "/tmp/" + String(repeating: "x", count: UnixSocket.maxPathBytes)
+        XCTAssertThrowsError(try UnixSocket.connect(to: long)) { XCTAssertEqual($0 as? Errno, Errno(ENAMETOOLONG)) }
+        XCTAssertThrowsError(try UnixSocket.connect(to: "/tmp/a\u{0}b")) { XCTAssertEqual($0 as? Errno, Errno(ENAMETOOLONG)) }
+        XCTAssertThrowsError(try UnixSocket.connect(to: "/nonexistent/confab.sock")) { XCTAssertEqual($0 as? Errno, Errno(ENOENT)) }
+        XCTAssertFalse(UnixSocket.answers("/nonexistent/confab.sock"))
+        XCTAssertFalse(UnixSocket.sendDatagram([1], to: "/nonexistent/notify"))
+    }
+
+    func testAListenerIsRecognisedAndAnswers() throws {
+        let path = "/tmp/confab-posix-\(getpid()).sock"
+        unlink(path)
+        defer { unlink(path) }
+        let loop = try Loop()
+        let listener = try UnixListener(loop: loop)
+        try listener.bind(path: path)
+        let fd = try XCTUnwrap(listener.fileDescriptor)
+        XCTAssertFalse(UnixSocket.isListeningStream(fd), "bound but not yet listening")
+        try listener.listen { _ in }
+        XCTAssertTrue(UnixSocket.isListeningStream(fd))
+        XCTAssertEqual(UnixSocket.boundPath(of: fd), path)
+        XCTAssertTrue(UnixSocket.answers(path))
+        let client = try UnixSocket.connect(to: path)
+        XCTAssertFalse(UnixSocket.isListeningStream(client), "a connected socket is not a listener")
+        XCTAssertNil(UnixSocket.boundPath(of: client), "an unnamed client socket has no path")
+        close(client)
+        listener.close()
+        _ = loop.runOnce(wait: false)
+    }
+
+    func testKnownUidsHaveLoginsAndUnknownOnesDoNot() {
+        XCTAssertEqual(UserAccount.login(of: 0), "root")
+        XCTAssertNil(UserAccount.login(of: 4_000_000_000))
+    }
+}
