@@ -3,7 +3,7 @@
 // (same module, so no import of ConfabProtocol) by scripts/fuzz.sh:
 //
 //   swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
-//       Sources/ConfabProtocol/*.swift fuzz/ProtocolFuzz.swift -o .build-fuzz/protocol-fuzz
+//       Sources/ConfabProtocol/*.swift fuzz/FuzzInput.swift fuzz/ProtocolFuzz.swift -o .build-fuzz/protocol-fuzz
 //
 // Input layout (see fuzz/README.md): byte 0 is a header, the next `header & 7` bytes are
 // chunk sizes (cycled; 0 means an empty feed), the rest is the byte stream. With no size
@@ -23,43 +23,6 @@
 
 /// Keys always tried (present or not), on top of the keys the params actually hold.
 let keys = ["conversation", "limit"]
-
-struct Chunking {
-    var limit: Int
-    var sizes: [Int]
-    var payload: ArraySlice<UInt8>
-
-    init(_ data: UnsafeBufferPointer<UInt8>) {
-        guard let header = data.first else {
-            limit = 4096; sizes = [1]; payload = []
-            return
-        }
-        limit = header & 0x80 != 0 ? 64 : 4096
-        let count = min(Int(header & 7), data.count - 1)
-        sizes = data[1..<(1 + count)].map { Int($0) }
-        if sizes.allSatisfy({ $0 == 0 }) { sizes = [1] }
-        payload = ArraySlice(data[(1 + count)...])
-    }
-
-    /// The payload cut into consecutive chunks whose sizes cycle through `sizes`.
-    var chunks: [ArraySlice<UInt8>] {
-        var out: [ArraySlice<UInt8>] = []
-        var start = payload.startIndex
-        var index = 0
-        while start < payload.endIndex {
-            let size = sizes[index % sizes.count]
-            index += 1
-            let end = min(start + size, payload.endIndex)
-            out.append(payload[start..<end])
-            start = end
-        }
-        return out
-    }
-}
-
-func check(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
-    if !condition() { fatalError("invariant violated: \(message())") }
-}
 
 /// Feeds `chunks` to a fresh framer; returns the lines delivered and whether it failed.
 func frame(_ chunks: [ArraySlice<UInt8>], limit: Int) -> (lines: [[UInt8]], failed: Bool) {

@@ -4,13 +4,10 @@
 // import of Upstream) by scripts/fuzz.sh:
 //
 //   swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
-//       Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream.swift fuzz/SSEFuzz.swift \
+//       Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream.swift fuzz/FuzzInput.swift fuzz/SSEFuzz.swift \
 //       -o .build-fuzz/sse-fuzz
 //
-// Input layout (as in ProtocolFuzz.swift): byte 0 is a header, the next `header & 7` bytes
-// are chunk sizes (cycled; 0 means an empty feed), the rest is the byte stream. With no size
-// bytes (or only zeros) the stream is fed one byte at a time. Header bit 7 selects a 64-byte
-// line limit instead of 4096.
+// Input layout: as in ProtocolFuzz.swift (`Chunking`, fuzz/FuzzInput.swift).
 //
 // Invariants checked (a violation is a crash, which libFuzzer saves):
 //  - feeding the stream in chunks gives the same events, and the same lineTooLong failure,
@@ -20,42 +17,6 @@
 //  - every event decodes without crashing; decoded content / finish reason / error message are
 //    never empty, error messages are at most 1000 characters, malformed-chunk excerpts at most 200;
 //  - upstreamErrorMessage on the raw bytes gives a non-empty message of at most 1000 characters.
-
-struct Chunking {
-    var limit: Int
-    var sizes: [Int]
-    var payload: ArraySlice<UInt8>
-
-    init(_ data: UnsafeBufferPointer<UInt8>) {
-        guard let header = data.first else {
-            limit = 4096; sizes = [1]; payload = []
-            return
-        }
-        limit = header & 0x80 != 0 ? 64 : 4096
-        let count = min(Int(header & 7), data.count - 1)
-        sizes = data[1..<(1 + count)].map { Int($0) }
-        if sizes.allSatisfy({ $0 == 0 }) { sizes = [1] }
-        payload = ArraySlice(data[(1 + count)...])
-    }
-
-    var chunks: [ArraySlice<UInt8>] {
-        var out: [ArraySlice<UInt8>] = []
-        var start = payload.startIndex
-        var index = 0
-        while start < payload.endIndex {
-            let size = sizes[index % sizes.count]
-            index += 1
-            let end = min(start + size, payload.endIndex)
-            out.append(payload[start..<end])
-            start = end
-        }
-        return out
-    }
-}
-
-func check(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
-    if !condition() { fatalError("invariant violated: \(message())") }
-}
 
 /// Feeds `chunks` in order; returns the events and whether the parser threw lineTooLong.
 func events(_ parser: inout SSEParser, _ chunks: [ArraySlice<UInt8>]) -> (events: [SSEEvent], failed: Bool) {

@@ -47,7 +47,7 @@ build() {
     case $target in
     protocol)
         # The harness is compiled into the same module as the sources it fuzzes.
-        "$SWIFTC" "${FLAGS[@]}" Sources/ConfabProtocol/*.swift fuzz/ProtocolFuzz.swift \
+        "$SWIFTC" "${FLAGS[@]}" Sources/ConfabProtocol/*.swift fuzz/FuzzInput.swift fuzz/ProtocolFuzz.swift \
             -o "$BUILD/protocol-fuzz" >"$log" 2>&1 ;;
     sse)
         # ChatStream.swift imports ConfabProtocol: build that first as an instrumented static
@@ -56,7 +56,7 @@ build() {
             -emit-module -emit-module-path "$BUILD/ConfabProtocol.swiftmodule" \
             Sources/ConfabProtocol/*.swift -o "$BUILD/libConfabProtocol.a" >"$log" 2>&1 &&
         "$SWIFTC" "${FLAGS[@]}" -module-name Upstream -I "$BUILD" -L "$BUILD" -lConfabProtocol \
-            Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream.swift fuzz/SSEFuzz.swift \
+            Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream.swift fuzz/FuzzInput.swift fuzz/SSEFuzz.swift \
             -o "$BUILD/sse-fuzz" >>"$log" 2>&1 ;;
     *) echo "unknown target $target" >&2; return 1 ;;
     esac || { echo "build of $target failed:" >&2; cat "$log" >&2; return 1; }
