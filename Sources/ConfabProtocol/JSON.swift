@@ -38,7 +38,22 @@ extension JSON: Decodable {
         else if let bool = try? value.decode(Bool.self) { self = .bool(bool) }
         else if let int = try? value.decode(Int.self) { self = .int(int) }
         else if let double = try? value.decode(Double.self) { self = .double(double) }
-        else { throw DecodingError.dataCorruptedError(in: value, debugDescription: "number out of range") }
+        else {
+            // Foundation reads leaves lazily, so a bad escape, a lone surrogate, a leading zero
+            // or a number past Double's range only shows here; its own error has no public text.
+            throw DecodingError.dataCorruptedError(
+                in: value, debugDescription: "unreadable value at \(Self.path(decoder.codingPath)) (a bad escape or surrogate, or a malformed or out-of-range number)")
+        }
+    }
+
+    /// `params.items[2]`, as a reader of the offending line would point at it.
+    private static func path(_ codingPath: [any CodingKey]) -> String {
+        guard !codingPath.isEmpty else { return "the top level" }
+        var text = ""
+        for key in codingPath {
+            if let index = key.intValue { text += "[\(index)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
+        }
+        return text
     }
 
     private struct AnyKey: CodingKey {

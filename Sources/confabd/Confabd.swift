@@ -76,8 +76,10 @@ struct Confabd: ParsableCommand {
             bound = try Listening.bind(listener, path: path)
             logger.info("listening on \(path)")
         }
-        let loaded = broker.load()
+        // Listening before the logs load lets clients that connect meanwhile wait in the
+        // backlog instead of being refused; none is accepted until the loop runs, after loading.
         try broker.serve(listener)
+        let loaded = broker.load()
         logger.notice("confabd \(ProtocolVersion.confabVersion) ready: \(loaded) conversations, data in \(dataDirectory), upstream \(settings.upstream.baseURL) model \(settings.upstream.model)")
         if settings.upstream.requiresKey && (settings.upstream.apiKey ?? "").isEmpty {
             logger.warning("no API key for \(settings.upstream.baseURL): set upstream.api_key in \(configPath), the openai-api-key credential or OPENAI_API_KEY; replies will fail until then")

@@ -182,6 +182,21 @@ final class JSONParseTests: XCTestCase {
         }
     }
 
+    func testAnUnreadableLeafIsNamedByItsPath() {
+        let cases = [
+            #"{"params":{"items":[1,"\x"]}}"#: "params.items[1]",
+            #"["\ud800"]"#: "[0]",
+            #"{"a":[01]}"#: "a[0]",
+            "[1e400]": "[0]",
+        ]
+        for (text, path) in cases {
+            XCTAssertThrowsError(try JSON.parse(text), text) { error in
+                let message = "\(error)"
+                XCTAssertTrue(message.contains("unreadable value at \(path) "), "\(text): \(message)")
+            }
+        }
+    }
+
     func testHugeIntegerBecomesApproximateDouble() throws {
         let value = try JSON.parse("123456789012345678901234567890")
         let double = try XCTUnwrap(value.double)
