@@ -32,7 +32,10 @@ public final class Broker {
     let loop: Loop
     let store: LogStore
     public let upstream: UpstreamClient
-    public var limits: BrokerLimits
+    /// Replaced on reload; a higher `maxStreams` lets replies waiting for a stream start now.
+    public var limits: BrokerLimits {
+        didSet { admitWaiting() }
+    }
     public var logger: Logger
     /// uids besides our own that may connect.
     public var allowedUIDs: Set<UInt32>
@@ -254,34 +257,40 @@ public final class Broker {
     /// Ends the reply in flight: records it durably, then announces it, then moves on.
     func finishReply(in conversation: Conversation, status: MessageStatus, error: MessageError?) {
         guard let reply = conversation.active, !reply.isFinishing else { return }
-        reply.isFinishing = true
         reply.stop()
         // The reply itself stays `streaming` until its ending is durable: a client that
         // attaches during the sync gets it as `pending` and then the ending, as it would earlier.
-        var message = reply.message
-        message.status = status
-        message.error = error
-        conversation.log.append([.replyFinished(message)]) { [unowned self] storeError in
+        var ending = reply.message
+        ending.status = status
+        ending.error = error
+        reply.ending = ending
+        conversation.log.append([.replyFinished(ending)]) { [unowned self] storeError in
             // Deleted meanwhile, or already settled by shutdown: nothing left to announce.
             guard !conversation.isDeleted, conversation.active === reply else { return }
-            _ = conversation.end()
-            replyEnded()
-            var final = message
-            if let storeError {
-                logger.error("conversation=\(conversation.id) reply=\(message.id) cannot store reply: \(storeError)")
-                final.status = .failed
-                final.error = MessageError(code: "storage", message: "cannot write the log: \(storeError)")
-            }
-            conversation.insert(final)
-            if final.status == .failed {
-                logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code ?? "")")
-                conversation.broadcast("message.failed", ["message": final.json, "error": final.error?.json ?? .null])
-            } else {
-                logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)")
-                conversation.broadcast("message.completed", ["message": final.json])
-            }
+            announce(ending, of: conversation, storeError: storeError)
             startNextReply(in: conversation)
             admitWaiting()
+        }
+    }
+
+    /// Announces how the reply in flight ended, once its final record is durable or could not
+    /// be made so (then it is a `storage` failure: only what is stored is called completed).
+    private func announce(_ ending: Message, of conversation: Conversation, storeError: StoreError?) {
+        _ = conversation.end()
+        replyEnded()
+        var final = ending
+        if let storeError {
+            logger.error("conversation=\(conversation.id) reply=\(final.id) cannot store reply: \(storeError)")
+            final.status = .failed
+            final.error = MessageError(code: "storage", message: "cannot write the log: \(storeError)")
+        }
+        conversation.insert(final)
+        if final.status == .failed {
+            logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code ?? "")")
+            conversation.broadcast("message.failed", ["message": final.json, "error": final.error?.json ?? .null])
+        } else {
+            logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)")
+            conversation.broadcast("message.completed", ["message": final.json])
         }
     }
 
@@ -325,11 +334,10 @@ public final class Broker {
         listeners = []
         for conversation in conversations.values {
             conversation.dropQueue()
-            if let reply = conversation.active, reply.isFinishing {
-                // Its final record is written; make it durable and let its announcement go out.
-                if let error = conversation.log.syncNow() {
-                    logger.error("conversation=\(conversation.id) reply=\(reply.message.id) cannot sync: \(error)")
-                }
+            if let reply = conversation.active, let ending = reply.ending {
+                // Its final record is written and its sync is on the thread pool: sync here
+                // and announce now, before `server.stopping`, not after the clients are gone.
+                announce(ending, of: conversation, storeError: conversation.log.syncNow())
                 continue
             }
             guard let reply = conversation.end() else { continue }

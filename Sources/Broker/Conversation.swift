@@ -32,8 +32,11 @@ final class Conversation {
         var attempts = 0
         var unsavedText = ""
         var lastSave: UInt64
+        /// How the reply ended, while that final record is being made durable. Clients still
+        /// see `message` (streaming) until the ending is announced.
+        var ending: Message?
         /// The final record is being made durable; the reply can no longer be cancelled.
-        var isFinishing = false
+        var isFinishing: Bool { ending != nil }
         init(message: Message, request: ChatRequest, now: UInt64) {
             self.message = message
             self.request = request
@@ -81,6 +84,14 @@ final class Conversation {
     }
 
     var queuedCount: Int { queue.count }
+
+    /// Sends whose user message is being stored: their replies are not queued yet, but they
+    /// count against the queue limit, or sends pipelined in one read would all get past it.
+    var sendsBeingStored = 0
+
+    /// Replies accepted and not yet ended: the one streaming, the queued, and those of sends
+    /// still being stored.
+    var unfinishedReplies: Int { queue.count + sendsBeingStored + (active == nil ? 0 : 1) }
 
     /// Reserves ids for a user message and its reply, in conversation order.
     func reserveSend() -> (message: String, reply: String) {

@@ -130,7 +130,7 @@ extension Broker {
                 logger.info("conversation=\(id) created client=\(client.id)")
                 respond(.success(["conversation": conversation.info.json]))
             case .failure(let error):
-                logger.error("cannot create conversation: \(error)")
+                logger.error("conversation=\(id) client=\(client.id) cannot create: \(error)")
                 respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
             }
         }
@@ -231,14 +231,16 @@ extension Broker {
         let conversation = try conversation(params)
         let content = try params.string("content")
         guard content.contains(where: { !$0.isWhitespace }) else { throw .invalidParams("parameter \"content\" must not be empty") }
-        let waiting = conversation.queuedCount + (conversation.active == nil ? 0 : 1)
-        guard waiting <= limits.maxQueuedSends else {
+        // One reply in progress plus `maxQueuedSends` waiting behind it.
+        guard conversation.unfinishedReplies <= limits.maxQueuedSends else {
             throw RPCError(code: RPCError.limitReached, message: "too many sends waiting in this conversation (limit \(limits.maxQueuedSends))")
         }
         let ids = conversation.reserveSend()
         let message = Message(id: ids.message, conversation: conversation.id, role: "user", content: content,
                               status: .complete, created: .now(), author: client.author())
+        conversation.sendsBeingStored += 1
         conversation.log.append([.message(message)]) { [unowned self] error in
+            conversation.sendsBeingStored -= 1
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store message: \(error)")
                 respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, the message was not stored: \(error)")))

@@ -4,6 +4,7 @@ import ConfabProtocol
 import EventLoop
 import Foundation
 import LogStore
+import Posix
 import Upstream
 
 @main
@@ -49,6 +50,10 @@ struct Confabd: ParsableCommand {
     private func serve(paths: ConfabPaths, configPath: String, environment: [String: String], logger: Logger, notifier: Notifier) throws {
         let settings = try Settings.load(path: configPath, required: config != nil, environment: environment)
         for warning in settings.warnings { logger.warning(warning) }
+        let files = OpenFileLimit.raiseToHardLimit()
+        if files.after != files.before {
+            logger.info("open files limit raised from \(files.before) to \(files.after): one per conversation log")
+        }
 
         let loop = try Loop()
         let dataDirectory = dataDir ?? paths.dataDirectory
@@ -139,6 +144,11 @@ struct Confabd: ParsableCommand {
                 broker.upstream.config = fresh.upstream
                 broker.limits = fresh.limits
                 broker.allowedUIDs = fresh.allowedUIDs
+                if fresh.fsync != settings.fsync {
+                    // Every open log holds the policy it was opened with; switching some of
+                    // them mid-run would make the promise depend on the conversation.
+                    logger.warning("storage.fsync = \(fresh.fsync) takes effect at the next start; running with fsync = \(settings.fsync)")
+                }
                 reloadProblem = nil
                 logger.notice("config reloaded from \(configPath): upstream \(fresh.upstream.baseURL) model \(fresh.upstream.model)")
             } catch {

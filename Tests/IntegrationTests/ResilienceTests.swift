@@ -86,6 +86,78 @@ final class ResilienceTests: XCTestCase {
         XCTAssertNotNil(a["reply"])
     }
 
+    func testRaisingMaxStreamsOnReloadStartsWaitingRepliesAtOnce() throws {
+        harness = try Harness(config: "[limits]\nmax_streams = 1\n")
+        let client = try harness.client()
+        let first = try harness.createConversation(client), second = try harness.createConversation(client)
+        for id in [first, second] { try client.call("conversation.attach", ["conversation": .string(id)]) }
+        let long = try client.call("message.send", ["conversation": .string(first), "content": "[[words:400]] [[delay:10]]"])
+        let short = try client.call("message.send", ["conversation": .string(second), "content": "[[reply:no more waiting]]"])
+        XCTAssertEqual(try client.call("status")["queued"]?.int, 1)
+
+        let config = try String(contentsOfFile: harness.configPath, encoding: .utf8)
+        try config.replacingOccurrences(of: "max_streams = 1", with: "max_streams = 2\n[storage]\nfsync = false")
+            .write(toFile: harness.configPath, atomically: true, encoding: .utf8)
+        harness.daemon?.signal(SIGHUP)
+        let notes = try client.collect(until: { method, params in
+            method == "message.completed" && params["message"]?["id"]?.string == short["reply"]?.string && params["conversation"]?.string == second
+        })
+        XCTAssertFalse(notes.contains { $0.method == "message.completed" && $0.params["conversation"]?.string == first },
+                       "the waiting reply started on reload, not after the long one ended")
+        let log = harness.log()
+        XCTAssertTrue(log.contains("storage.fsync = false takes effect at the next start"), log)
+        XCTAssertNotNil(long["reply"])
+    }
+
+    func testSendsBeyondTheQueueLimitAreRefusedEvenWhenPipelined() throws {
+        harness = try Harness(config: "[limits]\nmax_queued_sends = 3\n")
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        // Ten sends in one write: each is being stored when the next is read, so the limit
+        // must count those too. One reply in progress plus three waiting are accepted.
+        var batch: [UInt8] = []
+        for n in 0..<10 {
+            batch += RPC.request(id: .int(1000 + n), method: "message.send",
+                                 params: ["conversation": .string(id), "content": .string("[[words:100]] [[delay:10]] \(n)")])
+        }
+        try client.sendRaw(batch)
+        var codes: [Int] = []
+        for n in 0..<10 {
+            let frame = try client.response(to: .int(1000 + n))
+            codes.append(frame["error"]?["code"]?.int ?? 0)
+        }
+        XCTAssertEqual(codes, [0, 0, 0, 0] + Array(repeating: RPCError.limitReached, count: 6), "\(codes)")
+        let status = try client.call("status")
+        XCTAssertEqual(status["streams"]?.int, 1)
+        XCTAssertEqual(status["queued"]?.int, 3)
+        // The refused sends stored nothing: the conversation holds four user messages.
+        let messages = try client.call("conversation.history", ["conversation": .string(id), "limit": 100])["messages"]?.array ?? []
+        XCTAssertEqual(messages.filter { $0["role"]?.string == "user" }.count, 4)
+        // Room again once a reply ends.
+        try client.call("generation.cancel", ["conversation": .string(id)])
+        // The cancelled reply ends once its record is durable; the next one then starts.
+        let deadline = Date().addingTimeInterval(5)
+        while try client.call("status")["queued"]?.int != 2, Date() < deadline { usleep(10_000) }
+        XCTAssertNotNil(try client.call("message.send", ["conversation": .string(id), "content": "[[reply:fits]]"])["reply"])
+        XCTAssertThrowsError(try client.call("message.send", ["conversation": .string(id), "content": "[[reply:no room]]"])) { error in
+            XCTAssertEqual((error as? RPCError)?.code, RPCError.limitReached)
+        }
+    }
+
+    func testHistoryIsCappedPerRequest() throws {
+        harness = try Harness()
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        XCTAssertNotNil(try client.call("conversation.history", ["conversation": .string(id), "limit": 1000])["messages"])
+        XCTAssertNotNil(try client.call("conversation.attach", ["conversation": .string(id), "history": 1000])["messages"])
+        for (method, name) in [("conversation.history", "limit"), ("conversation.attach", "history")] {
+            XCTAssertThrowsError(try client.call(method, ["conversation": .string(id), name: 1001])) { error in
+                XCTAssertEqual((error as? RPCError)?.code, RPCError.invalidParams, "\(method) \(name)")
+                XCTAssertTrue((error as? RPCError)?.message.contains(name) == true, "\(error)")
+            }
+        }
+    }
+
     func testTooManyClientsAreRefusedWithAReason() throws {
         harness = try Harness(config: "[limits]\nmax_clients = 3\n")
         let kept = try (0..<3).map { try harness.client(name: "c\($0)") }

@@ -104,3 +104,22 @@ final class UnixSocketTests: XCTestCase {
         XCTAssertNil(UserAccount.login(of: 4_000_000_000))
     }
 }
+
+final class OpenFileLimitTests: XCTestCase {
+    func testRaisesTheSoftLimitToTheHardOneAndNoFurther() throws {
+        var limit = rlimit()
+        XCTAssertEqual(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit), 0)
+        let saved = limit
+        defer { var restore = saved; _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &restore) }
+        let hard = min(UInt64(limit.rlim_max), 1 << 20)
+        guard hard > 256 else { throw XCTSkip("hard limit \(hard) leaves nothing to raise") }
+        limit.rlim_cur = 256
+        XCTAssertEqual(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit), 0)
+        XCTAssertEqual(OpenFileLimit.current, 256)
+        let raised = OpenFileLimit.raiseToHardLimit()
+        XCTAssertEqual(raised.before, 256)
+        XCTAssertEqual(raised.after, hard)
+        XCTAssertEqual(OpenFileLimit.current, hard)
+        XCTAssertEqual(OpenFileLimit.raiseToHardLimit().after, hard, "a second call changes nothing")
+    }
+}
