@@ -55,6 +55,8 @@ enum Listening {
         let path: String
         let device: UInt64
         let inode: UInt64
+        /// Held until exit: while it is, no other confabd replaces this socket.
+        let lock: LockFile
 
         /// Removes the socket file if it is still the one we bound.
         func removeIfOurs() {
@@ -74,6 +76,15 @@ enum Listening {
         }
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !directory.isEmpty { try makePrivateDirectory(directory) }
+        let lock: LockFile
+        do {
+            guard let held = try LockFile.acquire(path + ".lock") else {
+                throw StartupError(description: "another confabd is already running on \(path) (it holds \(path).lock)")
+            }
+            lock = held
+        } catch let error as Errno {
+            throw StartupError(description: "cannot lock \(path).lock: \(error)")
+        }
         var info = stat()
         if lstat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFSOCK else {
@@ -96,7 +107,7 @@ enum Listening {
         guard lstat(path, &created) == 0 else {
             throw StartupError(description: "\(path) vanished right after bind")
         }
-        return Bound(path: path, device: UInt64(created.st_dev), inode: UInt64(created.st_ino))
+        return Bound(path: path, device: UInt64(created.st_dev), inode: UInt64(created.st_ino), lock: lock)
     }
 
     static func makePrivateDirectory(_ path: String) throws {

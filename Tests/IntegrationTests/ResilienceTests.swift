@@ -264,6 +264,36 @@ final class ResilienceTests: XCTestCase {
         XCTAssertEqual(try harness.client().call("status")["server"]?.string, "confabd", "the first daemon still serves")
     }
 
+    func testTwoDaemonsStartingTogetherLeaveExactlyOneServing() throws {
+        harness = try Harness()
+        let socket = harness.directory + "/race/confabd.sock"
+        for round in 0..<5 {
+            let logs = (0..<2).map { harness.directory + "/race-\(round)-\($0).log" }
+            let daemons = try (0..<2).map {
+                try Child(Binaries.path("confabd"), ["--socket", socket, "--data-dir", harness.directory + "/race-data-\($0)",
+                                                     "--config", harness.configPath], logFile: logs[$0])
+            }
+            defer { for daemon in daemons { daemon.stop() } }
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline, (try? RPCClient(path: socket))?.close() == nil { usleep(20_000) }
+            usleep(300_000)
+            let exited = daemons.indices.filter { daemons[$0].wait(seconds: 0) != nil }
+            XCTAssertEqual(exited.count, 1, "round \(round): exactly one gives up")
+            for index in exited {
+                XCTAssertEqual(daemons[index].process.terminationStatus, 1)
+                let log = (try? String(contentsOfFile: logs[index], encoding: .utf8)) ?? ""
+                XCTAssertTrue(log.contains("already running"), log)
+            }
+            // The one left is the one the socket reaches.
+            let serving = try XCTUnwrap(daemons.first { $0.process.isRunning })
+            let client = try RPCClient(path: socket)
+            _ = try client.call("hello", ["client": "race"])
+            XCTAssertEqual(try client.call("status")["clients"]?.int, 1)
+            client.close()
+            serving.stop()
+        }
+    }
+
     func testStaleSocketFromADeadDaemonIsReplaced() throws {
         harness = try Harness()
         harness.killDaemon()

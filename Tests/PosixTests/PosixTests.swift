@@ -123,3 +123,28 @@ final class OpenFileLimitTests: XCTestCase {
         XCTAssertEqual(OpenFileLimit.raiseToHardLimit().after, hard, "a second call changes nothing")
     }
 }
+
+final class LockFileTests: XCTestCase {
+    func testOnlyOneHolderAtATimeAndTheLockEndsWithItsHolder() throws {
+        let path = "/tmp/confab-posix-lock-\(getpid())"
+        unlink(path)
+        defer { unlink(path) }
+        var first = try XCTUnwrap(try LockFile.acquire(path))
+        XCTAssertNil(try LockFile.acquire(path), "a second open of the file cannot take the lock")
+        var info = stat()
+        XCTAssertEqual(stat(path, &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        first = try XCTUnwrap(try LockFile.acquire(path + ".other"))
+        unlink(path + ".other")
+        XCTAssertNotNil(try LockFile.acquire(path), "released when its holder went away")
+        _ = first
+    }
+
+    func testASymlinkIsNotFollowed() throws {
+        let path = "/tmp/confab-posix-lock-link-\(getpid())"
+        unlink(path)
+        XCTAssertEqual(symlink("/tmp/confab-posix-lock-target-\(getpid())", path), 0)
+        defer { unlink(path) }
+        XCTAssertThrowsError(try LockFile.acquire(path)) { XCTAssertEqual($0 as? Errno, Errno(ELOOP)) }
+    }
+}
