@@ -27,6 +27,8 @@ struct Confabd: ParsableCommand {
     var logLevel: String = "info"
 
     func run() throws {
+        // Before anything is opened: a crash report must not dump memory the key may be in.
+        CrashReport.restartWithoutRegisterDumps()
         let environment = ProcessInfo.processInfo.environment
         // libuv leaves SIGPIPE alone; the first write to a vanished client would kill us.
         signal(SIGPIPE, SIG_IGN)

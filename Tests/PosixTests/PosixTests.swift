@@ -148,3 +148,14 @@ final class LockFileTests: XCTestCase {
         XCTAssertThrowsError(try LockFile.acquire(path)) { XCTAssertEqual($0 as? Errno, Errno(ELOOP)) }
     }
 }
+
+final class CrashReportSettingTests: XCTestCase {
+    func testRegisterDumpsAreTurnedOffUnlessTheUserDecided() {
+        XCTAssertEqual(CrashReport.saferSetting(nil), "registers=none")
+        XCTAssertEqual(CrashReport.saferSetting(""), "registers=none")
+        XCTAssertEqual(CrashReport.saferSetting("enable=yes,preset=full"), "enable=yes,preset=full,registers=none")
+        XCTAssertNil(CrashReport.saferSetting("preset=full,registers=all"))
+        XCTAssertNil(CrashReport.saferSetting("enable=yes, registers=none"))
+        XCTAssertEqual(CrashReport.saferSetting("enable=no"), "enable=no,registers=none")
+    }
+}
