@@ -52,20 +52,34 @@ soak: release
 crashloop: release
 	python3 scripts/crashloop.py $(ARGS)
 
-# Binaries to ~/.local/bin, units to ~/.config/systemd/user (see "Run as a service" in
-# README.md). The config and data directories are made private (0700) here; the data
-# directory must exist for the unit's sandbox (its ExecStartPre= makes it too).
+# Binaries to $(PREFIX)/bin (~/.local/bin), units to ~/.config/systemd/user (see "Run as a
+# service" in README.md). The config and data directories are made private (0700) here; the
+# data directory must exist for the unit's sandbox (its ExecStartPre= makes it too).
+# systemd/confabd.service runs %h/.local/bin/confabd, which is where the default PREFIX puts
+# it, so it is installed unchanged; for any other PREFIX the installed copy names
+# $(PREFIX)/bin/confabd instead, made absolute.
 RELEASEDIR ?= .build/release
 CONFIGDIR  ?= $(HOME)/.config/confab
 DATADIR    ?= $(HOME)/.local/share/confab
+SHIPPED_CONFABD = %h/.local/bin/confabd
+
+ifeq ($(abspath $(PREFIX)),$(abspath $(HOME)/.local))
+install_service = install -m 0644 systemd/confabd.service $(UNITDIR)/confabd.service
+else
+install_service = sed 's|^ExecStart=/usr/bin/env $(SHIPPED_CONFABD)$$|ExecStart=/usr/bin/env $(abspath $(PREFIX))/bin/confabd|' \
+		systemd/confabd.service > $(UNITDIR)/confabd.service.tmp && \
+	{ grep -qxF 'ExecStart=/usr/bin/env $(abspath $(PREFIX))/bin/confabd' $(UNITDIR)/confabd.service.tmp || { \
+		echo "install: systemd/confabd.service has no 'ExecStart=/usr/bin/env $(SHIPPED_CONFABD)' line to rewrite" >&2; \
+		rm -f $(UNITDIR)/confabd.service.tmp; exit 1; }; } && \
+	chmod 0644 $(UNITDIR)/confabd.service.tmp && \
+	mv -f $(UNITDIR)/confabd.service.tmp $(UNITDIR)/confabd.service
+endif
 
 install: release
 	install -d $(PREFIX)/bin $(UNITDIR)
 	install -d -m 0700 $(CONFIGDIR) $(DATADIR)
 	install -m 0755 $(RELEASEDIR)/confabd $(RELEASEDIR)/confab $(PREFIX)/bin/
-	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/confabd.service > $(UNITDIR)/confabd.service.tmp
-	chmod 0644 $(UNITDIR)/confabd.service.tmp
-	mv -f $(UNITDIR)/confabd.service.tmp $(UNITDIR)/confabd.service
+	$(install_service)
 	install -m 0644 systemd/confabd.socket $(UNITDIR)/confabd.socket
 	@echo
 	@echo "Installed confabd and confab to $(PREFIX)/bin and the units to $(UNITDIR). Enable with:"

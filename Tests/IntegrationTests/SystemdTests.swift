@@ -338,6 +338,11 @@ final class SystemdTests: XCTestCase {
         let result = try run(repositoryRoot + "/scripts/verify-units.sh", [])
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.hasPrefix("verify-units: confabd.service and confabd.socket verify cleanly"), result.output)
+        // The command as documented, on the shipped files, from the repository root; confabd
+        // need not be installed anywhere for it to print nothing.
+        let verify = try run("/bin/sh", ["-c", "cd \"$0\" && systemd-analyze verify systemd/*", repositoryRoot])
+        XCTAssertEqual(verify.status, 0, verify.output)
+        XCTAssertEqual(verify.output, "")
     }
 
     func testMakeInstallAndUninstall() throws {
@@ -351,27 +356,49 @@ final class SystemdTests: XCTestCase {
         environment["HOME"] = home
         // `make uninstall` runs systemctl --user: it must not reach a real user manager.
         environment["XDG_RUNTIME_DIR"] = runtime
-        // -o release: the test binaries stand in for a release build.
-        let install = try run("/usr/bin/env", ["make", "-s", "-C", repositoryRoot, "-o", "release", "install",
-                                                "RELEASEDIR=\(Binaries.directory)"], environment: environment)
-        XCTAssertEqual(install.status, 0, install.output)
-        XCTAssertTrue(install.output.contains("systemctl --user enable --now confabd.socket"), install.output)
         let units = home + "/.config/systemd/user"
-        let service = try String(contentsOfFile: units + "/confabd.service", encoding: .utf8)
-        XCTAssertTrue(service.contains("\nExecStart=\(home)/.local/bin/confabd\n"), service)
-        XCTAssertFalse(service.contains("@BINDIR@"))
+        // -o release: the test binaries stand in for a release build.
+        func install(_ extra: [String] = []) throws {
+            let result = try run("/usr/bin/env", ["make", "-s", "-C", repositoryRoot, "-o", "release", "install",
+                                                  "RELEASEDIR=\(Binaries.directory)"] + extra, environment: environment)
+            XCTAssertEqual(result.status, 0, result.output)
+            XCTAssertTrue(result.output.contains("systemctl --user enable --now confabd.socket"), result.output)
+        }
+        // What was installed verifies as the user manager would load it.
+        func verifyInstalled() throws {
+            let verify = try run("/usr/bin/env", ["systemd-analyze", "verify", "--user", units + "/confabd.socket", units + "/confabd.service"],
+                                 environment: environment)
+            XCTAssertEqual(verify.status, 0, verify.output)
+            XCTAssertEqual(verify.output, "")
+        }
+        try install()
+        // The default PREFIX is where the shipped unit looks (%h/.local/bin): installed unchanged.
+        let shipped = try String(contentsOfFile: repositoryRoot + "/systemd/confabd.service", encoding: .utf8)
+        XCTAssertTrue(shipped.contains("\nExecStart=/usr/bin/env %h/.local/bin/confabd\n"), shipped)
+        XCTAssertEqual(try String(contentsOfFile: units + "/confabd.service", encoding: .utf8), shipped)
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: home + "/.local/bin/confabd"))
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: home + "/.local/bin/confab"))
         XCTAssertTrue(FileManager.default.fileExists(atPath: units + "/confabd.socket"))
         var info = stat()
         XCTAssertEqual(stat(home + "/.local/share/confab", &info), 0, "the sandbox's ReadWritePaths= must exist")
         XCTAssertEqual(info.st_mode & 0o777, 0o700)
+        try verifyInstalled()
 
-        // What was installed verifies as the user manager would load it.
-        let verify = try run("/usr/bin/env", ["systemd-analyze", "verify", "--user", units + "/confabd.socket", units + "/confabd.service"],
-                             environment: environment)
-        XCTAssertEqual(verify.status, 0, verify.output)
-        XCTAssertEqual(verify.output, "")
+        // Another PREFIX: the installed unit runs confabd from there, and nothing else changes.
+        let prefix = home + "/opt/confab"
+        try install(["PREFIX=\(prefix)/"])
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: prefix + "/bin/confabd"))
+        let service = try String(contentsOfFile: units + "/confabd.service", encoding: .utf8)
+        XCTAssertEqual(service, shipped.replacingOccurrences(of: "\nExecStart=/usr/bin/env %h/.local/bin/confabd\n",
+                                                             with: "\nExecStart=/usr/bin/env \(prefix)/bin/confabd\n"))
+        XCTAssertNotEqual(service, shipped)
+        try verifyInstalled()
+        let uninstallPrefix = try run("/usr/bin/env", ["make", "-s", "-C", repositoryRoot, "uninstall", "PREFIX=\(prefix)"], environment: environment)
+        XCTAssertEqual(uninstallPrefix.status, 0, uninstallPrefix.output)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: prefix + "/bin/confabd"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: units + "/confabd.service"))
+        try install()
+        XCTAssertEqual(try String(contentsOfFile: units + "/confabd.service", encoding: .utf8), shipped)
 
         try "OPENAI_API_KEY=x\n".write(toFile: home + "/.config/confab/env", atomically: true, encoding: .utf8)
         let uninstall = try run("/usr/bin/env", ["make", "-s", "-C", repositoryRoot, "uninstall"], environment: environment)
