@@ -12,6 +12,9 @@ ARGS       ?=
 
 all: build
 
+# The Debian packages confab builds against, then a check that a Swift toolchain (6.0 or
+# later, from swift.org, not apt) is on PATH: without one, say where to get it and fail here
+# rather than with "swift: not found" halfway through a build.
 deps:
 	@missing=""; for p in $(DEBIAN_DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -19,6 +22,11 @@ deps:
 		SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@command -v "$(SWIFT)" >/dev/null 2>&1 || { \
+		echo "$(SWIFT): not found on PATH. confab needs a Swift 6.0 or later toolchain:" >&2; \
+		echo "  get the Debian 12 one from https://www.swift.org/install/linux/ (tarball or swiftly)," >&2; \
+		echo "  put its usr/bin on PATH, or name the compiler with make SWIFT=/path/to/usr/bin/swift." >&2; \
+		exit 1; }
 
 build: deps
 	$(SWIFT) build
