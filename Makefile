@@ -8,7 +8,7 @@ DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev pkg-config systemd
 SWIFT      ?= swift
 ARGS       ?=
 
-.PHONY: all deps build release run test bench fuzz soak crashloop install uninstall clean
+.PHONY: all deps build release run test bench fuzz fuzz-socket soak crashloop install uninstall clean
 
 all: build
 
@@ -49,6 +49,12 @@ bench: release
 # `make fuzz FUZZ_SECONDS=600` for longer than the default 60 s per target.
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The socket fuzzer (scripts/fuzz-socket.py: hostile JSON-RPC traffic against a release
+# confabd; docs/reliability.md, "Hostile and broken clients"), 120 s unless FUZZ_SECONDS says
+# otherwise; time is the bound, not a line count. More flags through ARGS, e.g. ARGS="--seed 42".
+fuzz-socket: release
+	python3 scripts/fuzz-socket.py --seconds $(or $(FUZZ_SECONDS),120) --count 1000000000 $(ARGS)
 
 # A bounded soak (10 minutes by default): scripts/soak.py, docs/reliability.md, "Soak test".
 # Options through ARGS, e.g. make soak ARGS="--minutes 3 --seed 42".
