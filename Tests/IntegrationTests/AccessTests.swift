@@ -1,0 +1,150 @@
+import ConfabProtocol
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `[access] allow_uids`, with connections made for real by another user: the test runs the
+/// clients under setpriv(1), so it needs root. The daemon makes its socket 0600 in a 0700
+/// directory; each test opens both up after the daemon starts, so that only the uid check
+/// in `Broker.accept` stands between the other user and the daemon.
+final class AccessTests: XCTestCase {
+    /// `nobody` on Debian: an account that owns nothing here.
+    static let otherUID: UInt32 = 65534
+    static let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    /// The system's python, which any user can run (a per-user install under /root is not).
+    static let python = ["/usr/bin/python3", "/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    var harness: Harness!
+
+    override func setUpWithError() throws {
+        guard getuid() == 0 else { throw XCTSkip("connecting as another uid needs root") }
+        guard Self.setpriv != nil else { throw XCTSkip("setpriv (util-linux) is not installed") }
+        guard Self.python != nil else { throw XCTSkip("no system python3 for the raw client") }
+        let probe = try runAs(Self.otherUID, Binaries.path("confab"), ["--help"])
+        guard probe.status == 0 else {
+            throw XCTSkip("uid \(Self.otherUID) cannot run \(Binaries.path("confab")) (status \(probe.status)): \(probe.stderr)")
+        }
+    }
+
+    override func tearDown() { harness?.tearDown() }
+
+    func testAnotherUserIsRefusedAndTheLogNamesTheUID() throws {
+        harness = try Harness()
+        openSocketToOthers()
+
+        // The real client: the daemon closes the connection without a word.
+        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"])
+        XCTAssertEqual(status.status, 1, status.stderr)
+        XCTAssertEqual(status.stdout, "")
+        XCTAssertTrue(status.stderr.contains("confabd closed the connection"), status.stderr)
+        waitForLog("connection refused: uid=\(Self.otherUID) pid=\(status.pid) is not allowed")
+
+        // Byte for byte: not one frame comes back, not even an error, before the close.
+        let raw = try rawHelloAndStatus(as: Self.otherUID)
+        XCTAssertEqual(raw.status, 0, raw.stderr)
+        XCTAssertEqual(raw.stdout, "", "a refused peer is sent nothing")
+        waitForLog("connection refused: uid=\(Self.otherUID) pid=\(raw.pid) is not allowed")
+        XCTAssertFalse(harness.log().contains("connected uid=\(Self.otherUID)"), harness.log())
+
+        // The daemon's own uid is still served, and the refused peers never counted as clients.
+        let own = try harness.client()
+        XCTAssertEqual(try own.call("status")["clients"]?.int, 1)
+    }
+
+    func testAUIDListedInAllowUIDsIsServedAndSeenAsItselfFromThePeerCredentials() throws {
+        harness = try Harness(config: "[access]\nallow_uids = [\(Self.otherUID)]\n")
+        openSocketToOthers()
+
+        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"])
+        XCTAssertEqual(status.status, 0, status.stderr)
+        XCTAssertTrue(status.stdout.hasPrefix("confabd ") && status.stdout.contains("clients:"), status.stdout)
+        waitForLog("connected uid=\(Self.otherUID) pid=\(status.pid)")
+
+        // hello offers a uid and a login of its own; the daemon answers with the kernel's.
+        let raw = try rawHelloAndStatus(as: Self.otherUID)
+        XCTAssertEqual(raw.status, 0, raw.stderr)
+        let frames = try raw.stdout.split(separator: "\n").map { try JSON.parse(String($0)) }
+        XCTAssertEqual(frames.count, 2, raw.stdout)
+        let user = try XCTUnwrap(frames.first?["result"]?["user"], raw.stdout)
+        XCTAssertEqual(user["uid"]?.int, Int(Self.otherUID))
+        let login = getpwuid(Self.otherUID).map { String(cString: $0.pointee.pw_name) } ?? String(Self.otherUID)
+        XCTAssertEqual(user["login"]?.string, login)
+        XCTAssertEqual(user["name"]?.string, "visitor")
+        XCTAssertEqual(frames.last?["id"]?.int, 2)
+        XCTAssertNotNil(frames.last?["result"]?["clients"]?.int, raw.stdout)
+        waitForLog("connected uid=\(Self.otherUID) pid=\(raw.pid)")
+
+        // The list lets in exactly the uids it names.
+        let stranger = try runAs(Self.otherUID - 1, Binaries.path("confab"), ["--socket", harness.socketPath, "status"])
+        XCTAssertEqual(stranger.status, 1, stranger.stdout)
+        waitForLog("connection refused: uid=\(Self.otherUID - 1) pid=\(stranger.pid) is not allowed")
+    }
+
+    // MARK: - Helpers
+
+    /// For this test only: the daemon sets 0700 on the directory and 0600 on the socket
+    /// again at every start.
+    private func openSocketToOthers() {
+        XCTAssertEqual(chmod(harness.directory, 0o711), 0)
+        XCTAssertEqual(chmod(harness.socketPath, 0o666), 0)
+    }
+
+    /// Runs `executable` as `uid` (its own group, no supplementary groups). setpriv execs it,
+    /// so the PID returned is the one the daemon sees.
+    private func runAs(_ uid: UInt32, _ executable: String, _ arguments: [String]) throws -> (pid: Int32, status: Int32, stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.setpriv!)
+        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", executable] + arguments
+        process.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let pid = process.processIdentifier
+        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+        let stderrData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (pid, process.terminationStatus, String(decoding: stdoutData, as: UTF8.self), String(decoding: stderrData, as: UTF8.self))
+    }
+
+    /// Sends `hello` (claiming uid 0 and login root) and `status` in one write, as `uid`,
+    /// and prints every byte received until both answers are in or the daemon closes.
+    private func rawHelloAndStatus(as uid: UInt32) throws -> (pid: Int32, status: Int32, stdout: String, stderr: String) {
+        let script = #"""
+        import socket, sys
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(sys.argv[1])
+        try:
+            s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"client":"access-test","name":"visitor","uid":0,"user":{"uid":0,"login":"root"}}}\n'
+                      b'{"jsonrpc":"2.0","id":2,"method":"status"}\n')
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        data = b""
+        while data.count(b"\n") < 2:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                break
+            data += chunk
+        sys.stdout.buffer.write(data)
+        """#
+        return try runAs(uid, Self.python!, ["-I", "-c", script, harness.socketPath])
+    }
+
+    /// The daemon logs before it closes, but a test should not lean on that ordering.
+    private func waitForLog(_ text: String, file: StaticString = #filePath, line: UInt = #line) {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if harness.log().contains(text) { return }
+            usleep(20_000)
+        }
+        XCTFail("no log line with \"\(text)\":\n\(harness.log())", file: file, line: line)
+    }
+}
