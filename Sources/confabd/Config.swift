@@ -91,6 +91,11 @@ struct Settings {
         } else if let keyFile = upstream?.api_key_file {
             let key = try readText(keyFile, "upstream.api_key_file")
             settings.upstream.apiKey = key.trimmingCharacters(in: .whitespacesAndNewlines)
+            // As ssh does for private keys; the key itself is never part of the message.
+            var keyInfo = stat()
+            if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & 0o044 != 0 {
+                settings.warnings.append("the API key file \(keyFile) (upstream.api_key_file) can be read by others: chmod 600 \(keyFile)")
+            }
         } else if let key = try credential("openai-api-key", environment: environment) {
             // systemd's LoadCredential=openai-api-key:… (confabd.service).
             settings.upstream.apiKey = key

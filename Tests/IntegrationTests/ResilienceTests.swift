@@ -242,6 +242,37 @@ final class ResilienceTests: XCTestCase {
         XCTAssertFalse(history.contains(key))
     }
 
+    func testAnAPIKeyFileReadableByOthersIsWarnedAboutWithoutShowingTheKey() throws {
+        let key = "sk-confab-test-keyfile-9c2e"
+        var template = Array("/tmp/confab-key-XXXXXX".utf8CString)
+        let keyDirectory = String(cString: try XCTUnwrap(mkdtemp(&template)))
+        defer { try? FileManager.default.removeItem(atPath: keyDirectory) }
+        let keyFile = keyDirectory + "/api-key"
+        try (key + "\n").write(toFile: keyFile, atomically: false, encoding: .utf8)
+        XCTAssertEqual(chmod(keyFile, 0o640), 0)
+        harness = try Harness(config: "api_key_file = \"\(keyFile)\"\n")
+        let (client, id) = try attachedClient()
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "hi"])
+        _ = try client.awaitReply(sent["reply"]!.string!)
+        XCTAssertEqual(harness.upstreamRequests().first?["authorization"], .bool(true), "the key from the file was sent upstream")
+        harness.stopDaemon()
+        var log = harness.log()
+        XCTAssertTrue(log.contains("the API key file \(keyFile) (upstream.api_key_file) can be read by others: chmod 600 \(keyFile)"), log)
+        XCTAssertFalse(log.contains(key))
+        XCTAssertFalse(log.contains("holds an API key"), "the config file names a key file but holds no key")
+
+        // Group-writable only is not readable: no warning. Then 0600: none either.
+        for mode: mode_t in [0o620, 0o600] {
+            XCTAssertEqual(chmod(keyFile, mode), 0)
+            try "".write(toFile: harness.daemonLog, atomically: false, encoding: .utf8)
+            try harness.startDaemon()
+            harness.stopDaemon()
+            log = harness.log()
+            XCTAssertTrue(log.contains("ready"), log)
+            XCTAssertFalse(log.contains("can be read by others"), "mode \(String(mode, radix: 8)): \(log)")
+        }
+    }
+
     // MARK: - Access to the socket
 
     private func runDaemon(socket: String, in harness: Harness) throws -> (status: Int32, log: String) {
