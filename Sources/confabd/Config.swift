@@ -93,7 +93,7 @@ struct Settings {
             settings.upstream.apiKey = key.trimmingCharacters(in: .whitespacesAndNewlines)
             // As ssh does for private keys; the key itself is never part of the message.
             var keyInfo = stat()
-            if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & 0o044 != 0 {
+            if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & S_IFMT == S_IFREG, keyInfo.st_mode & 0o044 != 0 {
                 settings.warnings.append("the API key file \(keyFile) (upstream.api_key_file) can be read by others: chmod 600 \(keyFile)")
             }
         } else if let key = try credential("openai-api-key", environment: environment) {
