@@ -16,8 +16,10 @@ struct Script {
     var drop: Int?
     var stall: Int?
     var errorMid: Int?
+    var badChunk: Int?
     var garbage = false
     var noDone = false
+    var noFinish = false
     var eol = "\n"
     var split: Int?
     var slowHeadersMs: Int?
@@ -38,8 +40,10 @@ struct Script {
             case "drop": if let n = number, n >= 0 { drop = n }
             case "stall": if let n = number, n >= 0 { stall = n }
             case "error-mid": if let n = number, n >= 0 { errorMid = n }
+            case "bad-chunk": if let n = number, n >= 0 { badChunk = n }
             case "garbage": garbage = true
             case "no-done": noDone = true
+            case "no-finish": noFinish = true
             case "crlf": eol = "\r\n"
             case "cr": eol = "\r"
             case "split": if let n = number, n >= 1 { split = n }
@@ -339,6 +343,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     let dropAt = script.drop.map { min($0, pieces.count) }
     let stallAt = script.stall.map { min($0, pieces.count) }
     let errorAt = script.errorMid.map { min($0, pieces.count) }
+    let badAt = script.badChunk.map { min($0, pieces.count) }
     var index = 0
     while true {
         if index == dropAt {
@@ -360,6 +365,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
             _ = writer.finish()
             return false
         }
+        if index == badAt {
+            guard writer.write("data: {\"choices\":[{\"delta\":" + eol + eol) else { return false }
+            _ = writer.finish()
+            return false
+        }
         if index >= pieces.count { break }
         if index > 0 { sleepMilliseconds(script.delayMs) }
         guard writer.write(chunk(choices: [choice(delta: [("content", .string(pieces[index]))])])) else {
@@ -367,7 +377,9 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         }
         index += 1
     }
-    guard writer.write(chunk(choices: [choice(delta: [], finish: .string("stop"))])) else { return false }
+    if !script.noFinish {
+        guard writer.write(chunk(choices: [choice(delta: [], finish: .string("stop"))])) else { return false }
+    }
     if includeUsage {
         guard writer.write(chunk(choices: [], usage: usage)) else { return false }
     }
