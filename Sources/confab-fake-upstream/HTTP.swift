@@ -116,6 +116,13 @@ final class Connection {
             let b = buffer[start]
             if b == 0x0D || b == 0x0A { start += 1 } else { break }
         }
+        // A method starts with a letter. Anything else (a TLS ClientHello from a client that
+        // took us for an HTTPS server) is refused at once, as real servers do, instead of
+        // waiting for a header block that never comes.
+        let first = buffer[start]
+        guard (first >= 0x41 && first <= 0x5A) || (first >= 0x61 && first <= 0x7A) else {
+            return .failure(status: 400, message: "Malformed HTTP request line", code: "bad_request", head: nil)
+        }
         // Find the end of the header block (an empty line, CRLF or bare LF).
         var scanFrom = start
         var headEnd = -1
