@@ -76,6 +76,14 @@ public final class CurlTransfer {
         return code
     }
 
+    /// Whether the request went out: false when the transfer ended while still connecting
+    /// (resolving, TCP or the TLS handshake).
+    public var requestSent: Bool {
+        var bytes: Int = 0
+        confab_easy_getinfo_long(easy, CURLINFO_REQUEST_SIZE, &bytes)
+        return bytes > 0
+    }
+
     /// A response header's value (case-insensitive name), once headers have arrived.
     public func header(_ name: String) -> String? {
         var header: UnsafeMutablePointer<curl_header>?

@@ -113,8 +113,8 @@ public final class UpstreamClient {
         transfer.onData = { [unowned stream, unowned transfer] bytes in
             Self.receive(bytes, on: stream, transfer: transfer)
         }
-        transfer.onComplete = { [unowned stream] outcome in
-            Self.complete(stream, outcome)
+        transfer.onComplete = { [unowned stream, unowned transfer] outcome in
+            Self.complete(stream, outcome, requestSent: transfer.requestSent)
         }
         multi.start(transfer)
         return stream
@@ -170,7 +170,7 @@ public final class UpstreamClient {
         return stream.handler != nil
     }
 
-    private static func complete(_ stream: ReplyStream, _ outcome: CurlOutcome) {
+    private static func complete(_ stream: ReplyStream, _ outcome: CurlOutcome, requestSent: Bool) {
         stream.transfer = nil
         guard stream.handler != nil else { return }
         if stream.status != 0, !(200..<300).contains(stream.status) {
@@ -190,7 +190,10 @@ public final class UpstreamClient {
             return
         }
         if !outcome.isSuccess {
-            let code = outcome.isTimeout ? "upstream_timeout" : (stream.status == 0 ? "upstream_connection" : "upstream_protocol")
+            // A timeout before the request went out is connect_timeout_seconds running out (a host
+            // that drops packets, a TLS handshake that gets no answer): connecting failed.
+            let code = outcome.isTimeout && requestSent ? "upstream_timeout"
+                : (stream.status == 0 ? "upstream_connection" : "upstream_protocol")
             stream.finish(MessageError(code: code, message: outcome.message))
             return
         }
