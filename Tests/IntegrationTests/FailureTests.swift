@@ -88,6 +88,165 @@ final class FailureTests: XCTestCase {
         XCTAssertTrue(harness.log().contains("no API key"))
     }
 
+    /// Sends in a conversation the client is attached to; returns the ending notification's
+    /// method, the final message and its error (null when it completed).
+    private func send(_ client: RPCClient, _ id: String, _ content: String) throws -> (method: String?, final: JSON, error: JSON) {
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": .string(content)])
+        let (notes, final) = try client.awaitReply(sent["reply"]!.string!)
+        return (notes.last?.method, final, notes.last?.params["error"] ?? .null)
+    }
+
+    private func attachedConversation() throws -> (RPCClient, String) {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        return (client, id)
+    }
+
+    /// Rewrites the config with another upstream and reloads it (SIGHUP), waiting for the log to say so.
+    private func pointUpstream(at baseURL: String, timeout: Int = 5, connectTimeout: Int = 10) throws {
+        let marker = "config reloaded from"
+        let before = harness.log().components(separatedBy: marker).count
+        let config = "[upstream]\nbase_url = \"\(baseURL)\"\nmodel = \"fake-model\"\ntimeout_seconds = \(timeout)\nconnect_timeout_seconds = \(connectTimeout)\nmax_retries = 0\n"
+        try config.write(toFile: harness.configPath, atomically: true, encoding: .utf8)
+        harness.daemon?.signal(SIGHUP)
+        let deadline = Date().addingTimeInterval(10)
+        while harness.log().components(separatedBy: marker).count == before {
+            guard Date() < deadline else { throw HarnessError(description: "no reload:\n\(harness.log())") }
+            usleep(10_000)
+        }
+    }
+
+    private var fakeUpstreamURL: String { "http://127.0.0.1:\(harness.upstreamPort)/v1" }
+
+    func testUpstreamHTTPErrorsKeepTheirStatusAndMessageAndTheConversationGoesOn() throws {
+        let (client, id) = try attachedConversation()
+        // 404 is what an OpenAI-compatible server answers for an unknown model.
+        let cases = [(404, "upstream_http"), (400, "upstream_http"), (502, "upstream_http"), (503, "upstream_http"), (403, "upstream_auth")]
+        for (status, code) in cases {
+            let result = try send(client, id, "[[status:\(status)]]")
+            XCTAssertEqual(result.method, "message.failed", "\(status): \(result.final.text)")
+            XCTAssertEqual(result.final["status"]?.string, "failed")
+            XCTAssertEqual(result.error["code"]?.string, code, "\(status)")
+            XCTAssertEqual(result.error["status"]?.int, status)
+            XCTAssertEqual(result.error["message"]?.string, "fake upstream error \(status)", "the upstream's own message")
+            XCTAssertEqual(result.final["error"], result.error, "the stored message carries the same error")
+        }
+        let next = try send(client, id, "[[reply:still here]]")
+        XCTAssertEqual(next.method, "message.completed")
+        XCTAssertEqual(next.final["content"]?.string, "still here")
+        let history = try XCTUnwrap(client.call("conversation.history", ["conversation": .string(id)])["messages"]?.array)
+        let replies = history.filter { $0["role"]?.string == "assistant" }
+        XCTAssertEqual(replies.map { $0["status"]?.string }, Array(repeating: "failed", count: cases.count) + ["complete"])
+        XCTAssertEqual(replies.compactMap { $0["error"]?["status"]?.int }, cases.map(\.0))
+    }
+
+    func testUpstream429WithoutRetryAfterIsRateLimited() throws {
+        let (client, id) = try attachedConversation()
+        let limited = try send(client, id, "[[status:429]] [[no-retry-after]]")
+        XCTAssertEqual(limited.method, "message.failed", limited.final.text)
+        XCTAssertEqual(limited.error["code"]?.string, "rate_limited")
+        XCTAssertEqual(limited.error["status"]?.int, 429)
+        XCTAssertEqual(limited.error["message"]?.string, "fake upstream error 429")
+        XCTAssertEqual(try send(client, id, "[[reply:fine]]").final["content"]?.string, "fine")
+    }
+
+    func testStreamEndingWithNeitherFinishReasonNorDoneFailsKeepingItsText() throws {
+        let (client, id) = try attachedConversation()
+        // Either sign alone is enough: a finish reason without [DONE], or [DONE] without a finish reason.
+        let noDone = try send(client, id, "[[no-done]] [[chunk:3]] hello")
+        XCTAssertEqual(noDone.method, "message.completed", noDone.final.text)
+        XCTAssertEqual(noDone.final["content"]?.string, "You said: hello")
+        XCTAssertEqual(noDone.final["finish_reason"]?.string, "stop")
+        let noFinish = try send(client, id, "[[no-finish]] [[chunk:3]] hello")
+        XCTAssertEqual(noFinish.method, "message.completed", noFinish.final.text)
+        XCTAssertEqual(noFinish.final["content"]?.string, "You said: hello")
+        XCTAssertNil(noFinish.final["finish_reason"])
+
+        // The body ends properly, but nothing said the reply was over.
+        let cut = try send(client, id, "[[no-done]] [[no-finish]] [[chunk:3]] hello")
+        XCTAssertEqual(cut.method, "message.failed", cut.final.text)
+        XCTAssertEqual(cut.error["code"]?.string, "upstream_protocol")
+        XCTAssertEqual(cut.error["message"]?.string, "the upstream ended the stream before the reply finished")
+        XCTAssertEqual(cut.final["content"]?.string, "You said: hello", "the text streamed is kept")
+
+        XCTAssertEqual(try send(client, id, "[[reply:fine]]").final["content"]?.string, "fine")
+    }
+
+    func testUnreadableChunkFailsWithUpstreamProtocolKeepingTheTextBeforeIt() throws {
+        let (client, id) = try attachedConversation()
+        let bad = try send(client, id, "[[bad-chunk:2]] [[chunk:3]] hello")
+        XCTAssertEqual(bad.method, "message.failed", bad.final.text)
+        XCTAssertEqual(bad.error["code"]?.string, "upstream_protocol")
+        XCTAssertTrue(bad.error["message"]?.string?.hasPrefix("unreadable event from upstream") == true, bad.error.text)
+        XCTAssertEqual(bad.final["content"]?.string, "You sa")
+        XCTAssertEqual(try send(client, id, "[[reply:fine]]").final["content"]?.string, "fine")
+    }
+
+    func testUnresolvableUpstreamHostFailsWithConnectionError() throws {
+        let (client, id) = try attachedConversation()
+        // RFC 6761: no name under .invalid ever resolves.
+        try pointUpstream(at: "http://confab-test.invalid:9/v1")
+        let failed = try send(client, id, "hello")
+        XCTAssertEqual(failed.method, "message.failed", failed.final.text)
+        XCTAssertEqual(failed.error["code"]?.string, "upstream_connection")
+        XCTAssertTrue(failed.error["message"]?.string?.contains("confab-test.invalid") == true, failed.error.text)
+        XCTAssertNil(failed.error["status"])
+        XCTAssertEqual(failed.final["content"]?.string, "")
+        try pointUpstream(at: fakeUpstreamURL)
+        XCTAssertEqual(try send(client, id, "[[reply:fine]]").final["content"]?.string, "fine")
+    }
+
+    func testTLSToAPlainHTTPUpstreamFailsWithConnectionError() throws {
+        let (client, id) = try attachedConversation()
+        XCTAssertEqual(try send(client, id, "[[reply:before]]").final["content"]?.string, "before")
+        // The fake upstream speaks plain HTTP: it answers the ClientHello with a 400, which is no TLS record.
+        try pointUpstream(at: "https://127.0.0.1:\(harness.upstreamPort)/v1")
+        let failed = try send(client, id, "hello")
+        XCTAssertEqual(failed.method, "message.failed", failed.final.text)
+        XCTAssertEqual(failed.error["code"]?.string, "upstream_connection")
+        XCTAssertTrue(failed.error["message"]?.string?.contains("SSL") == true, failed.error.text)
+        XCTAssertNil(failed.error["status"])
+        try pointUpstream(at: fakeUpstreamURL)
+        XCTAssertEqual(try send(client, id, "[[reply:fine]]").final["content"]?.string, "fine")
+        let history = try XCTUnwrap(client.call("conversation.history", ["conversation": .string(id)])["messages"]?.array)
+        XCTAssertEqual(history.map { $0["status"]?.string }, ["complete", "complete", "complete", "failed", "complete", "complete"])
+    }
+
+    func testConnectTimeoutIsAConnectionErrorAndAStallAfterTheRequestATimeout() throws {
+        // A listener that never accepts: the kernel completes the TCP handshake, nobody ever answers.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        XCTAssertTrue(bound)
+        XCTAssertEqual(listen(fd, 16), 0)
+        let port = UInt16(bigEndian: address.sin_port)
+        let (client, id) = try attachedConversation()
+
+        // The TLS handshake gets no answer: connect_timeout_seconds runs out before the request goes out.
+        try pointUpstream(at: "https://127.0.0.1:\(port)/v1", timeout: 5, connectTimeout: 1)
+        let started = Date()
+        let handshake = try send(client, id, "hello")
+        XCTAssertEqual(handshake.method, "message.failed", handshake.final.text)
+        XCTAssertEqual(handshake.error["code"]?.string, "upstream_connection", handshake.error.text)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 4.5, "the connect timeout, not timeout_seconds")
+
+        // Plain HTTP: the request goes out (into the socket's backlog), then nothing comes back.
+        try pointUpstream(at: "http://127.0.0.1:\(port)/v1", timeout: 1, connectTimeout: 1)
+        let stall = try send(client, id, "hello")
+        XCTAssertEqual(stall.error["code"]?.string, "upstream_timeout", stall.error.text)
+
+        try pointUpstream(at: fakeUpstreamURL)
+        XCTAssertEqual(try send(client, id, "[[reply:fine]]").final["content"]?.string, "fine")
+    }
+
     func testMalformedFramesGetJSONRPCErrorsAndTheConnectionLives() throws {
         let client = try harness.client()
         func answer(_ line: String) throws -> JSON {
