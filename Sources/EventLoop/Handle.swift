@@ -79,6 +79,16 @@ public final class Timer: Handle {
         }, milliseconds, `repeat`)
     }
 
+    /// Pushes a started one-shot timer back to fire `milliseconds` from now, with the same
+    /// callback: cheap enough to call on every piece of data a deadline watches.
+    public func postpone(to milliseconds: UInt64) {
+        guard callback != nil, !isClosing else { return }
+        uv_timer_start(raw, { timer in
+            let this = Handle.object(timer!.pointee.data, as: Timer.self)
+            this.callback?()
+        }, milliseconds, 0)
+    }
+
     public func stop() { uv_timer_stop(raw) }
     override func didClose() { callback = nil }
 }

@@ -59,10 +59,16 @@ public enum ChatStreamEvent: Equatable, Sendable {
     case done
 }
 
-public enum ChatStreamError: Error, Equatable, Sendable {
+public enum ChatStreamError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The data of a `message` event was neither `[DONE]` nor a JSON object. Carries an excerpt
     /// of at most 200 characters.
     case malformedChunk(String)
+
+    public var description: String {
+        switch self {
+        case .malformedChunk(let excerpt): "an event that is neither JSON nor [DONE]: \(excerpt)"
+        }
+    }
 }
 
 // MARK: - Stream decoder

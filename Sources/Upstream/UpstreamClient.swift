@@ -58,16 +58,26 @@ public final class ReplyStream {
     fileprivate var usage: TokenUsage?
     fileprivate var sawDone = false
     fileprivate var retryAfterSeconds: Int?
+    /// Fails the reply when the upstream sends no byte for `timeoutSeconds`. libcurl's
+    /// low-speed check averages over several seconds and so fires late; this one is exact.
+    fileprivate var stallTimer: Timer?
 
     public func cancel() {
         handler = nil
+        stopStallTimer()
         if let transfer, let client { client.multi.cancel(transfer) }
         transfer = nil
+    }
+
+    fileprivate func stopStallTimer() {
+        stallTimer?.close()
+        stallTimer = nil
     }
 
     fileprivate func finish(_ error: MessageError?) {
         guard let handler else { return }
         self.handler = nil
+        stopStallTimer()
         if let transfer, let client { client.multi.cancel(transfer) }
         transfer = nil
         handler(.finished(finishReason: finishReason, usage: usage, error: error, retryAfterSeconds: error == nil ? nil : retryAfterSeconds))
@@ -110,8 +120,18 @@ public final class UpstreamClient {
         let transfer = CurlTransfer(url: config.completionsURL, body: request.jsonBody(), headers: headers,
                                     connectTimeoutSeconds: config.connectTimeoutSeconds, stallSeconds: config.timeoutSeconds)
         stream.transfer = transfer
+        let stallMilliseconds = UInt64(config.timeoutSeconds) * 1000
+        let stallTimer = Timer(loop: multiLoop)
+        stream.stallTimer = stallTimer
+        // Until the first byte the connection may still be coming up: connect_timeout_seconds
+        // is libcurl's to enforce, so the first deadline allows for both.
+        stallTimer.start(after: stallMilliseconds + UInt64(config.connectTimeoutSeconds) * 1000) { [weak stream] in
+            stream?.finish(MessageError(code: "upstream_timeout",
+                                        message: "the upstream sent nothing for \(stallMilliseconds / 1000) s"))
+        }
         transfer.onData = { [unowned stream, unowned transfer] bytes in
-            Self.receive(bytes, on: stream, transfer: transfer)
+            stream.stallTimer?.postpone(to: stallMilliseconds)
+            return Self.receive(bytes, on: stream, transfer: transfer)
         }
         transfer.onComplete = { [unowned stream, unowned transfer] outcome in
             Self.complete(stream, outcome, requestSent: transfer.requestSent)

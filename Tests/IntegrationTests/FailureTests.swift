@@ -61,9 +61,13 @@ final class FailureTests: XCTestCase {
     func testStalledUpstreamTimesOut() throws {
         harness.tearDown()
         harness = try Harness(config: "")
-        // timeout_seconds = 5 in the harness config; a stall after two pieces trips it.
+        // timeout_seconds = 5 in the harness config; a stall after two pieces trips it, counted
+        // from the last byte (libcurl's own low-speed check alone took about 11 s).
+        let started = Date()
         let result = try failure(for: "[[stall:2]] [[chunk:3]] hello")
         XCTAssertEqual(result.error["code"]?.string, "upstream_timeout")
+        XCTAssertEqual(result.error["message"]?.string, "the upstream sent nothing for 5 s")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 9, "the stall deadline runs from the last byte")
         XCTAssertEqual(result.final["content"]?.string, "You sa")
     }
 
@@ -178,7 +182,7 @@ final class FailureTests: XCTestCase {
         let bad = try send(client, id, "[[bad-chunk:2]] [[chunk:3]] hello")
         XCTAssertEqual(bad.method, "message.failed", bad.final.text)
         XCTAssertEqual(bad.error["code"]?.string, "upstream_protocol")
-        XCTAssertTrue(bad.error["message"]?.string?.hasPrefix("unreadable event from upstream") == true, bad.error.text)
+        XCTAssertTrue(bad.error["message"]?.string?.hasPrefix("unreadable event from upstream: an event that is neither JSON nor [DONE]: {") == true, bad.error.text)
         XCTAssertEqual(bad.final["content"]?.string, "You sa")
         XCTAssertEqual(try send(client, id, "[[reply:fine]]").final["content"]?.string, "fine")
     }
