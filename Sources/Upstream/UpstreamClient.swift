@@ -62,6 +62,8 @@ public final class ReplyStream {
     /// low-speed check averages over several seconds and so fires late; this one is exact.
     fileprivate var stallTimer: Timer?
 
+    deinit { stallTimer?.close() }
+
     public func cancel() {
         handler = nil
         stopStallTimer()
