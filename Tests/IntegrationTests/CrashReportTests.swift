@@ -17,36 +17,33 @@ final class CrashReportTests: XCTestCase {
         return bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    func testTheDaemonRunsWithRegisterDumpsOffUnderItsOwnName() throws {
+    /// Starts the daemon with `SWIFT_BACKTRACE` set to `setting` (unset for nil); returns its
+    /// PID and the value it runs with.
+    private func start(backtrace setting: String?) throws -> (pid: Int32, setting: String?) {
         harness = try Harness()
         harness.stopDaemon()
         var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "SWIFT_BACKTRACE")
+        environment["SWIFT_BACKTRACE"] = setting
         try harness.startDaemon(environment: environment)
-        let daemon = try XCTUnwrap(harness.daemon)
-        XCTAssertTrue(try self.environment(of: daemon.pid).contains("SWIFT_BACKTRACE=registers=none"))
+        let pid = try XCTUnwrap(harness.daemon).pid
+        let prefix = "SWIFT_BACKTRACE="
+        let value = try self.environment(of: pid).first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+        return (pid, value)
+    }
+
+    func testTheDaemonRunsWithRegisterDumpsOffUnderItsOwnName() throws {
+        let daemon = try start(backtrace: nil)
+        XCTAssertEqual(daemon.setting, "registers=none")
         let name = try String(contentsOfFile: "/proc/\(daemon.pid)/comm", encoding: .utf8)
         XCTAssertEqual(name, "confabd\n", "the restart keeps the process's name and PID")
         XCTAssertEqual(try harness.client().call("status")["server"]?.string, "confabd")
     }
 
     func testAUsersOwnRegisterSettingIsKept() throws {
-        harness = try Harness()
-        harness.stopDaemon()
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=yes,registers=all"
-        try harness.startDaemon(environment: environment)
-        let daemon = try XCTUnwrap(harness.daemon)
-        XCTAssertTrue(try self.environment(of: daemon.pid).contains("SWIFT_BACKTRACE=enable=yes,registers=all"))
+        XCTAssertEqual(try start(backtrace: "enable=yes,registers=all").setting, "enable=yes,registers=all")
     }
 
     func testOtherSettingsAreKeptWithRegisterDumpsAddedOff() throws {
-        harness = try Harness()
-        harness.stopDaemon()
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=yes,preset=full"
-        try harness.startDaemon(environment: environment)
-        let daemon = try XCTUnwrap(harness.daemon)
-        XCTAssertTrue(try self.environment(of: daemon.pid).contains("SWIFT_BACKTRACE=enable=yes,preset=full,registers=none"))
+        XCTAssertEqual(try start(backtrace: "enable=yes,preset=full").setting, "enable=yes,preset=full,registers=none")
     }
 }

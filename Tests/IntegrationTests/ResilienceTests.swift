@@ -68,11 +68,17 @@ final class ResilienceTests: XCTestCase {
         XCTAssertEqual(harness.upstreamRequests().count, 1, "no retry after the cancel")
     }
 
-    func testStreamsBeyondTheLimitWaitTheirTurn() throws {
+    /// A daemon allowed one stream at a time, and a client attached to two conversations.
+    private func oneStreamTwoConversations() throws -> (client: RPCClient, first: String, second: String) {
         harness = try Harness(config: "[limits]\nmax_streams = 1\n")
         let client = try harness.client()
         let first = try harness.createConversation(client), second = try harness.createConversation(client)
         for id in [first, second] { try client.call("conversation.attach", ["conversation": .string(id)]) }
+        return (client, first, second)
+    }
+
+    func testStreamsBeyondTheLimitWaitTheirTurn() throws {
+        let (client, first, second) = try oneStreamTwoConversations()
         let a = try client.call("message.send", ["conversation": .string(first), "content": "[[words:50]] [[delay:5]]"])
         let b = try client.call("message.send", ["conversation": .string(second), "content": "[[reply:waited]]"])
         let status = try client.call("status")
@@ -87,10 +93,7 @@ final class ResilienceTests: XCTestCase {
     }
 
     func testRaisingMaxStreamsOnReloadStartsWaitingRepliesAtOnce() throws {
-        harness = try Harness(config: "[limits]\nmax_streams = 1\n")
-        let client = try harness.client()
-        let first = try harness.createConversation(client), second = try harness.createConversation(client)
-        for id in [first, second] { try client.call("conversation.attach", ["conversation": .string(id)]) }
+        let (client, first, second) = try oneStreamTwoConversations()
         let long = try client.call("message.send", ["conversation": .string(first), "content": "[[words:400]] [[delay:10]]"])
         let short = try client.call("message.send", ["conversation": .string(second), "content": "[[reply:no more waiting]]"])
         XCTAssertEqual(try client.call("status")["queued"]?.int, 1)
