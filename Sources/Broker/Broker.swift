@@ -70,6 +70,12 @@ public final class Broker {
         for item in loaded {
             conversations[item.conversation.header.id] = Conversation(replayed: item.conversation, log: item.log)
         }
+        // Replies that were waiting their turn when the daemon stopped run now (they stream
+        // once the loop runs), oldest conversation activity first.
+        for conversation in conversations.values.sorted(by: { $0.updated < $1.updated }) where conversation.queuedCount > 0 {
+            logger.notice("conversation=\(conversation.id) resuming \(conversation.queuedCount) queued repl\(conversation.queuedCount == 1 ? "y" : "ies")")
+            startNextReply(in: conversation)
+        }
         return loaded.count
     }
 

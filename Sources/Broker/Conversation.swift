@@ -76,6 +76,15 @@ final class Conversation {
         // A user message reserved the id after it for its reply, and clients were told that
         // id; a reply that never got a record (a crash, a full disk) must not hand it on.
         nextSequence = replayed.messages.map { $0.sequence + ($0.role == "user" ? 2 : 1) }.max() ?? 1
+        // Sends stored after the last reply whose own replies never started were waiting their
+        // turn when the daemon stopped or died: they are owed, in order. (A reply that could not
+        // start for a full disk is owed too if nothing came after it; once a later reply exists,
+        // running it would answer out of order, so it is left.)
+        let lastReply = replayed.messages.filter { $0.role == "assistant" }.map(\.sequence).max() ?? 0
+        let present = Set(replayed.messages.map(\.sequence))
+        queue = replayed.messages
+            .filter { $0.role == "user" && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
+            .map { MessageID.make($0.sequence + 1) }
     }
 
     var info: ConversationInfo {
