@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "confabd", targets: ["confabd"]),
         .executable(name: "confab", targets: ["confab"]),
         .executable(name: "confab-fake-upstream", targets: ["confab-fake-upstream"]),
+        .executable(name: "confab-loggen", targets: ["confab-loggen"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -45,6 +46,11 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
+        // Writes big data directories through the daemon's own log writer, for benchmarks.
+        .executableTarget(name: "confab-loggen", dependencies: [
+            "LogStore", "EventLoop", "ConfabProtocol",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
 
         .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
