@@ -126,17 +126,29 @@ final class Harness {
                                ["--socket", socketPath, "--data-dir", dataDirectory, "--config", configPath, "--log-level", "debug"] + extraArguments,
                                environment: env, logFile: daemonLog)
         self.daemon = daemon
+        // The socket listens before start-up is over (clients wait in the backlog), so a
+        // connection proves nothing: the daemon is up once its loop answers a request. Only
+        // then is everything start-up logs ("ready", resumed replies) in the log.
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if let client = try? RPCClient(path: socketPath) {
-                client.close()
-                return
+                defer { client.close() }
+                try? client.sendRaw(RPC.request(id: .int(0), method: "status", params: [:]))
+                while Date() < deadline {
+                    // Any answer, even a refusal or a close, comes from the running loop.
+                    do {
+                        _ = try client.readFrame(timeout: 0.2)
+                        return
+                    } catch {
+                        if daemon.wait(seconds: 0) != nil { break }
+                    }
+                }
             }
             if daemon.wait(seconds: 0.02) != nil {
                 throw HarnessError(description: "confabd exited at start-up:\n\(log())")
             }
         }
-        throw HarnessError(description: "confabd did not start listening:\n\(log())")
+        throw HarnessError(description: "confabd did not answer at start-up:\n\(log())")
     }
 
     /// SIGTERM, and the exit status.
