@@ -617,6 +617,14 @@ class Loop:
             print("    " + item)
         if len(self.failures.items) > 50:
             print("    … %d more" % (len(self.failures.items) - 50))
+        if self.failures.items:
+            # Every failure, not just the first 50, outside the temporary directory so it
+            # survives its removal.
+            path = args.failures_file or os.path.join(tempfile.gettempdir(), "confab-crashloop-%d-failures.txt" % args.seed)
+            with open(path, "w") as out:
+                for item in self.failures.items:
+                    out.write(item + "\n")
+            print("  all %d failures: %s" % (len(self.failures.items), path))
         print("  wall time: %.1f s" % wall)
         if args.keep:
             print("  kept: %s" % self.tmp)
@@ -636,6 +644,8 @@ def main():
     parser.add_argument("--no-fsync", action="store_true", help="run confabd with [storage] fsync = false")
     parser.add_argument("--bin-dir", default=DEFAULT_BIN, help="where confabd and confab-fake-upstream are (default .build/release)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data)")
+    parser.add_argument("--failures-file", default=None,
+                        help="where to write every failure (default: confab-crashloop-SEED-failures.txt in the temp dir)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
     if args.seed is None:
