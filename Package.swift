@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [
-            "ConfabProtocol", "confabd", "confab", "confab-fake-upstream",
+            "ConfabProtocol", "confabd", "confab", "confab-fake-upstream", "confab-loggen",
         ], swiftSettings: strict),
     ]
 )

@@ -64,8 +64,8 @@ public final class Broker {
 
     /// Loads every log; returns how many conversations were loaded.
     @discardableResult
-    public func load() -> Int {
-        let (loaded, problems) = store.loadAll()
+    public func load(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> Int {
+        let (loaded, problems) = store.loadAll(progress: progress)
         for problem in problems { logger.warning("log problem: \(problem)") }
         for item in loaded {
             conversations[item.conversation.header.id] = Conversation(replayed: item.conversation, log: item.log)

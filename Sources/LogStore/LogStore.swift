@@ -240,7 +240,8 @@ public final class LogStore {
     /// inline. A torn last line (a crash mid-append) is reported and cut off so the next
     /// append starts on a clean line; an unreadable line elsewhere is reported and skipped.
     /// Replies left streaming by a crash are finished as `interrupted`, durably.
-    public func loadAll() -> (loaded: [Loaded], problems: [LoadProblem]) {
+    /// `progress` is told how many logs are read out of how many, before the first and after each.
+    public func loadAll(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> (loaded: [Loaded], problems: [LoadProblem]) {
         var loaded: [Loaded] = []
         var problems: [LoadProblem] = []
         let entries: [String]
@@ -260,11 +261,14 @@ public final class LogStore {
             }
             names.append(id)
         }
-        for id in names.sorted() {
+        let sorted = names.sorted()
+        progress(0, sorted.count)
+        for (index, id) in sorted.enumerated() {
             switch load(id: id, problems: &problems) {
             case .some(let item): loaded.append(item)
             case .none: break
             }
+            progress(index + 1, sorted.count)
         }
         return (loaded, problems)
     }

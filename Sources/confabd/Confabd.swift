@@ -86,7 +86,19 @@ struct Confabd: ParsableCommand {
         // Listening before the logs load lets clients that connect meanwhile wait in the
         // backlog instead of being refused; none is accepted until the loop runs, after loading.
         try broker.serve(listener)
-        let loaded = broker.load()
+        // Loading reads every log: with a large history that outlasts systemd's start timeout
+        // and the watchdog. Until READY=1, tell systemd it is still starting (from the first
+        // log on, then about once a second) and feed the watchdog.
+        let loadStarted = Notifier.monotonicMicroseconds
+        var lastProgress: UInt64?
+        let loaded = broker.load { done, total in
+            let now = Notifier.monotonicMicroseconds
+            guard notifier.isActive, done < total, lastProgress.map({ now - $0 >= 1_000_000 }) ?? true else { return }
+            lastProgress = now
+            let elapsed = (now - loadStarted) / 1_000_000
+            notifier.send("EXTEND_TIMEOUT_USEC=\(Notifier.startExtension)\nSTATUS=loading conversations: \(done) of \(total) read, \(elapsed) s"
+                          + (notifier.watchdog == nil ? "" : "\nWATCHDOG=1"))
+        }
         logger.notice("confabd \(ProtocolVersion.confabVersion) ready: \(loaded) conversations, data in \(dataDirectory), upstream \(settings.upstream.baseURL) model \(settings.upstream.model)")
         if settings.upstream.requiresKey && (settings.upstream.apiKey ?? "").isEmpty {
             logger.warning("no API key for \(settings.upstream.baseURL): set upstream.api_key in \(configPath), the openai-api-key credential or OPENAI_API_KEY; replies will fail until then")

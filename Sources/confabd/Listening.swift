@@ -155,6 +155,10 @@ struct Notifier {
 
     var isActive: Bool { path != nil }
 
+    /// How much longer each loading report asks systemd to wait for READY=1: a few reports'
+    /// worth, so a stuck load still times out soon after it stops reporting.
+    static let startExtension: UInt64 = 10_000_000
+
     /// The watchdog interval if there is somewhere to send the pings.
     var watchdog: UInt64? { isActive ? watchdogMicroseconds : nil }
 

@@ -172,6 +172,23 @@ final class SystemdTests: XCTestCase {
 
     // MARK: - Readiness, reload, stop
 
+    func testALongLoadKeepsAskingSystemdToWaitAndFeedsTheWatchdog() throws {
+        // A history big enough to take a while (bounded: 400 logs of 40 messages, about 9 MB).
+        let generator = try Child(Binaries.path("confab-loggen"),
+                                  ["--data-dir", harness.dataDirectory, "--conversations", "400", "--messages", "40", "--message-bytes", "500"])
+        XCTAssertEqual(generator.wait(seconds: 120), 0)
+        let notify = try makeNotifySocket()
+        _ = try launch(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "30000000"])
+        let messages = try notify.take(until: "READY=1", timeout: 120)
+        // Before READY=1, systemd is told the start goes on (else its start timeout kills a
+        // daemon with a large history) and the watchdog is fed.
+        let loading = try XCTUnwrap(messages.first { $0["EXTEND_TIMEOUT_USEC"] != nil }, "\(messages.map(\.text))")
+        XCTAssertLessThan(messages.firstIndex { $0["EXTEND_TIMEOUT_USEC"] != nil }!, messages.count - 1, "\(messages.map(\.text))")
+        XCTAssertEqual(loading["WATCHDOG"], "1", loading.text)
+        XCTAssertEqual(loading["STATUS"]?.hasPrefix("loading conversations: 0 of 400 read"), true, loading.text)
+        XCTAssertEqual(messages.last?["STATUS"]?.hasPrefix("400 conversations"), true, messages.last?.text ?? "")
+    }
+
     func testReadinessReloadAndStoppingOverNotifySocket() throws {
         let notify = try makeNotifySocket()
         let daemon = try launch(environment: ["NOTIFY_SOCKET": notify.path])
