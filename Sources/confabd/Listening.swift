@@ -127,7 +127,10 @@ enum Listening {
         guard info.st_uid == getuid() else {
             throw StartupError(description: "\(path) belongs to uid \(info.st_uid), not to us; refusing to use it")
         }
-        if info.st_mode & 0o077 != 0 { chmod(path, 0o700) }
+        // A sticky directory open to all (/tmp) is shared by design: the socket's own 0600
+        // mode protects it there, and making the directory private would lock out every
+        // other user of the machine.
+        if info.st_mode & 0o077 != 0 && info.st_mode & S_ISVTX == 0 { chmod(path, 0o700) }
     }
 }
 

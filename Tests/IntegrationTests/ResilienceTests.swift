@@ -349,6 +349,18 @@ final class ResilienceTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: target + "/confabd.sock"))
     }
 
+    func testASocketInASharedStickyDirectoryLeavesTheDirectoryOpen() throws {
+        harness = try Harness()
+        // Like /tmp: world-writable and sticky.
+        let shared = harness.directory + "/shared"
+        XCTAssertEqual(mkdir(shared, 0o700), 0)
+        XCTAssertEqual(chmod(shared, 0o1777), 0)
+        _ = try runDaemonAndStop(socket: shared + "/confabd.sock")
+        var info = stat()
+        XCTAssertEqual(lstat(shared, &info), 0)
+        XCTAssertEqual(info.st_mode & 0o7777, 0o1777, "the daemon must not make a shared directory private")
+    }
+
     /// Starts a daemon on `socket`, waits for it to listen, stops it; returns the socket directory's mode.
     private func runDaemonAndStop(socket: String) throws -> mode_t {
         let daemon = try Child(Binaries.path("confabd"), ["--socket", socket, "--data-dir", harness.directory + "/data3",
