@@ -157,7 +157,17 @@ def main():
 
         env = dict(os.environ, CONFAB_SOCKET=daemon.socket)
         timed([CONFAB, "ls"], env, 5)  # warm the page cache
-        print("confab ls (200 conversations): " + describe(timed([CONFAB, "ls"], env, 50)))
+        ls_samples = timed([CONFAB, "ls"], env, 50)
+        print("confab ls (200 conversations): " + describe(ls_samples))
+        # The same request from a minimal C client is the floor a client's cold start can reach.
+        rpcclient = os.path.join(tmp, "rpcclient")
+        subprocess.run(["cc", "-O2", "-o", rpcclient, os.path.join(os.path.dirname(__file__), "..", "Benchmarks", "rpcclient.c")], check=True)
+        request = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "conversation.list", "params": {}})
+        timed([rpcclient, daemon.socket, request], env, 5)
+        c_samples = timed([rpcclient, daemon.socket, request], env, 50)
+        print("C client, same conversation.list: " + describe(c_samples))
+        print("confab ls / C client (medians): %.2fx" % (statistics.median(ls_samples) / statistics.median(c_samples)))
+        print("confab --version: " + describe(timed([CONFAB, "--version"], env, 50)))
         print("confab status: " + describe(timed([CONFAB, "status"], env, 50)))
         daemon.stop()
 
