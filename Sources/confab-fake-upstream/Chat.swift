@@ -23,6 +23,9 @@ struct Script {
     var eol = "\n"
     var split: Int?
     var slowHeadersMs: Int?
+    var burst: Int?
+    var stamp = false
+    var delayMicroseconds: Int?
 
     init(directives: [(name: String, value: String?)], defaultDelayMs: Int) {
         delayMs = defaultDelayMs
@@ -48,9 +51,14 @@ struct Script {
             case "cr": eol = "\r"
             case "split": if let n = number, n >= 1 { split = n }
             case "slow-headers": if let n = number, n >= 0 { slowHeadersMs = min(n, 600_000) }
+            case "burst": if let n = number, n >= 0 { burst = min(n, 10_000_000) }
+            case "stamp": stamp = true
+            case "delay-us": if let n = number, n >= 0 { delayMicroseconds = min(n, 600_000_000) }
             default: break  // unknown directives are ignored (but still removed from the text)
             }
         }
+        // A burst is as fast as possible unless a delay is asked for.
+        if burst != nil && !directives.contains(where: { $0.name == "delay" }) { delayMs = 0 }
     }
 }
 
@@ -97,16 +105,16 @@ func extractDirectives(_ text: String) -> (remaining: String, directives: [(name
 
 // MARK: Request handling
 
-func serveConnection(fd: Int32, shared: Shared) {
+func serveConnection(fd: Int32, number: Int, shared: Shared) {
     defer { close(fd) }
-    let connection = Connection(fd: fd)
+    let connection = Connection(fd: fd, number: number)
     while true {
         switch connection.readRequest() {
         case .closed:
             return
         case .failure(let status, let message, let code, let head):
             if let head {
-                shared.log(method: head.method, path: head.target,
+                shared.log(method: head.method, path: head.target, connection: number,
                            authorization: head.header("authorization") != nil, body: nil)
             }
             _ = sendJSON(connection, status: status,
@@ -150,7 +158,8 @@ private func isAuthorized(_ header: String?, key: String) -> Bool {
 func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool {
     let authorization = request.header("authorization")
     let body: JSON? = request.body.isEmpty ? nil : try? JSON.parse(request.body)
-    shared.log(method: request.method, path: request.target, authorization: authorization != nil, body: body)
+    shared.log(method: request.method, path: request.target, connection: connection.number,
+               authorization: authorization != nil, body: body)
     let keepAlive = request.wantsKeepAlive
 
     if let key = shared.config.apiKey, !isAuthorized(authorization, key: key) {
@@ -169,6 +178,11 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
             ("data", .array([.object([("id", .string("fake-model")), ("object", .string("model"))])])),
         ])
         return sendJSON(connection, status: 200, body: list.encoded(), keepAlive: keepAlive)
+    }
+    if request.method == "GET" && path.hasSuffix("/stats") {
+        let counts = shared.counts()
+        let stats = JSON.object([("connections", .int(counts.connections)), ("requests", .int(counts.requests))])
+        return sendJSON(connection, status: 200, body: stats.encoded(), keepAlive: keepAlive)
     }
     return sendJSON(connection, status: 404,
                     body: errorBody(message: "Invalid URL (\(request.method) \(path))", type: "invalid_request_error",
@@ -277,12 +291,14 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     } else {
         replyText = "You said: " + remaining.trimmingCharacters(in: .whitespacesAndNewlines)
     }
-    let pieces = splitIntoPieces(replyText, size: script.chunk)
+    // [[burst:N]]: N one-word pieces, made as they are sent rather than all in advance.
+    let pieces = script.burst == nil ? splitIntoPieces(replyText, size: script.chunk) : []
+    let pieceCount = script.burst ?? pieces.count
     let promptTokens = messages.reduce(0) { $0 + $1.text.split(whereSeparator: { $0.isWhitespace }).count }
     let usage = JSON.object([
         ("prompt_tokens", .int(promptTokens)),
-        ("completion_tokens", .int(pieces.count)),
-        ("total_tokens", .int(promptTokens + pieces.count)),
+        ("completion_tokens", .int(pieceCount)),
+        ("total_tokens", .int(promptTokens + pieceCount)),
     ])
     let n = shared.nextID()
     let id = "chatcmpl-fake-\(n)"
@@ -310,12 +326,13 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
                         extraHeaders: [("x-request-id", "fake-\(n)")], keepAlive: keepAlive, split: script.split)
     }
 
-    // Streamed answer.
+    // Streamed answer. A stream that ends properly leaves the connection open for the next
+    // request, as real servers do; one cut short (drop, stall, a mid-stream error) closes it.
     let head = responseHead(status: 200, headers: [
         ("Content-Type", "text/event-stream"),
         ("Cache-Control", "no-cache"),
         ("Transfer-Encoding", "chunked"),
-        ("Connection", "close"),
+        ("Connection", keepAlive ? "keep-alive" : "close"),
         ("x-request-id", "fake-\(n)"),
     ])
     guard connection.send(head) else { return false }
@@ -340,12 +357,28 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
           writer.write(chunk(choices: [choice(delta: [("role", .string("assistant")), ("content", .string(""))])]))
     else { return false }
 
-    let dropAt = script.drop.map { min($0, pieces.count) }
-    let stallAt = script.stall.map { min($0, pieces.count) }
-    let errorAt = script.errorMid.map { min($0, pieces.count) }
-    let badAt = script.badChunk.map { min($0, pieces.count) }
+    let dropAt = script.drop.map { min($0, pieceCount) }
+    let stallAt = script.stall.map { min($0, pieceCount) }
+    let errorAt = script.errorMid.map { min($0, pieceCount) }
+    let badAt = script.badChunk.map { min($0, pieceCount) }
+    let pieceText: (Int) -> String = script.burst == nil ? { pieces[$0] } : { index in
+        script.stamp ? "\(monotonicNanoseconds()) " : "w\(index + 1) "
+    }
+    // The one chunk that varies, as its text before and after the content, so a burst does
+    // not encode the same JSON a million times.
+    let template = chunk(choices: [choice(delta: [("content", .string("\u{1}"))])])
+        .components(separatedBy: "\\u0001")
+    // Unstamped bursts go out in writes of about 64 KiB; everything else piece by piece, so a
+    // piece leaves the moment it is made (and a stamp says when it left).
+    let batchBytes = script.burst != nil && !script.stamp ? 65_536 : 0
+    var batch: [UInt8] = []
     var index = 0
     while true {
+        if !batch.isEmpty && (index == dropAt || index == stallAt || index == errorAt || index == badAt
+                              || index >= pieceCount || batch.count >= batchBytes) {
+            guard writer.write(batch) else { return false }
+            batch.removeAll(keepingCapacity: true)
+        }
         if index == dropAt {
             _ = writer.flush()
             return false  // the caller closes the socket: no terminating chunk, no [DONE]
@@ -370,10 +403,17 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
             _ = writer.finish()
             return false
         }
-        if index >= pieces.count { break }
-        if index > 0 { sleepMilliseconds(script.delayMs) }
-        guard writer.write(chunk(choices: [choice(delta: [("content", .string(pieces[index]))])])) else {
-            return false
+        if index >= pieceCount { break }
+        if index > 0 {
+            if let us = script.delayMicroseconds { sleepMicroseconds(us) } else { sleepMilliseconds(script.delayMs) }
+        }
+        let event = script.burst != nil && template.count == 2
+            ? template[0] + pieceText(index) + template[1]
+            : chunk(choices: [choice(delta: [("content", .string(pieceText(index)))])])
+        if batchBytes > 0 {
+            batch += event.utf8
+        } else {
+            guard writer.write(event) else { return false }
         }
         index += 1
     }
@@ -386,6 +426,5 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     if !script.noDone {
         guard writer.write("data: [DONE]" + eol + eol) else { return false }
     }
-    _ = writer.finish()
-    return false
+    return writer.finish() && keepAlive
 }

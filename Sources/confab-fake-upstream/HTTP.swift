@@ -43,11 +43,17 @@ enum ReadOutcome {
 /// One client connection. Lives entirely on its own thread.
 final class Connection {
     let fd: Int32
+    /// Which accepted TCP connection this is, counting from 1: two requests with the same
+    /// number came on one connection.
+    let number: Int
     private var buffer: [UInt8] = []
     private var start = 0
     private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
 
-    init(fd: Int32) { self.fd = fd }
+    init(fd: Int32, number: Int) {
+        self.fd = fd
+        self.number = number
+    }
 
     private var available: Int { buffer.count - start }
 
@@ -358,8 +364,12 @@ struct ChunkedWriter {
     }
 
     mutating func write(_ text: String) -> Bool {
-        guard let size = split else { return writeChunk(Array(text.utf8)) }
-        pending += text.utf8
+        write(Array(text.utf8))
+    }
+
+    mutating func write(_ bytes: [UInt8]) -> Bool {
+        guard let size = split else { return writeChunk(bytes) }
+        pending += bytes
         var off = 0
         while pending.count - off >= size {
             guard writeChunk(pending[off..<(off + size)]) else { return false }

@@ -8,6 +8,8 @@ final class Shared: Sendable {
     let config: Config
     private let logFD: Mutex<Int32>
     private let counter = Mutex<Int>(0)
+    private let accepted = Mutex<Int>(0)
+    private let requests = Mutex<Int>(0)
     private let attempts = Mutex<[String: Int]>([:])
 
     init(config: Config) {
@@ -28,6 +30,19 @@ final class Shared: Sendable {
         }
     }
 
+    /// Counts an accepted TCP connection; returns its number (from 1).
+    func connectionAccepted() -> Int {
+        accepted.withLock { n in
+            n += 1
+            return n
+        }
+    }
+
+    /// TCP connections accepted and requests read since start.
+    func counts() -> (connections: Int, requests: Int) {
+        (accepted.withLock { $0 }, requests.withLock { $0 })
+    }
+
     func nextID() -> Int {
         counter.withLock { n in
             n += 1
@@ -35,11 +50,13 @@ final class Shared: Sendable {
         }
     }
 
-    /// Appends one JSON line describing a request (never the key itself).
-    func log(method: String, path: String, authorization: Bool, body: JSON?) {
+    /// Counts a request and appends one JSON line describing it (never the key itself).
+    func log(method: String, path: String, connection: Int, authorization: Bool, body: JSON?) {
+        requests.withLock { $0 += 1 }
         let record = JSON.object([
             ("method", .string(method)),
             ("path", .string(path)),
+            ("connection", .int(connection)),
             ("authorization", .bool(authorization)),
             ("body", body ?? .null),
         ])
@@ -76,8 +93,9 @@ func runServer(_ config: Config) -> Never {
         }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         setSocketOptions(fd)
+        let number = shared.connectionAccepted()
         let thread = Thread {
-            serveConnection(fd: fd, shared: shared)
+            serveConnection(fd: fd, number: number, shared: shared)
         }
         thread.stackSize = 4 << 20
         thread.start()
@@ -171,9 +189,20 @@ func monotonicSeconds() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: the clock a benchmark's reader compares a `[[stamp]]` with.
+func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
 func sleepMilliseconds(_ ms: Int) {
-    guard ms > 0 else { return }
-    var request = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
+    sleepMicroseconds(ms * 1000)
+}
+
+func sleepMicroseconds(_ us: Int) {
+    guard us > 0 else { return }
+    var request = timespec(tv_sec: us / 1_000_000, tv_nsec: (us % 1_000_000) * 1000)
     var remaining = timespec()
     while nanosleep(&request, &remaining) != 0 && errno == EINTR {
         request = remaining
