@@ -15,7 +15,6 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // C libraries, seen through module maps with a few typed shims.
@@ -27,6 +26,13 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CLibUV"], swiftSettings: strict),
         .target(name: "Curl", dependencies: ["CCurl", "EventLoop"], swiftSettings: strict),
         .target(name: "Posix", swiftSettings: strict),
+        // toml++ (Debian's libtomlplusplus-dev, header-only here) behind a C API, and the
+        // Swift module that turns its tree into values: the config's parser, without Foundation.
+        .target(name: "CTOML", cxxSettings: [
+            .define("TOML_HEADER_ONLY", to: "1"), .define("TOML_EXCEPTIONS", to: "0"),
+            .define("TOML_ENABLE_FORMATTERS", to: "0"), .unsafeFlags(["-Wall", "-Wextra", "-Werror"]),
+        ]),
+        .target(name: "TOML", dependencies: ["CTOML"], swiftSettings: strict),
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
@@ -35,11 +41,11 @@ let package = Package(
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol"], swiftSettings: strict),
         .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol"], swiftSettings: strict),
+        .target(name: "Config", dependencies: ["TOML", "Broker", "Upstream", "Posix"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
-            "Broker", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
+            "Broker", "Config", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "TOMLKit", package: "TOMLKit"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab", dependencies: [
             "ConfabProtocol", "Posix",
@@ -55,9 +61,11 @@ let package = Package(
         .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [
             "ConfabProtocol", "confabd", "confab", "confab-fake-upstream", "confab-loggen",
         ], swiftSettings: strict),
-    ]
+    ],
+    cxxLanguageStandard: .cxx17
 )

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Broker
 import ConfabProtocol
+import Config
 import EventLoop
 import Foundation
 import LogStore

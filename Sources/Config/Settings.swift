@@ -1,16 +1,14 @@
 import Broker
-import Foundation
 import Posix
-import TOMLKit
+import TOML
 import Upstream
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// `config.toml`, as documented in the README. Unknown keys are errors: a typo should not
-/// silently leave a default in place.
-struct ConfigFile: Decodable {
-    struct UpstreamSection: Decodable {
+/// `config.toml`, as documented in the README, as written: nothing checked but the types.
+struct ConfigFile {
+    struct UpstreamSection {
         var base_url: String?
         var model: String?
         var api_key: String?
@@ -21,63 +19,94 @@ struct ConfigFile: Decodable {
         var max_tokens: Int?
         var max_retries: Int?
     }
-    struct LimitsSection: Decodable {
+    struct LimitsSection {
         var max_line_bytes: Int?
         var max_client_buffer_bytes: Int?
         var max_clients: Int?
         var max_queued_sends: Int?
         var max_streams: Int?
     }
-    struct StorageSection: Decodable {
-        var fsync: Bool?
-    }
-    struct AccessSection: Decodable {
-        var allow_uids: [Int]?
-    }
     var upstream: UpstreamSection?
     var limits: LimitsSection?
-    var storage: StorageSection?
-    var access: AccessSection?
-}
+    var fsync: Bool?
+    var allow_uids: [Int]?
 
-struct ConfigError: Error, CustomStringConvertible {
-    let description: String
+    /// Unknown keys are errors: a typo should not silently leave a default in place.
+    init(_ document: TOMLTable, file: String) throws(ConfigError) {
+        var root = ConfigTable(file: file, table: document)
+        upstream = try root.table("upstream") { (table: inout ConfigTable) throws(ConfigError) in
+            UpstreamSection(
+                base_url: try table.string("base_url"),
+                model: try table.string("model"),
+                api_key: try table.string("api_key"),
+                api_key_file: try table.string("api_key_file"),
+                timeout_seconds: try table.integer("timeout_seconds"),
+                connect_timeout_seconds: try table.integer("connect_timeout_seconds"),
+                temperature: try table.number("temperature"),
+                max_tokens: try table.integer("max_tokens"),
+                max_retries: try table.integer("max_retries"))
+        }
+        limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
+            LimitsSection(
+                max_line_bytes: try table.integer("max_line_bytes"),
+                max_client_buffer_bytes: try table.integer("max_client_buffer_bytes"),
+                max_clients: try table.integer("max_clients"),
+                max_queued_sends: try table.integer("max_queued_sends"),
+                max_streams: try table.integer("max_streams"))
+        }
+        fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
+        allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in try table.integers("allow_uids") } ?? nil
+        try root.rejectUnknownKeys()
+    }
+
+    init() {}
 }
 
 /// Everything the daemon takes from its config file and environment.
-struct Settings {
-    var upstream = UpstreamConfig()
-    var limits = BrokerLimits()
-    var fsync = true
-    var allowedUIDs: Set<UInt32> = []
-    var warnings: [String] = []
+public struct Settings {
+    public var upstream = UpstreamConfig()
+    public var limits = BrokerLimits()
+    public var fsync = true
+    public var allowedUIDs: Set<UInt32> = []
+    public var warnings: [String] = []
+
+    public init() {}
 
     /// Reads `path` (a missing file is fine unless `required`) and the environment.
-    static func load(path: String, required: Bool, environment: [String: String]) throws -> Settings {
-        var settings = Settings()
-        var file = ConfigFile()
+    public static func load(path: String, required: Bool, environment: [String: String]) throws(ConfigError) -> Settings {
         var info = stat()
-        if stat(path, &info) == 0 {
-            let text = try readText(path, "config file")
-            do {
-                var decoder = TOMLDecoder()
-                decoder.strictDecoding = true
-                file = try decoder.decode(ConfigFile.self, from: text)
-            } catch let error as TOMLParseError {
-                throw ConfigError(description: "\(path): line \(error.source.begin.line): \(error.description)")
-            } catch let error as UnexpectedKeysError {
-                let keys = error.keys.keys.sorted().joined(separator: ", ")
-                throw ConfigError(description: "\(path): unknown keys: \(keys)")
-            } catch {
-                throw ConfigError(description: "\(path): \(Self.describe(error))")
+        guard stat(path, &info) == 0 else {
+            guard !required && errno == ENOENT else {
+                throw ConfigError(description: "cannot read \(path): \(String(cString: strerror(errno)))")
             }
-            if file.upstream?.api_key != nil, info.st_mode & 0o077 != 0 {
-                settings.warnings.append("\(path) holds an API key and can be read by others: chmod 600 \(path)")
-            }
-        } else if required || errno != ENOENT {
-            throw ConfigError(description: "cannot read \(path): \(String(cString: strerror(errno)))")
+            return try resolve(ConfigFile(), environment: environment)
         }
+        let file = try parse(readText(path, "config file"), path: path)
+        var settings = try resolve(file, environment: environment)
+        if file.upstream?.api_key != nil, info.st_mode & 0o077 != 0 {
+            settings.warnings.insert("\(path) holds an API key and can be read by others: chmod 600 \(path)", at: 0)
+        }
+        return settings
+    }
 
+    /// The settings `text` (the contents of the file at `path`) gives with `environment`.
+    public static func load(text: String, path: String, environment: [String: String]) throws(ConfigError) -> Settings {
+        try resolve(parse(text, path: path), environment: environment)
+    }
+
+    private static func parse(_ text: String, path: String) throws(ConfigError) -> ConfigFile {
+        let document: TOMLTable
+        do {
+            document = try TOMLTable(parsing: text)
+        } catch {
+            throw ConfigError(description: "\(path): \(error)")
+        }
+        return try ConfigFile(document, file: path)
+    }
+
+    /// Checks the file's values and fills in what it leaves out from the environment.
+    private static func resolve(_ file: ConfigFile, environment: [String: String]) throws(ConfigError) -> Settings {
+        var settings = Settings()
         let upstream = file.upstream
         if let url = upstream?.base_url ?? environment["OPENAI_BASE_URL"], !url.isEmpty {
             guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
@@ -90,7 +119,7 @@ struct Settings {
             settings.upstream.apiKey = key
         } else if let keyFile = upstream?.api_key_file {
             let key = try readText(keyFile, "upstream.api_key_file")
-            settings.upstream.apiKey = key.trimmingCharacters(in: .whitespacesAndNewlines)
+            settings.upstream.apiKey = key.trimmingWhitespace
             // As ssh does for private keys; the key itself is never part of the message.
             var keyInfo = stat()
             if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & S_IFMT == S_IFREG, keyInfo.st_mode & 0o044 != 0 {
@@ -113,7 +142,7 @@ struct Settings {
         settings.upstream.temperature = upstream?.temperature
         settings.upstream.maxTokens = upstream?.max_tokens
 
-        func positive(_ value: Int?, _ name: String) throws -> Int? {
+        func positive(_ value: Int?, _ name: String) throws(ConfigError) -> Int? {
             guard let value else { return nil }
             guard value > 0 else { throw ConfigError(description: "limits.\(name) must be positive") }
             return value
@@ -127,25 +156,24 @@ struct Settings {
             guard (0...10).contains(retries) else { throw ConfigError(description: "upstream.max_retries must be between 0 and 10") }
             settings.limits.maxRetries = retries
         }
-        settings.fsync = file.storage?.fsync ?? true
-        settings.allowedUIDs = Set((file.access?.allow_uids ?? []).compactMap { UInt32(exactly: $0) })
+        settings.fsync = file.fsync ?? true
+        settings.allowedUIDs = Set((file.allow_uids ?? []).compactMap { UInt32(exactly: $0) })
         return settings
     }
 
     /// `$CREDENTIALS_DIRECTORY/<name>`, trimmed; nil when there is no such credential (or it
     /// is empty). A credential that exists but cannot be read is an error, not a silent fallback.
-    private static func credential(_ name: String, environment: [String: String]) throws -> String? {
+    private static func credential(_ name: String, environment: [String: String]) throws(ConfigError) -> String? {
         guard let directory = environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") else { return nil }
         let path = directory + "/" + name
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        let text = try readText(path, "credential")
-        let key = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let key = try readText(path, "credential").trimmingWhitespace
         return key.isEmpty ? nil : key
     }
 
     /// The whole file as UTF-8, through plain reads so that /dev/null and pipes work too.
-    private static func readText(_ path: String, _ what: String) throws -> String {
+    private static func readText(_ path: String, _ what: String) throws(ConfigError) -> String {
         let bytes: [UInt8]
         do {
             bytes = try Files.readAll(path: path, limit: 1 << 20)
@@ -157,17 +185,14 @@ struct Settings {
         }
         return text
     }
+}
 
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? DecodingError {
-            switch error {
-            case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context), .dataCorrupted(let context):
-                let path = context.codingPath.map(\.stringValue).joined(separator: ".")
-                return path.isEmpty ? context.debugDescription : "\(path): wrong type or value"
-            @unknown default:
-                return "\(error)"
-            }
-        }
-        return "\(error)"
+extension String {
+    /// Without white space or line breaks at either end: a key file usually ends in a newline.
+    var trimmingWhitespace: String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        return String(scalars[first...last])
     }
 }
