@@ -3,10 +3,12 @@ import Broker
 import ConfabProtocol
 import Config
 import EventLoop
-import Foundation
 import LogStore
 import Posix
 import Upstream
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @main
 struct Confabd: ParsableCommand {
@@ -30,7 +32,7 @@ struct Confabd: ParsableCommand {
     func run() throws {
         // Before anything is opened: a crash report must not dump memory the key may be in.
         CrashReport.restartWithoutRegisterDumps()
-        let environment = ProcessInfo.processInfo.environment
+        let environment = ProcessEnvironment.current()
         // libuv leaves SIGPIPE alone; the first write to a vanished client would kill us.
         signal(SIGPIPE, SIG_IGN)
         guard let level = Logger.Level(name: logLevel) else {
