@@ -42,8 +42,11 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
 
+# scripts/bench.py: every figure next to its peer (Redis, a C client) measured in the same run,
+# then a table of the goals (docs/performance.md). Bounded to about 10 minutes on 2 cores.
+# Options through ARGS, e.g. ARGS="--only fanout,latency" or ARGS="--big".
 bench: release
-	scripts/bench.sh
+	scripts/bench.sh $(ARGS)
 
 # libFuzzer on the parsers of untrusted bytes (docs/reliability.md, "Hostile and broken clients"), bounded in time:
 # `make fuzz FUZZ_SECONDS=600` for longer than the default 60 s per target.

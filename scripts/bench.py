@@ -1,26 +1,47 @@
 #!/usr/bin/env python3
-"""Measures confab on a release build and prints the figures.
+"""Measures confab on a release build and prints the figures, next to a peer measured in the
+same run where one exists (Redis for fan-out and memory, a minimal C client for the client's
+cold start), then a table of the goals and whether each is met.
 
-- idle RSS of confabd: empty, and with 200 conversations of 20 messages loaded
-- wall time of `confab ls` and `confab status` (client start-up plus one round trip)
-- latency from the upstream's last byte to an attached client's message.completed,
-  with fsync on and off (the upstream here is a thread of this script, so both
-  timestamps come from one monotonic clock)
-- fan-out: deltas per second delivered to each of N attached clients
+Sections (all by default; pick some with --only):
+- idle:     idle RSS of confabd and of redis-server
+- client:   `confab ls` / `confab --version` wall time next to Benchmarks/rpcclient.c
+- complete: upstream's last byte to an attached client's message.completed, fsync on and off
+- fanout:   one conversation, a burst of one-word deltas from confab-fake-upstream to
+            {1, 10, 100} attached readers, and Redis pub/sub with the same readers
+            (Benchmarks/fanout-reader.c for both); deliveries/s and CPU per delivery
+- latency:  upstream write to reader read per delta ([[stamp]]), p50/p99/p999 at 10 and 100 readers
+- cpu:      100 conversations streaming at once: confabd CPU time per delta
+- allocs:   allocations per delta (Benchmarks/malloc-count.c preloaded into confabd)
+- reuse:    TCP connections the fake upstream accepted for replies in a row
+- startup:  exec to first answered `status`, RSS, conversation.list and the first attach of a
+            100-message conversation, on data directories written by confab-loggen
 
-Everything runs on loopback and temporary directories, bounded in count and time.
+Everything runs on loopback and Unix sockets in temporary directories; every run has a
+count and a deadline; every process started here is ended by its PID.
 """
-import json, os, signal, socket, statistics, subprocess, sys, tempfile, threading, time
+import argparse, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(os.path.dirname(__file__), "..", ".build", "release"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(ROOT, ".build", "release"))
 CONFABD, CONFAB = os.path.join(BIN, "confabd"), os.path.join(BIN, "confab")
+FAKE, LOGGEN = os.path.join(BIN, "confab-fake-upstream"), os.path.join(BIN, "confab-loggen")
+TICK = os.sysconf("SC_CLK_TCK")
 
-last_byte = {}           # reply content -> monotonic time the upstream finished writing
+last_byte = {}           # reply content -> monotonic time the Python upstream finished writing
 PIECES = int(os.environ.get("BENCH_PIECES", "50"))
+results = []             # rows of the closing table
+
+
+def record(figure, confab, peer=None, ratio=None, goal=None, met=None):
+    results.append((figure, confab, peer or "", ratio or "", goal or "", "" if met is None else ("met" if met else "NOT met")))
 
 
 class Upstream(BaseHTTPRequestHandler):
+    """A Python upstream for the last-byte latency: it runs in this process, so the moment it
+    finished writing and the moment the client read are on one clock."""
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args):
@@ -47,23 +68,32 @@ class Upstream(BaseHTTPRequestHandler):
 
 
 class Client:
-    def __init__(self, path):
+    def __init__(self, path, timeout=60):
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(path)
-        self.sock.settimeout(60)
+        self.sock.settimeout(timeout)
         self.file = self.sock.makefile("rb")
         self.next_id = 1
 
-    def call(self, method, params=None):
+    def send(self, method, params=None):
         rid = self.next_id
         self.next_id += 1
         self.sock.sendall((json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}) + "\n").encode())
+        return rid
+
+    def response(self, rid):
         while True:
-            frame = json.loads(self.file.readline())
+            line = self.file.readline()
+            if not line:
+                raise RuntimeError("connection closed")
+            frame = json.loads(line)
             if frame.get("id") == rid:
                 if "error" in frame:
                     raise RuntimeError(frame["error"])
                 return frame["result"]
+
+    def call(self, method, params=None):
+        return self.response(self.send(method, params))
 
     def until(self, method, reply_id):
         """Reads frames until `method` for reply_id; returns (arrival time, number of deltas seen)."""
@@ -83,29 +113,114 @@ class Client:
         self.sock.close()
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 class Daemon:
-    def __init__(self, tmp, port, fsync=True):
+    def __init__(self, tmp, port, fsync=True, data=None, extra_config="", env=None, wait=True):
         self.tmp = tmp
         self.socket = os.path.join(tmp, "confabd.sock")
         config = os.path.join(tmp, "config.toml")
         with open(config, "w") as f:
-            f.write('[upstream]\nbase_url = "http://127.0.0.1:%d/v1"\nmodel = "bench"\n[storage]\nfsync = %s\n' % (port, "true" if fsync else "false"))
-        self.proc = subprocess.Popen([CONFABD, "--socket", self.socket, "--data-dir", os.path.join(tmp, "data"), "--config", config,
-                                      "--log-level", "warning"], stdin=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "confabd.log"), "ab"))
-        deadline = time.time() + 20
-        while time.time() < deadline:
+            f.write('[upstream]\nbase_url = "http://127.0.0.1:%d/v1"\nmodel = "bench"\ntimeout_seconds = 30\n'
+                    '[storage]\nfsync = %s\n%s' % (port, "true" if fsync else "false", extra_config))
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([CONFABD, "--socket", self.socket, "--data-dir", data or os.path.join(tmp, "data"),
+                                      "--config", config, "--log-level", "warning"],
+                                     stdin=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "confabd.log"), "ab"),
+                                     env=env)
+        self.ready_seconds = self.await_status() if wait else None
+
+    def await_status(self, limit=300):
+        """Seconds from exec to the first answered `status` (the socket may listen before the
+        daemon serves: a connection alone proves nothing)."""
+        deadline = self.started + limit
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("confabd exited at start-up, see %s/confabd.log" % self.tmp)
             try:
-                Client(self.socket).close()
-                return
+                client = Client(self.socket, timeout=max(1, deadline - time.monotonic()))
             except OSError:
-                time.sleep(0.01)
-        raise RuntimeError("confabd did not start")
+                time.sleep(0.001)
+                continue
+            try:
+                client.call("status")
+                return time.monotonic() - self.started
+            except (OSError, RuntimeError, ValueError):
+                time.sleep(0.001)
+            finally:
+                client.close()
+        raise RuntimeError("confabd did not answer within %d s" % limit)
 
     def rss_kib(self):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+        return rss_kib(self.proc.pid)
+
+    def cpu_seconds(self):
+        return cpu_seconds(self.proc.pid)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+class FakeUpstream:
+    """confab-fake-upstream on an ephemeral loopback port."""
+
+    def __init__(self, tmp):
+        self.proc = subprocess.Popen([FAKE, "--port", "0", "--max-lifetime", "1200", "--exit-with-parent"],
+                                     stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "fake-upstream.log"), "ab"))
+        words = self.proc.stdout.readline().split()
+        if len(words) != 3 or words[0] != b"listening":
+            raise RuntimeError("confab-fake-upstream did not start")
+        self.port = int(words[2])
+
+    def stats(self):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            s.sendall(b"GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+
+
+class Redis:
+    """redis-server on a Unix socket in a temporary directory, nothing saved."""
+
+    def __init__(self, tmp):
+        self.socket = os.path.join(tmp, "redis.sock")
+        self.proc = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", self.socket, "--unixsocketperm", "700",
+                                      "--save", "", "--appendonly", "no", "--dir", tmp, "--daemonize", "no",
+                                      "--client-output-buffer-limit", "pubsub 0 0 0"],
+                                     stdout=open(os.path.join(tmp, "redis.log"), "ab"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if subprocess.run(["redis-cli", "-s", self.socket, "ping"], capture_output=True).stdout.strip() == b"PONG":
+                return
+            time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -127,94 +242,382 @@ def describe(samples, unit="ms"):
     return "median %.2f %s, p95 %.2f %s, min %.2f %s (n=%d)" % (statistics.median(samples), unit, p95, unit, samples[0], unit, len(samples))
 
 
-def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
-    print("confab benchmarks, release binaries in %s, %d cores" % (os.path.realpath(BIN), os.cpu_count()))
+def compile_helpers(out):
+    """The C helpers, built here so the benchmark needs nothing but a C compiler."""
+    built = {}
+    for name, flags in (("rpcclient", []), ("fanout-reader", []), ("malloc-count.so", ["-shared", "-fPIC"])):
+        source = os.path.join(ROOT, "Benchmarks", name.replace(".so", "") + ".c")
+        built[name] = os.path.join(out, name)
+        subprocess.run(["cc", "-O2"] + flags + ["-o", built[name], source], check=True)
+    return built
 
+
+class Readers:
+    """Benchmarks/fanout-reader with N connections; returns once all of them are attached."""
+
+    def __init__(self, reader, mode, socket_path, count, readers, targets, stamps=False, timeout=120):
+        argv = [reader, mode, socket_path, str(count), str(readers), ",".join(targets), "--timeout", str(timeout)]
+        if stamps:
+            argv.append("--stamps")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = self.proc.stdout.readline()
+        if line.strip() != b"ready":
+            self.proc.kill()
+            raise RuntimeError("fanout-reader did not attach: %s %s" % (line, self.proc.stderr.read()))
+
+    def result(self, timeout):
+        out, err = self.proc.communicate(timeout=timeout)
+        fields = dict(item.split("=", 1) for item in out.decode().split())
+        if err:
+            sys.stderr.write(err.decode())
+        return {k: float(v) if "." in v else int(v.split("/")[0]) for k, v in fields.items()}
+
+
+def delta_frame_bytes():
+    """Size of a typical message.delta line, the payload Redis publishes to be comparable."""
+    frame = {"jsonrpc": "2.0", "method": "message.delta",
+             "params": {"content": "w12345 ", "conversation": "k3v9q2m8x7ad", "message": "m2"}}
+    return len(json.dumps(frame, separators=(",", ":")))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+
+
+def bench_idle(ctx):
     with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
-        daemon = Daemon(tmp, port)
-        time.sleep(0.3)
-        print("idle RSS, no conversations: %d KiB" % daemon.rss_kib())
+        redis = Redis(tmp)
+        daemon = Daemon(tmp, ctx.py_port)
+        time.sleep(1.0)
+        confab_kib, redis_kib = daemon.rss_kib(), rss_kib(redis.proc.pid)
+        ctx.empty_rss_kib = confab_kib
+        print("idle RSS: confabd %d KiB, redis-server %d KiB (%.2fx)" % (confab_kib, redis_kib, confab_kib / redis_kib))
+        record("idle RSS", "%.1f MiB" % (confab_kib / 1024), "Redis %.1f MiB" % (redis_kib / 1024),
+               "%.2fx" % (confab_kib / redis_kib), "≤ Redis", confab_kib <= redis_kib)
+        daemon.stop()
+        redis.stop()
 
+
+def bench_client(ctx):
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.py_port)
         client = Client(daemon.socket)
         client.call("hello", {"client": "bench"})
-        ids = []
         for i in range(200):
-            cid = client.call("conversation.create", {"title": "bench %d" % i})["conversation"]["id"]
-            ids.append(cid)
-        client.call("conversation.attach", {"conversation": ids[0], "history": 0})
-        for i in range(10):
-            reply = client.call("message.send", {"conversation": ids[0], "content": "pieces:20 %d" % i})["reply"]
-            client.until("message.completed", reply)
+            client.call("conversation.create", {"title": "bench %d" % i})
         client.close()
         daemon.stop()
         # Restart so all 200 conversations are loaded from their logs, as after a reboot.
-        daemon = Daemon(tmp, port)
+        daemon = Daemon(tmp, ctx.py_port)
         time.sleep(0.3)
-        print("idle RSS, 200 conversations loaded (one with 20 messages): %d KiB" % daemon.rss_kib())
-
+        print("idle RSS, 200 conversations loaded: %d KiB" % daemon.rss_kib())
         env = dict(os.environ, CONFAB_SOCKET=daemon.socket)
         timed([CONFAB, "ls"], env, 5)  # warm the page cache
-        ls_samples = timed([CONFAB, "ls"], env, 50)
+        ls_samples = timed([CONFAB, "ls"], env, 30)
         print("confab ls (200 conversations): " + describe(ls_samples))
         # The same request from a minimal C client is the floor a client's cold start can reach.
-        rpcclient = os.path.join(tmp, "rpcclient")
-        subprocess.run(["cc", "-O2", "-o", rpcclient, os.path.join(os.path.dirname(__file__), "..", "Benchmarks", "rpcclient.c")], check=True)
         request = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "conversation.list", "params": {}})
+        rpcclient = ctx.helpers["rpcclient"]
         timed([rpcclient, daemon.socket, request], env, 5)
-        c_samples = timed([rpcclient, daemon.socket, request], env, 50)
+        c_samples = timed([rpcclient, daemon.socket, request], env, 30)
         print("C client, same conversation.list: " + describe(c_samples))
-        print("confab ls / C client (medians): %.2fx" % (statistics.median(ls_samples) / statistics.median(c_samples)))
-        print("confab --version: " + describe(timed([CONFAB, "--version"], env, 50)))
-        print("confab status: " + describe(timed([CONFAB, "status"], env, 50)))
+        ratio = statistics.median(ls_samples) / statistics.median(c_samples)
+        print("confab ls / C client (medians): %.2fx" % ratio)
+        record("`confab ls`, 200 conversations (median)", "%.1f ms" % statistics.median(ls_samples),
+               "C client %.1f ms" % statistics.median(c_samples), "%.1fx" % ratio, "≤ 2× C client", ratio <= 2)
+        print("confab --version: " + describe(timed([CONFAB, "--version"], env, 30)))
         daemon.stop()
 
+
+def bench_complete(ctx):
     for fsync in (True, False):
         with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
-            daemon = Daemon(tmp, port, fsync=fsync)
+            daemon = Daemon(tmp, ctx.py_port, fsync=fsync)
             client = Client(daemon.socket)
-            client.call("hello", {"client": "bench"})
             cid = client.call("conversation.create", {"title": "latency"})["conversation"]["id"]
             client.call("conversation.attach", {"conversation": cid, "history": 0})
             samples = []
-            for i in range(60):
+            for i in range(40):
                 prompt = "pieces:%d run %d" % (PIECES, i)
                 reply = client.call("message.send", {"conversation": cid, "content": prompt})["reply"]
                 arrived, _ = client.until("message.completed", reply)
                 samples.append((arrived - last_byte[prompt]) * 1000)
-            print("upstream last byte -> message.completed (fsync %s): %s" % ("on" if fsync else "off", describe(samples[10:])))
+            print("upstream last byte -> message.completed (fsync %s): %s" % ("on" if fsync else "off", describe(samples[5:])))
+            record("last upstream byte → `message.completed`, fsync %s (median)" % ("on" if fsync else "off"),
+                   "%.2f ms" % statistics.median(samples[5:]))
             client.close()
             daemon.stop()
 
-    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
-        daemon = Daemon(tmp, port, fsync=False)
-        watchers = []
-        first = Client(daemon.socket)
-        cid = first.call("conversation.create", {"title": "fan-out"})["conversation"]["id"]
-        for _ in range(8):
-            w = Client(daemon.socket)
-            w.call("conversation.attach", {"conversation": cid, "history": 0})
-            watchers.append(w)
-        pieces = 20000
-        start = time.monotonic()
-        reply = first.call("message.send", {"conversation": cid, "content": "pieces:%d" % pieces})["reply"]
-        results = [None] * len(watchers)
-        def drain(n):
-            results[n] = watchers[n].until("message.completed", reply)
-        threads = [threading.Thread(target=drain, args=(n,)) for n in range(len(watchers))]
-        for t in threads: t.start()
-        for t in threads: t.join(timeout=60)
-        elapsed = max(r[0] for r in results) - start
-        total = sum(r[1] for r in results)
-        print("fan-out: %d deltas to each of %d clients in %.2f s (%.0f deltas/s delivered in all; the Python readers are the bottleneck)" %
-              (pieces, len(watchers), elapsed, total / elapsed))
-        print("RSS after fan-out: %d KiB" % daemon.rss_kib())
-        for w in watchers: w.close()
-        first.close()
+
+def confab_burst(ctx, tmp, readers, count, stamps=False, delay_us=None, timeout=120):
+    """One conversation, `readers` attached readers, one reply of `count` deltas. Returns the
+    reader's figures plus the confabd CPU seconds the burst cost and its wall time."""
+    daemon = Daemon(tmp, ctx.fake.port, fsync=False)
+    try:
+        client = Client(daemon.socket)
+        cid = client.call("conversation.create", {"title": "fan-out"})["conversation"]["id"]
+        watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, readers, [cid], stamps, timeout)
+        content = "[[burst:%d]]" % count + (" [[stamp]]" if stamps else "") + (" [[delay-us:%d]]" % delay_us if delay_us else "")
+        cpu0 = daemon.cpu_seconds()
+        start_ns = time.monotonic_ns()
+        client.call("message.send", {"conversation": cid, "content": content})
+        figures = watchers.result(timeout + 30)
+        figures["cpu"] = daemon.cpu_seconds() - cpu0
+        figures["seconds"] = (figures["last_ns"] - start_ns) / 1e9 if figures["last_ns"] else float("nan")
+        client.close()
+        return figures
+    finally:
         daemon.stop()
-    server.shutdown()
+
+
+def redis_burst(ctx, redis, readers, count, timeout=120):
+    channel = "bench%d" % readers
+    watchers = Readers(ctx.helpers["fanout-reader"], "redis", redis.socket, count, readers, [channel], timeout=timeout)
+    payload = "x" * delta_frame_bytes()
+    cpu0 = cpu_seconds(redis.proc.pid)
+    start_ns = time.monotonic_ns()
+    # One publisher, pipelined: redis-benchmark with a fixed command publishes `count` times.
+    subprocess.run(["redis-benchmark", "-s", redis.socket, "-c", "1", "-P", "40", "-n", str(count), "-q",
+                    "PUBLISH", channel, payload], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout, check=True)
+    figures = watchers.result(timeout + 30)
+    figures["cpu"] = cpu_seconds(redis.proc.pid) - cpu0
+    figures["seconds"] = (figures["last_ns"] - start_ns) / 1e9 if figures["last_ns"] else float("nan")
+    return figures
+
+
+def bench_fanout(ctx):
+    print("fan-out: one reply's deltas to N readers (Benchmarks/fanout-reader.c, one process, N Unix-socket connections);"
+          " Redis: PUBLISH of a %d-byte payload (the size of a delta line) to N subscribers of the same reader" % delta_frame_bytes())
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        redis = Redis(tmp)
+        try:
+            for readers in (1, 10, 100):
+                count = ctx.burst if readers < 100 else ctx.burst_100
+                with tempfile.TemporaryDirectory(prefix="confab-bench-", dir=tmp) as run:
+                    c = confab_burst(ctx, run, readers, count)
+                r = redis_burst(ctx, redis, readers, count)
+                c_rate, r_rate = c["delivered"] / c["seconds"], r["delivered"] / r["seconds"]
+                ratio = c_rate / r_rate
+                print("  %3d readers x %d deltas: confab %.2f s, %.0f deliveries/s, %.2f us CPU/delivery%s | "
+                      "Redis %.2f s, %.0f deliveries/s, %.2f us CPU/delivery%s | confab/Redis %.2fx" % (
+                          readers, count, c["seconds"], c_rate, c["cpu"] * 1e6 / max(1, c["delivered"]),
+                          "" if c["complete"] == readers else " (INCOMPLETE: %d of %d)" % (c["delivered"], c["expected"]),
+                          r["seconds"], r_rate, r["cpu"] * 1e6 / max(1, r["delivered"]),
+                          "" if r["complete"] == readers else " (INCOMPLETE: %d of %d)" % (r["delivered"], r["expected"]),
+                          ratio))
+                record("fan-out, %d reader%s × %s deltas" % (readers, "" if readers == 1 else "s", format(count, ",")),
+                       "%s/s" % format(int(c_rate), ","), "Redis %s/s" % format(int(r_rate), ","), "%.2fx" % ratio,
+                       "≥ 1.0× Redis", ratio >= 1.0 and c["complete"] == readers)
+        finally:
+            redis.stop()
+
+
+def bench_latency(ctx):
+    print("broker-added latency: [[stamp]] deltas paced %d us apart; upstream write -> reader read, one CLOCK_MONOTONIC" % ctx.latency_gap_us)
+    for readers in (10, 100):
+        with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+            f = confab_burst(ctx, tmp, readers, ctx.latency_count, stamps=True, delay_us=ctx.latency_gap_us)
+        print("  %3d readers x %d deltas: p50 %.0f us, p99 %.0f us, p999 %.0f us, max %.0f us (%d samples)" % (
+            readers, ctx.latency_count, f["p50_us"], f["p99_us"], f["p999_us"], f["max_us"], f["samples"]))
+        record("latency per delta, %d readers, p50/p99/p999" % readers,
+               "%.0f / %.0f / %.0f µs" % (f["p50_us"], f["p99_us"], f["p999_us"]), goal="p99 ≤ 200 µs",
+               met=f["p99_us"] <= 200 and f["complete"] == readers)
+
+
+def bench_cpu(ctx):
+    streams, count = 100, ctx.cpu_count
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, fsync=False, extra_config="[limits]\nmax_streams = %d\n" % streams)
+        try:
+            client = Client(daemon.socket)
+            ids = [client.call("conversation.create", {"title": "cpu %d" % i})["conversation"]["id"] for i in range(streams)]
+            watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, streams, ids, timeout=120)
+            cpu0 = daemon.cpu_seconds()
+            start = time.monotonic()
+            pending = [client.send("message.send", {"conversation": cid, "content": "[[burst:%d]]" % count}) for cid in ids]
+            for rid in pending:
+                client.response(rid)
+            f = watchers.result(150)
+            cpu = daemon.cpu_seconds() - cpu0
+            wall = time.monotonic() - start
+            client.close()
+        finally:
+            daemon.stop()
+    per = cpu * 1e6 / max(1, f["delivered"])
+    print("CPU: %d conversations streaming %d deltas each at once, one reader each: confabd %.2f s CPU in %.2f s, "
+          "%.2f us per delta, %.0f deltas/s%s" % (streams, count, cpu, wall, per, f["delivered"] / wall,
+                                                  "" if f["complete"] == streams else " (INCOMPLETE)"))
+    record("confabd CPU per delta, 100 streams at once", "%.1f µs" % per)
+
+
+def bench_allocs(ctx):
+    count = ctx.alloc_count
+    for readers in (1, 10):
+        with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+            counts = os.path.join(tmp, "malloc-counts")
+            env = dict(os.environ, LD_PRELOAD=ctx.helpers["malloc-count.so"], MALLOC_COUNT_FILE=counts)
+            daemon = Daemon(tmp, ctx.fake.port, fsync=False, env=env)
+            try:
+                client = Client(daemon.socket)
+                cid = client.call("conversation.create", {"title": "allocations"})["conversation"]["id"]
+                watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, readers, [cid], timeout=120)
+
+                def read_counts():
+                    with open(counts, "rb") as f:
+                        data = f.read(16)
+                    return int.from_bytes(data[:8], "little"), int.from_bytes(data[8:], "little")
+
+                before = read_counts()
+                client.call("message.send", {"conversation": cid, "content": "[[burst:%d]]" % count})
+                watchers.result(150)
+                # The reply is over (saved, its stream closed) once the daemon reports no stream.
+                deadline = time.monotonic() + 60
+                while client.call("status")["streams"] > 0 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                after = read_counts()
+                client.close()
+            finally:
+                daemon.stop()
+        allocations = (after[0] - before[0]) / count
+        print("allocations: one reply of %d deltas to %d reader%s, from send to end of stream: %.1f allocations and %.0f bytes per delta" % (
+            count, readers, "" if readers == 1 else "s", allocations, (after[1] - before[1]) / count))
+        record("allocations per delta, %d reader%s" % (readers, "" if readers == 1 else "s"), "%.1f" % allocations,
+               goal="single digits", met=allocations < 10)
+
+
+def bench_reuse(ctx):
+    replies = 10
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, fsync=False)
+        try:
+            client = Client(daemon.socket)
+            cid = client.call("conversation.create", {"title": "reuse"})["conversation"]["id"]
+            client.call("conversation.attach", {"conversation": cid, "history": 0})
+            before = ctx.fake.stats()["connections"]
+            for i in range(replies):
+                reply = client.call("message.send", {"conversation": cid, "content": "[[reply:ok %d]]" % i})["reply"]
+                client.until("message.completed", reply)
+            # The stats request comes on a connection of its own.
+            used = ctx.fake.stats()["connections"] - before - 1
+            client.close()
+        finally:
+            daemon.stop()
+    print("connection reuse: %d replies in a row made %d TCP connection%s to the upstream" % (replies, used, "" if used == 1 else "s"))
+    record("upstream connections for %d replies in a row" % replies, str(used), goal="1", met=used == 1)
+
+
+def bench_startup(ctx):
+    sizes = [(1000, 100)]
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        generated = {}
+        for conversations, messages in sizes + [(10_000, 100)]:
+            if (conversations, messages) not in sizes:
+                # 10,000 x 100 only when asked, or when the smaller start-up says it fits the time bound.
+                small = generated[(1000, 100)]
+                projected = 10 * (small["generate"] + 3 * small["ready"])
+                if ctx.big == "no" or (ctx.big == "auto" and projected > 240):
+                    print("start-up with %s x %d conversations skipped: projected %.0f s (run with --big to force)" % (
+                        format(conversations, ","), messages, projected))
+                    continue
+            data = os.path.join(tmp, "data-%d" % conversations)
+            t0 = time.monotonic()
+            subprocess.run([LOGGEN, "--data-dir", data, "--conversations", str(conversations), "--messages", str(messages)],
+                           check=True, stdout=subprocess.DEVNULL, timeout=900)
+            generate = time.monotonic() - t0
+            size = sum(e.stat().st_size for e in os.scandir(os.path.join(data, "conversations")))
+            ready, rss, lists, attaches = [], [], [], []
+            for run in range(3):
+                with tempfile.TemporaryDirectory(prefix="run-", dir=tmp) as run_dir:
+                    daemon = Daemon(run_dir, ctx.fake.port, data=data)
+                    try:
+                        ready.append(daemon.ready_seconds)
+                        rss.append(daemon.rss_kib())
+                        client = Client(daemon.socket)
+                        samples = []
+                        for _ in range(20):
+                            t = time.perf_counter()
+                            listed = client.call("conversation.list")
+                            samples.append((time.perf_counter() - t) * 1000)
+                        lists.append(statistics.median(samples))
+                        # A different conversation each run, so the attach is a first one.
+                        target = listed["conversations"][10 + run]["id"]
+                        t = time.perf_counter()
+                        attached = client.call("conversation.attach", {"conversation": target, "history": 1000})
+                        attaches.append((time.perf_counter() - t) * 1000)
+                        assert len(attached["messages"]) == messages, "attach returned %d messages" % len(attached["messages"])
+                        rss[-1] = max(rss[-1], daemon.rss_kib())
+                        client.close()
+                    finally:
+                        daemon.stop()
+            generated[(conversations, messages)] = {"generate": generate, "ready": statistics.median(ready)}
+            label = "%s × %d" % (format(conversations, ","), messages)
+            empty = getattr(ctx, "empty_rss_kib", None)
+            print("start-up, %s conversations (%d MB of logs, written by confab-loggen in %.1f s), median of 3: ready %.0f ms, "
+                  "RSS %.1f MiB, conversation.list %.2f ms, first attach of a %d-message conversation %.2f ms" % (
+                      label, size / 1e6, generate, statistics.median(ready) * 1000, statistics.median(rss) / 1024,
+                      statistics.median(lists), messages, statistics.median(attaches)))
+            record("start-up to first `status`, %s" % label, "%.0f ms" % (statistics.median(ready) * 1000), goal="≤ 200 ms",
+                   met=statistics.median(ready) <= 0.2)
+            record("RSS after start-up, %s" % label, "%.1f MiB" % (statistics.median(rss) / 1024),
+                   "empty %.1f MiB" % (empty / 1024) if empty else None,
+                   "%.2fx" % (statistics.median(rss) / empty) if empty else None, "≤ 2× empty",
+                   statistics.median(rss) <= 2 * empty if empty else None)
+            record("`conversation.list` (100 of them), %s" % label, "%.2f ms" % statistics.median(lists), goal="≤ 10 ms",
+                   met=statistics.median(lists) <= 10)
+            record("first attach of a %d-message conversation, %s" % (messages, label), "%.2f ms" % statistics.median(attaches))
+            shutil.rmtree(data)
+
+
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description="confab benchmarks (release build)")
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--burst", type=int, default=100_000, help="deltas per fan-out burst at 1 and 10 readers")
+    parser.add_argument("--burst-100", type=int, default=10_000, help="deltas per fan-out burst at 100 readers")
+    parser.add_argument("--latency-count", type=int, default=3000, help="stamped deltas per latency run")
+    parser.add_argument("--latency-gap-us", type=int, default=2000, help="microseconds between stamped deltas")
+    parser.add_argument("--cpu-count", type=int, default=1000, help="deltas per stream in the 100-stream run")
+    parser.add_argument("--alloc-count", type=int, default=10_000, help="deltas in the allocation count")
+    big = parser.add_mutually_exclusive_group()
+    big.add_argument("--big", dest="big", action="store_const", const="yes", help="always measure start-up with 10,000 x 100")
+    big.add_argument("--no-big", dest="big", action="store_const", const="no", help="never measure start-up with 10,000 x 100")
+    parser.set_defaults(big="auto")
+    ctx = parser.parse_args()
+    sections = ctx.only.split(",") if ctx.only else SECTIONS
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error("unknown section(s): " + ", ".join(sorted(unknown)))
+
+    started = time.monotonic()
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print("confab benchmarks, %s, commit %s, release binaries in %s, %d cores, %s" % (
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit or "?", os.path.realpath(BIN), os.cpu_count(),
+        os.uname().release))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ctx.py_port = server.server_address[1]
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        ctx.helpers = compile_helpers(tmp)
+        ctx.fake = FakeUpstream(tmp)
+        try:
+            for name in SECTIONS:
+                if name in sections:
+                    t = time.monotonic()
+                    globals()["bench_" + name](ctx)
+                    sys.stdout.flush()
+                    print("  (%s: %.0f s)" % (name, time.monotonic() - t))
+        finally:
+            ctx.fake.stop()
+            server.shutdown()
+
+    print("\nsummary (%.0f s in all)" % (time.monotonic() - started))
+    headers = ("figure", "confab", "peer, same run", "ratio", "goal", "")
+    widths = [max(len(str(row[i])) for row in results + [headers]) for i in range(len(headers))]
+    for row in [headers] + results:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 if __name__ == "__main__":
