@@ -49,6 +49,7 @@ public final class Broker {
     private(set) var isStopping = false
     private var listeners: [UnixListener] = []
     let ownUID = UInt32(getuid())
+    let flusher: OutputFlusher
 
     public init(loop: Loop, store: LogStore, upstream: UpstreamClient, limits: BrokerLimits, logger: Logger, allowedUIDs: Set<UInt32> = []) {
         self.loop = loop
@@ -58,6 +59,8 @@ public final class Broker {
         self.logger = logger
         self.allowedUIDs = allowedUIDs
         startedAt = loop.now
+        flusher = OutputFlusher(loop: loop)
+        upstream.onTransportError = { [unowned self] message in self.logger.error("upstream transport: \(message)") }
     }
 
     // MARK: - Start-up
@@ -109,7 +112,7 @@ public final class Broker {
         let id = "c\(nextClientNumber)"
         nextClientNumber += 1
         let client = ClientSession(id: id, stream: stream, credentials: credentials, login: UserAccount.login(of: credentials.uid) ?? String(credentials.uid),
-                                   maxLineBytes: limits.maxLineBytes, maxBufferBytes: limits.maxClientBufferBytes)
+                                   maxLineBytes: limits.maxLineBytes, maxBufferBytes: limits.maxClientBufferBytes, flusher: flusher)
         if clients.count >= limits.maxClients || isStopping {
             let error = isStopping
                 ? RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down")

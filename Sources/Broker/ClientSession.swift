@@ -6,6 +6,11 @@ import EventLoop
 /// The outbox keeps everything a client is sent in one order: a response waiting on the
 /// disk holds back what comes after it, so a client never sees, say, the deltas that
 /// follow an `attach` before the `attach` result that they continue.
+///
+/// Sending never writes and never closes: frames are queued, and the `OutputFlusher` writes
+/// each client's queue with one vectored write once per loop turn. A client that must go
+/// (too slow, a failed write) is only marked here and closed by the flusher, so no broadcast
+/// loop ever sees a client vanish, or a notification overtake another, halfway through.
 final class ClientSession {
     let id: String
     let stream: UnixStream
@@ -17,8 +22,18 @@ final class ClientSession {
     var attached: Set<String> = []
     private(set) var isClosed = false
     private let maxBufferBytes: Int
+    private unowned let flusher: OutputFlusher
     private var held: [Slot] = []
     private var heldBytes = 0
+    /// Frames released in order and not yet handed to the socket.
+    private var pending: [OutboundBuffer] = []
+    /// Why the flusher must close this client, once it is marked to go.
+    private var closeReason: String??
+    /// Hang up once what is pending is written (after a fatal error, at shutdown).
+    private var hangUpReason: String??
+    private var isShuttingDown = false
+    /// On the flusher's list for this turn (Redis's CLIENT_PENDING_WRITE flag).
+    var isQueuedForFlush = false
     /// Called once when the session ends, with the reason (nil for a normal hang-up).
     var onClose: ((ClientSession, String?) -> Void)?
 
@@ -31,7 +46,8 @@ final class ClientSession {
         }
     }
 
-    init(id: String, stream: UnixStream, credentials: PeerCredentials, login: String, maxLineBytes: Int, maxBufferBytes: Int) {
+    init(id: String, stream: UnixStream, credentials: PeerCredentials, login: String, maxLineBytes: Int, maxBufferBytes: Int,
+         flusher: OutputFlusher) {
         self.id = id
         self.stream = stream
         self.credentials = credentials
@@ -39,17 +55,21 @@ final class ClientSession {
         self.name = login
         self.framer = LineFramer(maxLineBytes: maxLineBytes)
         self.maxBufferBytes = maxBufferBytes
+        self.flusher = flusher
     }
 
     var info: ClientInfo { ClientInfo(id: id, uid: credentials.uid, login: login, name: name, client: clientName) }
 
     func author() -> Author { Author(uid: credentials.uid, login: login, name: name, clientID: id) }
 
-    /// Sends now, or after the responses still being waited for.
+    /// Still taking frames: not closed, not marked to close, not hanging up.
+    private var isTakingFrames: Bool { !isClosed && closeReason == nil && hangUpReason == nil }
+
+    /// Queues a frame now, or after the responses still being waited for.
     func send(_ buffer: OutboundBuffer) {
-        guard !isClosed else { return }
+        guard isTakingFrames else { return }
         if held.isEmpty {
-            write(buffer)
+            queue(buffer)
         } else {
             held.append(Slot(buffer))
             heldBytes += buffer.count
@@ -67,7 +87,7 @@ final class ClientSession {
     }
 
     func fill(_ slot: Slot, _ bytes: [UInt8]) {
-        guard !isClosed else { return }
+        guard isTakingFrames else { return }
         // A notification's slot is filled with nothing: it only kept its place.
         if !bytes.isEmpty {
             slot.buffer = OutboundBuffer(bytes)
@@ -78,41 +98,75 @@ final class ClientSession {
             held.removeFirst()
             guard let buffer = first.buffer else { continue }
             heldBytes -= buffer.count
-            write(buffer)
+            queue(buffer)
         }
     }
 
-    private func write(_ buffer: OutboundBuffer) {
-        // Judge by what is already waiting: one frame larger than the limit (a long reply's
-        // final message) must still reach a client that keeps up.
-        if stream.writeQueueSize > maxBufferBytes {
-            close(reason: "slow reader: more than \(maxBufferBytes) bytes waiting to be read")
-            return
-        }
-        if let error = stream.write(buffer, completion: { [weak self] error in
-            if let error { self?.close(reason: "write failed: \(error)") }
-        }) {
-            close(reason: "write failed: \(error)")
-        }
+    private func queue(_ buffer: OutboundBuffer) {
+        pending.append(buffer)
+        flusher.schedule(self)
     }
 
     private func checkBudget() {
         if heldBytes + stream.writeQueueSize > maxBufferBytes {
-            close(reason: "slow reader: more than \(maxBufferBytes) bytes waiting to be read")
+            markToClose("slow reader: more than \(maxBufferBytes) bytes waiting to be read")
+        }
+    }
+
+    /// The client goes at the next flush, whatever is queued for it.
+    private func markToClose(_ reason: String?) {
+        guard !isClosed, closeReason == nil else { return }
+        closeReason = .some(reason)
+        stream.stopReading()
+        flusher.schedule(self)
+    }
+
+    /// Called by the flusher once per turn: closes a client marked to go, or writes everything
+    /// queued with one vectored write, judged first against the slow-reader limit.
+    func flush() {
+        guard !isClosed else { return }
+        if let reason = closeReason {
+            close(reason: reason)
+            return
+        }
+        if !pending.isEmpty {
+            if isShuttingDown {
+                pending = []
+            } else {
+                // Judge by what is already waiting in the socket's queue, not by this turn's frames:
+                // one frame larger than the limit (a long reply's final message) must still reach a
+                // client that keeps up.
+                if stream.writeQueueSize > maxBufferBytes {
+                    close(reason: "slow reader: more than \(maxBufferBytes) bytes waiting to be read")
+                    return
+                }
+                let frames = pending
+                pending = []
+                if let error = stream.write(frames, completion: { [weak self] error in
+                    if let error { self?.markToClose("write failed: \(error)") }
+                }) {
+                    close(reason: "write failed: \(error)")
+                    return
+                }
+            }
+        }
+        if let reason = hangUpReason, !isShuttingDown {
+            isShuttingDown = true
+            // Held strongly: a refused client belongs to nobody else, and its socket must still close.
+            stream.shutdown { self.close(reason: reason) }
         }
     }
 
     /// Sends what can be sent, then hangs up (after a fatal protocol error, at shutdown).
     /// Responses still waiting on the disk are dropped with the connection.
     func finish(reason: String?) {
-        guard !isClosed else { return }
+        guard isTakingFrames else { return }
         stream.stopReading()
-        for slot in held { if let buffer = slot.buffer { write(buffer) } }
+        for slot in held { if let buffer = slot.buffer { pending.append(buffer) } }
         held = []
         heldBytes = 0
-        guard !isClosed else { return }
-        // Held strongly: a refused client belongs to nobody else, and its socket must still close.
-        stream.shutdown { self.close(reason: reason) }
+        hangUpReason = .some(reason)
+        flusher.schedule(self)
     }
 
     func close(reason: String?) {
@@ -120,9 +174,44 @@ final class ClientSession {
         isClosed = true
         held = []
         heldBytes = 0
+        pending = []
         stream.close()
         let onClose = self.onClose
         self.onClose = nil
         onClose?(self, reason)
     }
+}
+
+/// Every client's output, written once per loop turn just before the loop waits for I/O
+/// (Redis's `beforeSleep` / `handleClientsWithPendingWrites`): one vectored write per client
+/// per turn instead of one write per frame, and clients closed here, outside any broadcast.
+final class OutputFlusher {
+    private let beforePoll: BeforePoll
+    private var queued: [ClientSession] = []
+
+    init(loop: Loop) {
+        beforePoll = BeforePoll(loop: loop)
+        beforePoll.start { [unowned self] in flush() }
+    }
+
+    func schedule(_ client: ClientSession) {
+        guard !client.isQueuedForFlush else { return }
+        client.isQueuedForFlush = true
+        queued.append(client)
+    }
+
+    /// Also called directly where the loop may not turn again before the output matters.
+    func flush() {
+        // Closing a client tells the others it left: those frames go out in this same pass.
+        while !queued.isEmpty {
+            let batch = queued
+            queued = []
+            for client in batch {
+                client.isQueuedForFlush = false
+                client.flush()
+            }
+        }
+    }
+
+    func close() { beforePoll.close() }
 }

@@ -24,12 +24,16 @@ public final class CurlTransfer {
     let easy: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
-    /// Called with each piece of the response body; return false to abort the transfer.
+    /// Called with the response body received since the last call, on the loop after curl
+    /// has returned (never inside curl); return false to cancel the transfer there and then.
     public var onData: ((UnsafeRawBufferPointer) -> Bool)?
     /// Called once when the transfer ends by itself (never after `CurlMulti.cancel`).
     public var onComplete: ((CurlOutcome) -> Void)?
     fileprivate var abortRequested = false
     fileprivate weak var multi: CurlMulti?
+    /// Body bytes curl handed over during the current `curl_multi_socket_action`, delivered
+    /// to `onData` once it has returned.
+    fileprivate var received: [UInt8] = []
 
     /// A POST with a body. `stallSeconds`: abort when less than one byte arrives for that long.
     public init(url: String, body: [UInt8], headers: [String], connectTimeoutSeconds: Int, stallSeconds: Int) {
@@ -54,10 +58,12 @@ public final class CurlTransfer {
         confab_easy_setopt_data_cb(easy, CURLOPT_WRITEFUNCTION) { pointer, size, count, userdata in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
             let total = size * count
-            if transfer.abortRequested { return 0 }
-            let keepGoing = transfer.onData?(UnsafeRawBufferPointer(start: pointer, count: total)) ?? true
             // Returning anything but `total` makes curl end the transfer with CURLE_WRITE_ERROR.
-            return keepGoing && !transfer.abortRequested ? total : 0
+            if transfer.abortRequested { return 0 }
+            // Only record what arrived: acting on it here would run program logic inside curl,
+            // where starting or removing a transfer is refused (CURLM_RECURSIVE_API_CALL).
+            transfer.multi?.noteReceived(UnsafeRawBufferPointer(start: pointer, count: total), by: transfer)
+            return total
         }
         confab_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(self).toOpaque())
         confab_easy_setopt_closesocket_cb(easy) { clientp, socket in
@@ -112,6 +118,10 @@ public final class CurlMulti {
     private let timer: Timer
     private var polls: [curl_socket_t: Poll] = [:]
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    /// Transfers with body bytes waiting for delivery, in arrival order.
+    private var transfersWithData: [CurlTransfer] = []
+    /// Told about a curl_multi_* call that failed, for the daemon's log.
+    public var onError: ((String) -> Void)?
 
     public init(loop: Loop) {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
@@ -133,11 +143,22 @@ public final class CurlMulti {
 
     public var activeTransfers: Int { transfers.count }
 
+    /// Starts a transfer. Its outcome, even a refusal to start, arrives on a later turn.
     public func start(_ transfer: CurlTransfer) {
         transfer.multi = self
         confab_easy_setopt_pointer(transfer.easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(self).toOpaque())
         transfers[transfer.easy] = transfer
-        curl_multi_add_handle(multi, transfer.easy)
+        let rc = curl_multi_add_handle(multi, transfer.easy)
+        guard rc != CURLM_OK else { return }
+        transfers[transfer.easy] = nil
+        let message = "curl_multi_add_handle: " + String(cString: curl_multi_strerror(rc))
+        onError?(message)
+        loop.onNextTurn { [weak transfer] in
+            guard let transfer, !transfer.abortRequested, let completion = transfer.onComplete else { return }
+            transfer.onComplete = nil
+            transfer.onData = nil
+            completion(CurlOutcome(code: Int32(CURLE_FAILED_INIT.rawValue), message: message))
+        }
     }
 
     /// Ends a transfer now; its `onComplete` is not called. Safe from inside its `onData`.
@@ -150,14 +171,44 @@ public final class CurlMulti {
         // callback returns 0 instead and the handle is reaped as a failed transfer.
         if !insideCurl {
             transfers[transfer.easy] = nil
-            curl_multi_remove_handle(multi, transfer.easy)
+            check(curl_multi_remove_handle(multi, transfer.easy), "curl_multi_remove_handle")
+        }
+    }
+
+    private func check(_ rc: CURLMcode, _ call: String) {
+        if rc != CURLM_OK { onError?(call + ": " + String(cString: curl_multi_strerror(rc))) }
+    }
+
+    fileprivate func noteReceived(_ bytes: UnsafeRawBufferPointer, by transfer: CurlTransfer) {
+        if transfer.received.isEmpty { transfersWithData.append(transfer) }
+        transfer.received.append(contentsOf: bytes)
+    }
+
+    /// Hands each transfer what arrived during the last socket action, curl no longer on the stack.
+    private func deliverReceived() {
+        while !transfersWithData.isEmpty {
+            let batch = transfersWithData
+            transfersWithData = []
+            for transfer in batch {
+                var bytes: [UInt8] = []
+                swap(&bytes, &transfer.received)
+                guard !transfer.abortRequested, let onData = transfer.onData else { continue }
+                let keepGoing = bytes.withUnsafeBytes { onData($0) }
+                if !keepGoing { cancel(transfer) }
+                // Keep the allocation for the next piece.
+                if transfer.received.isEmpty {
+                    bytes.removeAll(keepingCapacity: true)
+                    transfer.received = bytes
+                }
+            }
         }
     }
 
     /// Cancels everything and releases curl. The loop must still run afterwards so the poll handles close.
     public func close() {
         for transfer in Array(transfers.values) { cancel(transfer) }
-        curl_multi_cleanup(multi)
+        transfersWithData = []
+        check(curl_multi_cleanup(multi), "curl_multi_cleanup")
         for poll in polls.values { poll.close() }
         polls = [:]
         timer.close()
@@ -168,8 +219,10 @@ public final class CurlMulti {
     private func socketAction(_ socket: curl_socket_t, _ flags: Int32) {
         var running: Int32 = 0
         insideCurl = true
-        curl_multi_socket_action(multi, socket, flags, &running)
+        let rc = curl_multi_socket_action(multi, socket, flags, &running)
         insideCurl = false
+        check(rc, "curl_multi_socket_action")
+        deliverReceived()
         reapFinished()
     }
 
@@ -179,7 +232,7 @@ public final class CurlMulti {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             let code = confab_msg_result(message)
             // The message is invalid once the handle is removed: read it first.
-            curl_multi_remove_handle(multi, easy)
+            check(curl_multi_remove_handle(multi, easy), "curl_multi_remove_handle")
             guard let transfer = transfers.removeValue(forKey: easy) else { continue }
             if transfer.abortRequested { continue }
             let completion = transfer.onComplete

@@ -148,3 +148,63 @@ public final class Poll: Handle {
     public func stop() { uv_poll_stop(raw) }
     override func didClose() { callback = nil }
 }
+
+/// Runs a callback once per loop turn, just before the loop waits for I/O (Redis's
+/// `beforeSleep`): the place to flush what callbacks of this turn queued.
+public final class BeforePoll: Handle {
+    private var callback: (() -> Void)?
+
+    public init(loop: Loop) {
+        super.init(loop: loop, type: UV_PREPARE)
+        uv_prepare_init(loop.raw, raw)
+        // Waiting for work to flush is no reason to keep the loop running.
+        uv_unref(handle)
+    }
+
+    private var raw: UnsafeMutablePointer<uv_prepare_t> { UnsafeMutablePointer(OpaquePointer(handle)) }
+
+    public func start(_ callback: @escaping () -> Void) {
+        self.callback = callback
+        uv_prepare_start(raw) { prepare in
+            Handle.object(prepare!.pointee.data, as: BeforePoll.self).callback?()
+        }
+    }
+
+    public func stop() { uv_prepare_stop(raw) }
+    override func didClose() { callback = nil }
+}
+
+/// Work handed to the next loop turn: what a C callback learned is acted on after the callback
+/// has returned, and a completion that is known at once still reaches its caller later, as
+/// every other completion does. Backed by an idle handle that runs only while work waits
+/// (an active idle handle also keeps the loop from blocking in poll until it has run).
+final class NextTurnQueue: Handle {
+    private var pending: [() -> Void] = []
+
+    init(loop: Loop) {
+        super.init(loop: loop, type: UV_IDLE)
+        uv_idle_init(loop.raw, raw)
+    }
+
+    private var raw: UnsafeMutablePointer<uv_idle_t> { UnsafeMutablePointer(OpaquePointer(handle)) }
+
+    func add(_ work: @escaping () -> Void) {
+        guard !isClosing else { return }
+        if pending.isEmpty {
+            uv_idle_start(raw) { idle in
+                Handle.object(idle!.pointee.data, as: NextTurnQueue.self).runPending()
+            }
+        }
+        pending.append(work)
+    }
+
+    private func runPending() {
+        uv_idle_stop(raw)
+        // Work added while this batch runs restarts the handle and waits for the next turn.
+        let batch = pending
+        pending = []
+        for work in batch { work() }
+    }
+
+    override func didClose() { pending = [] }
+}

@@ -55,6 +55,15 @@ public final class Loop {
 
     public func stop() { uv_stop(raw) }
 
+    private var nextTurnQueue: NextTurnQueue?
+
+    /// Runs `work` on the next loop turn, outside whatever callback is running now.
+    public func onNextTurn(_ work: @escaping () -> Void) {
+        let queue = nextTurnQueue ?? NextTurnQueue(loop: self)
+        nextTurnQueue = queue
+        queue.add(work)
+    }
+
     /// The loop's cached clock, in milliseconds.
     public var now: UInt64 { uv_now(raw) }
 
@@ -62,6 +71,7 @@ public final class Loop {
     public func close() {
         guard !isClosed else { return }
         isClosed = true
+        nextTurnQueue = nil
         uv_walk(raw, { handle, _ in
             guard let handle, uv_is_closing(handle) == 0 else { return }
             if let data = handle.pointee.data {

@@ -2,15 +2,28 @@ import CLibUV
 
 /// Bytes written to one or many streams. Encoded once, shared by every write that sends
 /// it, and freed only when the last write's callback has run (neovim's wstream shape).
+/// Built from contiguous bytes with one memcpy: a generic collection initialiser would run
+/// unspecialised across the module boundary, element by element.
 public final class OutboundBuffer {
     let bytes: UnsafeMutableRawBufferPointer
     public let count: Int
 
-    public init(_ source: some Collection<UInt8>) {
+    public init(_ source: UnsafeRawBufferPointer) {
         count = source.count
         bytes = .allocate(byteCount: max(count, 1), alignment: 1)
-        _ = bytes.initializeMemory(as: UInt8.self, from: source)
+        if let base = source.baseAddress, count > 0 {
+            bytes.baseAddress!.copyMemory(from: base, byteCount: count)
+        }
     }
+
+    public init(_ source: [UInt8]) {
+        count = source.count
+        bytes = .allocate(byteCount: max(count, 1), alignment: 1)
+        if count > 0 {
+            source.withUnsafeBytes { bytes.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
+        }
+    }
+
     deinit { bytes.deallocate() }
 }
 
@@ -26,11 +39,12 @@ public enum ReadEvent {
     case failed(UVError)
 }
 
+/// Keeps the buffers of one vectored write alive until libuv is done with them.
 private final class WriteRequest {
-    let buffer: OutboundBuffer
+    let buffers: [OutboundBuffer]
     let completion: ((UVError?) -> Void)?
-    init(buffer: OutboundBuffer, completion: ((UVError?) -> Void)?) {
-        self.buffer = buffer
+    init(buffers: [OutboundBuffer], completion: ((UVError?) -> Void)?) {
+        self.buffers = buffers
         self.completion = completion
     }
 }
@@ -107,12 +121,25 @@ public final class UnixStream: Handle {
     /// Returns the error when the write could not even be queued (stream closing).
     @discardableResult
     public func write(_ buffer: OutboundBuffer, completion: ((UVError?) -> Void)? = nil) -> UVError? {
+        write([buffer], completion: completion)
+    }
+
+    /// Queues several buffers as one vectored write (one writev(2) when the socket takes it
+    /// all); `completion` runs once for the lot.
+    @discardableResult
+    public func write(_ buffers: [OutboundBuffer], completion: ((UVError?) -> Void)? = nil) -> UVError? {
         if isClosing { return UVError(Int32(UV_ECANCELED.rawValue)) }
-        let request = WriteRequest(buffer: buffer, completion: completion)
+        guard !buffers.isEmpty else { return nil }
+        let request = WriteRequest(buffers: buffers, completion: completion)
         let req = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         req.pointee.data = Unmanaged.passRetained(request).toOpaque()
-        var buf = uv_buf_init(buffer.bytes.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
-        let rc = uv_write(req, stream, &buf, 1) { req, status in
+        // libuv copies the uv_buf_t array itself when it has to keep it past this call.
+        let bufs = UnsafeMutablePointer<uv_buf_t>.allocate(capacity: buffers.count)
+        defer { bufs.deallocate() }
+        for (index, buffer) in buffers.enumerated() {
+            bufs[index] = uv_buf_init(buffer.bytes.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
+        }
+        let rc = uv_write(req, stream, bufs, UInt32(buffers.count)) { req, status in
             let request = Unmanaged<WriteRequest>.fromOpaque(req!.pointee.data).takeRetainedValue()
             req!.deallocate()
             request.completion?(status < 0 ? UVError(status) : nil)

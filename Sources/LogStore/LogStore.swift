@@ -71,10 +71,11 @@ public final class ConversationLog {
         size += off_t(written)
     }
 
-    /// Calls `done` once everything written so far is on stable storage.
+    /// Calls `done` once everything written so far is on stable storage, always on a later
+    /// loop turn (even with syncing off), so a caller never re-enters itself through it.
     public func sync(_ done: @escaping (StoreError?) -> Void) {
         guard syncEnabled else {
-            done(nil)
+            loop.onNextTurn { done(nil) }
             return
         }
         syncWaiters.append(done)
@@ -86,7 +87,7 @@ public final class ConversationLog {
         do {
             try write(records)
         } catch {
-            done(error)
+            loop.onNextTurn { done(error) }
             return
         }
         sync(done)

@@ -99,6 +99,12 @@ public final class UpstreamClient {
 
     public var activeStreams: Int { multi.activeTransfers }
 
+    /// A curl_multi_* call failed (the transfer it concerned still gets its outcome).
+    public var onTransportError: ((String) -> Void)? {
+        get { multi.onError }
+        set { multi.onError = newValue }
+    }
+
     public func close() { multi.close() }
 
     /// Starts a streamed reply. `handler` gets text pieces, then exactly one `.finished`

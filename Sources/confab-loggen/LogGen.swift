@@ -57,7 +57,7 @@ struct LogGen: ParsableCommand {
             let id = Self.conversationID(index)
             let created = Timestamp(milliseconds: base + Int64(index) * 60_000)
             let header = ConversationHeader(id: id, created: created, title: "conversation \(index)", model: model, system: nil)
-            // With sync off, create completes before it returns.
+            // With sync off, create completes on the next loop turn.
             var opened: ConversationLog?
             store.create(header) { result in
                 switch result {
@@ -65,6 +65,7 @@ struct LogGen: ParsableCommand {
                 case .failure(let error): failure = error
                 }
             }
+            while opened == nil && failure == nil { loop.runOnce(wait: true) }
             guard let log = opened else { break }
             defer { log.close() }
             var records: [LogRecord] = []
