@@ -1,7 +1,5 @@
-import FoundationEssentials
-
-/// A JSON value. Parsing goes through Foundation's decoder; writing is done here because
-/// it is small, hot (every streamed token is written once) and must be one compact line.
+/// A JSON value: what a protocol line, a log record or an upstream's chunk holds.
+/// `JSONScanner` reads it; `write(into:)` writes it as one compact line with sorted keys.
 public enum JSON: Equatable, Sendable {
     case null
     case bool(Bool)
@@ -12,141 +10,21 @@ public enum JSON: Equatable, Sendable {
     case object([String: JSON])
 }
 
-public struct JSONParseError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-}
+extension JSON {
+    /// Arrays and objects nested deeper than this are refused.
+    public static let maxNestingDepth = JSONScanner.maxNestingDepth
 
-extension JSON: Decodable {
-    public init(from decoder: any Decoder) throws {
-        if var array = try? decoder.unkeyedContainer() {
-            var items: [JSON] = []
-            if let count = array.count { items.reserveCapacity(count) }
-            while !array.isAtEnd { items.append(try array.decode(JSON.self)) }
-            self = .array(items)
-            return
-        }
-        if let object = try? decoder.container(keyedBy: AnyKey.self) {
-            var members: [String: JSON] = [:]
-            members.reserveCapacity(object.allKeys.count)
-            for key in object.allKeys { members[key.stringValue] = try object.decode(JSON.self, forKey: key) }
-            self = .object(members)
-            return
-        }
-        let value = try decoder.singleValueContainer()
-        if value.decodeNil() { self = .null }
-        else if let string = try? value.decode(String.self) { self = .string(string) }
-        else if let bool = try? value.decode(Bool.self) { self = .bool(bool) }
-        else if let int = try? value.decode(Int.self) { self = .int(int) }
-        else if let double = try? value.decode(Double.self) { self = .double(double) }
-        else {
-            // Foundation reads leaves lazily, so a bad escape, a lone surrogate, a leading zero
-            // or a number past Double's range only shows here; its own error has no public text.
-            throw DecodingError.dataCorruptedError(
-                in: value, debugDescription: "unreadable value at \(Self.path(decoder.codingPath)) (a bad escape or surrogate, or a malformed or out-of-range number)")
-        }
-    }
-
-    /// `params.items[2]`, as a reader of the offending line would point at it.
-    private static func path(_ codingPath: [any CodingKey]) -> String {
-        guard !codingPath.isEmpty else { return "the top level" }
-        var text = ""
-        for key in codingPath {
-            if let index = key.intValue { text += "[\(index)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
-        }
-        return text
-    }
-
-    private struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    /// Parses one JSON text. Invalid UTF-8 is rejected before Foundation sees it.
+    /// Parses one JSON text strictly (see `JSONScanner`).
     public static func parse(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> JSON {
-        let data = Data(bytes)
-        guard String(validating: data, as: UTF8.self) != nil else {
-            throw JSONParseError(description: "invalid UTF-8")
-        }
-        // Foundation's decoder takes `[1,]` as a convenience; RFC 8259 does not.
-        if let offset = trailingCommaOffset(data) {
-            throw JSONParseError(description: "invalid JSON: trailing comma at byte \(offset)")
-        }
-        if nestsTooDeep(data) {
-            throw JSONParseError(description: "invalid JSON: nested deeper than \(maxNestingDepth) levels")
-        }
-        do {
-            return try JSONDecoder().decode(JSON.self, from: data)
-        } catch let error as DecodingError {
-            throw JSONParseError(description: Self.describe(error))
-        } catch {
-            throw JSONParseError(description: "invalid JSON")
-        }
+        try JSONScanner.read(bytes) { (scanner) throws(JSONParseError) in try scanner.readValue() }
     }
 
-    /// Offset of a comma followed (after white space) by `]` or `}`, outside strings.
-    static func trailingCommaOffset(_ bytes: Data) -> Int? {
-        var inString = false, escaped = false
-        var lastComma: Int?
-        for (offset, byte) in bytes.enumerated() {
-            if inString {
-                if escaped { escaped = false } else if byte == 0x5C { escaped = true } else if byte == 0x22 { inString = false }
-                continue
-            }
-            switch byte {
-            case 0x22: inString = true; lastComma = nil
-            case 0x2C: lastComma = offset
-            case 0x5D, 0x7D: if let comma = lastComma { return comma }
-            case 0x20, 0x09, 0x0A, 0x0D: break
-            default: lastComma = nil
-            }
-        }
-        return nil
-    }
-
-    /// Foundation's decoder refuses arrays and objects nested deeper than this.
-    public static let maxNestingDepth = 512
-
-    /// Whether arrays and objects nest deeper than `maxNestingDepth` (brackets in strings do
-    /// not count). Check this before any `JSONDecoder` sees untrusted bytes: Foundation's
-    /// scanner traps, killing the process, instead of throwing when the bracket one level too
-    /// deep is the last byte of its input (`[` × 513; found by scripts/fuzz-socket.py).
-    public static func nestsTooDeep(_ bytes: some Sequence<UInt8>) -> Bool {
-        var depth = 0
-        var inString = false, escaped = false
-        for byte in bytes {
-            if inString {
-                if escaped { escaped = false } else if byte == 0x5C { escaped = true } else if byte == 0x22 { inString = false }
-                continue
-            }
-            switch byte {
-            case 0x22: inString = true
-            case 0x5B, 0x7B:
-                depth += 1
-                if depth > maxNestingDepth { return true }
-            case 0x5D, 0x7D: depth -= 1
-            default: break
-            }
-        }
-        return false
+    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> JSON {
+        try JSONScanner.read(bytes) { (scanner) throws(JSONParseError) in try scanner.readValue() }
     }
 
     public static func parse(_ text: String) throws(JSONParseError) -> JSON {
-        try parse(Array(text.utf8))
-    }
-
-    private static func describe(_ error: DecodingError) -> String {
-        switch error {
-        case .dataCorrupted(let context):
-            if let underlying = context.underlyingError {
-                let text = "\(underlying)"
-                if text.count < 200, !text.isEmpty { return "invalid JSON: \(text)" }
-            }
-            return "invalid JSON: \(context.debugDescription)"
-        default:
-            return "invalid JSON"
-        }
+        try parse(text.utf8)
     }
 }
 

@@ -5,31 +5,11 @@
 //  - `upstreamErrorMessage(status:body:)` extracts a readable message from a non-2xx response.
 
 import ConfabProtocol
-import FoundationEssentials
 
 // MARK: - Public types
 
 /// Token accounting as the upstream reports it: the protocol's own `Usage`.
 public typealias TokenUsage = Usage
-
-/// OpenAI's `usage` object, read leniently: missing counts are 0, a missing total is their sum.
-private struct UsageObject: Decodable {
-    let usage: Usage
-
-    enum CodingKeys: String, CodingKey {
-        case promptTokens = "prompt_tokens"
-        case completionTokens = "completion_tokens"
-        case totalTokens = "total_tokens"
-    }
-
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        let prompt = c.lenient(Int.self, .promptTokens) ?? 0
-        let completion = c.lenient(Int.self, .completionTokens) ?? 0
-        let total = c.lenient(Int.self, .totalTokens) ?? prompt.addingReportingOverflow(completion).partialValue
-        usage = Usage(promptTokens: prompt, completionTokens: completion, totalTokens: total)
-    }
-}
 
 /// An error reported by the upstream, in-stream or as a non-2xx response body.
 public struct UpstreamErrorInfo: Equatable, Sendable {
@@ -74,8 +54,6 @@ public enum ChatStreamError: Error, Equatable, Sendable, CustomStringConvertible
 // MARK: - Stream decoder
 
 public struct ChatStreamDecoder: Sendable {
-    private let json = JSONDecoder()
-
     public init() {}
 
     /// One SSE event in, zero or more stream events out, in order
@@ -95,17 +73,14 @@ public struct ChatStreamDecoder: Sendable {
             return isError ? [.error(UpstreamErrorInfo(message: "upstream reported an error"))] : []
         }
 
-        // (JSON.nestsTooDeep: Foundation's decoder traps on some over-deep input rather than throwing.)
-        guard payload.first == "{", !JSON.nestsTooDeep(payload.utf8),
-            let chunk = try? json.decode(Envelope.self, from: Data(payload.utf8))
-        else {
+        guard let chunk = Envelope(payload.utf8) else {
             if isError { return [.error(UpstreamErrorInfo(message: capped(payload, to: 1000)))] }
             if event.type == "message" { throw ChatStreamError.malformedChunk(capped(payload, to: 200)) }
             return []
         }
 
         var out: [ChatStreamEvent] = []
-        if let choice = chunk.primaryChoice {
+        if let choice = chunk.choice {
             let delta = choice.delta ?? choice.message
             if let text = delta?.content, !text.isEmpty { out.append(.content(text)) }
             if let text = delta?.refusal, !text.isEmpty { out.append(.content(text)) }
@@ -115,14 +90,14 @@ public struct ChatStreamDecoder: Sendable {
 
         if let error = chunk.error {
             out.append(.error(error.info(fallback: chunk.message ?? "upstream reported an error")))
-        } else if chunk.object == "error" || isError {
+        } else if chunk.objectIsError || isError {
             // vLLM-style top-level error ({"object":"error","message":..,"type":..,"code":..}),
             // or an `error` event whose JSON has no `error` key.
-            let message = nonBlank(chunk.message) ?? chunk.detail?.text.flatMap(nonBlank)
+            let message = nonBlank(chunk.message) ?? nonBlank(chunk.detail)
             if message != nil || isError {
                 out.append(.error(UpstreamErrorInfo(
                     message: capped(message ?? String(payload), to: 1000),
-                    type: chunk.type, code: chunk.code?.value)))
+                    type: chunk.type, code: chunk.code)))
             }
         }
         return out
@@ -220,7 +195,7 @@ public func upstreamErrorMessage(status: Int, body: [UInt8]) -> UpstreamErrorInf
     let text = trimmedSlice(String(decoding: body, as: UTF8.self))
     var type: String?
     var code: String?
-    if text.first == "{", !JSON.nestsTooDeep(text.utf8), let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(text.utf8)) {
+    if let envelope = Envelope(text.utf8) {
         if let error = envelope.error {
             type = error.type
             code = error.code
@@ -229,8 +204,8 @@ public func upstreamErrorMessage(status: Int, body: [UInt8]) -> UpstreamErrorInf
             }
         }
         type = type ?? envelope.type
-        code = code ?? envelope.code?.value
-        if let message = nonBlank(envelope.message) ?? envelope.detail?.text.flatMap(nonBlank) {
+        code = code ?? envelope.code
+        if let message = nonBlank(envelope.message) ?? nonBlank(envelope.detail) {
             return UpstreamErrorInfo(message: capped(message, to: 1000), type: type, code: code)
         }
     }
@@ -242,104 +217,171 @@ public func upstreamErrorMessage(status: Int, body: [UInt8]) -> UpstreamErrorInf
 
 // MARK: - Lenient JSON shapes (every field optional, wrong types read as absent)
 
-/// The union of the keys we look at in stream chunks and error bodies.
-private struct Envelope: Decodable {
-    var choices: [Choice]?
+/// The union of the keys we look at in stream chunks and error bodies. Read in one pass over
+/// the bytes: only `choices[0]`'s text is built on the hot path; every other key of a chunk
+/// (`id`, `model`, `logprobs`, `tool_calls`, …) is checked and skipped. Duplicate keys: the
+/// first one counts.
+private struct Envelope {
+    var choice: Choice?
     var usage: TokenUsage?
     var error: ErrorPayload?
-    var object: String?
+    var objectIsError = false
     var message: String?
-    var detail: Detail?
+    var detail: String?
     var type: String?
-    var code: FlexibleString?
+    var code: String?
 
-    enum CodingKeys: String, CodingKey {
-        case choices, usage, error, object, message, detail, type, code
+    /// Nil unless the text is one JSON object.
+    init?(_ text: some Collection<UInt8>) {
+        do throws(JSONParseError) {
+            let envelope = try JSONScanner.read(text) { (scanner) throws(JSONParseError) -> Envelope? in
+                guard try scanner.kind() == .object else {
+                    try scanner.skipValue()
+                    return nil
+                }
+                return try Envelope(&scanner)
+            }
+            guard let envelope else { return nil }
+            self = envelope
+        } catch {
+            return nil
+        }
     }
 
-    init(from decoder: any Decoder) throws {
-        // Throws when the payload is not a JSON object: that is what makes a chunk malformed.
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        choices = c.lenient([Choice].self, .choices)
-        usage = c.lenient(UsageObject.self, .usage)?.usage
-        error = c.lenient(ErrorPayload.self, .error)
-        object = c.lenient(String.self, .object)
-        message = c.lenient(String.self, .message)
-        detail = c.lenient(Detail.self, .detail)
-        type = c.lenient(String.self, .type)
-        code = c.lenient(FlexibleString.self, .code)
+    private init(_ scanner: inout JSONScanner) throws(JSONParseError) {
+        var seen = Seen()
+        try scanner.members { (key, scanner) throws(JSONParseError) in
+            if key == "choices" {
+                guard seen.first(.choices) else { return }
+                choice = try Choice.primary(&scanner)
+            } else if key == "usage" {
+                guard seen.first(.usage) else { return }
+                usage = try scanner.readValue().usage
+            } else if key == "error" {
+                guard seen.first(.error) else { return }
+                error = ErrorPayload(try scanner.readValue())
+            } else if key == "object" {
+                guard seen.first(.object) else { return }
+                objectIsError = try scanner.readString(equalTo: "error")
+            } else if key == "message" {
+                guard seen.first(.message) else { return }
+                message = try scanner.readString()
+            } else if key == "detail" {
+                guard seen.first(.detail) else { return }
+                detail = detailText(try scanner.readValue())
+            } else if key == "type" {
+                guard seen.first(.type) else { return }
+                type = try scanner.readString()
+            } else if key == "code" {
+                guard seen.first(.code) else { return }
+                code = try scanner.readValue().flexibleString
+            }
+        }
     }
 
-    /// `choices[0]`: the first choice whose `index` is 0 or absent.
-    var primaryChoice: Choice? {
-        choices?.first { $0.index == nil || $0.index == 0 }
+    private struct Seen {
+        enum Key: Int { case choices, usage, error, object, message, detail, type, code }
+        var keys: UInt8 = 0
+        /// True the first time `key` is met.
+        mutating func first(_ key: Key) -> Bool {
+            defer { keys |= 1 << key.rawValue }
+            return keys & 1 << key.rawValue == 0
+        }
     }
 }
 
-private struct Choice: Decodable {
+private struct Choice {
     var index: Int?
     var delta: Delta?
     var message: Delta?
     var finishReason: String?
 
-    enum CodingKeys: String, CodingKey {
-        case index, delta, message
-        case finishReason = "finish_reason"
+    /// `choices[0]`: the first choice whose `index` is 0 or absent (or not an integer). Nil when
+    /// `choices` is not an array or has no such choice; an element that is not an object is an
+    /// empty choice.
+    static func primary(_ scanner: inout JSONScanner) throws(JSONParseError) -> Choice? {
+        guard try scanner.kind() == .array else { return nil }
+        var primary: Choice?
+        try scanner.elements { (_, scanner) throws(JSONParseError) in
+            guard primary == nil else { return }
+            let choice = try Choice(&scanner)
+            if choice.index == nil || choice.index == 0 { primary = choice }
+        }
+        return primary
     }
 
-    init(from decoder: any Decoder) throws {
-        guard let c = try? decoder.container(keyedBy: CodingKeys.self) else { return }
-        index = c.lenient(Int.self, .index)
-        delta = c.lenient(Delta.self, .delta)
-        message = c.lenient(Delta.self, .message)
-        finishReason = c.lenient(String.self, .finishReason)
+    private init(_ scanner: inout JSONScanner) throws(JSONParseError) {
+        guard try scanner.kind() == .object else { return }
+        var seenIndex = false, seenFinish = false
+        try scanner.members { (key, scanner) throws(JSONParseError) in
+            if key == "index" {
+                guard !seenIndex else { return }
+                seenIndex = true
+                index = try scanner.readInt()
+            } else if key == "delta" {
+                if delta == nil, try !scanner.readNull() { delta = try Delta(&scanner) }
+            } else if key == "message" {
+                if message == nil, try !scanner.readNull() { message = try Delta(&scanner) }
+            } else if key == "finish_reason" {
+                guard !seenFinish else { return }
+                seenFinish = true
+                finishReason = try scanner.readString()
+            }
+        }
     }
 }
 
 /// `delta` (or `message`): `content` may be a string or a list of `{"type":"text","text":..}` parts.
 /// `tool_calls`, `role`, `reasoning_content` and the rest are ignored.
-private struct Delta: Decodable {
+private struct Delta {
     var content: String?
     var refusal: String?
 
-    enum CodingKeys: String, CodingKey {
-        case content, refusal
-    }
-
-    struct Part: Decodable {
-        var text: String?
-        enum CodingKeys: String, CodingKey { case text }
-        init(from decoder: any Decoder) throws {
-            guard let c = try? decoder.container(keyedBy: CodingKeys.self) else { return }
-            text = c.lenient(String.self, .text)
+    init(_ scanner: inout JSONScanner) throws(JSONParseError) {
+        guard try scanner.kind() == .object else {
+            try scanner.skipValue()
+            return
         }
-    }
-
-    init(from decoder: any Decoder) throws {
-        guard let c = try? decoder.container(keyedBy: CodingKeys.self) else { return }
-        content = c.lenient(String.self, .content)
-            ?? c.lenient([Part].self, .content).map { $0.compactMap(\.text).joined() }
-        refusal = c.lenient(String.self, .refusal)
+        var seenContent = false, seenRefusal = false
+        try scanner.members { (key, scanner) throws(JSONParseError) in
+            if key == "content" {
+                guard !seenContent else { return }
+                seenContent = true
+                switch try scanner.kind() {
+                case .string: content = try scanner.readString()
+                case .array:
+                    var text = ""
+                    try scanner.elements { (_, scanner) throws(JSONParseError) in
+                        if let part = try scanner.readValue()["text"]?.string { text += part }
+                    }
+                    content = text
+                default: return
+                }
+            } else if key == "refusal" {
+                guard !seenRefusal else { return }
+                seenRefusal = true
+                refusal = try scanner.readString()
+            }
+        }
     }
 }
 
-/// The value of an `error` key: an object with `message`/`type`/`code`, or a bare string.
-private struct ErrorPayload: Decodable {
+/// The value of an `error` key: an object with `message`/`type`/`code`, or a bare string (or
+/// number or boolean). Any other value still says there was an error, without a message.
+private struct ErrorPayload {
     var message: String?
     var type: String?
     var code: String?
 
-    enum CodingKeys: String, CodingKey {
-        case message, type, code
-    }
-
-    init(from decoder: any Decoder) throws {
-        if let c = try? decoder.container(keyedBy: CodingKeys.self) {
-            message = c.lenient(String.self, .message)
-            type = c.lenient(String.self, .type)
-            code = c.lenient(FlexibleString.self, .code)?.value
-        } else {
-            message = try? FlexibleString(from: decoder).value
+    init?(_ value: JSON) {
+        switch value {
+        case .null: return nil
+        case .object:
+            message = value["message"]?.string
+            type = value["type"]?.string
+            code = value["code"]?.flexibleString
+        default:
+            message = value.flexibleString
         }
     }
 
@@ -351,56 +393,40 @@ private struct ErrorPayload: Decodable {
 
 /// `detail`: a string (FastAPI HTTPException), a list of `{"msg":..}` (FastAPI validation), or an
 /// object with `message`/`msg`.
-private struct Detail: Decodable {
-    var text: String?
-
-    struct Item: Decodable {
-        var msg: String?
-        enum CodingKeys: String, CodingKey { case msg, message }
-        init(from decoder: any Decoder) throws {
-            if let c = try? decoder.container(keyedBy: CodingKeys.self) {
-                msg = c.lenient(String.self, .msg) ?? c.lenient(String.self, .message)
-            } else {
-                msg = try? String(from: decoder)
-            }
-        }
+private func detailText(_ value: JSON) -> String? {
+    func itemText(_ item: JSON) -> String? {
+        if item.object != nil { return item["msg"]?.string ?? item["message"]?.string }
+        return item.string
     }
-
-    init(from decoder: any Decoder) throws {
-        if let string = try? String(from: decoder) {
-            text = string
-        } else if let items = try? [Item](from: decoder) {
-            let messages = items.compactMap { nonBlank($0.msg) }
-            text = messages.isEmpty ? nil : messages.joined(separator: "; ")
-        } else {
-            text = try? Item(from: decoder).msg
-        }
+    switch value {
+    case .string(let text): return text
+    case .array(let items):
+        let messages = items.compactMap { nonBlank(itemText($0)) }
+        return messages.isEmpty ? nil : messages.joined(separator: "; ")
+    case .object: return itemText(value)
+    default: return nil
     }
 }
 
-/// A string, or a number / boolean rendered as a string (`"code": 429` -> "429").
-private struct FlexibleString: Decodable {
-    var value: String
-
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if let string = try? c.decode(String.self) {
-            value = string
-        } else if let int = try? c.decode(Int.self) {
-            value = String(int)
-        } else if let double = try? c.decode(Double.self) {
-            value = double.description
-        } else {
-            value = String(try c.decode(Bool.self))
-        }
+extension JSON {
+    /// OpenAI's `usage` object, read leniently: missing counts are 0, a missing total is their sum.
+    fileprivate var usage: TokenUsage? {
+        guard object != nil else { return nil }
+        let prompt = self["prompt_tokens"]?.int ?? 0
+        let completion = self["completion_tokens"]?.int ?? 0
+        let total = self["total_tokens"]?.int ?? prompt.addingReportingOverflow(completion).partialValue
+        return Usage(promptTokens: prompt, completionTokens: completion, totalTokens: total)
     }
-}
 
-extension KeyedDecodingContainer {
-    /// The value for `key`, or nil when absent, null, or of an unexpected type.
-    /// (JSONDecoder reads integral floating-point numbers such as `12.0` as Int.)
-    fileprivate func lenient<T: Decodable>(_ type: T.Type, _ key: Key) -> T? {
-        (try? decodeIfPresent(type, forKey: key)) ?? nil
+    /// A string, or a number / boolean rendered as a string (`"code": 429` -> "429").
+    fileprivate var flexibleString: String? {
+        switch self {
+        case .string(let text): text
+        case .int(let value): String(value)
+        case .double(let value): value.description
+        case .bool(let value): String(value)
+        default: nil
+        }
     }
 }
 

@@ -58,9 +58,9 @@ final class FuzzRegressionTests: XCTestCase {
         }
     }
 
-    // The crash behind the saved inputs: Foundation's JSONScanner traps (SIGILL) instead of
-    // throwing when the `[` that opens level 513 is the last byte of its input, so a 514-byte
-    // line killed confabd. JSON.parse now refuses over-deep input before Foundation sees it.
+    // The crash behind the saved inputs: Foundation's JSONScanner trapped (SIGILL) instead of
+    // throwing when the `[` that opens level 513 was the last byte of its input, so a 514-byte
+    // line killed confabd. JSONScanner counts depth as it reads and refuses level 513.
 
     func testBracketOneLevelTooDeepAtTheEndIsAParseError() {
         XCTAssertThrowsError(try JSON.parse(String(repeating: "[", count: 513))) { error in
@@ -76,13 +76,13 @@ final class FuzzRegressionTests: XCTestCase {
         let deepest = String(repeating: "[", count: 512) + String(repeating: "]", count: 512)
         XCTAssertNoThrow(try JSON.parse(deepest))
         XCTAssertThrowsError(try JSON.parse("[" + deepest + "]"))
-        XCTAssertFalse(JSON.nestsTooDeep(Array(deepest.utf8)))
-        XCTAssertTrue(JSON.nestsTooDeep(Array(("{\"a\":" + deepest.dropLast(512)).utf8)))
+        XCTAssertThrowsError(try JSON.parse("{\"a\":" + deepest + "}")) { error in
+            XCTAssertTrue("\(error)".contains("nested deeper than 512"), "\(error)")
+        }
     }
 
     func testBracketsInsideStringsDoNotCount() throws {
         let text = "[\"" + String(repeating: "[", count: 600) + "\\\"" + String(repeating: "{", count: 600) + "\"]"
-        XCTAssertFalse(JSON.nestsTooDeep(Array(text.utf8)))
         XCTAssertEqual(try JSON.parse(text), .array([.string(String(repeating: "[", count: 600) + "\"" + String(repeating: "{", count: 600))]))
     }
 }

@@ -99,12 +99,97 @@ final class JSONParseTests: XCTestCase {
     }
 
     /// RFC 8259 has no trailing commas, and docs/protocol.md answers "not JSON" with -32700.
-    /// Foundation's JSONDecoder accepts them on purpose (swift-corelibs-foundation#4682),
-    /// even with allowsJSON5 off, so JSON.parse lets them through.
     func testTrailingCommasAreRejected() {
-        for text in ["[1,]", "[\"a\",]", "{\"a\":1,}", #"{"jsonrpc":"2.0","id":1,"method":"status",}"#] {
+        for text in ["[1,]", "[\"a\",]", "{\"a\":1,}", #"{"jsonrpc":"2.0","id":1,"method":"status",}"#, "[1 , ]", "{\"a\":1,\n}"] {
+            assertRejected(text)
+            XCTAssertThrowsError(try JSON.parse(text)) { XCTAssertTrue("\($0)".contains("trailing comma"), "\(text): \($0)") }
+        }
+    }
+
+    func testLoneSurrogateEscapesAreRejected() {
+        for text in [#""\ud800""#, #""\udc00""#, #""\ud83c x""#, #""\ud83c\u0041""#, #""\ud83c\ud83c""#, #""\udf89\ud83c""#, #""\ud83c\"#] {
             assertRejected(text)
         }
+        XCTAssertEqual(parse(#""a\uD83C\uDF89b""#), .string("a🎉b"), "upper-case hex")
+        XCTAssertEqual(parse(#""\uffff\u0800\u07ff\u0080\u007f""#), .string("\u{FFFF}\u{800}\u{7FF}\u{80}\u{7F}"), "each UTF-8 length boundary")
+        XCTAssertEqual(parse(#""\udbff\udfff""#), .string("\u{10FFFF}"))
+    }
+
+    func testEscapedAndRawTextMix() {
+        XCTAssertEqual(parse(#""caf\u00e9 é \"q\" \\ \/ end""#), .string("café é \"q\" \\ / end"))
+        XCTAssertEqual(parse(#"["\n", "", "\u0000\u0000"]"#), .array(["\n", "", "\u{0}\u{0}"]))
+    }
+
+    func testIntegersAreExactAndOtherNumbersAreDoubles() {
+        XCTAssertEqual(parse("9007199254740993"), .int(9_007_199_254_740_993), "past 2^53: no trip through Double")
+        XCTAssertEqual(parse("-9007199254740993"), .int(-9_007_199_254_740_993))
+        XCTAssertEqual(parse("9223372036854775808"), .double(9_223_372_036_854_775_808), "one past Int.max")
+        XCTAssertEqual(parse("-0"), .int(0))
+        XCTAssertEqual(parse("0.5"), .double(0.5))
+        XCTAssertEqual(parse("1E3"), .int(1000), "an integral value is an integer however it is written")
+        XCTAssertEqual(parse("2.0"), .int(2))
+        XCTAssertEqual(parse("-0.0"), .int(0))
+        XCTAssertEqual(parse("0.1e1"), .int(1))
+        XCTAssertEqual(parse("1e16"), .int(10_000_000_000_000_000))
+        XCTAssertEqual(parse("12345678901234567.0"), .int(12_345_678_901_234_567), "exact, not through Double")
+        XCTAssertEqual(parse("-9223372036854775808.0e0"), .int(Int.min))
+        XCTAssertEqual(parse("92233720368547758.08e2"), .double(9_223_372_036_854_775_808))
+        XCTAssertEqual(parse("1e19"), .double(1e19))
+        XCTAssertEqual(parse("0.000e5"), .int(0))
+        XCTAssertEqual(parse("150e-1"), .int(15))
+        XCTAssertEqual(parse("1.0000000000000001"), .int(1), "rounds to an integral Double: written back as 1")
+        XCTAssertEqual(parse("1e-400"), .int(0), "underflow reads as zero")
+        for text in ["1e400", "-1e400", String(repeating: "9", count: 400), "1e999999999999999999999"] { assertRejected(text) }
+        for text in ["1.5.2", "1e5e5", "1x", "0x1", "00", "-01", "1.e3", "1e", "1e+", "--1", "- 1", "1_000"] { assertRejected(text) }
+    }
+
+    func testLiteralsMustStandAlone() {
+        for text in ["truex", "nullnull", "false1", "[true1]", "nul", "tru e"] { assertRejected(text) }
+        XCTAssertEqual(parse("[true,false,null]"), .array([true, false, nil]))
+    }
+
+    func testByteOrderMarkIsRejected() {
+        assertRejected([0xEF, 0xBB, 0xBF] + Array("{}".utf8), "leading byte order mark")
+    }
+
+    func testDuplicateKeysAreAllCheckedAndTheFirstWins() {
+        XCTAssertEqual(parse(#"{"a":1,"a":2}"#), .object(["a": 1]))
+        XCTAssertEqual(parse(#"{"a":1,"\u0061":2}"#), .object(["a": 1]), "an escaped key is the same key")
+        for text in [#"{"a":1,"a":01}"#, #"{"a":1,"a":"\x"}"#, #"{"jsonrpc":"2.0","id":1,"method":"status","method":01}"#] {
+            assertRejected(text)
+        }
+    }
+
+    func testErrorsSayWhereTheyAre() {
+        let cases = [
+            "[1,2": "unexpected end of input in an array at byte 4",
+            "{\"a\" 1}": "expected ':' after a key at byte 5",
+            "[1 2]": "expected ',' or ']' at byte 3",
+            "{\"a\":1} x": "unexpected text after the value at byte 8",
+            "[\"ok\",\"a\u{01}\"]": "unreadable value at [1] (control character U+0001 in a string) at byte 8",
+            "{\"k\":{\"n\":-}}": "unreadable value at k.n (a number without digits) at byte 10",
+            "\"\\ud800\"": "unreadable value at the top level (lone surrogate \\ud800) at byte 1",
+        ]
+        for (text, expected) in cases {
+            XCTAssertThrowsError(try JSON.parse(text), text) { error in
+                XCTAssertEqual("\(error)", "invalid JSON: " + expected, text)
+            }
+        }
+    }
+
+    func testNestingLimitIsExact() {
+        let ok = String(repeating: "[", count: JSON.maxNestingDepth) + String(repeating: "]", count: JSON.maxNestingDepth)
+        XCTAssertNoThrow(try JSON.parse(ok))
+        let objects = String(repeating: "{\"a\":", count: 513) + "1" + String(repeating: "}", count: 513)
+        XCTAssertThrowsError(try JSON.parse(objects)) { XCTAssertTrue("\($0)".contains("nested deeper than 512"), "\($0)") }
+        let mixed = String(repeating: "[{\"a\":", count: 256) + "1" + String(repeating: "}]", count: 256)
+        XCTAssertNoThrow(try JSON.parse(mixed), "512 levels, alternating")
+    }
+
+    func testSlicesAndNonContiguousInputParse() throws {
+        let line = Array("xx[1,\"two\"]yy".utf8)
+        XCTAssertEqual(try JSON.parse(line[2 ..< 11]), .array([1, "two"]))
+        XCTAssertEqual(try JSON.parse(Array("{\"a\":[]}".utf8).lazy.map { $0 }), .object(["a": []]))
     }
 
     func testRawControlCharacterInsideStringIsRejected() {
@@ -202,6 +287,75 @@ final class JSONParseTests: XCTestCase {
         let double = try XCTUnwrap(value.double)
         XCTAssertEqual(double, 1.2345678901234568e29, accuracy: 1e15)
         XCTAssertNil(value.int, "does not fit an Int")
+    }
+}
+
+final class JSONScannerTests: XCTestCase {
+
+    private let chunk = #"{"id":"x","choices":[{"index":0,"delta":{"content":"Hi \u00e9"},"finish_reason":null}],"obj\u0065ct":"error","n":12.0}"#
+
+    func testMembersGiveKeysWithoutBuildingTheRest() throws {
+        var seen: [String] = []
+        var content: String?
+        var isError = false
+        var number: Int?
+        try JSONScanner.read(chunk.utf8) { (scanner) throws(JSONParseError) in
+            try scanner.members { (key, scanner) throws(JSONParseError) in
+                seen.append(key.string)
+                if key == "choices" {
+                    try scanner.elements { (_, scanner) throws(JSONParseError) in
+                        try scanner.members { (key, scanner) throws(JSONParseError) in
+                            guard key == "delta" else { return }
+                            try scanner.members { (key, scanner) throws(JSONParseError) in
+                                if key == "content" { content = try scanner.readString() }
+                            }
+                        }
+                    }
+                } else if key == "object" {
+                    isError = try scanner.readString(equalTo: "error")
+                } else if key == "n" {
+                    number = try scanner.readInt()
+                }
+            }
+        }
+        XCTAssertEqual(seen, ["id", "choices", "object", "n"])
+        XCTAssertEqual(content, "Hi é")
+        XCTAssertTrue(isError, "a key and a value with escapes compare by their value")
+        XCTAssertEqual(number, 12)
+    }
+
+    func testLenientReadsSkipOtherTypes() throws {
+        let values = try JSONScanner.read(#"[1, "s", null, {"a":[1,{"b":"c"}]}, 2.5, true]"#.utf8) { (scanner) throws(JSONParseError) in
+            var out: [String] = []
+            try scanner.elements { (index, scanner) throws(JSONParseError) in
+                switch index {
+                case 0: out.append("\(try scanner.readString() as Any)")
+                case 1: out.append("\(try scanner.readInt() as Any)")
+                case 2: out.append("\(try scanner.readNull())")
+                case 3: out.append("\(try scanner.readString(equalTo: "a"))")
+                case 4: out.append("\(try scanner.readInt() as Any)")
+                default: out.append("\(try scanner.readNull())")
+                }
+            }
+            return out
+        }
+        XCTAssertEqual(values, ["nil", "nil", "true", "false", "nil", "false"])
+    }
+
+    func testWhatTheBodyLeavesUnreadIsStillChecked() {
+        for text in [#"{"skip":[1,],"b":1}"#, #"{"skip":"\ud800"}"#, #"{"skip":01}"#, #"{"skip":{"a" 1}}"#, #"{"a":1} x"#] {
+            XCTAssertThrowsError(try JSONScanner.read(text.utf8) { (scanner) throws(JSONParseError) in
+                try scanner.members { _, _ in }
+            }, text)
+        }
+    }
+
+    func testAnErrorInASkippedValueNamesItsPath() {
+        XCTAssertThrowsError(try JSONScanner.read(#"{"a":[0,{"b":"\q"}]}"#.utf8) { (scanner) throws(JSONParseError) in
+            try scanner.skipValue()
+        }) { error in
+            XCTAssertEqual((error as? JSONParseError)?.path, "a[1].b")
+        }
     }
 }
 
