@@ -242,7 +242,7 @@ public final class Broker {
 
     private func received(_ text: String, for reply: Conversation.ActiveReply, in conversation: Conversation) {
         reply.message.content += text
-        conversation.broadcast("message.delta", ["message": .string(reply.message.id), "content": .string(text)])
+        conversation.broadcastDelta(message: reply.message.id, content: text)
         reply.unsavedText += text
         let now = loop.now
         if now - reply.lastSave >= limits.replySaveIntervalMilliseconds {

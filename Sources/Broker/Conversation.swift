@@ -175,4 +175,17 @@ final class Conversation {
         let buffer = OutboundBuffer(RPC.notification(method: method, params: .object(params)))
         for client in attached where client !== except { client.send(buffer) }
     }
+
+    /// `message.delta`, the frame sent for every streamed piece: written straight into a
+    /// buffer reused from one delta to the next, with no params dictionary.
+    func broadcastDelta(message: String, content: String) {
+        guard !attached.isEmpty else { return }
+        deltaFrame.removeAll(keepingCapacity: true)
+        RPC.writeDelta(conversation: id, message: message, content: content, into: &deltaFrame)
+        let buffer = OutboundBuffer(deltaFrame)
+        for client in attached { client.send(buffer) }
+    }
+
+    /// Only allocated once a reply streams to someone; a delta frame is a few hundred bytes.
+    private var deltaFrame: [UInt8] = []
 }

@@ -66,22 +66,44 @@ extension JSON {
         }
     }
 
-    static func writeString(_ string: String, into out: inout [UInt8]) {
+    /// `string` as a JSON string: `"` and `\\` escaped, `\n` `\r` `\t` as such, other control
+    /// characters as `\u00XX`; everything else (non-ASCII included) as it is. Runs that need no
+    /// escape are copied whole.
+    public static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
-            case 0x0A: out.append(contentsOf: [92, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [92, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [92, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
-            default: out.append(byte)
-            }
+        if string.utf8.withContiguousStorageIfAvailable({ writeEscaped($0, into: &out) }) == nil {
+            writeEscaped(Array(string.utf8), into: &out)
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    private static func writeEscaped(_ text: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        var runStart = 0
+        for index in text.indices {
+            let byte = text[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: text[runStart ..< index])) }
+            runStart = index + 1
+            out.append(UInt8(ascii: "\\"))
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(byte)
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            default:
+                let hex: StaticString = "0123456789abcdef"
+                out.append(UInt8(ascii: "u"))
+                out.append(UInt8(ascii: "0"))
+                out.append(UInt8(ascii: "0"))
+                out.append(hex.utf8Start[Int(byte >> 4)])
+                out.append(hex.utf8Start[Int(byte & 15)])
+            }
+        }
+        if runStart < text.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: text[runStart...])) }
+    }
+
+    private static func writeEscaped(_ text: [UInt8], into out: inout [UInt8]) {
+        text.withUnsafeBufferPointer { writeEscaped($0, into: &out) }
     }
 
     public var bytes: [UInt8] {

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Why a JSON text was refused, and where.
 public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
     /// What was wrong, without the position: "trailing comma", "lone surrogate \ud800", …
@@ -113,13 +117,10 @@ public struct JSONScanner {
     public mutating func readValue() throws(JSONParseError) -> JSON {
         switch try kind() {
         case .object:
-            var object: [String: JSON] = [:]
-            try members { (key, scanner) throws(JSONParseError) in
-                let value = try scanner.readValue()
-                let name = key.string
-                if object[name] == nil { object[name] = value }
-            }
-            return .object(object)
+            // Collected first, so the dictionary is hashed once per key at its final size.
+            var members: [(String, JSON)] = []
+            try self.members { (key, scanner) throws(JSONParseError) in members.append((key.string, try scanner.readValue())) }
+            return .object(Dictionary(members, uniquingKeysWith: { first, _ in first }))
         case .array:
             var array: [JSON] = []
             try elements { (_, scanner) throws(JSONParseError) in array.append(try scanner.readValue()) }
@@ -545,7 +546,9 @@ private struct StringToken {
 
     func equals(_ name: StaticString, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         let candidate = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
-        guard hasEscapes else { return candidate.elementsEqual(bytes[start ..< end]) }
+        guard hasEscapes else {
+            return candidate.count == end - start && memcmp(candidate.baseAddress!, bytes.baseAddress! + start, candidate.count) == 0
+        }
         return string(in: bytes) == String(decoding: candidate, as: UTF8.self)
     }
 

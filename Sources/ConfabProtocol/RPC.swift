@@ -126,6 +126,26 @@ public enum RPC {
         line(["jsonrpc": "2.0", "id": id, "error": error.json])
     }
 
+    /// `message.delta`, the one frame sent per streamed piece of text, written without
+    /// building its params: the same bytes as `notification(method: "message.delta", params:
+    /// ["content": …, "conversation": …, "message": …])`, keys sorted, ending in LF.
+    public static func writeDelta(conversation: String, message: String, content: String, into out: inout [UInt8]) {
+        out.reserveCapacity(out.count + 96 + conversation.utf8.count + message.utf8.count + content.utf8.count)
+        out.append(contentsOf: #"{"jsonrpc":"2.0","method":"message.delta","params":{"content":"#.utf8)
+        JSON.writeString(content, into: &out)
+        out.append(contentsOf: #","conversation":"#.utf8)
+        JSON.writeString(conversation, into: &out)
+        out.append(contentsOf: #","message":"#.utf8)
+        JSON.writeString(message, into: &out)
+        out.append(contentsOf: "}}\n".utf8)
+    }
+
+    public static func deltaNotification(conversation: String, message: String, content: String) -> [UInt8] {
+        var out: [UInt8] = []
+        writeDelta(conversation: conversation, message: message, content: content, into: &out)
+        return out
+    }
+
     static func line(_ json: JSON) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128)

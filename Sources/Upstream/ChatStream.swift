@@ -138,14 +138,14 @@ public struct ChatRequest: Equatable, Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(128 + model.utf8.count + messages.reduce(0) { $0 + $1.content.utf8.count + 32 })
         out.append(contentsOf: #"{"model":"#.utf8)
-        appendJSONString(model, to: &out)
+        JSON.writeString(model, into: &out)
         out.append(contentsOf: #","messages":["#.utf8)
         for (index, message) in messages.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"role":"#.utf8)
-            appendJSONString(message.role, to: &out)
+            JSON.writeString(message.role, into: &out)
             out.append(contentsOf: #","content":"#.utf8)
-            appendJSONString(message.content, to: &out)
+            JSON.writeString(message.content, into: &out)
             out.append(UInt8(ascii: "}"))
         }
         out.append(contentsOf: #"],"stream":true,"stream_options":{"include_usage":true}"#.utf8)
@@ -160,28 +160,6 @@ public struct ChatRequest: Equatable, Sendable {
         out.append(UInt8(ascii: "}"))
         return out
     }
-}
-
-private func appendJSONString(_ string: String, to out: inout [UInt8]) {
-    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-    out.append(UInt8(ascii: "\""))
-    for byte in string.utf8 {
-        switch byte {
-        case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-        case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-        case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-        case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-        case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-        case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-        case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-        case 0..<0x20:
-            out.append(contentsOf: Array(#"\u00"#.utf8))
-            out.append(hex[Int(byte >> 4)])
-            out.append(hex[Int(byte & 0x0F)])
-        default: out.append(byte)
-        }
-    }
-    out.append(UInt8(ascii: "\""))
 }
 
 // MARK: - Error bodies

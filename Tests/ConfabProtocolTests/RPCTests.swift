@@ -200,6 +200,27 @@ final class RPCEncodeTests: XCTestCase {
                        .notification(method: "message.delta", params: params))
     }
 
+    func testDeltaFrameIsTheSameBytesAsTheGeneralEncoder() {
+        let texts = ["Hi", "", " there", "line\nbreak\ttab\r", "quote \" backslash \\ slash /", "\u{0}\u{1}\u{1F}\u{7F}",
+                     "é 日本 🎉 \u{2028}\u{2029}", "\u{1B}[31mred\u{1B}[0m", String(repeating: "long ", count: 400)]
+        for content in texts {
+            for (conversation, message) in [("k3v9q2m8x7ad", "m2"), ("", ""), ("odd\"id", "m\n")] {
+                let general = RPC.notification(method: "message.delta", params: [
+                    "conversation": .string(conversation), "message": .string(message), "content": .string(content)])
+                XCTAssertEqual(RPC.deltaNotification(conversation: conversation, message: message, content: content), general,
+                               content.debugDescription)
+            }
+        }
+    }
+
+    func testDeltaFrameAppendsToWhatTheBufferHolds() {
+        var buffer = Array("previous\n".utf8)
+        RPC.writeDelta(conversation: "k3v9q2m8x7ad", message: "m2", content: "Hi", into: &buffer)
+        XCTAssertEqual(String(decoding: buffer, as: UTF8.self),
+                       "previous\n" + #"{"jsonrpc":"2.0","method":"message.delta","params":{"content":"Hi","conversation":"k3v9q2m8x7ad","message":"m2"}}"# + "\n",
+                       "the frame of docs/protocol.md's example")
+    }
+
     func testResponseEncoding() {
         XCTAssertEqual(assertOneLine(RPC.response(id: 4, result: ["reply": "m2"])), .response(id: 4, result: ["reply": "m2"]))
         XCTAssertEqual(assertOneLine(RPC.response(id: nil, result: nil)), .response(id: nil, result: nil))
