@@ -166,13 +166,7 @@ extension Broker {
         let conversation = try conversation(params)
         conversation.isDeleted = true
         conversations[conversation.id] = nil
-        if let reply = conversation.end() {
-            reply.stop()
-            replyEnded()
-        }
-        waitingForStream.removeAll { $0 === conversation }
-        admitWaiting()
-        conversation.dropQueue()
+        replies.forget(conversation)
         conversation.broadcast("conversation.deleted", [:])
         for client in conversation.detachAll() { client.attached.remove(conversation.id) }
         store.delete(conversation.log) { [unowned self] error in
@@ -256,16 +250,12 @@ extension Broker {
             respond(.success(["message": message.json, "reply": .string(ids.reply)]))
             conversation.broadcast("message.created", ["message": message.json])
             conversation.enqueueReply(ids.reply)
-            startNextReply(in: conversation)
+            replies.startNext(in: conversation)
         }
     }
 
     private func cancel(_ params: Params) throws(RPCError) -> JSON {
         let conversation = try conversation(params)
-        guard let reply = conversation.active, !reply.isFinishing else { return ["cancelled": .null] }
-        let id = reply.message.id
-        logger.info("conversation=\(conversation.id) reply=\(id) cancelled")
-        finishReply(in: conversation, status: .cancelled, error: nil)
-        return ["cancelled": .string(id)]
+        return ["cancelled": replies.cancel(in: conversation).map(JSON.string) ?? .null]
     }
 }

@@ -1,0 +1,235 @@
+import ConfabProtocol
+import EventLoop
+import LogStore
+import Upstream
+
+/// Every reply's life, from its turn in a conversation's queue to its announced ending:
+/// the one count of streams in flight and the conversations waiting for one, the request
+/// built from the conversation's context, retries after a refusal, the text saved as it
+/// streams, the durable ending and its announcement, cancel, and what shutdown leaves behind.
+///
+/// `Broker` owns clients and dispatch; it hands a conversation here when a send is stored
+/// (`startNext`), when a client cancels (`cancel`), when a conversation goes (`forget`), and
+/// at shutdown (`interruptAll`). Everything here runs on the loop thread.
+final class ReplyRunner {
+    private let loop: Loop
+    let upstream: UpstreamClient
+    var limits: BrokerLimits {
+        didSet { admitWaiting() }
+    }
+    var logger: Logger
+    /// Conversations with a reply ready to start, waiting for a free upstream stream.
+    private var waitingForStream: [Conversation] = []
+    /// Replies started and not yet ended, across conversations.
+    private(set) var activeReplies = 0
+    private(set) var isStopping = false
+
+    init(loop: Loop, upstream: UpstreamClient, limits: BrokerLimits, logger: Logger) {
+        self.loop = loop
+        self.upstream = upstream
+        self.limits = limits
+        self.logger = logger
+    }
+
+    /// Starts the next queued reply of a conversation if none is running and a stream is free.
+    func startNext(in conversation: Conversation) {
+        guard conversation.active == nil, !conversation.isDeleted, !isStopping, conversation.queuedCount > 0 else { return }
+        guard activeReplies < limits.maxStreams else {
+            if !waitingForStream.contains(where: { $0 === conversation }) { waitingForStream.append(conversation) }
+            return
+        }
+        guard let replyID = conversation.takeNextReply() else { return }
+        let message = Message(id: replyID, conversation: conversation.id, role: "assistant", content: "", status: .streaming,
+                              created: .now(), model: conversation.model)
+        var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
+        request.temperature = upstream.config.temperature
+        request.maxTokens = upstream.config.maxTokens
+        let reply = Conversation.ActiveReply(message: message, request: request, now: loop.now)
+        conversation.begin(reply)
+        activeReplies += 1
+        do {
+            try conversation.log.write([.replyStarted(message)])
+        } catch {
+            logger.error("conversation=\(conversation.id) cannot store reply start: \(error)")
+            conversation.broadcast("message.created", ["message": message.json])
+            finish(in: conversation, status: .failed, error: MessageError(code: "storage", message: "cannot write the log: \(error)"))
+            return
+        }
+        conversation.broadcast("message.created", ["message": message.json])
+        logger.info("conversation=\(conversation.id) reply=\(replyID) started model=\(conversation.model) context=\(request.messages.count)")
+        askUpstream(for: reply, in: conversation)
+    }
+
+    /// Cancels the reply in flight, if it can still be cancelled; returns its id.
+    func cancel(in conversation: Conversation) -> String? {
+        guard let reply = conversation.active, !reply.isFinishing else { return nil }
+        let id = reply.message.id
+        logger.info("conversation=\(conversation.id) reply=\(id) cancelled")
+        finish(in: conversation, status: .cancelled, error: nil)
+        return id
+    }
+
+    /// A deleted conversation: its reply stops without an ending, its queue goes, its stream is free.
+    func forget(_ conversation: Conversation) {
+        if let reply = conversation.end() {
+            reply.stop()
+            activeReplies -= 1
+        }
+        waitingForStream.removeAll { $0 === conversation }
+        conversation.dropQueue()
+        admitWaiting()
+    }
+
+    private func askUpstream(for reply: Conversation.ActiveReply, in conversation: Conversation) {
+        reply.attempts += 1
+        reply.stream = upstream.stream(reply.request) { [unowned self, unowned conversation, weak reply] event in
+            guard let reply, conversation.active === reply else { return }
+            switch event {
+            case .text(let text): received(text, for: reply, in: conversation)
+            case .finished(let finishReason, let usage, let error, let retryAfter):
+                reply.stream = nil
+                if let error, shouldRetry(error, reply) {
+                    scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
+                    return
+                }
+                reply.message.finishReason = finishReason
+                reply.message.usage = usage
+                finish(in: conversation, status: error == nil ? .complete : .failed, error: error)
+            }
+        }
+    }
+
+    /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.
+    private func shouldRetry(_ error: MessageError, _ reply: Conversation.ActiveReply) -> Bool {
+        guard reply.message.content.isEmpty, reply.attempts <= limits.maxRetries, !isStopping else { return false }
+        switch error.code {
+        case "rate_limited", "upstream_connection", "upstream_timeout": return true
+        case "upstream_http": return (error.status ?? 0) >= 500
+        default: return false
+        }
+    }
+
+    private func scheduleRetry(of reply: Conversation.ActiveReply, in conversation: Conversation, after error: MessageError, retryAfterSeconds: Int?) {
+        let backoff = min(limits.retryBaseMilliseconds << UInt64(reply.attempts - 1), 30_000)
+        let delay = retryAfterSeconds.map { UInt64(max(0, min($0, 300))) * 1000 } ?? backoff
+        logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attempt \(reply.attempts) failed (\(error.code)): retrying in \(delay) ms")
+        conversation.broadcast("message.retrying", [
+            "message": .string(reply.message.id), "attempt": .int(reply.attempts), "delay_ms": .int(Int(delay)), "error": error.json,
+        ])
+        let timer = Timer(loop: loop)
+        reply.retryTimer = timer
+        timer.start(after: delay) { [unowned self, unowned conversation, weak reply] in
+            timer.close()
+            guard let reply, conversation.active === reply, !reply.isFinishing else { return }
+            reply.retryTimer = nil
+            askUpstream(for: reply, in: conversation)
+        }
+    }
+
+    private func received(_ text: String, for reply: Conversation.ActiveReply, in conversation: Conversation) {
+        reply.message.content += text
+        conversation.broadcastDelta(message: reply.message.id, content: text)
+        reply.unsavedText += text
+        let now = loop.now
+        if now - reply.lastSave >= limits.replySaveIntervalMilliseconds {
+            saveText(of: reply, in: conversation)
+            reply.lastSave = now
+        }
+    }
+
+    /// Puts a streaming reply's recent text in its log (page cache only: it survives a
+    /// daemon crash, not a power cut, and costs one write(2)).
+    private func saveText(of reply: Conversation.ActiveReply, in conversation: Conversation) {
+        guard !reply.unsavedText.isEmpty else { return }
+        do {
+            try conversation.log.write([.replyText(message: reply.message.id, content: reply.unsavedText)])
+            reply.unsavedText = ""
+        } catch {
+            logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) cannot save text: \(error)")
+        }
+    }
+
+    /// Ends the reply in flight: records it durably, then announces it, then moves on.
+    private func finish(in conversation: Conversation, status: MessageStatus, error: MessageError?) {
+        guard let reply = conversation.active, !reply.isFinishing else { return }
+        reply.stop()
+        // The reply itself stays `streaming` until its ending is durable: a client that
+        // attaches during the sync gets it as `pending` and then the ending, as it would earlier.
+        var ending = reply.message
+        ending.status = status
+        ending.error = error
+        reply.ending = ending
+        conversation.log.append([.replyFinished(ending)]) { [unowned self] storeError in
+            // Deleted meanwhile, or already settled by shutdown: nothing left to announce.
+            guard !conversation.isDeleted, conversation.active === reply else { return }
+            announce(ending, of: conversation, storeError: storeError)
+            startNext(in: conversation)
+            admitWaiting()
+        }
+    }
+
+    /// Announces how the reply in flight ended, once its final record is durable or could not
+    /// be made so (then it is a `storage` failure: only what is stored is called completed).
+    private func announce(_ ending: Message, of conversation: Conversation, storeError: StoreError?) {
+        _ = conversation.end()
+        activeReplies -= 1
+        var final = ending
+        if let storeError {
+            logger.error("conversation=\(conversation.id) reply=\(final.id) cannot store reply: \(storeError)")
+            final.status = .failed
+            final.error = MessageError(code: "storage", message: "cannot write the log: \(storeError)")
+        }
+        conversation.insert(final)
+        if final.status == .failed {
+            logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code ?? "")")
+            conversation.broadcast("message.failed", ["message": final.json, "error": final.error?.json ?? .null])
+        } else {
+            logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)")
+            conversation.broadcast("message.completed", ["message": final.json])
+        }
+    }
+
+    /// Lets conversations that waited for a free stream start, oldest first.
+    private func admitWaiting() {
+        while activeReplies < limits.maxStreams, !waitingForStream.isEmpty {
+            startNext(in: waitingForStream.removeFirst())
+        }
+    }
+
+    /// Shutdown: no reply starts again; queues are dropped (their sends are stored, and are
+    /// resumed at the next start); a reply whose ending is being synced is announced now; every
+    /// other reply in flight is stored and announced as `interrupted`. Blocking writes are fine here.
+    func interruptAll(in conversations: some Sequence<Conversation>) {
+        isStopping = true
+        waitingForStream = []
+        for conversation in conversations {
+            conversation.dropQueue()
+            if let reply = conversation.active, let ending = reply.ending {
+                // Its final record is written and its sync is on the thread pool: sync here
+                // and announce now, before `server.stopping`, not after the clients are gone.
+                announce(ending, of: conversation, storeError: conversation.log.syncNow())
+                continue
+            }
+            guard let reply = conversation.end() else { continue }
+            activeReplies -= 1
+            reply.stop()
+            reply.message.status = .interrupted
+            do {
+                try conversation.log.write([.replyFinished(reply.message)])
+                if let error = conversation.log.syncNow() { throw error }
+            } catch {
+                // Announce only what is stored: an unsaved ending is a storage failure.
+                logger.error("conversation=\(conversation.id) reply=\(reply.message.id) cannot save interrupted reply: \(error)")
+                reply.message.status = .failed
+                reply.message.error = MessageError(code: "storage", message: "cannot write the log: \(error)")
+            }
+            conversation.insert(reply.message)
+            if let error = reply.message.error {
+                conversation.broadcast("message.failed", ["message": reply.message.json, "error": error.json])
+                continue
+            }
+            conversation.broadcast("message.completed", ["message": reply.message.json])
+            logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) interrupted by shutdown chars=\(reply.message.content.count)")
+        }
+    }
+}
