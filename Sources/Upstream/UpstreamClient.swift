@@ -50,7 +50,7 @@ public final class ReplyStream {
     fileprivate weak var client: UpstreamClient?
     fileprivate var handler: ((ReplyEvent) -> Void)?
     fileprivate var parser = SSEParser()
-    fileprivate var decoder = ChatStreamDecoder()
+    fileprivate var decoder: any ChatEventDecoder
     fileprivate var status = 0
     fileprivate var isEventStream = false
     fileprivate var errorBody: [UInt8] = []
@@ -61,6 +61,8 @@ public final class ReplyStream {
     /// Fails the reply when the upstream sends no byte for `timeoutSeconds`. libcurl's
     /// low-speed check averages over several seconds and so fires late; this one is exact.
     fileprivate var stallTimer: Timer?
+
+    fileprivate init(decoder: any ChatEventDecoder) { self.decoder = decoder }
 
     deinit { stallTimer?.close() }
 
@@ -86,14 +88,18 @@ public final class ReplyStream {
     }
 }
 
-/// Streams chat completions over libcurl on the daemon's loop. Many at once; no threads.
+/// The transport for streamed replies: libcurl on the daemon's loop, many at once, no threads;
+/// timeouts, the stall timer, status and content-type checks. What the request and the stream
+/// look like is the `ChatAPI` adapter's business.
 public final class UpstreamClient {
     public var config: UpstreamConfig
+    public var api: any ChatAPI
     let multi: CurlMulti
     static let maxErrorBody = 64 * 1024
 
-    public init(loop: Loop, config: UpstreamConfig) {
+    public init(loop: Loop, config: UpstreamConfig, api: any ChatAPI = OpenAIChatAPI()) {
         self.config = config
+        self.api = api
         multi = CurlMulti(loop: loop)
     }
 
@@ -110,22 +116,17 @@ public final class UpstreamClient {
     /// Starts a streamed reply. `handler` gets text pieces, then exactly one `.finished`
     /// (unless the stream is cancelled first). It is never called before this returns.
     public func stream(_ request: ChatRequest, handler: @escaping (ReplyEvent) -> Void) -> ReplyStream {
-        let stream = ReplyStream()
+        let api = self.api
+        let stream = ReplyStream(decoder: api.makeDecoder())
         stream.client = self
         stream.handler = handler
-        if config.requiresKey && (config.apiKey ?? "").isEmpty {
+        if let problem = api.missingConfiguration(config) {
             // Deliver on the next turn, like every other outcome.
-            let timer = Timer(loop: multiLoop)
-            timer.start(after: 0) { [weak stream] in
-                timer.close()
-                stream?.finish(MessageError(code: "not_configured",
-                    message: "no API key: set api_key in the config file or OPENAI_API_KEY in confabd's environment"))
-            }
+            multiLoop.onNextTurn { [weak stream] in stream?.finish(problem) }
             return stream
         }
-        var headers = ["Content-Type: application/json", "Accept: text/event-stream"]
-        if let key = config.apiKey, !key.isEmpty { headers.append("Authorization: Bearer \(key)") }
-        let transfer = CurlTransfer(url: config.completionsURL, body: request.jsonBody(), headers: headers,
+        let http = api.request(for: request, config: config)
+        let transfer = CurlTransfer(url: http.url, body: http.body, headers: http.headers,
                                     connectTimeoutSeconds: config.connectTimeoutSeconds, stallSeconds: config.timeoutSeconds)
         stream.transfer = transfer
         let stallMilliseconds = UInt64(config.timeoutSeconds) * 1000
@@ -142,7 +143,7 @@ public final class UpstreamClient {
             return Self.receive(bytes, on: stream, transfer: transfer)
         }
         transfer.onComplete = { [unowned stream, unowned transfer] outcome in
-            Self.complete(stream, outcome, requestSent: transfer.requestSent)
+            Self.complete(stream, outcome, requestSent: transfer.requestSent, api: api)
         }
         multi.start(transfer)
         return stream
@@ -198,17 +199,11 @@ public final class UpstreamClient {
         return stream.handler != nil
     }
 
-    private static func complete(_ stream: ReplyStream, _ outcome: CurlOutcome, requestSent: Bool) {
+    private static func complete(_ stream: ReplyStream, _ outcome: CurlOutcome, requestSent: Bool, api: any ChatAPI) {
         stream.transfer = nil
         guard stream.handler != nil else { return }
         if stream.status != 0, !(200..<300).contains(stream.status) {
-            let info = upstreamErrorMessage(status: stream.status, body: stream.errorBody)
-            let code = switch stream.status {
-                case 401, 403: "upstream_auth"
-                case 429: "rate_limited"
-                default: "upstream_http"
-            }
-            stream.finish(MessageError(code: code, message: info.message, status: stream.status))
+            stream.finish(api.failure(status: stream.status, body: stream.errorBody))
             return
         }
         if stream.status != 0, !stream.isEventStream {

@@ -1,0 +1,64 @@
+import ConfabProtocol
+
+/// One HTTP request to the model server, as an API adapter builds it.
+public struct UpstreamRequest: Sendable, Equatable {
+    public var url: String
+    public var headers: [String]
+    public var body: [UInt8]
+    public init(url: String, headers: [String], body: [UInt8]) {
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Reads one reply's Server-Sent Events in one wire format.
+public protocol ChatEventDecoder {
+    /// One SSE event in, zero or more stream events out, in order.
+    mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent]
+}
+
+extension ChatStreamDecoder: ChatEventDecoder {}
+
+/// What is particular to one wire format: where and how a reply is asked for, how its stream
+/// reads and what its error bodies mean. `UpstreamClient` is the transport around it (libcurl on
+/// the loop, timeouts, the stall timer, status and content-type checks, retries' raw material),
+/// so a second format is one new adapter, not a second client.
+public protocol ChatAPI: Sendable {
+    /// Whether a request can be made at all with this configuration (e.g. a key it needs).
+    func missingConfiguration(_ config: UpstreamConfig) -> MessageError?
+    func request(for chat: ChatRequest, config: UpstreamConfig) -> UpstreamRequest
+    func makeDecoder() -> any ChatEventDecoder
+    /// The failure a non-2xx answer stands for.
+    func failure(status: Int, body: [UInt8]) -> MessageError
+}
+
+/// OpenAI-compatible chat completions: `POST {base_url}/chat/completions`, bearer key,
+/// `choices[0].delta` chunks, `[DONE]`.
+public struct OpenAIChatAPI: ChatAPI {
+    public init() {}
+
+    public func missingConfiguration(_ config: UpstreamConfig) -> MessageError? {
+        guard config.requiresKey, (config.apiKey ?? "").isEmpty else { return nil }
+        return MessageError(code: "not_configured",
+                            message: "no API key: set api_key in the config file or OPENAI_API_KEY in confabd's environment")
+    }
+
+    public func request(for chat: ChatRequest, config: UpstreamConfig) -> UpstreamRequest {
+        var headers = ["Content-Type: application/json", "Accept: text/event-stream"]
+        if let key = config.apiKey, !key.isEmpty { headers.append("Authorization: Bearer \(key)") }
+        return UpstreamRequest(url: config.completionsURL, headers: headers, body: chat.jsonBody())
+    }
+
+    public func makeDecoder() -> any ChatEventDecoder { ChatStreamDecoder() }
+
+    public func failure(status: Int, body: [UInt8]) -> MessageError {
+        let info = upstreamErrorMessage(status: status, body: body)
+        let code = switch status {
+            case 401, 403: "upstream_auth"
+            case 429: "rate_limited"
+            default: "upstream_http"
+        }
+        return MessageError(code: code, message: info.message, status: status)
+    }
+}
