@@ -90,13 +90,16 @@ public struct ReplayedConversation: Sendable {
     public var messages: [Message]
     /// Replies that started and never finished (the daemon died): now `interrupted`.
     public var interruptedReplies: [Message]
+    /// The same records folded for the conversation list.
+    public var summary: LogSummary
 }
 
 public enum Replay {
     /// Folds records into a conversation. Records are applied in file order; messages end up in id order.
     public static func fold(_ records: [(record: LogRecord, at: Timestamp?)]) -> ReplayedConversation? {
         guard case .header(let header)? = records.first?.record else { return nil }
-        var state = ReplayedConversation(header: header, title: header.title, updated: header.created, messages: [], interruptedReplies: [])
+        var state = ReplayedConversation(header: header, title: header.title, updated: header.created, messages: [], interruptedReplies: [],
+                                         summary: LogSummary(header: header))
         var index: [String: Int] = [:]
         var unfinished: Set<String> = []
         func upsert(_ message: Message) {
@@ -108,6 +111,7 @@ public enum Replay {
             }
         }
         for (record, at) in records.dropFirst() {
+            state.summary.apply(record, at: at)
             if let at, at > state.updated { state.updated = at }
             switch record {
             case .header: continue

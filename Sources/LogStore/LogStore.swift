@@ -21,6 +21,9 @@ public struct StoreError: Error, CustomStringConvertible, Equatable, Sendable {
 /// keeps record order trivially right. Durability is fdatasync(2), which can take
 /// milliseconds, so it runs on libuv's thread pool; requests that arrive while one is
 /// in flight share the next one (group commit, as Redis's AOF does with appendfsync).
+///
+/// A log is open while its conversation is in memory. Closed, it still knows its summary (from
+/// the index or from the last read) and where it is; reading it again opens it.
 public final class ConversationLog {
     public let id: String
     public let path: String
@@ -32,14 +35,57 @@ public final class ConversationLog {
     private var syncInFlight = false
     private var syncWaiters: [(StoreError?) -> Void] = []
     private var closeWhenIdle = false
+    /// Exactly what the records written so far say, for the conversation list and the index.
+    public private(set) var summary: LogSummary
+    /// The file as last seen by `stat`; nil once written to since.
+    var identity: FileIdentity?
+    /// Told after every change, so the index is written again.
+    var changed: (ConversationLog) -> Void = { _ in }
 
-    init(id: String, path: String, fd: Int32, size: off_t, loop: Loop, syncEnabled: Bool) {
+    init(id: String, path: String, fd: Int32, size: off_t, summary: LogSummary, loop: Loop, syncEnabled: Bool) {
         self.id = id
         self.path = path
         self.fd = fd
         self.size = size
+        self.summary = summary
         self.loop = loop
         self.syncEnabled = syncEnabled
+    }
+
+    public var isOpen: Bool { fd >= 0 }
+
+    /// A sync is running on the thread pool: closing now would be deferred.
+    public var isSyncing: Bool { syncInFlight }
+
+    /// Bytes of whole records.
+    public var byteCount: Int64 { Int64(size) }
+
+    /// Takes a descriptor for the log just read; `summary` is what reading it folded.
+    func reopen(fd: Int32, size: off_t, summary: LogSummary) {
+        if isOpen {
+            // Closing was deferred behind a sync that still uses the old descriptor: keep it.
+            Glibc.close(fd)
+        } else {
+            self.fd = fd
+        }
+        self.size = size
+        self.summary = summary
+        closeWhenIdle = false
+        identity = nil
+    }
+
+    /// The file's current identity, for the index; nil if it cannot be seen.
+    func currentIdentity() -> FileIdentity? {
+        if let identity { return identity }
+        var info = stat()
+        let found = isOpen ? fstat(fd, &info) == 0 : stat(path, &info) == 0
+        guard found else { return nil }
+        let seen = FileIdentity(info)
+        // The index must describe whole records only: a file longer than what we know holds
+        // whole records (a write we are cutting back) is not recorded.
+        guard seen.size == Int64(size) else { return nil }
+        identity = seen
+        return seen
     }
 
     /// Writes records now. A failed or short write leaves the file as it was.
@@ -69,6 +115,9 @@ public final class ConversationLog {
             throw StoreError(errno: failure, operation: "append to \(path)")
         }
         size += off_t(written)
+        for record in records { summary.apply(record, at: time) }
+        identity = nil
+        changed(self)
     }
 
     /// Calls `done` once everything written so far is on stable storage, always on a later
@@ -123,6 +172,15 @@ public final class ConversationLog {
     private func closeNow() {
         if fd >= 0 { Glibc.close(fd) }
         fd = -1
+        closeWhenIdle = false
+        summary.forgetFold()
+    }
+}
+
+extension FileIdentity {
+    init(_ info: stat) {
+        self.init(size: Int64(info.st_size), inode: UInt64(info.st_ino),
+                  modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
     }
 }
 
@@ -134,17 +192,38 @@ public struct LoadProblem: Sendable, CustomStringConvertible {
     public var description: String { line.map { "\(file):\($0): \(message)" } ?? "\(file): \(message)" }
 }
 
-/// All conversation logs under one data directory.
+/// All conversation logs under one data directory, and the index of their summaries.
+///
+/// The index (`<directory>/index.jsonl`) lets start-up list every conversation without reading
+/// its log: one line per log with its summary and the identity (size, inode, modification
+/// time) the log had when the summary was taken. It is a cache, and the logs win: it is
+/// written on the thread pool about a second after changes and at close, without fsync, into
+/// a new file renamed over the old one. A log whose identity no longer matches its line, a log
+/// with no line, and every log when the index is missing or unreadable, is read in full at
+/// start-up with the same recovery as ever, and its line written anew.
 public final class LogStore {
     public let directory: String
     public let conversationsDirectory: String
+    public let indexPath: String
     private let loop: Loop
     private let syncEnabled: Bool
+    /// Every log, open or closed, by conversation id.
+    private var logs: [String: ConversationLog] = [:]
+    private var indexStale = false
+    private var indexWriteScheduled = false
+    private var indexWriteInFlight = false
+    private var indexTimer: Timer?
+    private var indexWrites = 0
+    /// How long after a change the index is written again.
+    public var indexDelayMilliseconds: UInt64 = 1000
+    /// Told when the index cannot be written (the logs are intact; the next start reads more).
+    public var onIndexProblem: (String) -> Void = { _ in }
 
     /// Creates `<directory>/conversations` (mode 0700) if needed.
     public init(directory: String, loop: Loop, syncEnabled: Bool = true) throws(StoreError) {
         self.directory = directory
         self.conversationsDirectory = directory + "/conversations"
+        self.indexPath = directory + "/index.jsonl"
         self.loop = loop
         self.syncEnabled = syncEnabled
         // A file-size limit (ulimit -f) must fail an append with EFBIG, not kill the daemon.
@@ -175,7 +254,8 @@ public final class LogStore {
             done(.failure(StoreError(errno: errno, operation: "create \(path)")))
             return
         }
-        let log = ConversationLog(id: header.id, path: path, fd: fd, size: 0, loop: loop, syncEnabled: syncEnabled)
+        let log = ConversationLog(id: header.id, path: path, fd: fd, size: 0, summary: LogSummary(header: header),
+                                  loop: loop, syncEnabled: syncEnabled)
         do {
             try log.write([.header(header)], at: header.created)
         } catch {
@@ -186,7 +266,7 @@ public final class LogStore {
         }
         let directory = conversationsDirectory
         let syncEnabled = self.syncEnabled
-        log.sync { [loop] error in
+        log.sync { [weak self, loop] error in
             if let error {
                 log.close()
                 unlink(path)
@@ -194,6 +274,7 @@ public final class LogStore {
                 return
             }
             guard syncEnabled else {
+                self?.register(log)
                 done(.success(log))
                 return
             }
@@ -204,6 +285,7 @@ public final class LogStore {
                     unlink(path)
                     done(.failure(error))
                 } else {
+                    self?.register(log)
                     done(.success(log))
                 }
             })
@@ -213,6 +295,10 @@ public final class LogStore {
     /// Removes a conversation's log; `done` runs once the removal is durable.
     public func delete(_ log: ConversationLog, done: @escaping (StoreError?) -> Void) {
         log.close()
+        if logs[log.id] === log {
+            logs[log.id] = nil
+            indexChanged()
+        }
         guard unlink(log.path) == 0 || errno == ENOENT else {
             done(StoreError(errno: errno, operation: "unlink \(log.path)"))
             return
@@ -232,78 +318,160 @@ public final class LogStore {
         return fsync(fd) == 0 ? nil : StoreError(errno: errno, operation: "fsync \(path)")
     }
 
+    // MARK: - Start-up
+
     public struct Loaded {
         public var conversation: ReplayedConversation
         public var log: ConversationLog
     }
 
-    /// Reads every log. Runs once at start-up, before the daemon takes clients, so it reads
-    /// inline. A torn last line (a crash mid-append) is reported and cut off so the next
-    /// append starts on a clean line; an unreadable line elsewhere is reported and skipped.
-    /// Replies left streaming by a crash are finished as `interrupted`, durably.
-    /// `progress` is told how many logs are read out of how many, before the first and after each.
-    public func loadAll(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> (loaded: [Loaded], problems: [LoadProblem]) {
-        var loaded: [Loaded] = []
-        var problems: [LoadProblem] = []
-        let entries: [String]
-        do {
-            entries = try Files.names(in: conversationsDirectory)
-        } catch {
-            problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: "\(error)"))
-            return ([], problems)
+    /// What start-up found: every conversation's log, most of them closed with only their summary.
+    public struct Opened {
+        public struct Item {
+            public let log: ConversationLog
+            /// Read in full and kept open: the conversation has replies to resume.
+            public let conversation: ReplayedConversation?
         }
-        var names: [String] = []
-        for name in entries {
+        /// Sorted by id.
+        public var items: [Item] = []
+        public var problems: [LoadProblem] = []
+        /// Logs whose summary came from the index, unread.
+        public var fromIndex = 0
+        /// Logs read in full: new to the index, changed since it was written, or with work to resume.
+        public var read = 0
+    }
+
+    /// Lists every conversation, reading only the logs the index cannot vouch for (see the type's
+    /// comment) and those with replies to resume. Runs once at start-up, inline. `progress` is
+    /// told how many of the logs to be read are read, before the first and after each.
+    public func openConversations(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> Opened {
+        var opened = Opened()
+        let index = readIndex(problems: &opened.problems)
+        let ids: [String]
+        do {
+            ids = try logIDs(problems: &opened.problems)
+        } catch {
+            opened.problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: "\(error)"))
+            return opened
+        }
+        var toRead: [String] = []
+        var items: [String: Opened.Item] = [:]
+        for id in ids {
+            var info = stat()
+            let path = path(of: id)
+            guard let entry = index[id], !entry.summary.needsResume, stat(path, &info) == 0,
+                  FileIdentity(info) == entry.identity, entry.identity.size > 0 else {
+                toRead.append(id)
+                continue
+            }
+            let log = ConversationLog(id: id, path: path, fd: -1, size: off_t(entry.identity.size), summary: entry.summary,
+                                      loop: loop, syncEnabled: syncEnabled)
+            log.identity = entry.identity
+            register(log, changesIndex: false)
+            items[id] = Opened.Item(log: log, conversation: nil)
+        }
+        opened.fromIndex = items.count
+        if items.count != index.count { indexChanged() }
+        progress(0, toRead.count)
+        for (number, id) in toRead.enumerated() {
+            if let loaded = load(id: id, problems: &opened.problems) {
+                if loaded.log.summary.needsResume {
+                    items[id] = Opened.Item(log: loaded.log, conversation: loaded.conversation)
+                } else {
+                    loaded.log.close()
+                    items[id] = Opened.Item(log: loaded.log, conversation: nil)
+                }
+            }
+            progress(number + 1, toRead.count)
+        }
+        opened.read = toRead.count
+        opened.items = items.keys.sorted().map { items[$0]! }
+        return opened
+    }
+
+    private func logIDs(problems: inout [LoadProblem]) throws(Errno) -> [String] {
+        var ids: [String] = []
+        for name in try Files.names(in: conversationsDirectory) {
             guard name.hasSuffix(".jsonl") else { continue }
             let id = String(name.dropLast(6))
             guard ConversationID.isValid(id) else {
                 problems.append(LoadProblem(file: name, line: nil, message: "not a conversation log name; ignored"))
                 continue
             }
-            names.append(id)
+            ids.append(id)
         }
-        let sorted = names.sorted()
-        progress(0, sorted.count)
-        for (index, id) in sorted.enumerated() {
-            switch load(id: id, problems: &problems) {
-            case .some(let item): loaded.append(item)
-            case .none: break
-            }
-            progress(index + 1, sorted.count)
+        return ids.sorted()
+    }
+
+    /// Reads every log in full, as start-up did before the index. A torn last line (a crash
+    /// mid-append) is reported and cut off so the next append starts on a clean line; an
+    /// unreadable line elsewhere is reported and skipped. Replies left streaming by a crash are
+    /// finished as `interrupted`, durably. `progress` is told how many logs are read out of how
+    /// many, before the first and after each.
+    public func loadAll(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> (loaded: [Loaded], problems: [LoadProblem]) {
+        var loaded: [Loaded] = []
+        var problems: [LoadProblem] = []
+        let ids: [String]
+        do {
+            ids = try logIDs(problems: &problems)
+        } catch {
+            problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: "\(error)"))
+            return ([], problems)
+        }
+        progress(0, ids.count)
+        for (index, id) in ids.enumerated() {
+            if let item = load(id: id, problems: &problems) { loaded.append(item) }
+            progress(index + 1, ids.count)
         }
         return (loaded, problems)
     }
 
     private func load(id: String, problems: inout [LoadProblem]) -> Loaded? {
-        let path = path(of: id)
+        let read = Self.read(id: id, path: path(of: id))
+        problems += read.problems
+        guard let (log, conversation) = settle(read, into: nil, problems: &problems) else { return nil }
+        return Loaded(conversation: conversation, log: log)
+    }
+
+    // MARK: - Reading one log
+
+    /// A log as read and folded, before anything is done about what was found wrong.
+    struct Read: Sendable {
+        var id: String
+        var path: String
+        var fd: Int32 = -1
+        var fileSize = 0
+        /// Bytes up to the end of the last whole line.
+        var goodSize = 0
+        var conversation: ReplayedConversation?
+        var problems: [LoadProblem] = []
+    }
+
+    /// Opens, reads and folds a log. Touches nothing but the file, so it can run on the thread pool.
+    static func read(id: String, path: String) -> Read {
+        var result = Read(id: id, path: path)
         let fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC)
         guard fd >= 0 else {
-            problems.append(LoadProblem(file: path, line: nil, message: "cannot open: \(String(cString: strerror(errno)))"))
-            return nil
+            result.problems.append(LoadProblem(file: path, line: nil, message: "cannot open: \(String(cString: strerror(errno)))"))
+            return result
         }
         let bytes: [UInt8]
         do {
             bytes = try Files.readAll(fd)
         } catch {
-            problems.append(LoadProblem(file: path, line: nil, message: "cannot read: \(error)"))
+            result.problems.append(LoadProblem(file: path, line: nil, message: "cannot read: \(error)"))
             Glibc.close(fd)
-            return nil
+            return result
         }
-        if bytes.isEmpty {
-            // Created, then the daemon died before the header was written: never announced.
-            problems.append(LoadProblem(file: path, line: nil, message: "empty log (a crash right after it was created): removed"))
-            Glibc.close(fd)
-            unlink(path)
-            return nil
-        }
+        result.fd = fd
+        result.fileSize = bytes.count
         var records: [(record: LogRecord, at: Timestamp?)] = []
-        var goodSize = 0
         var lineNumber = 0
         var start = 0
         while start < bytes.count {
             lineNumber += 1
             guard let newline = bytes[start...].firstIndex(of: 0x0A) else {
-                problems.append(LoadProblem(file: path, line: lineNumber,
+                result.problems.append(LoadProblem(file: path, line: lineNumber,
                     message: "torn last line (\(bytes.count - start) bytes, no newline): dropped"))
                 break
             }
@@ -311,20 +479,46 @@ public final class LogStore {
             if let json = try? JSON.parse(line), let record = LogRecord(json: json) {
                 records.append((record, json["at"]?.string.flatMap(Timestamp.init(rfc3339:))))
             } else {
-                problems.append(LoadProblem(file: path, line: lineNumber, message: "unreadable record: skipped"))
+                result.problems.append(LoadProblem(file: path, line: lineNumber, message: "unreadable record: skipped"))
             }
             start = newline + 1
-            goodSize = start
+            result.goodSize = start
         }
-        if goodSize < bytes.count, ftruncate(fd, off_t(goodSize)) != 0 {
-            problems.append(LoadProblem(file: path, line: nil, message: "cannot cut torn tail: \(String(cString: strerror(errno)))"))
-        }
-        guard var conversation = Replay.fold(records), conversation.header.id == id else {
-            problems.append(LoadProblem(file: path, line: 1, message: "no valid header for \(id): log ignored"))
-            Glibc.close(fd)
+        result.conversation = Replay.fold(records)
+        return result
+    }
+
+    /// Deals with what reading found, on the loop: removes an empty log, cuts a torn tail off,
+    /// refuses a log without its header, and finishes replies left streaming as `interrupted`.
+    /// Opens `existing` (a closed log being read again) or a new log; nil when the log is unusable.
+    private func settle(_ read: Read, into existing: ConversationLog?,
+                        problems: inout [LoadProblem]) -> (ConversationLog, ReplayedConversation)? {
+        let path = read.path
+        guard read.fd >= 0 else { return nil }
+        if read.fileSize == 0 {
+            // Created, then the daemon died before the header was written: never announced.
+            problems.append(LoadProblem(file: path, line: nil, message: "empty log (a crash right after it was created): removed"))
+            Glibc.close(read.fd)
+            unlink(path)
             return nil
         }
-        let log = ConversationLog(id: id, path: path, fd: fd, size: off_t(goodSize), loop: loop, syncEnabled: syncEnabled)
+        if read.goodSize < read.fileSize, ftruncate(read.fd, off_t(read.goodSize)) != 0 {
+            problems.append(LoadProblem(file: path, line: nil, message: "cannot cut torn tail: \(String(cString: strerror(errno)))"))
+        }
+        guard var conversation = read.conversation, conversation.header.id == read.id else {
+            problems.append(LoadProblem(file: path, line: 1, message: "no valid header for \(read.id): log ignored"))
+            Glibc.close(read.fd)
+            return nil
+        }
+        let log: ConversationLog
+        if let existing {
+            log = existing
+            log.reopen(fd: read.fd, size: off_t(read.goodSize), summary: conversation.summary)
+        } else {
+            log = ConversationLog(id: read.id, path: path, fd: read.fd, size: off_t(read.goodSize), summary: conversation.summary,
+                                  loop: loop, syncEnabled: syncEnabled)
+            register(log)
+        }
         if !conversation.interruptedReplies.isEmpty {
             do {
                 try log.write(conversation.interruptedReplies.map(LogRecord.replyFinished))
@@ -334,6 +528,201 @@ public final class LogStore {
             }
             conversation.interruptedReplies = []
         }
-        return Loaded(conversation: conversation, log: log)
+        if read.goodSize < read.fileSize { indexChanged() }
+        return (log, conversation)
+    }
+
+    /// Reads a closed log again, on the thread pool, and opens it for appending. `done` runs on
+    /// the loop with the conversation, or nil and what made the log unusable.
+    public func read(_ log: ConversationLog, done: @escaping (_ conversation: ReplayedConversation?, _ problems: [LoadProblem]) -> Void) {
+        let id = log.id, path = log.path
+        loop.queueWork({ Self.read(id: id, path: path) }, done: { [weak self] read in
+            guard let self else { return }
+            var problems = read.problems
+            let settled = settle(read, into: log, problems: &problems)
+            done(settled?.1, problems)
+        })
+    }
+
+    /// Closes a log whose conversation leaves memory; its summary stays for the list.
+    public func unload(_ log: ConversationLog) { log.close() }
+
+    // MARK: - The index
+
+    private func register(_ log: ConversationLog, changesIndex: Bool = true) {
+        logs[log.id] = log
+        log.changed = { [weak self] _ in self?.indexChanged() }
+        if changesIndex { indexChanged() }
+    }
+
+    private func indexChanged() {
+        indexStale = true
+        guard !indexWriteScheduled, !indexWriteInFlight else { return }
+        indexWriteScheduled = true
+        let timer = indexTimer ?? Timer(loop: loop)
+        if indexTimer == nil {
+            // The index is a cache: it must not keep a loop alive that has nothing else to do.
+            timer.setKeepsLoopAlive(false)
+            indexTimer = timer
+        }
+        timer.start(after: indexDelayMilliseconds) { [weak self] in self?.writeIndexInBackground() }
+    }
+
+    private func writeIndexInBackground() {
+        indexWriteScheduled = false
+        guard indexStale, !indexWriteInFlight else { return }
+        indexStale = false
+        indexWriteInFlight = true
+        let entries = indexEntries()
+        let path = indexPath
+        indexWrites += 1
+        let temporary = "\(indexPath).\(getpid()).\(indexWrites).tmp"
+        loop.queueWork({ Self.writeIndex(entries, to: path, through: temporary) }, done: { [weak self] error in
+            guard let self else { return }
+            indexWriteInFlight = false
+            if let error { onIndexProblem("cannot write the index: \(error)") }
+            if indexStale {
+                indexStale = false
+                indexChanged()
+            }
+        })
+    }
+
+    /// Writes the index now, on this thread: for shutdown and tests.
+    public func writeIndexNow() -> StoreError? {
+        indexStale = false
+        indexWrites += 1
+        return Self.writeIndex(indexEntries(), to: indexPath, through: "\(indexPath).\(getpid()).\(indexWrites).tmp")
+    }
+
+    /// Writes the index if anything changed since it was last written, then closes every log.
+    public func close() {
+        indexTimer?.close()
+        indexTimer = nil
+        if indexStale || indexWriteInFlight || indexWriteScheduled, let error = writeIndexNow() {
+            onIndexProblem("cannot write the index: \(error)")
+        }
+        indexWriteScheduled = false
+        for log in logs.values { log.close() }
+    }
+
+    struct IndexEntry: Equatable, Sendable {
+        var identity: FileIdentity
+        var summary: LogSummary
+    }
+
+    private func indexEntries() -> [IndexEntry] {
+        logs.values.compactMap { log in
+            log.currentIdentity().map { IndexEntry(identity: $0, summary: log.summary) }
+        }
+    }
+
+    static let indexFormat: JSON = ["type": "confab-index", "v": 1]
+
+    static func encode(_ entry: IndexEntry) -> JSON {
+        let summary = entry.summary
+        var object: [String: JSON] = [
+            "id": .string(summary.header.id), "size": .int(Int(entry.identity.size)),
+            "inode": .int(Int(truncatingIfNeeded: entry.identity.inode)), "mtime_ns": .int(Int(entry.identity.modifiedNanoseconds)),
+            "created_ms": .int(Int(summary.header.created.milliseconds)), "model": .string(summary.header.model),
+            "header_title": .string(summary.header.title), "title": .string(summary.title),
+            "updated_ms": .int(Int(summary.updated.milliseconds)), "message_count": .int(summary.messageCount),
+            "resume": .bool(summary.needsResume),
+        ]
+        if let system = summary.header.system { object["system"] = .string(system) }
+        return .object(object)
+    }
+
+    static func decode(_ json: JSON) -> IndexEntry? {
+        guard let id = json["id"]?.string, ConversationID.isValid(id), let size = json["size"]?.int, let inode = json["inode"]?.int,
+              let modified = json["mtime_ns"]?.int, let created = json["created_ms"]?.int, let model = json["model"]?.string,
+              let headerTitle = json["header_title"]?.string, let title = json["title"]?.string,
+              let updated = json["updated_ms"]?.int, let count = json["message_count"]?.int, count >= 0,
+              let resume = json["resume"]?.bool else { return nil }
+        var system: String?
+        if let value = json["system"] {
+            guard let text = value.string else { return nil }
+            system = text
+        }
+        let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model, system: system)
+        return IndexEntry(identity: FileIdentity(size: Int64(size), inode: UInt64(truncatingIfNeeded: inode), modifiedNanoseconds: Int64(modified)),
+                          summary: LogSummary(header: header, title: title, updated: Timestamp(milliseconds: Int64(updated)),
+                                              messageCount: count, needsResume: resume))
+    }
+
+    /// One line of format, then one line per log, sorted by id; written whole to `temporary`
+    /// and renamed over `path`, so a reader sees the old index or the new one.
+    static func writeIndex(_ entries: [IndexEntry], to path: String, through temporary: String) -> StoreError? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(entries.count * 256 + 64)
+        indexFormat.write(into: &bytes)
+        bytes.append(0x0A)
+        for entry in entries.sorted(by: { $0.summary.header.id < $1.summary.header.id }) {
+            encode(entry).write(into: &bytes)
+            bytes.append(0x0A)
+        }
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return StoreError(errno: errno, operation: "create \(temporary)") }
+        var written = 0
+        let failure: Int32? = bytes.withUnsafeBytes { raw in
+            while written < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                if n == 0 { return EIO }
+                written += n
+            }
+            return nil
+        }
+        Glibc.close(fd)
+        if let failure {
+            unlink(temporary)
+            return StoreError(errno: failure, operation: "write \(temporary)")
+        }
+        guard rename(temporary, path) == 0 else {
+            let error = StoreError(errno: errno, operation: "rename \(temporary)")
+            unlink(temporary)
+            return error
+        }
+        return nil
+    }
+
+    /// The index's entries by id; empty (everything is read) when it is missing or not ours.
+    /// Unreadable lines are skipped: their logs are read.
+    private func readIndex(problems: inout [LoadProblem]) -> [String: IndexEntry] {
+        let bytes: [UInt8]
+        do {
+            bytes = try Files.readAll(path: indexPath)
+        } catch {
+            if error.code != ENOENT {
+                problems.append(LoadProblem(file: indexPath, line: nil, message: "cannot read the index (\(error)): reading every log"))
+            }
+            return [:]
+        }
+        var entries: [String: IndexEntry] = [:]
+        var lineNumber = 0
+        var unreadable = 0
+        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
+            lineNumber += 1
+            if lineNumber == 1 {
+                guard let format = try? JSON.parse(line), format == Self.indexFormat else {
+                    problems.append(LoadProblem(file: indexPath, line: 1, message: "not an index this version reads: reading every log"))
+                    return [:]
+                }
+                continue
+            }
+            if line.isEmpty { continue }
+            guard let json = try? JSON.parse(line), let entry = Self.decode(json) else {
+                unreadable += 1
+                continue
+            }
+            entries[entry.summary.header.id] = entry
+        }
+        if unreadable > 0 {
+            problems.append(LoadProblem(file: indexPath, line: nil, message: "\(unreadable) unreadable lines: their logs are read"))
+        }
+        return entries
     }
 }

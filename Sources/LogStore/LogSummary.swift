@@ -1,0 +1,100 @@
+import ConfabProtocol
+
+/// What the conversation list needs of a conversation: its header and latest state. It is
+/// folded record by record from the same records the log holds, by the same rules as
+/// `Replay.fold`, so at any moment it says exactly what a full read of the log would.
+public struct LogSummary: Equatable, Sendable {
+    public var header: ConversationHeader
+    public var title: String
+    public var updated: Timestamp
+    /// Distinct messages, as a full read would count them.
+    public var messageCount: Int
+    /// A reply left streaming, or a stored send whose reply never started: at start-up this
+    /// conversation has work to resume, so it is read in full then.
+    public var needsResume: Bool
+    /// What folding further records needs. Present only while the log is open for writing;
+    /// a summary read from the index has none, and the log is folded afresh when it is opened.
+    var fold: Fold?
+
+    struct Fold: Equatable, Sendable {
+        var messages: Set<String> = []
+        var unfinishedReplies: Set<String> = []
+        var lastReply = 0
+        /// User messages after the last reply: their replies never started.
+        var sendsAfterLastReply: [Int] = []
+    }
+
+    /// A log holding only its header.
+    public init(header: ConversationHeader) {
+        self.header = header
+        title = header.title
+        updated = header.created
+        messageCount = 0
+        needsResume = false
+        fold = Fold()
+    }
+
+    /// As the index recorded it.
+    init(header: ConversationHeader, title: String, updated: Timestamp, messageCount: Int, needsResume: Bool) {
+        self.header = header
+        self.title = title
+        self.updated = updated
+        self.messageCount = messageCount
+        self.needsResume = needsResume
+        fold = nil
+    }
+
+    /// Takes in one record written after everything folded so far.
+    mutating func apply(_ record: LogRecord, at time: Timestamp?) {
+        guard var fold else { preconditionFailure("a summary read from the index is folded afresh before its log is written") }
+        if let time, time > updated { updated = time }
+        switch record {
+        case .header, .replyText: break
+        case .title(let title): self.title = title
+        case .message(let message): Self.note(message, in: &fold)
+        case .replyStarted(let message):
+            Self.note(message, in: &fold)
+            fold.unfinishedReplies.insert(message.id)
+        case .replyFinished(let message):
+            Self.note(message, in: &fold)
+            fold.unfinishedReplies.remove(message.id)
+        }
+        messageCount = fold.messages.count
+        needsResume = !fold.unfinishedReplies.isEmpty || !fold.sendsAfterLastReply.isEmpty
+        self.fold = fold
+    }
+
+    private static func note(_ message: Message, in fold: inout Fold) {
+        fold.messages.insert(message.id)
+        let sequence = message.sequence
+        if message.role == "assistant" {
+            if sequence > fold.lastReply {
+                fold.lastReply = sequence
+                fold.sendsAfterLastReply.removeAll { $0 <= sequence }
+            }
+        } else if message.role == "user", sequence > fold.lastReply, !fold.sendsAfterLastReply.contains(sequence) {
+            fold.sendsAfterLastReply.append(sequence)
+        }
+    }
+
+    /// Drops the folding state of a log that is closed: it is rebuilt when the log is read again.
+    mutating func forgetFold() { fold = nil }
+}
+
+/// A log file as `stat` saw it. The index records it next to each summary; at start-up a log
+/// whose identity still matches has not changed since, so its summary stands. Logs are only
+/// ever appended to or cut back, both of which change the size; the inode and modification
+/// time catch a file replaced or edited by hand to the same length.
+public struct FileIdentity: Equatable, Sendable {
+    public var size: Int64
+    public var inode: UInt64
+    public var modifiedNanoseconds: Int64
+}
+
+extension ReplayedConversation {
+    /// A conversation just created: its log holds only the header.
+    public init(new header: ConversationHeader) {
+        self.init(header: header, title: header.title, updated: header.created, messages: [], interruptedReplies: [],
+                  summary: LogSummary(header: header))
+    }
+}
