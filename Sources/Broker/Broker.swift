@@ -21,6 +21,8 @@ public struct BrokerLimits: Sendable, Equatable {
     public var maxRetries = 2
     /// First backoff; it doubles with each attempt, capped at 30 s, unless Retry-After says otherwise.
     public var retryBaseMilliseconds: UInt64 = 1000
+    /// A conversation nobody has touched for this long, with nothing in flight, leaves memory.
+    public var unloadIdleMilliseconds: UInt64 = 60_000
     public init() {}
 }
 
@@ -65,21 +67,28 @@ public final class Broker {
 
     // MARK: - Start-up
 
-    /// Loads every log; returns how many conversations were loaded.
+    /// Lists every conversation from the store's index, reading only the logs it cannot vouch
+    /// for and those with replies to resume, then resumes those replies. Returns how many
+    /// conversations there are. `progress` hears about the logs read in full.
     @discardableResult
     public func load(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> Int {
-        let (loaded, problems) = store.loadAll(progress: progress)
-        for problem in problems { logger.warning("log problem: \(problem)") }
-        for item in loaded {
-            conversations[item.conversation.header.id] = Conversation(replayed: item.conversation, log: item.log)
+        let opened = store.openConversations(progress: progress)
+        for problem in opened.problems { logger.warning("log problem: \(problem)") }
+        store.onIndexProblem = { [unowned self] problem in logger.warning("\(problem); the next start reads the logs instead") }
+        for item in opened.items {
+            let conversation = Conversation(log: item.log)
+            if let replayed = item.conversation { conversation.take(replayed) }
+            conversations[conversation.id] = conversation
         }
+        logger.info("\(opened.fromIndex) conversations listed from the index, \(opened.read) logs read")
         // Replies that were waiting their turn when the daemon stopped run now (they stream
         // once the loop runs), oldest conversation activity first.
         for conversation in conversations.values.sorted(by: { $0.updated < $1.updated }) where conversation.queuedCount > 0 {
             logger.notice("conversation=\(conversation.id) resuming \(conversation.queuedCount) queued repl\(conversation.queuedCount == 1 ? "y" : "ies")")
             replies.startNext(in: conversation)
         }
-        return loaded.count
+        startUnloadingIdle(every: limits.unloadIdleMilliseconds)
+        return conversations.count
     }
 
     /// Starts taking clients on a listening socket.
@@ -218,7 +227,8 @@ public final class Broker {
         }
     }
 
+    /// Writes the index and closes every log.
     public func closeLogs() {
-        for conversation in conversations.values { conversation.log.close() }
+        store.close()
     }
 }

@@ -3,8 +3,12 @@ import EventLoop
 import LogStore
 import Upstream
 
-/// A conversation held in memory: its messages, its log, who is attached, and its replies.
-/// Replies run one at a time, in the order their sends were stored.
+/// A conversation: its summary always, its messages once read, its log, who is attached, and
+/// its replies. Replies run one at a time, in the order their sends were stored.
+///
+/// At start-up only summaries are known (`onDisk`); the messages are read from the log the first
+/// time a request needs them, and requests about the conversation that arrive meanwhile wait
+/// behind the read, in order, so none sees it half read.
 final class Conversation {
     let id: String
     let created: Timestamp
@@ -13,15 +17,29 @@ final class Conversation {
     let model: String
     let system: String?
     let log: ConversationLog
-    /// Stored messages in id order; the reply in flight is in `active`, not here.
-    private(set) var messages: [Message]
-    private var nextSequence: Int
+    /// Stored messages in id order, when in memory; the reply in flight is in `active`, not here.
+    private(set) var messages: [Message] = []
+    private var nextSequence = 1
     /// Attached clients, in attach order: everybody gets every notification in one order.
     private(set) var attached: [ClientSession] = []
     /// Reply ids reserved by stored sends, waiting for their turn.
     private(set) var queue: [String] = []
     private(set) var active: ActiveReply?
     var isDeleted = false
+
+    enum Contents {
+        /// Only the summary is in memory.
+        case onDisk
+        /// The log is being read; requests wait in `waitingForMessages`.
+        case loading
+        case inMemory
+    }
+    private(set) var contents: Contents = .onDisk
+    /// Requests that came while the log was being read, in arrival order: each is told nil when
+    /// it may go on, or why the messages could not be read.
+    var waitingForMessages: [(needsMessages: Bool, resume: (RPCError?) -> Void)] = []
+    /// `loop.now` when a request last touched it, to tell idle conversations that can leave memory.
+    var lastUsed: UInt64 = 0
 
     final class ActiveReply {
         var message: Message
@@ -52,44 +70,63 @@ final class Conversation {
         }
     }
 
-    init(header: ConversationHeader, log: ConversationLog) {
-        id = header.id
-        created = header.created
-        title = header.title
-        updated = header.created
-        model = header.model
-        system = header.system
+    /// Known by its summary only; `take(_:)` brings its messages in.
+    init(log: ConversationLog) {
+        let summary = log.summary
+        id = summary.header.id
+        created = summary.header.created
+        title = summary.title
+        updated = summary.updated
+        model = summary.header.model
+        system = summary.header.system
         self.log = log
-        messages = []
-        nextSequence = 1
     }
 
-    init(replayed: ReplayedConversation, log: ConversationLog) {
-        id = replayed.header.id
-        created = replayed.header.created
+    func startLoading() {
+        precondition(contents == .onDisk)
+        contents = .loading
+    }
+
+    /// A read failed: back to the summary alone, to be tried again on the next request.
+    func loadFailed() { contents = .onDisk }
+
+    /// Takes the messages its log holds. The title and time are the log's too.
+    func take(_ replayed: ReplayedConversation) {
         title = replayed.title
-        updated = replayed.updated
-        model = replayed.header.model
-        system = replayed.header.system
-        self.log = log
+        updated = max(updated, replayed.updated)
         messages = replayed.messages
+        contents = .inMemory
         // A user message reserved the id after it for its reply, and clients were told that
         // id; a reply that never got a record (a crash, a full disk) must not hand it on.
-        nextSequence = replayed.messages.map { $0.sequence + ($0.role == "user" ? 2 : 1) }.max() ?? 1
+        nextSequence = messages.map { $0.sequence + ($0.role == "user" ? 2 : 1) }.max() ?? 1
         // Sends stored after the last reply whose own replies never started were waiting their
         // turn when the daemon stopped or died: they are owed, in order. (A reply that could not
         // start for a full disk is owed too if nothing came after it; once a later reply exists,
         // running it would answer out of order, so it is left.)
-        let lastReply = replayed.messages.filter { $0.role == "assistant" }.map(\.sequence).max() ?? 0
-        let present = Set(replayed.messages.map(\.sequence))
-        queue = replayed.messages
+        let lastReply = messages.filter { $0.role == "assistant" }.map(\.sequence).max() ?? 0
+        let present = Set(messages.map(\.sequence))
+        queue = messages
             .filter { $0.role == "user" && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
             .map { MessageID.make($0.sequence + 1) }
     }
 
+    /// Nothing in flight, nobody attached, nothing waiting: its messages can leave memory.
+    var isIdle: Bool {
+        contents == .inMemory && attached.isEmpty && active == nil && queue.isEmpty && sendsBeingStored == 0
+            && waitingForMessages.isEmpty && !log.isSyncing && !isDeleted
+    }
+
+    /// Lets the messages go; the summary (kept by the log) stays for the list.
+    func unload() {
+        precondition(isIdle)
+        messages = []
+        queue = []
+        contents = .onDisk
+    }
+
     var info: ConversationInfo {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
-                         messageCount: messages.count)
+                         messageCount: contents == .inMemory ? messages.count : log.summary.messageCount)
     }
 
     var queuedCount: Int { queue.count }

@@ -47,13 +47,21 @@ extension Broker {
             case "conversation.create": try create(params, client, later())
             case "conversation.list": respond(.success(try list(params)))
             case "conversation.get": respond(.success(["conversation": try conversation(params).info.json]))
-            case "conversation.rename": try rename(params, client, later())
-            case "conversation.delete": try delete(params, later())
-            case "conversation.attach": respond(.success(try attach(params, client)))
-            case "conversation.detach": respond(.success(try detach(params, client)))
-            case "conversation.history": respond(.success(try history(params)))
-            case "message.send": try send(params, client, later())
-            case "generation.cancel": respond(.success(try cancel(params)))
+            case "conversation.rename":
+                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try rename(c, params, client, respond) }
+            case "conversation.delete":
+                try on(params, needsMessages: false, now: later, later: later) { [unowned self] c, respond throws(RPCError) in delete(c, respond) }
+            case "conversation.attach":
+                try on(params, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try attach(c, params, client))) }
+            case "conversation.detach":
+                try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(detach(c, client))) }
+            case "conversation.history":
+                try on(params, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try history(c, params))) }
+            case "message.send":
+                try refuseWhenStopping()
+                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try send(c, params, client, respond) }
+            case "generation.cancel":
+                try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(cancel(c))) }
             default:
                 throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
             }
@@ -63,6 +71,31 @@ extension Broker {
                 client.fill(reserved, encode(.failure(error)) ?? [])
             } else {
                 respond(.failure(error))
+            }
+        }
+    }
+
+    typealias Respond = (Result<JSON, RPCError>) -> Void
+
+    /// Runs a method on the conversation the params name once it is ready for it (see
+    /// `whenReady`): at once, answering through `now()`, or after the requests before it,
+    /// answering in a place in the client's outbox held by `later()` meanwhile.
+    private func on(_ params: Params, needsMessages: Bool, now: () -> Respond, later: () -> Respond,
+                    _ method: @escaping (Conversation, @escaping Respond) throws(RPCError) -> Void) throws(RPCError) {
+        let conversation = try conversation(params)
+        if isReady(conversation, needsMessages: needsMessages) {
+            conversation.lastUsed = loop.now
+            try method(conversation, now())
+            return
+        }
+        let answer = later()
+        whenReady(conversation, needsMessages: needsMessages) { error in
+            if let error { return answer(.failure(error)) }
+            guard !conversation.isDeleted else { return answer(.failure(.notFound("no conversation \(conversation.id)"))) }
+            do throws(RPCError) {
+                try method(conversation, answer)
+            } catch {
+                answer(.failure(error))
             }
         }
     }
@@ -125,7 +158,9 @@ extension Broker {
         store.create(header) { [unowned self] result in
             switch result {
             case .success(let log):
-                let conversation = Conversation(header: header, log: log)
+                let conversation = Conversation(log: log)
+                conversation.take(ReplayedConversation(new: header))
+                conversation.lastUsed = loop.now
                 conversations[id] = conversation
                 logger.info("conversation=\(id) created client=\(client.id)")
                 respond(.success(["conversation": conversation.info.json]))
@@ -142,8 +177,7 @@ extension Broker {
         return ["conversations": .array(sorted.prefix(limit).map(\.info.json))]
     }
 
-    private func rename(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
-        let conversation = try conversation(params)
+    private func rename(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
         let title = try title(try params.string("title"))
         conversation.log.append([.title(title)]) { [unowned self] error in
             if let error {
@@ -162,8 +196,7 @@ extension Broker {
         }
     }
 
-    private func delete(_ params: Params, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
-        let conversation = try conversation(params)
+    private func delete(_ conversation: Conversation, _ respond: @escaping Respond) {
         conversation.isDeleted = true
         conversations[conversation.id] = nil
         replies.forget(conversation)
@@ -180,8 +213,7 @@ extension Broker {
         }
     }
 
-    private func attach(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
-        let conversation = try conversation(params)
+    private func attach(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let count = try params.optionalInt("history", in: 0...limits.maxHistory) ?? 50
         let others = conversation.attached.filter { $0 !== client }.map(\.info.json)
         let result: JSON = [
@@ -198,8 +230,7 @@ extension Broker {
         return result
     }
 
-    private func detach(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
-        let conversation = try conversation(params)
+    private func detach(_ conversation: Conversation, _ client: ClientSession) -> JSON {
         let detached = conversation.detach(client)
         if detached {
             client.attached.remove(conversation.id)
@@ -208,8 +239,7 @@ extension Broker {
         return ["detached": .bool(detached)]
     }
 
-    private func history(_ params: Params) throws(RPCError) -> JSON {
-        let conversation = try conversation(params)
+    private func history(_ conversation: Conversation, _ params: Params) throws(RPCError) -> JSON {
         let limit = try params.optionalInt("limit", in: 1...limits.maxHistory) ?? 50
         var before: Int?
         if let id = try params.optionalString("before") {
@@ -220,9 +250,8 @@ extension Broker {
         return ["messages": .array(page.messages.map(\.json)), "more": .bool(page.more)]
     }
 
-    private func send(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
+    private func send(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
         try refuseWhenStopping()
-        let conversation = try conversation(params)
         let content = try params.string("content")
         guard content.contains(where: { !$0.isWhitespace }) else { throw .invalidParams("parameter \"content\" must not be empty") }
         // One reply in progress plus `maxQueuedSends` waiting behind it.
@@ -254,8 +283,7 @@ extension Broker {
         }
     }
 
-    private func cancel(_ params: Params) throws(RPCError) -> JSON {
-        let conversation = try conversation(params)
-        return ["cancelled": replies.cancel(in: conversation).map(JSON.string) ?? .null]
+    private func cancel(_ conversation: Conversation) -> JSON {
+        ["cancelled": replies.cancel(in: conversation).map(JSON.string) ?? .null]
     }
 }

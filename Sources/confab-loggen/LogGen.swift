@@ -27,6 +27,9 @@ struct LogGen: ParsableCommand {
     @Option(help: "Model name written in each header and reply.")
     var model: String = "loggen-model"
 
+    @Flag(help: "Write no index, as a confabd from before the index left its data: the first start reads every log.")
+    var noIndex = false
+
     func validate() throws {
         guard conversations >= 0, messages >= 0, messageBytes >= 0 else {
             throw ValidationError("counts and sizes must not be negative")
@@ -65,7 +68,7 @@ struct LogGen: ParsableCommand {
                 case .failure(let error): failure = error
                 }
             }
-            while opened == nil && failure == nil { loop.runOnce(wait: true) }
+            while opened == nil && failure == nil && loop.runOnce(wait: true) {}
             guard let log = opened else { break }
             defer { log.close() }
             var records: [LogRecord] = []
@@ -86,6 +89,7 @@ struct LogGen: ParsableCommand {
             if !records.isEmpty { try log.write(records, at: time) }
         }
         if let failure { throw failure }
+        if !noIndex, let error = store.writeIndexNow() { throw error }
         print("wrote \(conversations) conversations × \(messages) messages of \(messageBytes) bytes to \(store.conversationsDirectory)")
     }
 

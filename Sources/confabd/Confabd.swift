@@ -89,9 +89,11 @@ struct Confabd: ParsableCommand {
         // Listening before the logs load lets clients that connect meanwhile wait in the
         // backlog instead of being refused; none is accepted until the loop runs, after loading.
         try broker.serve(listener)
-        // Loading reads every log: with a large history that outlasts systemd's start timeout
-        // and the watchdog. Until READY=1, tell systemd it is still starting (from the first
-        // log on, then about once a second) and feed the watchdog.
+        // Start-up lists conversations from the index and reads only the logs it cannot vouch
+        // for: usually none or a few, but all of them the first time (logs from a confabd
+        // before the index, or a lost index), which with a large history outlasts systemd's
+        // start timeout and the watchdog. While logs are read, tell systemd the start goes on
+        // (from the first log on, then about once a second) and feed the watchdog.
         let loadStarted = Notifier.monotonicMicroseconds
         var lastProgress: UInt64?
         let loaded = broker.load { done, total in
@@ -99,7 +101,7 @@ struct Confabd: ParsableCommand {
             guard notifier.isActive, done < total, lastProgress.map({ now - $0 >= 1_000_000 }) ?? true else { return }
             lastProgress = now
             let elapsed = (now - loadStarted) / 1_000_000
-            notifier.send("EXTEND_TIMEOUT_USEC=\(Notifier.startExtension)\nSTATUS=loading conversations: \(done) of \(total) read, \(elapsed) s"
+            notifier.send("EXTEND_TIMEOUT_USEC=\(Notifier.startExtension)\nSTATUS=reading conversation logs: \(done) of \(total) read, \(elapsed) s"
                           + (notifier.watchdog == nil ? "" : "\nWATCHDOG=1"))
         }
         logger.notice("confabd \(ProtocolVersion.confabVersion) ready: \(loaded) conversations, data in \(dataDirectory), upstream \(settings.upstream.baseURL) model \(settings.upstream.model)")

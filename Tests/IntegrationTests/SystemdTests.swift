@@ -172,10 +172,25 @@ final class SystemdTests: XCTestCase {
 
     // MARK: - Readiness, reload, stop
 
-    func testALongLoadKeepsAskingSystemdToWaitAndFeedsTheWatchdog() throws {
-        // A history big enough to take a while (bounded: 400 logs of 40 messages, about 9 MB).
+    func testALargeHistoryWithItsIndexIsReadyAtOnce() throws {
         let generator = try Child(Binaries.path("confab-loggen"),
                                   ["--data-dir", harness.dataDirectory, "--conversations", "400", "--messages", "40", "--message-bytes", "500"])
+        XCTAssertEqual(generator.wait(seconds: 120), 0)
+        let notify = try makeNotifySocket()
+        _ = try launch(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "30000000"])
+        let messages = try notify.take(until: "READY=1", timeout: 120)
+        // The index vouches for every log: nothing is read before READY=1, so nothing asks systemd to wait.
+        XCTAssertEqual(messages.count, 1, "\(messages.map(\.text))")
+        XCTAssertEqual(messages.last?["STATUS"]?.hasPrefix("400 conversations"), true, messages.last?.text ?? "")
+        XCTAssertTrue(harness.log().contains("400 conversations listed from the index, 0 logs read"), harness.log())
+    }
+
+    func testReadingEveryLogWithoutAnIndexKeepsAskingSystemdToWaitAndFeedsTheWatchdog() throws {
+        // Logs as a confabd from before the index left them: the first start reads them all.
+        // A history big enough to take a while (bounded: 400 logs of 40 messages, about 9 MB).
+        let generator = try Child(Binaries.path("confab-loggen"),
+                                  ["--data-dir", harness.dataDirectory, "--conversations", "400", "--messages", "40", "--message-bytes", "500",
+                                   "--no-index"])
         XCTAssertEqual(generator.wait(seconds: 120), 0)
         let notify = try makeNotifySocket()
         _ = try launch(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "30000000"])
@@ -185,7 +200,7 @@ final class SystemdTests: XCTestCase {
         let loading = try XCTUnwrap(messages.first { $0["EXTEND_TIMEOUT_USEC"] != nil }, "\(messages.map(\.text))")
         XCTAssertLessThan(messages.firstIndex { $0["EXTEND_TIMEOUT_USEC"] != nil }!, messages.count - 1, "\(messages.map(\.text))")
         XCTAssertEqual(loading["WATCHDOG"], "1", loading.text)
-        XCTAssertEqual(loading["STATUS"]?.hasPrefix("loading conversations: 0 of 400 read"), true, loading.text)
+        XCTAssertEqual(loading["STATUS"]?.hasPrefix("reading conversation logs: 0 of 400 read"), true, loading.text)
         XCTAssertEqual(messages.last?["STATUS"]?.hasPrefix("400 conversations"), true, messages.last?.text ?? "")
     }
 
