@@ -2,6 +2,9 @@ import ArgumentParser
 import ConfabProtocol
 import EventLoop
 import LogStore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Writes a data directory of conversation logs through the daemon's own log writer, so
 /// start-up and load can be measured on files exactly like the ones confabd writes.
@@ -89,7 +92,13 @@ struct LogGen: ParsableCommand {
             if !records.isEmpty { try log.write(records, at: time) }
         }
         if let failure { throw failure }
-        if !noIndex, let error = store.writeIndexNow() { throw error }
+        // Let an index write the store started in the background finish, then write it whole.
+        loop.run()
+        if noIndex {
+            unlink(store.indexPath)
+        } else if let error = store.writeIndexNow() {
+            throw error
+        }
         print("wrote \(conversations) conversations × \(messages) messages of \(messageBytes) bytes to \(store.conversationsDirectory)")
     }
 
