@@ -170,17 +170,20 @@ final class Conversation {
         return active
     }
 
-    /// What the upstream sees for a reply: the system prompt and every earlier turn that has
-    /// text, alternating. A reply with no text (failed or cancelled before its first delta)
-    /// leaves nothing to send, and chat APIs refuse or misread two user turns in a row, so turns
-    /// of one role that end up next to each other are joined with a blank line between them.
+    /// What the upstream sees for a reply: the system prompt and every earlier turn, in an order
+    /// chat APIs accept (user and assistant alternating). A reply that ended with no text (failed,
+    /// or cancelled before its first delta) is sent as an empty assistant turn rather than left
+    /// out, which would put two user turns in a row; turns of one role that still end up next to
+    /// each other (a reply that never got a record, after a crash or a full disk) are sent as one,
+    /// joined by a blank line.
     func context(before reply: String) -> [ChatMessage] {
         let limit = MessageID.sequence(of: reply) ?? Int.max
         var context: [ChatMessage] = []
         if let system, !system.isEmpty { context.append(ChatMessage(role: "system", content: system)) }
-        for message in messages where message.sequence < limit && !message.content.isEmpty {
+        for message in messages where message.sequence < limit && (!message.content.isEmpty || message.role == "assistant") {
             if let last = context.last, last.role == message.role, message.role != "system" {
-                context[context.count - 1] = ChatMessage(role: last.role, content: last.content + "\n\n" + message.content)
+                let joined = [last.content, message.content].filter { !$0.isEmpty }.joined(separator: "\n\n")
+                context[context.count - 1] = ChatMessage(role: last.role, content: joined)
             } else {
                 context.append(ChatMessage(role: message.role, content: message.content))
             }

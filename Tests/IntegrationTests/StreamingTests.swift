@@ -81,19 +81,18 @@ final class StreamingTests: XCTestCase {
         let client = try harness.client()
         let id = try harness.createConversation(client)
         try client.call("conversation.attach", ["conversation": .string(id)])
-        // A reply that failed before any text (or was cancelled before its first delta) has
-        // nothing to send back: its user turn is joined with the next instead of two user
-        // turns in a row, which chat APIs refuse or misread.
+        // A reply that failed before any text (or was cancelled before its first delta) is sent
+        // back as an empty assistant turn: left out, it would put two user turns in a row, which
+        // chat APIs refuse or misread.
         let failed = try client.call("message.send", ["conversation": .string(id), "content": "first [[status:400]]"])
         let (_, failedFinal) = try client.awaitReply(try XCTUnwrap(failed["reply"]?.string))
         XCTAssertEqual(failedFinal["status"]?.string, "failed")
-        let asked = try client.call("message.send", ["conversation": .string(id), "content": "second"])
-        // (The fake upstream obeys directives anywhere in the last user turn, so this reply
-        // fails too: what matters is what was sent.)
-        _ = try client.awaitReply(try XCTUnwrap(asked["reply"]?.string))
+        let asked = try client.call("message.send", ["conversation": .string(id), "content": "[[context]] second"])
+        let (_, final) = try client.awaitReply(try XCTUnwrap(asked["reply"]?.string))
+        XCTAssertEqual(final["content"]?.string, "context: user assistant user | first [[status:400]] /  / [[context]] second")
         let messages = try XCTUnwrap(harness.upstreamRequests().last?["body"]?["messages"]?.array)
-        XCTAssertEqual(messages.compactMap { $0["role"]?.string }, ["user"])
-        XCTAssertEqual(messages.first?["content"]?.string, "first [[status:400]]\n\nsecond")
+        XCTAssertEqual(messages.compactMap { $0["role"]?.string }, ["user", "assistant", "user"])
+        XCTAssertEqual(messages[1]["content"]?.string, "")
     }
 
     func testSendsQueueInOrderAndContextCarriesEarlierTurns() throws {
