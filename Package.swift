@@ -33,6 +33,9 @@ let package = Package(
             .define("TOML_ENABLE_FORMATTERS", to: "0"), .unsafeFlags(["-Wall", "-Wextra", "-Werror"]),
         ]),
         .target(name: "TOML", dependencies: ["CTOML"], swiftSettings: strict),
+        // What the client shows on a terminal: safe text, display width, rendering.
+        .target(name: "CTerminal"),
+        .target(name: "Terminal", dependencies: ["CTerminal"], swiftSettings: strict),
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
@@ -48,7 +51,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab", dependencies: [
-            "ConfabProtocol", "Posix",
+            "ConfabProtocol", "Posix", "Terminal",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
@@ -60,6 +63,7 @@ let package = Package(
 
         .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
+        .testTarget(name: "TerminalTests", dependencies: ["Terminal"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),

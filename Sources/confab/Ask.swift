@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import ConfabProtocol
 import Posix
+import Terminal
 
 struct Ask: ClientCommand {
     static let configuration = CommandConfiguration(
@@ -78,6 +79,16 @@ struct Ask: ClientCommand {
 
     /// Writes the reply's deltas as they come, then ends by its final status.
     private func stream(reply: String, in conversation: String, from connection: Connection) throws(Failure) {
+        // On a terminal the reply is text for a person, and must not drive the terminal;
+        // into a pipe or a file it goes byte for byte.
+        let toTerminal = isatty(1) != 0
+        func show(_ bytes: [UInt8]) {
+            if toTerminal {
+                Out.stdout(SafeText.sanitized(String(decoding: bytes, as: UTF8.self)))
+            } else {
+                Out.stdout(bytes)
+            }
+        }
         var written: [UInt8] = []
         func finish(content: String?) {
             // What the final message has beyond what we streamed (we attached before
@@ -86,7 +97,7 @@ struct Ask: ClientCommand {
                 let bytes = Array(content.utf8)
                 if bytes.count > written.count, bytes.starts(with: written) {
                     let rest = Array(bytes[written.count...])
-                    Out.stdout(rest)
+                    show(rest)
                     written += rest
                 }
             }
@@ -106,7 +117,7 @@ struct Ask: ClientCommand {
             case "message.delta":
                 guard params["message"]?.string == reply, let piece = params["content"]?.string, !piece.isEmpty else { continue }
                 let bytes = Array(piece.utf8)
-                Out.stdout(bytes)
+                show(bytes)
                 written += bytes
             case "message.completed":
                 guard let message = params["message"], message["id"]?.string == reply else { continue }

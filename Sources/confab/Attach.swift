@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import ConfabProtocol
+import Terminal
 
 struct Attach: ClientCommand {
     static let configuration = CommandConfiguration(
@@ -211,9 +212,11 @@ final class Transcript {
     private var atLineStart = true
     private let sharedTerminal = isatty(1) != 0 && isatty(2) != 0
 
+    /// Everything attach prints passes here: what others and the model wrote never reaches
+    /// the terminal as a control character.
     private func emit(_ text: String) {
         guard !text.isEmpty else { return }
-        Out.stdout(text)
+        Out.stdout(SafeText.sanitized(text))
         atLineStart = text.utf8.last == 0x0A
     }
 
