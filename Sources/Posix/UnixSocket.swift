@@ -76,6 +76,34 @@ public enum UnixSocket {
         return option(SO_DOMAIN) == AF_UNIX && option(SO_TYPE) == Int32(SOCK_STREAM.rawValue) && option(SO_ACCEPTCONN) == 1
     }
 
+    /// Who is on the other end of a connected Unix socket, as the kernel recorded it when
+    /// the connection was made (SO_PEERCRED), never as the peer claims.
+    public struct PeerCredentials: Sendable, Equatable {
+        public var pid: Int32
+        public var uid: UInt32
+        public var gid: UInt32
+
+        public init(pid: Int32, uid: UInt32, gid: UInt32) {
+            self.pid = pid
+            self.uid = uid
+            self.gid = gid
+        }
+    }
+
+    /// The peer's credentials; the errno when the kernel gives none (not a Unix socket).
+    public static func peerCredentials(of fd: Int32) throws(Errno) -> PeerCredentials {
+        // Glibc's `struct ucred` is hidden behind _GNU_SOURCE; the kernel's layout is fixed
+        // (pid_t, uid_t, gid_t), and so is this one, field for field.
+        var credentials = PeerCredentials(pid: 0, uid: 0, gid: 0)
+        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
+        let status = withUnsafeMutablePointer(to: &credentials) {
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0, &length)
+        }
+        guard status == 0 else { throw Errno.current }
+        guard length == socklen_t(MemoryLayout<PeerCredentials>.size) else { throw Errno(EINVAL) }
+        return credentials
+    }
+
     /// The path `fd` is bound to; nil for an abstract or unnamed socket.
     public static func boundPath(of fd: Int32) -> String? {
         var address = sockaddr_un()

@@ -32,12 +32,20 @@ final class Connection {
 
     deinit { Glibc.close(fd) }
 
+    /// Connects to the daemon at `path`, and only to a daemon of ours: anyone can put a
+    /// socket where we look when we look somewhere shared, and whoever answers there reads
+    /// what we send and writes to our terminal.
     static func open(path: String) throws(Failure) -> Connection {
+        try DaemonTrust.checkFallbackDirectory(of: path)
+        let fd: Int32
         do {
-            return Connection(fd: try UnixSocket.connect(to: path), path: path)
+            fd = try UnixSocket.connect(to: path)
         } catch {
             throw .unreachable(path: path, errno: error.code)
         }
+        let connection = Connection(fd: fd, path: path)
+        try DaemonTrust.checkPeer(fd, path: path)
+        return connection
     }
 
     // MARK: Sending
@@ -208,5 +216,74 @@ final class Connection {
             let shown = matches.prefix(5).joined(separator: ", ") + (matches.count > 5 ? ", …" : "")
             throw .message("\"\(given)\" is ambiguous: \(matches.count) conversations match (\(shown))")
         }
+    }
+}
+
+/// Who the client agrees to talk to: a daemon running as its own user, or as the one user
+/// named in `CONFAB_DAEMON_USER` (a shared daemon whose `access.allow_uids` lists us).
+enum DaemonTrust {
+    /// `/tmp/confab-$UID` is where we look without `XDG_RUNTIME_DIR` (a plain ssh login).
+    /// /tmp is everybody's: another user may have made that directory first, and put a
+    /// socket of theirs in it. We use it only when it is ours and closed to everyone else.
+    static func checkFallbackDirectory(of path: String) throws(Failure) {
+        let fallback = "/tmp/confab-\(getuid())"
+        guard path.hasPrefix(fallback + "/") else { return }
+        var info = stat()
+        guard lstat(fallback, &info) == 0 else {
+            if errno == ENOENT { return }  // Nothing there: connecting says so.
+            throw .refused("cannot check \(fallback): \(errorText(errno))")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw .refused("refusing \(fallback): it is not a directory (a symlink or a file); remove it and start confabd again")
+        }
+        guard info.st_uid == getuid() else {
+            throw .refused("refusing \(fallback): it belongs to \(describe(uid: info.st_uid)), not to you (\(describe(uid: getuid()))); "
+                + "another user may be pretending to be confabd there. Set XDG_RUNTIME_DIR or CONFAB_SOCKET, or have it removed")
+        }
+        let mode = info.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw .refused("refusing \(fallback): its mode is \(octal(mode)), and it must be 0700 (yours alone); "
+                + "check what is in it, then: chmod 700 \(fallback)")
+        }
+    }
+
+    /// The kernel says who listens on the socket (SO_PEERCRED): it must be us, or the user
+    /// `CONFAB_DAEMON_USER` names.
+    static func checkPeer(_ fd: Int32, path: String) throws(Failure) {
+        let peer: UnixSocket.PeerCredentials
+        do {
+            peer = try UnixSocket.peerCredentials(of: fd)
+        } catch {
+            throw .refused("cannot tell who serves \(path): \(error)")
+        }
+        if peer.uid == getuid() { return }
+        let expected = try sharedDaemonUID()
+        if let expected, peer.uid == expected { return }
+        var text = "refusing \(path): it is served by \(describe(uid: peer.uid)) (pid \(peer.pid)), not by you (\(describe(uid: getuid())))"
+        if let expected {
+            text += " nor by \(describe(uid: expected)) as CONFAB_DAEMON_USER says"
+        } else {
+            text += "; to use a daemon another user shares with you, set CONFAB_DAEMON_USER to that user"
+        }
+        throw .refused(text)
+    }
+
+    /// `CONFAB_DAEMON_USER`: a login or a uid; nil when unset.
+    private static func sharedDaemonUID() throws(Failure) -> UInt32? {
+        guard let value = Environment.get("CONFAB_DAEMON_USER"), !value.isEmpty else { return nil }
+        if let uid = UInt32(value) { return uid }
+        guard let entry = getpwnam(value) else {
+            throw .refused("CONFAB_DAEMON_USER=\(value): no such user (give a login or a uid)")
+        }
+        return entry.pointee.pw_uid
+    }
+
+    static func describe(uid: UInt32) -> String {
+        UserAccount.login(of: uid).map { "uid \(uid) (\($0))" } ?? "uid \(uid)"
+    }
+
+    private static func octal(_ mode: mode_t) -> String {
+        let digits = String(mode, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 }

@@ -2,11 +2,15 @@
 import Glibc
 #endif
 import ConfabProtocol
+import Terminal
 
 /// Why a command stopped early, and how it tells the user.
 enum Failure: Error {
     /// The socket could not be connected: exit 3.
     case unreachable(path: String, errno: Int32)
+    /// The socket is not one we may talk to (another user's, or in a directory that is not
+    /// ours alone): exit 3, as for no daemon at all, since ours is not there.
+    case refused(String)
     /// The daemon answered a request with an error: exit 1.
     case rpc(RPCError)
     /// The daemon closed the connection (or it broke) before we were done: exit 1.
@@ -22,6 +26,9 @@ enum Failure: Error {
         switch self {
         case .unreachable(let path, let code):
             Out.error("cannot reach confabd at \(path): \(errorText(code)) (is it running? start it with: confabd)")
+            Out.exit(3)
+        case .refused(let text):
+            Out.error(text)
             Out.exit(3)
         case .rpc(let error):
             Out.error(error.message)
@@ -88,8 +95,10 @@ enum Out {
         exit(1)
     }
 
+    /// A line on stderr. Error texts carry what the upstream or the daemon said, so they
+    /// are made safe for a terminal.
     static func errorLine(_ text: String) {
-        var line = text + "\n"
+        var line = SafeText.sanitized(text) + "\n"
         _ = line.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 

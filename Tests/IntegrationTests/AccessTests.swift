@@ -16,6 +16,9 @@ final class AccessTests: XCTestCase {
     /// The system's python, which any user can run (a per-user install under /root is not).
     static let python = ["/usr/bin/python3", "/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
+    /// The client talks to another user's daemon only when told whose it is.
+    static let sharedDaemon = ["CONFAB_DAEMON_USER": String(getuid())]
+
     var harness: Harness!
 
     override func setUpWithError() throws {
@@ -35,7 +38,7 @@ final class AccessTests: XCTestCase {
         openSocketToOthers()
 
         // The real client: the daemon closes the connection without a word.
-        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"])
+        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(status.status, 1, status.stderr)
         XCTAssertEqual(status.stdout, "")
         XCTAssertTrue(status.stderr.contains("confabd closed the connection"), status.stderr)
@@ -57,7 +60,7 @@ final class AccessTests: XCTestCase {
         harness = try Harness(config: "[access]\nallow_uids = [\(Self.otherUID)]\n")
         openSocketToOthers()
 
-        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"])
+        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(status.status, 0, status.stderr)
         XCTAssertTrue(status.stdout.hasPrefix("confabd ") && status.stdout.contains("clients:"), status.stdout)
         waitForLog("connected uid=\(Self.otherUID) pid=\(status.pid)")
@@ -77,9 +80,56 @@ final class AccessTests: XCTestCase {
         waitForLog("connected uid=\(Self.otherUID) pid=\(raw.pid)")
 
         // The list lets in exactly the uids it names.
-        let stranger = try runAs(Self.otherUID - 1, Binaries.path("confab"), ["--socket", harness.socketPath, "status"])
+        let stranger = try runAs(Self.otherUID - 1, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(stranger.status, 1, stranger.stdout)
         waitForLog("connection refused: uid=\(Self.otherUID - 1) pid=\(stranger.pid) is not allowed")
+    }
+
+    func testTheClientRefusesADaemonOfAnotherUserAndSaysWhose() throws {
+        harness = try Harness()
+        openSocketToOthers()
+        let refused = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "ls"])
+        XCTAssertEqual(refused.status, 3, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("refusing \(harness.socketPath): it is served by uid 0"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("CONFAB_DAEMON_USER"), refused.stderr)
+        // Naming some other user does not let it through either.
+        let wrong = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "ls"],
+                              environment: ["CONFAB_DAEMON_USER": "1"])
+        XCTAssertEqual(wrong.status, 3, wrong.stderr)
+        XCTAssertTrue(wrong.stderr.contains("nor by uid 1"), wrong.stderr)
+    }
+
+    /// Without XDG_RUNTIME_DIR the client looks in /tmp/confab-$UID, which anyone could have
+    /// made first: it must be the user's own, mode 0700.
+    func testTheFallbackDirectoryMustBeTheUsersOwnAndPrivate() throws {
+        harness = try Harness()
+        let uid: UInt32 = Self.otherUID - 2
+        let directory = "/tmp/confab-\(uid)"
+        var existing = stat()
+        guard lstat(directory, &existing) != 0 else { throw XCTSkip("\(directory) exists already") }
+        XCTAssertEqual(mkdir(directory, 0o777), 0)
+        defer { rmdir(directory) }
+        chmod(directory, 0o777)
+        func ls() throws -> (status: Int32, stderr: String) {
+            let run = try runAs(uid, Binaries.path("confab"), ["ls"], environment: ["HOME": "/"])
+            return (run.status, run.stderr)
+        }
+
+        var run = try ls()
+        XCTAssertEqual(run.status, 3)
+        XCTAssertTrue(run.stderr.contains("refusing \(directory): it belongs to uid 0"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("not to you (uid \(uid)"), run.stderr)
+
+        XCTAssertEqual(chown(directory, uid, uid), 0)
+        run = try ls()
+        XCTAssertEqual(run.status, 3)
+        XCTAssertTrue(run.stderr.contains("refusing \(directory): its mode is 0777"), run.stderr)
+
+        // Its own and private: the client looks for the socket in it (and finds none).
+        XCTAssertEqual(chmod(directory, 0o700), 0)
+        run = try ls()
+        XCTAssertEqual(run.status, 3)
+        XCTAssertTrue(run.stderr.contains("cannot reach confabd at \(directory)/confabd.sock"), run.stderr)
     }
 
     // MARK: - Helpers
@@ -93,11 +143,11 @@ final class AccessTests: XCTestCase {
 
     /// Runs `executable` as `uid` (its own group, no supplementary groups). setpriv execs it,
     /// so the PID returned is the one the daemon sees.
-    private func runAs(_ uid: UInt32, _ executable: String, _ arguments: [String]) throws -> (pid: Int32, status: Int32, stdout: String, stderr: String) {
+    private func runAs(_ uid: UInt32, _ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (pid: Int32, status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.setpriv!)
         process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", executable] + arguments
-        process.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
+        process.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(environment) { $1 }
         process.currentDirectoryURL = URL(fileURLWithPath: "/")
         let out = Pipe(), err = Pipe()
         process.standardOutput = out

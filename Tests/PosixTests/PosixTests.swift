@@ -99,6 +99,21 @@ final class UnixSocketTests: XCTestCase {
         _ = loop.runOnce(wait: false)
     }
 
+    func testPeerCredentialsAreTheKernelsViewOfTheOtherEnd() throws {
+        var pair: [Int32] = [0, 0]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair), 0)
+        defer { close(pair[0]); close(pair[1]) }
+        let peer = try UnixSocket.peerCredentials(of: pair[0])
+        XCTAssertEqual(peer, UnixSocket.PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()))
+
+        var pipeEnds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&pipeEnds), 0)
+        defer { close(pipeEnds[0]); close(pipeEnds[1]) }
+        XCTAssertThrowsError(try UnixSocket.peerCredentials(of: pipeEnds[0])) { error in
+            XCTAssertEqual(error as? Errno, Errno(ENOTSOCK))
+        }
+    }
+
     func testKnownUidsHaveLoginsAndUnknownOnesDoNot() {
         XCTAssertEqual(UserAccount.login(of: 0), "root")
         XCTAssertNil(UserAccount.login(of: 4_000_000_000))
