@@ -1,0 +1,76 @@
+import ConfabProtocol
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How confabd uses its connections to the upstream, seen from the fake upstream, which numbers
+/// every TCP connection it accepts and logs the number with each request.
+final class UpstreamConnectionTests: XCTestCase {
+    var harness: Harness!
+
+    override func setUpWithError() throws { harness = try Harness() }
+    override func tearDown() { harness?.tearDown() }
+
+    /// A second reply to the same server must not pay for a new connection (and, over TLS, a
+    /// new handshake): the fake upstream keeps a properly ended stream's connection open.
+    func testTwoRepliesInARowUseOneUpstreamConnection() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        for text in ["[[reply:one]]", "[[reply:two]]"] {
+            let sent = try client.call("message.send", ["conversation": .string(id), "content": .string(text)])
+            let (_, final) = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
+            XCTAssertEqual(final["status"]?.string, "complete")
+        }
+        let connections = harness.upstreamRequests()
+            .filter { $0["path"]?.string?.hasSuffix("/chat/completions") == true }
+            .map { $0["connection"]?.int }
+        XCTAssertEqual(connections.count, 2, "two requests upstream")
+        XCTAssertNotNil(connections.first ?? nil, "the fake upstream numbers its connections")
+        XCTAssertEqual(connections.first, connections.last, "the second reply came on the first one's connection")
+        XCTAssertEqual(try fakeUpstreamStats()["connections"]?.int, 2, "one connection for both replies, one for this question")
+    }
+
+    /// The counter the test above relies on tells connections apart.
+    func testTheFakeUpstreamCountsEachConnection() throws {
+        let first = try fakeUpstreamStats()
+        let second = try fakeUpstreamStats()
+        XCTAssertEqual(first["connections"]?.int, 1)
+        XCTAssertEqual(second["connections"]?.int, 2)
+        XCTAssertEqual(second["requests"]?.int, 2)
+    }
+
+    /// `GET /stats` from the fake upstream, on a connection of its own.
+    private func fakeUpstreamStats() throws -> JSON {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError(description: "socket: \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(harness.upstreamPort).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw HarnessError(description: "connect: \(errno)") }
+        let request = Array("GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+            throw HarnessError(description: "send: \(errno)")
+        }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            answer += buffer[0..<n]
+        }
+        let text = String(decoding: answer, as: UTF8.self)
+        guard text.hasPrefix("HTTP/1.1 200"), let body = text.components(separatedBy: "\r\n\r\n").last else {
+            throw HarnessError(description: "unexpected answer to GET /stats: \(text)")
+        }
+        return try JSON.parse(body)
+    }
+}
