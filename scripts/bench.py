@@ -16,6 +16,7 @@ Sections (all by default; pick some with --only):
 - reuse:    TCP connections the fake upstream accepted for replies in a row
 - startup:  exec to first answered `status`, RSS, conversation.list and the first attach of a
             100-message conversation, on data directories written by confab-loggen
+- profile:  (only with --only profile) perf record -g of confabd during a 10-reader burst
 
 Everything runs on loopback and Unix sockets in temporary directories; every run has a
 count and a deadline; every process started here is ended by its PID.
@@ -568,12 +569,46 @@ def bench_startup(ctx):
             shutil.rmtree(data)
 
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup"]
+def bench_profile(ctx):
+    """Where confabd's time goes during a 10-reader burst: perf record -g, top symbols."""
+    if shutil.which("perf") is None:
+        print("profile: perf not installed (Debian: linux-perf), skipped")
+        return
+    readers, count = 10, ctx.burst
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, fsync=False)
+        try:
+            client = Client(daemon.socket)
+            cid = client.call("conversation.create", {"title": "profile"})["conversation"]["id"]
+            watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, readers, [cid], timeout=120)
+            data = os.path.join(tmp, "perf.data")
+            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "999", "-o", data, "-p", str(daemon.proc.pid)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)
+            client.call("message.send", {"conversation": cid, "content": "[[burst:%d]]" % count})
+            watchers.result(150)
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=60)
+            client.close()
+        finally:
+            daemon.stop()
+        report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "symbol", "--stdio", "-g", "none",
+                                 "--percent-limit", "1.5"], capture_output=True, text=True, timeout=300).stdout
+        demangled = subprocess.run(["swift", "demangle", "--simplified"], input=report, capture_output=True, text=True).stdout \
+            if shutil.which("swift") else report
+    print("profile: confabd during %d deltas to %d readers (perf record -g -F 999; self time, symbols over 1.5%%):" % (count, readers))
+    for line in demangled.splitlines():
+        if line.strip() and not line.startswith("#"):
+            print("  " + " ".join(line.split())[:160])
+
+
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "profile"]
+DEFAULT_SECTIONS = [name for name in SECTIONS if name != "profile"]
 
 
 def main():
     parser = argparse.ArgumentParser(description="confab benchmarks (release build)")
-    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (profile only when named)")
     parser.add_argument("--burst", type=int, default=100_000, help="deltas per fan-out burst at 1 and 10 readers")
     parser.add_argument("--burst-100", type=int, default=10_000, help="deltas per fan-out burst at 100 readers")
     parser.add_argument("--latency-count", type=int, default=3000, help="stamped deltas per latency run")
@@ -584,8 +619,9 @@ def main():
     big.add_argument("--big", dest="big", action="store_const", const="yes", help="always measure start-up with 10,000 x 100")
     big.add_argument("--no-big", dest="big", action="store_const", const="no", help="never measure start-up with 10,000 x 100")
     parser.set_defaults(big="auto")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the closing table to FILE as Markdown")
     ctx = parser.parse_args()
-    sections = ctx.only.split(",") if ctx.only else SECTIONS
+    sections = ctx.only.split(",") if ctx.only else DEFAULT_SECTIONS
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error("unknown section(s): " + ", ".join(sorted(unknown)))
@@ -618,6 +654,11 @@ def main():
     widths = [max(len(str(row[i])) for row in results + [headers]) for i in range(len(headers))]
     for row in [headers] + results:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+    if ctx.markdown:
+        with open(ctx.markdown, "w") as f:
+            f.write("| " + " | ".join(headers[:-1]) + " | met |\n|" + "---|" * len(headers) + "\n")
+            for row in results:
+                f.write("| " + " | ".join(str(cell) for cell in row) + " |\n")
 
 
 if __name__ == "__main__":
