@@ -26,6 +26,7 @@ struct Script {
     var burst: Int?
     var stamp = false
     var delayMicroseconds: Int?
+    var endDelayMs: Int?
 
     init(directives: [(name: String, value: String?)], defaultDelayMs: Int) {
         delayMs = defaultDelayMs
@@ -54,6 +55,7 @@ struct Script {
             case "burst": if let n = number, n >= 0 { burst = min(n, 10_000_000) }
             case "stamp": stamp = true
             case "delay-us": if let n = number, n >= 0 { delayMicroseconds = min(n, 600_000_000) }
+            case "end-delay": if let n = number, n >= 0 { endDelayMs = min(n, 600_000) }
             default: break  // unknown directives are ignored (but still removed from the text)
             }
         }
@@ -170,7 +172,9 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
     }
     let path = request.path
     if request.method == "POST" && path.hasSuffix("/chat/completions") {
-        return chatCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
+        return shared.answering {
+            chatCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
+        }
     }
     if request.method == "GET" && path.hasSuffix("/models") {
         let list = JSON.object([
@@ -181,7 +185,8 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
     }
     if request.method == "GET" && path.hasSuffix("/stats") {
         let counts = shared.counts()
-        let stats = JSON.object([("connections", .int(counts.connections)), ("requests", .int(counts.requests))])
+        let stats = JSON.object([("connections", .int(counts.connections)), ("requests", .int(counts.requests)),
+                                 ("answering", .int(counts.streams))])
         return sendJSON(connection, status: 200, body: stats.encoded(), keepAlive: keepAlive)
     }
     return sendJSON(connection, status: 404,
@@ -425,6 +430,10 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     }
     if !script.noDone {
         guard writer.write("data: [DONE]" + eol + eol) else { return false }
+    }
+    if let ms = script.endDelayMs {
+        guard writer.flush() else { return false }
+        sleepMilliseconds(ms)
     }
     return writer.finish() && keepAlive
 }

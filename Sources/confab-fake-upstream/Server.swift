@@ -10,6 +10,7 @@ final class Shared: Sendable {
     private let counter = Mutex<Int>(0)
     private let accepted = Mutex<Int>(0)
     private let requests = Mutex<Int>(0)
+    private let streams = Mutex<Int>(0)
     private let attempts = Mutex<[String: Int]>([:])
 
     init(config: Config) {
@@ -38,9 +39,16 @@ final class Shared: Sendable {
         }
     }
 
-    /// TCP connections accepted and requests read since start.
-    func counts() -> (connections: Int, requests: Int) {
-        (accepted.withLock { $0 }, requests.withLock { $0 })
+    /// Runs `answer`, counted as a chat completion being answered while it runs.
+    func answering<T>(_ answer: () -> T) -> T {
+        streams.withLock { $0 += 1 }
+        defer { streams.withLock { $0 -= 1 } }
+        return answer()
+    }
+
+    /// TCP connections accepted and requests read since start, chat completions being answered now.
+    func counts() -> (connections: Int, requests: Int, streams: Int) {
+        (accepted.withLock { $0 }, requests.withLock { $0 }, streams.withLock { $0 })
     }
 
     func nextID() -> Int {
