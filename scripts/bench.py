@@ -394,14 +394,22 @@ def bench_fanout(ctx):
         try:
             for readers in (1, 10, 100):
                 count = ctx.burst if readers < 100 else ctx.burst_100
-                with tempfile.TemporaryDirectory(prefix="confab-bench-", dir=tmp) as run:
-                    c = confab_burst(ctx, run, readers, count)
-                r = redis_burst(ctx, redis, readers, count)
-                c_rate, r_rate = c["delivered"] / c["seconds"], r["delivered"] / r["seconds"]
+                # Alternating rounds, the median of each side: one slow moment of a shared
+                # machine should not decide the ratio.
+                rounds = []
+                for _ in range(ctx.rounds):
+                    with tempfile.TemporaryDirectory(prefix="confab-bench-", dir=tmp) as run:
+                        c = confab_burst(ctx, run, readers, count)
+                    r = redis_burst(ctx, redis, readers, count)
+                    rounds.append((c["delivered"] / c["seconds"], c, r["delivered"] / r["seconds"], r))
+                c_rate = statistics.median(x[0] for x in rounds)
+                r_rate = statistics.median(x[2] for x in rounds)
+                c = sorted(rounds, key=lambda x: x[0])[len(rounds) // 2][1]
+                r = sorted(rounds, key=lambda x: x[2])[len(rounds) // 2][3]
                 ratio = c_rate / r_rate
-                print("  %3d readers x %d deltas: confab %.2f s, %.0f deliveries/s, %.2f us CPU/delivery%s | "
+                print("  %3d readers x %d deltas, median of %d: confab %.2f s, %.0f deliveries/s, %.2f us CPU/delivery%s | "
                       "Redis %.2f s, %.0f deliveries/s, %.2f us CPU/delivery%s | confab/Redis %.2fx" % (
-                          readers, count, c["seconds"], c_rate, c["cpu"] * 1e6 / max(1, c["delivered"]),
+                          readers, count, ctx.rounds, c["seconds"], c_rate, c["cpu"] * 1e6 / max(1, c["delivered"]),
                           "" if c["complete"] == readers else " (INCOMPLETE: %d of %d)" % (c["delivered"], c["expected"]),
                           r["seconds"], r_rate, r["cpu"] * 1e6 / max(1, r["delivered"]),
                           "" if r["complete"] == readers else " (INCOMPLETE: %d of %d)" % (r["delivered"], r["expected"]),
@@ -601,7 +609,7 @@ def bench_profile(ctx):
     print("profile: confabd during %d deltas to %d readers (perf record -g -F 999; self time, symbols over 1.5%%):" % (count, readers))
     for line in demangled.splitlines():
         if line.strip() and not line.startswith("#"):
-            print("  " + " ".join(line.split())[:160])
+            print("  " + " ".join(line.split()).removesuffix(" - -")[:160])
 
 
 SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "profile"]
@@ -612,7 +620,8 @@ def main():
     parser = argparse.ArgumentParser(description="confab benchmarks (release build)")
     parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (profile only when named)")
     parser.add_argument("--burst", type=int, default=100_000, help="deltas per fan-out burst at 1 and 10 readers")
-    parser.add_argument("--burst-100", type=int, default=10_000, help="deltas per fan-out burst at 100 readers")
+    parser.add_argument("--burst-100", type=int, default=100_000, help="deltas per fan-out burst at 100 readers")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating confab/Redis rounds per fan-out size")
     parser.add_argument("--latency-count", type=int, default=3000, help="stamped deltas per latency run")
     parser.add_argument("--latency-gap-us", type=int, default=2000, help="microseconds between stamped deltas")
     parser.add_argument("--cpu-count", type=int, default=1000, help="deltas per stream in the 100-stream run")
@@ -630,9 +639,9 @@ def main():
 
     started = time.monotonic()
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print("confab benchmarks, %s, commit %s, release binaries in %s, %d cores, %s" % (
+    print("confab benchmarks, %s, commit %s, release binaries in %s, %d cores, Linux %s, load average %.1f" % (
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit or "?", os.path.realpath(BIN), os.cpu_count(),
-        os.uname().release))
+        os.uname().release, os.getloadavg()[0]))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
     threading.Thread(target=server.serve_forever, daemon=True).start()
