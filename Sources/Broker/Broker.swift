@@ -161,7 +161,7 @@ public final class Broker {
         for conversationID in client.attached {
             guard let conversation = conversations[conversationID] else { continue }
             if conversation.detach(client) {
-                conversation.broadcast("client.detached", ["client": client.info.json])
+                conversation.broadcast(.clientDetached, ["client": client.info.json])
             }
         }
         client.attached = []
@@ -200,7 +200,7 @@ public final class Broker {
         for listener in listeners { listener.close() }
         listeners = []
         replies.interruptAll(in: conversations.values)
-        let goodbye = OutboundBuffer(RPC.notification(method: "server.stopping", params: ["reason": .string(reason)]))
+        let goodbye = OutboundBuffer(RPC.notification(.serverStopping, params: ["reason": .string(reason)]))
         let remaining = Array(clients.values)
         if remaining.isEmpty {
             done()

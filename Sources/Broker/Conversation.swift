@@ -98,15 +98,15 @@ final class Conversation {
         contents = .inMemory
         // A user message reserved the id after it for its reply, and clients were told that
         // id; a reply that never got a record (a crash, a full disk) must not hand it on.
-        nextSequence = messages.map { $0.sequence + ($0.role == "user" ? 2 : 1) }.max() ?? 1
+        nextSequence = messages.map { $0.sequence + ($0.role == .user ? 2 : 1) }.max() ?? 1
         // Sends stored after the last reply whose own replies never started were waiting their
         // turn when the daemon stopped or died: they are owed, in order. (A reply that could not
         // start for a full disk is owed too if nothing came after it; once a later reply exists,
         // running it would answer out of order, so it is left.)
-        let lastReply = messages.filter { $0.role == "assistant" }.map(\.sequence).max() ?? 0
+        let lastReply = messages.filter { $0.role == .assistant }.map(\.sequence).max() ?? 0
         let present = Set(messages.map(\.sequence))
         queue = messages
-            .filter { $0.role == "user" && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
+            .filter { $0.role == .user && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
             .map { MessageID.make($0.sequence + 1) }
     }
 
@@ -179,9 +179,9 @@ final class Conversation {
     func context(before reply: String) -> [ChatMessage] {
         let limit = MessageID.sequence(of: reply) ?? Int.max
         var context: [ChatMessage] = []
-        if let system, !system.isEmpty { context.append(ChatMessage(role: "system", content: system)) }
-        for message in messages where message.sequence < limit && (!message.content.isEmpty || message.role == "assistant") {
-            if let last = context.last, last.role == message.role, message.role != "system" {
+        if let system, !system.isEmpty { context.append(ChatMessage(role: .system, content: system)) }
+        for message in messages where message.sequence < limit && (!message.content.isEmpty || message.role == .assistant) {
+            if let last = context.last, last.role == message.role, message.role != .system {
                 let joined = [last.content, message.content].filter { !$0.isEmpty }.joined(separator: "\n\n")
                 context[context.count - 1] = ChatMessage(role: last.role, content: joined)
             } else {
@@ -215,11 +215,11 @@ final class Conversation {
     }
 
     /// Encodes once, writes the same bytes to every attached client.
-    func broadcast(_ method: String, _ params: [String: JSON], except: ClientSession? = nil) {
+    func broadcast(_ notification: RPCNotification, _ params: [String: JSON], except: ClientSession? = nil) {
         guard !attached.isEmpty else { return }
         var params = params
         params["conversation"] = .string(id)
-        let buffer = OutboundBuffer(RPC.notification(method: method, params: .object(params)))
+        let buffer = OutboundBuffer(RPC.notification(notification, params: .object(params)))
         for client in attached where client !== except { client.send(buffer) }
     }
 

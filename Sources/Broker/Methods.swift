@@ -41,29 +41,30 @@ extension Broker {
         }
         do throws(RPCError) {
             let params = try Params(rawParams)
-            switch method {
-            case "hello": respond(.success(try hello(params, client)))
-            case "status": respond(.success(status()))
-            case "conversation.create": try create(params, client, later())
-            case "conversation.list": respond(.success(try list(params)))
-            case "conversation.get": respond(.success(["conversation": try conversation(params).info.json]))
-            case "conversation.rename":
+            guard let known = RPCMethod(rawValue: method) else {
+                throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
+            }
+            switch known {
+            case .hello: respond(.success(try hello(params, client)))
+            case .status: respond(.success(status()))
+            case .conversationCreate: try create(params, client, later())
+            case .conversationList: respond(.success(try list(params)))
+            case .conversationGet: respond(.success(["conversation": try conversation(params).info.json]))
+            case .conversationRename:
                 try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try rename(c, params, client, respond) }
-            case "conversation.delete":
+            case .conversationDelete:
                 try on(params, needsMessages: false, now: later, later: later) { [unowned self] c, respond throws(RPCError) in delete(c, respond) }
-            case "conversation.attach":
+            case .conversationAttach:
                 try on(params, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try attach(c, params, client))) }
-            case "conversation.detach":
+            case .conversationDetach:
                 try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(detach(c, client))) }
-            case "conversation.history":
+            case .conversationHistory:
                 try on(params, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try history(c, params))) }
-            case "message.send":
+            case .messageSend:
                 try refuseWhenStopping()
                 try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try send(c, params, client, respond) }
-            case "generation.cancel":
+            case .generationCancel:
                 try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(cancel(c))) }
-            default:
-                throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
             }
         } catch {
             // A method that reserved its place and then refused its params answers in that place.
@@ -192,7 +193,7 @@ extension Broker {
             conversation.updated = .now()
             logger.info("conversation=\(conversation.id) renamed client=\(client.id)")
             respond(.success(["conversation": conversation.info.json]))
-            conversation.broadcast("conversation.updated", ["info": conversation.info.json])
+            conversation.broadcast(.conversationUpdated, ["info": conversation.info.json])
         }
     }
 
@@ -200,7 +201,7 @@ extension Broker {
         conversation.isDeleted = true
         conversations[conversation.id] = nil
         replies.forget(conversation)
-        conversation.broadcast("conversation.deleted", [:])
+        conversation.broadcast(.conversationDeleted, [:])
         for client in conversation.detachAll() { client.attached.remove(conversation.id) }
         store.delete(conversation.log) { [unowned self] error in
             if let error {
@@ -224,7 +225,7 @@ extension Broker {
         ]
         if conversation.attach(client) {
             client.attached.insert(conversation.id)
-            conversation.broadcast("client.attached", ["client": client.info.json], except: client)
+            conversation.broadcast(.clientAttached, ["client": client.info.json], except: client)
             logger.info("conversation=\(conversation.id) client=\(client.id) attached")
         }
         return result
@@ -234,7 +235,7 @@ extension Broker {
         let detached = conversation.detach(client)
         if detached {
             client.attached.remove(conversation.id)
-            conversation.broadcast("client.detached", ["client": client.info.json])
+            conversation.broadcast(.clientDetached, ["client": client.info.json])
         }
         return ["detached": .bool(detached)]
     }
@@ -259,7 +260,7 @@ extension Broker {
             throw RPCError(code: RPCError.limitReached, message: "too many sends waiting in this conversation (limit \(limits.maxQueuedSends))")
         }
         let ids = conversation.reserveSend()
-        let message = Message(id: ids.message, conversation: conversation.id, role: "user", content: content,
+        let message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
                               status: .complete, created: .now(), author: client.author())
         conversation.sendsBeingStored += 1
         conversation.log.append([.message(message)]) { [unowned self] error in
@@ -277,7 +278,7 @@ extension Broker {
             logger.info("conversation=\(conversation.id) message=\(message.id) stored client=\(client.id) chars=\(content.count)")
             logger.debug("conversation=\(conversation.id) message=\(message.id) content=\(content)")
             respond(.success(["message": message.json, "reply": .string(ids.reply)]))
-            conversation.broadcast("message.created", ["message": message.json])
+            conversation.broadcast(.messageCreated, ["message": message.json])
             conversation.enqueueReply(ids.reply)
             replies.startNext(in: conversation)
         }

@@ -39,7 +39,7 @@ final class ReplyRunner {
             return
         }
         guard let replyID = conversation.takeNextReply() else { return }
-        let message = Message(id: replyID, conversation: conversation.id, role: "assistant", content: "", status: .streaming,
+        let message = Message(id: replyID, conversation: conversation.id, role: .assistant, content: "", status: .streaming,
                               created: .now(), model: conversation.model)
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
         request.temperature = upstream.config.temperature
@@ -51,11 +51,11 @@ final class ReplyRunner {
             try conversation.log.write([.replyStarted(message)])
         } catch {
             logger.error("conversation=\(conversation.id) cannot store reply start: \(error)")
-            conversation.broadcast("message.created", ["message": message.json])
-            finish(in: conversation, status: .failed, error: MessageError(code: "storage", message: "cannot write the log: \(error)"))
+            conversation.broadcast(.messageCreated, ["message": message.json])
+            finish(in: conversation, status: .failed, error: MessageError(code: .storage, message: "cannot write the log: \(error)"))
             return
         }
-        conversation.broadcast("message.created", ["message": message.json])
+        conversation.broadcast(.messageCreated, ["message": message.json])
         logger.info("conversation=\(conversation.id) reply=\(replyID) started model=\(conversation.model) context=\(request.messages.count)")
         askUpstream(for: reply, in: conversation)
     }
@@ -103,8 +103,8 @@ final class ReplyRunner {
     private func shouldRetry(_ error: MessageError, _ reply: Conversation.ActiveReply) -> Bool {
         guard reply.message.content.isEmpty, reply.attempts <= limits.maxRetries, !isStopping else { return false }
         switch error.code {
-        case "rate_limited", "upstream_connection", "upstream_timeout": return true
-        case "upstream_http": return (error.status ?? 0) >= 500
+        case .rateLimited, .upstreamConnection, .upstreamTimeout: return true
+        case .upstreamHTTP: return (error.status ?? 0) >= 500
         default: return false
         }
     }
@@ -113,7 +113,7 @@ final class ReplyRunner {
         let backoff = min(limits.retryBaseMilliseconds << UInt64(reply.attempts - 1), 30_000)
         let delay = retryAfterSeconds.map { UInt64(max(0, min($0, 300))) * 1000 } ?? backoff
         logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attempt \(reply.attempts) failed (\(error.code)): retrying in \(delay) ms")
-        conversation.broadcast("message.retrying", [
+        conversation.broadcast(.messageRetrying, [
             "message": .string(reply.message.id), "attempt": .int(reply.attempts), "delay_ms": .int(Int(delay)), "error": error.json,
         ])
         let timer = Timer(loop: loop)
@@ -177,15 +177,15 @@ final class ReplyRunner {
         if let storeError {
             logger.error("conversation=\(conversation.id) reply=\(final.id) cannot store reply: \(storeError)")
             final.status = .failed
-            final.error = MessageError(code: "storage", message: "cannot write the log: \(storeError)")
+            final.error = MessageError(code: .storage, message: "cannot write the log: \(storeError)")
         }
         conversation.insert(final)
         if final.status == .failed {
-            logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code ?? "")")
-            conversation.broadcast("message.failed", ["message": final.json, "error": final.error?.json ?? .null])
+            logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code.rawValue ?? "")")
+            conversation.broadcast(.messageFailed, ["message": final.json, "error": final.error?.json ?? .null])
         } else {
             logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)")
-            conversation.broadcast("message.completed", ["message": final.json])
+            conversation.broadcast(.messageCompleted, ["message": final.json])
         }
     }
 
@@ -221,14 +221,14 @@ final class ReplyRunner {
                 // Announce only what is stored: an unsaved ending is a storage failure.
                 logger.error("conversation=\(conversation.id) reply=\(reply.message.id) cannot save interrupted reply: \(error)")
                 reply.message.status = .failed
-                reply.message.error = MessageError(code: "storage", message: "cannot write the log: \(error)")
+                reply.message.error = MessageError(code: .storage, message: "cannot write the log: \(error)")
             }
             conversation.insert(reply.message)
             if let error = reply.message.error {
-                conversation.broadcast("message.failed", ["message": reply.message.json, "error": error.json])
+                conversation.broadcast(.messageFailed, ["message": reply.message.json, "error": error.json])
                 continue
             }
-            conversation.broadcast("message.completed", ["message": reply.message.json])
+            conversation.broadcast(.messageCompleted, ["message": reply.message.json])
             logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) interrupted by shutdown chars=\(reply.message.content.count)")
         }
     }

@@ -162,25 +162,26 @@ public struct Usage: Equatable, Sendable {
 
 /// Why a reply did not complete.
 public struct MessageError: Equatable, Sendable, Error {
-    public var code: String
+    public var code: ReplyErrorCode
     public var message: String
     /// The upstream's HTTP status, when the failure came from one.
     public var status: Int?
 
-    public init(code: String, message: String, status: Int? = nil) {
+    public init(code: ReplyErrorCode, message: String, status: Int? = nil) {
         self.code = code
         self.message = message
         self.status = status
     }
 
     public var json: JSON {
-        var object: [String: JSON] = ["code": .string(code), "message": .string(message)]
+        var object: [String: JSON] = ["code": .string(code.rawValue), "message": .string(message)]
         if let status { object["status"] = .int(status) }
         return .object(object)
     }
 
     public init?(json: JSON) {
-        guard let code = json["code"]?.string, let message = json["message"]?.string else { return nil }
+        guard let code = json["code"]?.string.flatMap(ReplyErrorCode.init(rawValue:)), let message = json["message"]?.string
+        else { return nil }
         self.init(code: code, message: message, status: json["status"]?.int)
     }
 }
@@ -188,7 +189,7 @@ public struct MessageError: Equatable, Sendable, Error {
 public struct Message: Equatable, Sendable {
     public var id: String
     public var conversation: String
-    public var role: String
+    public var role: Role
     public var content: String
     public var status: MessageStatus
     public var created: Timestamp
@@ -198,7 +199,7 @@ public struct Message: Equatable, Sendable {
     public var usage: Usage?
     public var error: MessageError?
 
-    public init(id: String, conversation: String, role: String, content: String, status: MessageStatus,
+    public init(id: String, conversation: String, role: Role, content: String, status: MessageStatus,
                 created: Timestamp, author: Author? = nil, model: String? = nil, finishReason: String? = nil,
                 usage: Usage? = nil, error: MessageError? = nil) {
         self.id = id
@@ -218,7 +219,7 @@ public struct Message: Equatable, Sendable {
 
     public var json: JSON {
         var object: [String: JSON] = [
-            "id": .string(id), "conversation": .string(conversation), "role": .string(role),
+            "id": .string(id), "conversation": .string(conversation), "role": .string(role.rawValue),
             "content": .string(content), "status": .string(status.rawValue), "created": .string(created.description),
         ]
         if let author { object["author"] = author.json }
@@ -232,7 +233,7 @@ public struct Message: Equatable, Sendable {
     public init?(json: JSON) {
         guard let id = json["id"]?.string, MessageID.sequence(of: id) != nil,
               let conversation = json["conversation"]?.string,
-              let role = json["role"]?.string, let content = json["content"]?.string,
+              let role = json["role"]?.string.flatMap(Role.init(rawValue:)), let content = json["content"]?.string,
               let status = json["status"]?.string.flatMap(MessageStatus.init(rawValue:)),
               let created = json["created"]?.string.flatMap(Timestamp.init(rfc3339:))
         else { return nil }

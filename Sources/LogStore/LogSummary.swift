@@ -67,12 +67,12 @@ public struct LogSummary: Equatable, Sendable {
     private static func note(_ message: Message, in fold: inout Fold) {
         fold.messages.insert(message.id)
         let sequence = message.sequence
-        if message.role == "assistant" {
+        if message.role == .assistant {
             if sequence > fold.lastReply {
                 fold.lastReply = sequence
                 fold.sendsAfterLastReply.removeAll { $0 <= sequence }
             }
-        } else if message.role == "user", sequence > fold.lastReply, !fold.sendsAfterLastReply.contains(sequence) {
+        } else if message.role == .user, sequence > fold.lastReply, !fold.sendsAfterLastReply.contains(sequence) {
             fold.sendsAfterLastReply.append(sequence)
         }
     }

@@ -40,7 +40,7 @@ public struct OpenAIChatAPI: ChatAPI {
 
     public func missingConfiguration(_ config: UpstreamConfig) -> MessageError? {
         guard config.requiresKey, (config.apiKey ?? "").isEmpty else { return nil }
-        return MessageError(code: "not_configured",
+        return MessageError(code: .notConfigured,
                             message: "no API key: set api_key in the config file or OPENAI_API_KEY in confabd's environment")
     }
 
@@ -54,10 +54,10 @@ public struct OpenAIChatAPI: ChatAPI {
 
     public func failure(status: Int, body: [UInt8]) -> MessageError {
         let info = upstreamErrorMessage(status: status, body: body)
-        let code = switch status {
-            case 401, 403: "upstream_auth"
-            case 429: "rate_limited"
-            default: "upstream_http"
+        let code: ReplyErrorCode = switch status {
+            case 401, 403: .upstreamAuth
+            case 429: .rateLimited
+            default: .upstreamHTTP
         }
         return MessageError(code: code, message: info.message, status: status)
     }

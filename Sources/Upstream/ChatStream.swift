@@ -107,10 +107,10 @@ public struct ChatStreamDecoder: Sendable {
 // MARK: - Request body
 
 public struct ChatMessage: Equatable, Sendable {
-    public var role: String
+    public var role: Role
     public var content: String
 
-    public init(role: String, content: String) {
+    public init(role: Role, content: String) {
         self.role = role
         self.content = content
     }
@@ -143,7 +143,7 @@ public struct ChatRequest: Equatable, Sendable {
         for (index, message) in messages.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"role":"#.utf8)
-            JSON.writeString(message.role, into: &out)
+            JSON.writeString(message.role.rawValue, into: &out)
             out.append(contentsOf: #","content":"#.utf8)
             JSON.writeString(message.content, into: &out)
             out.append(UInt8(ascii: "}"))

@@ -135,7 +135,7 @@ public final class UpstreamClient {
         // Until the first byte the connection may still be coming up: connect_timeout_seconds
         // is libcurl's to enforce, so the first deadline allows for both.
         stallTimer.start(after: stallMilliseconds + UInt64(config.connectTimeoutSeconds) * 1000) { [weak stream] in
-            stream?.finish(MessageError(code: "upstream_timeout",
+            stream?.finish(MessageError(code: .upstreamTimeout,
                                         message: "the upstream sent nothing for \(stallMilliseconds / 1000) s"))
         }
         transfer.onData = { [unowned stream, unowned transfer] bytes in
@@ -172,11 +172,11 @@ public final class UpstreamClient {
                 do {
                     events.append(contentsOf: try stream.decoder.decode(event))
                 } catch {
-                    failure = MessageError(code: "upstream_protocol", message: "unreadable event from upstream: \(error)")
+                    failure = MessageError(code: .upstreamProtocol, message: "unreadable event from upstream: \(error)")
                 }
             }
         } catch {
-            failure = MessageError(code: "upstream_protocol", message: "upstream sent a line longer than the parser accepts")
+            failure = MessageError(code: .upstreamProtocol, message: "upstream sent a line longer than the parser accepts")
         }
         for event in events {
             switch event {
@@ -184,7 +184,7 @@ public final class UpstreamClient {
             case .finish(let reason): stream.finishReason = reason
             case .usage(let usage): stream.usage = usage
             case .error(let info):
-                stream.finish(MessageError(code: "upstream_error", message: info.message))
+                stream.finish(MessageError(code: .upstreamError, message: info.message))
                 return false
             case .done:
                 stream.sawDone = true
@@ -208,15 +208,15 @@ public final class UpstreamClient {
         }
         if stream.status != 0, !stream.isEventStream {
             let info = upstreamErrorMessage(status: stream.status, body: stream.errorBody)
-            stream.finish(MessageError(code: "upstream_protocol",
+            stream.finish(MessageError(code: .upstreamProtocol,
                 message: "expected an event stream from the upstream, got: \(info.message)", status: stream.status))
             return
         }
         if !outcome.isSuccess {
             // A timeout before the request went out is connect_timeout_seconds running out (a host
             // that drops packets, a TLS handshake that gets no answer): connecting failed.
-            let code = outcome.isTimeout && requestSent ? "upstream_timeout"
-                : (stream.status == 0 ? "upstream_connection" : "upstream_protocol")
+            let code: ReplyErrorCode = outcome.isTimeout && requestSent ? .upstreamTimeout
+                : (stream.status == 0 ? .upstreamConnection : .upstreamProtocol)
             stream.finish(MessageError(code: code, message: outcome.message))
             return
         }
@@ -224,7 +224,7 @@ public final class UpstreamClient {
         if stream.finishReason != nil || stream.sawDone {
             stream.finish(nil)
         } else {
-            stream.finish(MessageError(code: "upstream_protocol", message: "the upstream ended the stream before the reply finished"))
+            stream.finish(MessageError(code: .upstreamProtocol, message: "the upstream ended the stream before the reply finished"))
         }
     }
 }

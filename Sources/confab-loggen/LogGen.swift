@@ -79,7 +79,7 @@ struct LogGen: ParsableCommand {
             for sequence in stride(from: 1, through: messages, by: 1) {
                 time = Timestamp(milliseconds: time.milliseconds + 1000)
                 let user = sequence % 2 == 1
-                let message = Message(id: MessageID.make(sequence), conversation: id, role: user ? "user" : "assistant",
+                let message = Message(id: MessageID.make(sequence), conversation: id, role: user ? .user : .assistant,
                                       content: text(messageBytes), status: .complete, created: time,
                                       author: user ? author : nil, model: user ? nil : model,
                                       finishReason: user ? nil : "stop")

@@ -163,14 +163,14 @@ final class ModelJSONTests: XCTestCase {
     private let created = Timestamp(milliseconds: 1_795_320_930_123)
 
     private var fullReply: Message {
-        Message(id: "m4", conversation: "k3v9q2m8x7ad", role: "assistant", content: "Hi!\nline two", status: .failed,
+        Message(id: "m4", conversation: "k3v9q2m8x7ad", role: .assistant, content: "Hi!\nline two", status: .failed,
                 created: created, author: nil, model: "gpt-4o-mini", finishReason: "stop",
                 usage: Usage(promptTokens: 9, completionTokens: 3, totalTokens: 12),
-                error: MessageError(code: "upstream_http", message: "bad gateway", status: 502))
+                error: MessageError(code: .upstreamHTTP, message: "bad gateway", status: 502))
     }
 
     private var userMessage: Message {
-        Message(id: "m3", conversation: "k3v9q2m8x7ad", role: "user", content: "hello", status: .complete,
+        Message(id: "m3", conversation: "k3v9q2m8x7ad", role: .user, content: "hello", status: .complete,
                 created: created, author: author)
     }
 
@@ -267,8 +267,8 @@ final class ModelJSONTests: XCTestCase {
     }
 
     func testMessageErrorRoundTrip() throws {
-        let withStatus = MessageError(code: "rate_limited", message: "slow down", status: 429)
-        let without = MessageError(code: "upstream_timeout", message: "no byte for 60 s")
+        let withStatus = MessageError(code: .rateLimited, message: "slow down", status: 429)
+        let without = MessageError(code: .upstreamTimeout, message: "no byte for 60 s")
         XCTAssertEqual(MessageError(json: try wire(withStatus.json)), withStatus)
         XCTAssertEqual(MessageError(json: try wire(without.json)), without)
         XCTAssertNil(without.json["status"], "no status key without a status")

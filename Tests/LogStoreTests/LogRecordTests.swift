@@ -17,20 +17,20 @@ enum Fixture {
     }
 
     static func user(_ sequence: Int, _ content: String, conversation: String = conversation) -> Message {
-        Message(id: MessageID.make(sequence), conversation: conversation, role: "user", content: content, status: .complete,
+        Message(id: MessageID.make(sequence), conversation: conversation, role: .user, content: content, status: .complete,
                 created: at(Int64(sequence) * 1000),
                 author: Author(uid: 1000, login: "ana", name: "Ana", clientID: "c1"))
     }
 
     static func reply(_ sequence: Int, _ content: String, status: MessageStatus, conversation: String = conversation) -> Message {
-        var message = Message(id: MessageID.make(sequence), conversation: conversation, role: "assistant", content: content,
+        var message = Message(id: MessageID.make(sequence), conversation: conversation, role: .assistant, content: content,
                               status: status, created: at(Int64(sequence) * 1000), model: "gpt-4o-mini")
         if status == .complete {
             message.finishReason = "stop"
             message.usage = Usage(promptTokens: 9, completionTokens: 3, totalTokens: 12)
         }
         if status == .failed {
-            message.error = MessageError(code: "upstream_http", message: "bad gateway", status: 502)
+            message.error = MessageError(code: .upstreamHTTP, message: "bad gateway", status: 502)
         }
         return message
     }

@@ -382,8 +382,8 @@ final class ChatRequestTests: XCTestCase {
 
     func testMinimalBodyRoundTrips() throws {
         let request = ChatRequest(model: "gpt-4o-mini", messages: [
-            ChatMessage(role: "system", content: "Be brief."),
-            ChatMessage(role: "user", content: "Hi"),
+            ChatMessage(role: .system, content: "Be brief."),
+            ChatMessage(role: .user, content: "Hi"),
         ])
         let json = try object(request)
         XCTAssertEqual(Set(json.keys), ["model", "messages", "stream", "stream_options"])
@@ -400,7 +400,7 @@ final class ChatRequestTests: XCTestCase {
     }
 
     func testExactCompactBytes() {
-        let request = ChatRequest(model: "m", messages: [ChatMessage(role: "user", content: "x")], temperature: 0.5, maxTokens: 10)
+        let request = ChatRequest(model: "m", messages: [ChatMessage(role: .user, content: "x")], temperature: 0.5, maxTokens: 10)
         XCTAssertEqual(
             String(decoding: request.jsonBody(), as: UTF8.self),
             #"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true},"temperature":0.5,"max_tokens":10}"#)
@@ -440,7 +440,7 @@ final class ChatRequestTests: XCTestCase {
     func testSpecialCharactersRoundTrip() throws {
         let tricky = "quote \" backslash \\ slash / newline \n cr \r tab \t nul \u{0} bell \u{7} esc \u{1B} del \u{7F} "
             + "é 世界 👋🏽 \u{2028}\u{2029} </script> {\"json\":true}"
-        let request = ChatRequest(model: "weird \"model\"/v1", messages: [ChatMessage(role: "user", content: tricky)])
+        let request = ChatRequest(model: "weird \"model\"/v1", messages: [ChatMessage(role: .user, content: tricky)])
         let body = request.jsonBody()
         // Compact: no raw control characters anywhere (they are all escaped).
         XCTAssertFalse(body.contains { $0 < 0x20 })
@@ -451,7 +451,7 @@ final class ChatRequestTests: XCTestCase {
     }
 
     func testBodyIsValidUTF8() {
-        let request = ChatRequest(model: "m", messages: [ChatMessage(role: "user", content: "日本語 🎌")])
+        let request = ChatRequest(model: "m", messages: [ChatMessage(role: .user, content: "日本語 🎌")])
         let body = request.jsonBody()
         XCTAssertNotNil(String(validating: body, as: UTF8.self))
         XCTAssertTrue(String(decoding: body, as: UTF8.self).contains("日本語 🎌"))

@@ -1,0 +1,70 @@
+// The words of the wire protocol (docs/protocol.md), spelled once for the daemon and the
+// client alike: a misspelt method or notification is a compile error on both ends.
+
+/// A method a client calls.
+public enum RPCMethod: String, CaseIterable, Sendable {
+    case hello
+    case status
+    case conversationCreate = "conversation.create"
+    case conversationList = "conversation.list"
+    case conversationGet = "conversation.get"
+    case conversationRename = "conversation.rename"
+    case conversationDelete = "conversation.delete"
+    case conversationAttach = "conversation.attach"
+    case conversationDetach = "conversation.detach"
+    case conversationHistory = "conversation.history"
+    case messageSend = "message.send"
+    case generationCancel = "generation.cancel"
+}
+
+/// A notification the daemon sends.
+public enum RPCNotification: String, CaseIterable, Sendable {
+    case messageCreated = "message.created"
+    case messageDelta = "message.delta"
+    case messageCompleted = "message.completed"
+    case messageRetrying = "message.retrying"
+    case messageFailed = "message.failed"
+    case conversationUpdated = "conversation.updated"
+    case conversationDeleted = "conversation.deleted"
+    case clientAttached = "client.attached"
+    case clientDetached = "client.detached"
+    case serverStopping = "server.stopping"
+}
+
+/// Who wrote a message. Logs hold `user` and `assistant`; `system` is the conversation's
+/// system prompt as it is sent upstream.
+public enum Role: String, CaseIterable, Sendable {
+    case user, assistant, system
+}
+
+/// Why a reply failed: `error.code` of a failed message and of `message.failed`.
+public enum ReplyErrorCode: String, CaseIterable, Sendable {
+    /// The upstream answered 401 or 403.
+    case upstreamAuth = "upstream_auth"
+    /// The upstream answered 429.
+    case rateLimited = "rate_limited"
+    /// Any other non-2xx answer; `status` is set.
+    case upstreamHTTP = "upstream_http"
+    /// An `error` object arrived inside the stream.
+    case upstreamError = "upstream_error"
+    /// Connecting failed.
+    case upstreamConnection = "upstream_connection"
+    /// No byte for `upstream.timeout_seconds`.
+    case upstreamTimeout = "upstream_timeout"
+    /// Not a chat-completions event stream, or it ended before the reply finished.
+    case upstreamProtocol = "upstream_protocol"
+    /// No API key while the base URL needs one.
+    case notConfigured = "not_configured"
+    /// The reply could not be written to the log.
+    case storage
+}
+
+extension RPC {
+    public static func request(id: JSON, method: RPCMethod, params: JSON? = nil) -> [UInt8] {
+        request(id: id, method: method.rawValue, params: params)
+    }
+
+    public static func notification(_ notification: RPCNotification, params: JSON) -> [UInt8] {
+        self.notification(method: notification.rawValue, params: params)
+    }
+}
