@@ -12,9 +12,10 @@
 // (or the timeout runs out) it prints one line of key=value figures and exits (status 0, or
 // 3 after a timeout).
 //
-// With --stamps each delta's text is a CLOCK_MONOTONIC time in nanoseconds written by the
-// fake upstream ([[burst:N]] [[stamp]]); the reader reads the same clock once per read(2) and
-// prints the percentiles of the difference, in microseconds.
+// With --stamps each delta's text (confab: written by the fake upstream's [[burst:N]] [[stamp]])
+// or each message's payload (redis) starts with a CLOCK_MONOTONIC time in nanoseconds; the
+// reader reads the same clock once per read(2) and prints the percentiles of the difference,
+// in microseconds.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,7 @@ struct reader {
     size_t used;
     long count;
     uint64_t last_ns;
+    int payload_in;  // redis: lines until the payload of the message just counted
 };
 
 enum { BUFFER_BYTES = 1 << 20 };
@@ -203,11 +205,21 @@ int main(int argc, char **argv) {
             long before = r->count;
             while ((newline = memchr(start, '\n', (size_t)(end - start))) != NULL) {
                 size_t line_length = (size_t)(newline - start);
+                if (r->payload_in > 0) {
+                    // A pushed message is "*3", "$7", "message", "$n", channel, "$n", payload.
+                    if (--r->payload_in == 0 && stamps) {
+                        uint64_t stamp = strtoull(start, NULL, 10);
+                        if (stamp > 0 && stamp <= arrived && sample_count < expected) samples[sample_count++] = arrived - stamp;
+                    }
+                    start = newline + 1;
+                    continue;
+                }
                 int match = redis ? (line_length == needle_length && memcmp(start, needle, needle_length) == 0)
                                   : memmem(start, line_length, needle, needle_length) != NULL;
                 if (match) {
                     r->count++;
-                    if (stamps) {
+                    if (redis) r->payload_in = 4;
+                    if (stamps && !redis) {
                         char *content = memmem(start, line_length, "\"content\":\"", 11);
                         if (content != NULL) {
                             uint64_t stamp = strtoull(content + 11, NULL, 10);
