@@ -160,7 +160,8 @@ public final class Broker {
         clients[client.id] = nil
         for conversationID in client.attached {
             guard let conversation = conversations[conversationID] else { continue }
-            if conversation.detach(client) {
+            let quiet = conversation.isQuiet(client)
+            if conversation.detach(client), !quiet {
                 conversation.broadcast(.clientDetached, ["client": client.info.json])
             }
         }

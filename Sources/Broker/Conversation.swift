@@ -197,22 +197,33 @@ final class Conversation {
         return (Array(slice), slice.startIndex > eligible.startIndex)
     }
 
-    func attach(_ client: ClientSession) -> Bool {
+    /// Clients attached only to follow a reply they asked for (`quiet`): they get every
+    /// notification, but are neither announced to the others nor listed to them.
+    private var quiet: Set<ObjectIdentifier> = []
+
+    func attach(_ client: ClientSession, quiet isQuiet: Bool = false) -> Bool {
         guard !attached.contains(where: { $0 === client }) else { return false }
         attached.append(client)
+        if isQuiet { quiet.insert(ObjectIdentifier(client)) }
         return true
     }
 
     func detach(_ client: ClientSession) -> Bool {
         guard let index = attached.firstIndex(where: { $0 === client }) else { return false }
         attached.remove(at: index)
+        quiet.remove(ObjectIdentifier(client))
         return true
     }
 
     func detachAll() -> [ClientSession] {
-        defer { attached = [] }
+        defer { attached = []; quiet = [] }
         return attached
     }
+
+    func isQuiet(_ client: ClientSession) -> Bool { quiet.contains(ObjectIdentifier(client)) }
+
+    /// The attached clients others are told about.
+    var present: [ClientSession] { attached.filter { !isQuiet($0) } }
 
     /// Encodes once, writes the same bytes to every attached client.
     func broadcast(_ notification: RPCNotification, _ params: [String: JSON], except: ClientSession? = nil) {

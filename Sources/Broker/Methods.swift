@@ -64,7 +64,7 @@ extension Broker {
                 try refuseWhenStopping()
                 try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try send(c, params, client, respond) }
             case .generationCancel:
-                try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(cancel(c))) }
+                try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
             }
         } catch {
             // A method that reserved its place and then refused its params answers in that place.
@@ -216,26 +216,28 @@ extension Broker {
 
     private func attach(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let count = try params.optionalInt("history", in: 0...limits.maxHistory) ?? 50
-        let others = conversation.attached.filter { $0 !== client }.map(\.info.json)
+        let quiet = try params.optionalBool("quiet") ?? false
+        let others = conversation.present.filter { $0 !== client }.map(\.info.json)
         let result: JSON = [
             "conversation": conversation.info.json,
             "messages": .array(conversation.lastMessages(count).messages.map(\.json)),
             "pending": conversation.active.map { $0.message.json } ?? .null,
             "clients": .array(others),
         ]
-        if conversation.attach(client) {
+        if conversation.attach(client, quiet: quiet) {
             client.attached.insert(conversation.id)
-            conversation.broadcast(.clientAttached, ["client": client.info.json], except: client)
+            if !quiet { conversation.broadcast(.clientAttached, ["client": client.info.json], except: client) }
             logger.info("conversation=\(conversation.id) client=\(client.id) attached")
         }
         return result
     }
 
     private func detach(_ conversation: Conversation, _ client: ClientSession) -> JSON {
+        let quiet = conversation.isQuiet(client)
         let detached = conversation.detach(client)
         if detached {
             client.attached.remove(conversation.id)
-            conversation.broadcast(.clientDetached, ["client": client.info.json])
+            if !quiet { conversation.broadcast(.clientDetached, ["client": client.info.json]) }
         }
         return ["detached": .bool(detached)]
     }
@@ -284,7 +286,13 @@ extension Broker {
         }
     }
 
-    private func cancel(_ conversation: Conversation) -> JSON {
-        ["cancelled": replies.cancel(in: conversation).map(JSON.string) ?? .null]
+    private func cancel(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
+        let only = try params.optionalString("message")
+        if let only, MessageID.sequence(of: only) == nil { throw .invalidParams("parameter \"message\" is not a message id") }
+        guard let reply = conversation.active, !reply.isFinishing else { return ["cancelled": .null] }
+        // A client stopping the reply it asked for must not stop the next one instead.
+        if let only, only != reply.message.id { return ["cancelled": .null] }
+        conversation.broadcast(.generationCancelled, ["message": .string(reply.message.id), "by": client.info.json])
+        return ["cancelled": replies.cancel(in: conversation).map(JSON.string) ?? .null]
     }
 }

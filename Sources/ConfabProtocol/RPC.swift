@@ -179,6 +179,12 @@ public struct Params: Sendable {
         return string
     }
 
+    public func optionalBool(_ key: String) throws(RPCError) -> Bool? {
+        guard let value = members[key], !value.isNull else { return nil }
+        guard case .bool(let bool) = value else { throw .invalidParams("parameter \"\(key)\" must be true or false, got \(value.typeName)") }
+        return bool
+    }
+
     public func optionalInt(_ key: String, in range: ClosedRange<Int>) throws(RPCError) -> Int? {
         guard let value = members[key], !value.isNull else { return nil }
         guard let int = value.int else { throw .invalidParams("parameter \"\(key)\" must be an integer, got \(value.typeName)") }

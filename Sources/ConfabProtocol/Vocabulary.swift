@@ -24,6 +24,7 @@ public enum RPCNotification: String, CaseIterable, Sendable {
     case messageCompleted = "message.completed"
     case messageRetrying = "message.retrying"
     case messageFailed = "message.failed"
+    case generationCancelled = "generation.cancelled"
     case conversationUpdated = "conversation.updated"
     case conversationDeleted = "conversation.deleted"
     case clientAttached = "client.attached"

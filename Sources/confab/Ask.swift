@@ -23,6 +23,10 @@ struct Ask: ClientCommand {
     @Option(help: "Title of the new conversation (default: the prompt's first line).") var title: String?
     @Option(help: "System prompt of the new conversation.") var system: String?
     @Option(help: "Model of the new conversation (default: the daemon's).") var model: String?
+    @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
+    @Flag(name: [.customLong("plain"), .customLong("raw")],
+          help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
+    var plain = false
     @Argument(help: "The prompt; its words are joined with spaces.") var text: [String] = []
 
     func validate() throws {
@@ -42,10 +46,14 @@ struct Ask: ClientCommand {
             id = try createConversation(connection, title: title ?? Self.title(from: prompt), system: system, model: model).id
             Out.errorLine("conversation \(id)")
         }
-        _ = try connection.call("conversation.attach", ["conversation": .string(id), "history": 0])
+        // Quiet: following our own reply is not joining the conversation.
+        let attached = try connection.call("conversation.attach", ["conversation": .string(id), "history": 0, "quiet": true])
         let sent = try connection.call("message.send", ["conversation": .string(id), "content": .string(prompt)])
         guard let reply = sent["reply"]?.string else { throw Failure.message("confabd's answer to message.send has no reply id") }
-        try stream(reply: reply, in: id, from: connection)
+        let stream = AskStream(connection: connection, conversation: id, reply: reply, json: json,
+                               others: attached["clients"]?.array ?? [])
+        let status = try stream.run()
+        if status != 0 { throw Failure.exit(status) }
     }
 
     /// TEXT, and standard input when it is not a terminal.
@@ -75,73 +83,5 @@ struct Ask: ClientCommand {
         let line = prompt.split(whereSeparator: \.isNewline).map { String($0).trimmed }.first { !$0.isEmpty } ?? ""
         guard !line.isEmpty else { return nil }
         return String(line.prefix(60)).trimmed
-    }
-
-    /// Writes the reply's deltas as they come, then ends by its final status.
-    private func stream(reply: String, in conversation: String, from connection: Connection) throws(Failure) {
-        // On a terminal the reply is text for a person, and must not drive the terminal;
-        // into a pipe or a file it goes byte for byte.
-        let toTerminal = isatty(1) != 0
-        func show(_ bytes: [UInt8]) {
-            if toTerminal {
-                Out.stdout(SafeText.sanitized(String(decoding: bytes, as: UTF8.self)))
-            } else {
-                Out.stdout(bytes)
-            }
-        }
-        var written: [UInt8] = []
-        func finish(content: String?) {
-            // What the final message has beyond what we streamed (we attached before
-            // sending, so normally nothing), then a newline unless there is one.
-            if let content {
-                let bytes = Array(content.utf8)
-                if bytes.count > written.count, bytes.starts(with: written) {
-                    let rest = Array(bytes[written.count...])
-                    show(rest)
-                    written += rest
-                }
-            }
-            if let last = written.last, last != 0x0A { Out.stdout("\n") }
-        }
-        while true {
-            guard let event = try connection.waitForEvent() else {
-                if let last = written.last, last != 0x0A { Out.stdout("\n") }
-                throw .message("confabd closed the connection before the reply finished")
-            }
-            guard case .notification(let method, let params) = event else {
-                if case .fatal(let error) = event { throw .rpc(error) }
-                continue
-            }
-            if method != "server.stopping", params["conversation"]?.string != conversation { continue }
-            switch method {
-            case "message.delta":
-                guard params["message"]?.string == reply, let piece = params["content"]?.string, !piece.isEmpty else { continue }
-                let bytes = Array(piece.utf8)
-                show(bytes)
-                written += bytes
-            case "message.completed":
-                guard let message = params["message"], message["id"]?.string == reply else { continue }
-                finish(content: message["content"]?.string)
-                let status = message["status"]?.string ?? "complete"
-                if status == "complete" { return }
-                throw .message("reply \(status)")
-            case "message.failed":
-                guard let message = params["message"], message["id"]?.string == reply else { continue }
-                finish(content: message["content"]?.string)
-                let reason = params["error"]?["message"]?.string ?? message["error"]?["message"]?.string ?? "unknown error"
-                throw .message("reply failed: \(reason)")
-            case "conversation.deleted":
-                finish(content: nil)
-                throw .message("the conversation was deleted")
-            case "server.stopping":
-                // Replies in flight are announced as interrupted before this, so ours
-                // has not started (it was queued) and will not.
-                finish(content: nil)
-                let reason = params["reason"]?.string.map { " (\($0))" } ?? ""
-                throw .message("confabd is stopping\(reason) before the reply finished")
-            default:
-                continue
-            }
-        }
     }
 }

@@ -52,13 +52,21 @@ final class Tmux {
     /// command ends the pane shows `[exit N]` and stays, so its last screen can be read.
     /// Returns the pane's target.
     func start(_ command: String, environment: [String: String] = [:], width: Int = 100, height: Int = 30) throws -> String {
+        if sessions == 0 {
+            // A session that outlives every test pane keeps the server up, and a pane whose
+            // program ends stays on screen to be read.
+            try run(["new-session", "-d", "-s", "keep", "/bin/sh", "-c", "exec sleep 600"])
+            try run(["set-option", "-g", "remain-on-exit", "on"])
+        }
         sessions += 1
         let name = "s\(sessions)"
         var exports = ""
         for (key, value) in environment.sorted(by: { $0.key < $1.key }) {
             exports += "export \(key)=\(Self.quoted(value)); "
         }
-        let script = "\(exports)\(command); echo \"[exit $?]\"; exec sleep 600"
+        // The shell around the command must outlive a Ctrl-C sent to it, as an
+        // interactive shell does; a trap with a command is reset for the command itself.
+        let script = "trap : INT; \(exports)\(command); echo \"[exit $?]\"; exec sleep 600"
         try run(["new-session", "-d", "-s", name, "-x", String(width), "-y", String(height), "/bin/sh", "-c", script])
         return name
     }
