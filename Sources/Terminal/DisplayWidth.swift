@@ -8,12 +8,16 @@ public enum DisplayWidth {
     /// Makes `wcwidth` answer for UTF-8: the user's locale when it is UTF-8, else C.UTF-8.
     /// Called once at start by every program that measures text.
     @discardableResult
-    public static func useUTF8Locale() -> Bool { confab_use_utf8_locale() != 0 }
+    public static func useUTF8Locale() -> Bool { utf8Locale }
+
+    /// Set up once, before the first measurement.
+    private static let utf8Locale = confab_use_utf8_locale() != 0
 
     public static func of(_ character: Character) -> Int {
         let scalars = character.unicodeScalars
         guard let first = scalars.first else { return 0 }
         if first.value < 0x7F { return first.value >= 0x20 ? 1 : 0 }
+        _ = utf8Locale
         var width = max(0, Int(confab_wcwidth(first.value)))
         if width == 1, scalars.contains(where: { $0.value == 0xFE0F }) { width = 2 }
         return width

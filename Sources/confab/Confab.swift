@@ -37,7 +37,7 @@ struct Confab: ParsableCommand {
             3 daemon not reachable, 130 interrupted.
             """,
         version: ProtocolVersion.confabVersion,
-        subcommands: [New.self, List.self, Ask.self, Attach.self, Rename.self, Remove.self, Cancel.self, Status.self])
+        subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, Rename.self, Remove.self, Cancel.self, Status.self])
 
     static func main() {
         // A daemon that went away shows up as EPIPE on the socket, not as a signal.
@@ -102,55 +102,6 @@ func createConversation(_ connection: Connection, title: String?, system: String
     return (id, conversation)
 }
 
-struct List: ClientCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "ls",
-        abstract: "List conversations, most recently active first.")
-
-    @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: Confab
-    @Option(help: "At most this many (1…10000; default: the daemon's, 100).") var limit: Int?
-    @Flag(help: "Print the raw conversations array as JSON.") var json = false
-
-    func validate() throws {
-        if let limit, !(1...10000).contains(limit) { throw ValidationError("--limit must be between 1 and 10000") }
-    }
-
-    func run() throws {
-        let connection = try Connection.start(socketPath, command: "ls")
-        var params: [String: JSON] = [:]
-        if let limit { params["limit"] = .int(limit) }
-        let result = try connection.call("conversation.list", .object(params))
-        let conversations = result["conversations"]?.array ?? []
-        if json {
-            Out.stdout((result["conversations"] ?? .array([])).text + "\n")
-            return
-        }
-        if conversations.isEmpty {
-            if isatty(1) != 0 { Out.errorLine("no conversations") }
-            return
-        }
-        let rows = conversations.map { conversation in
-            (id: conversation["id"]?.string ?? "?",
-             updated: LocalTime.dateAndClock(LocalTime.parse(conversation["updated"])),
-             count: String(conversation["message_count"]?.int ?? 0),
-             title: conversation["title"]?.string ?? "")
-        }
-        let idWidth = rows.map(\.id.count).max() ?? 0
-        let countWidth = rows.map(\.count.count).max() ?? 0
-        var out = ""
-        for row in rows {
-            out += pad(row.id, idWidth) + "  " + row.updated + "  "
-                + String(repeating: " ", count: countWidth - row.count.count) + row.count + " msgs  " + row.title + "\n"
-        }
-        Out.stdout(out)
-    }
-
-    private func pad(_ text: String, _ width: Int) -> String {
-        text + String(repeating: " ", count: max(0, width - text.count))
-    }
-}
-
 struct Rename: ClientCommand {
     static let configuration = CommandConfiguration(abstract: "Give a conversation a new title.")
 
@@ -168,40 +119,6 @@ struct Rename: ClientCommand {
         let conversation = try connection.resolveConversation(id)
         _ = try connection.call("conversation.rename",
                                 ["conversation": .string(conversation), "title": .string(title.joined(separator: " "))])
-    }
-}
-
-struct Remove: ClientCommand {
-    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete a conversation.")
-
-    @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).") var id: String
-
-    func run() throws {
-        let connection = try Connection.start(socketPath, command: "rm")
-        let conversation = try connection.resolveConversation(id)
-        _ = try connection.call("conversation.delete", ["conversation": .string(conversation)])
-    }
-}
-
-struct Cancel: ClientCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Stop the reply in flight in a conversation; print the stopped message's id.")
-
-    @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).") var id: String
-
-    func run() throws {
-        let connection = try Connection.start(socketPath, command: "cancel")
-        let conversation = try connection.resolveConversation(id)
-        let result = try connection.call("generation.cancel", ["conversation": .string(conversation)])
-        if let cancelled = result["cancelled"]?.string {
-            Out.stdout(cancelled + "\n")
-        } else {
-            Out.errorLine("nothing to cancel")
-        }
     }
 }
 

@@ -21,7 +21,7 @@ final class ClientTests: XCTestCase {
 
         let listed = try harness.runClient(["ls"])
         XCTAssertEqual(listed.status, 0, listed.stderr)
-        XCTAssertTrue(listed.stdout.contains(id) && listed.stdout.contains("demo") && listed.stdout.contains("2 msgs"), listed.stdout)
+        XCTAssertTrue(listed.stdout.contains(id) && listed.stdout.contains("demo") && listed.stdout.contains("2 messages"), listed.stdout)
 
         XCTAssertEqual(try harness.runClient(["rename", id, "new", "title"]).status, 0)
         let json = try harness.runClient(["ls", "--json"])
@@ -29,7 +29,7 @@ final class ClientTests: XCTestCase {
         XCTAssertEqual(conversations.array?.first?["title"]?.string, "new title")
 
         let cancel = try harness.runClient(["cancel", id])
-        XCTAssertEqual(cancel.status, 0)
+        XCTAssertEqual(cancel.status, 1)
         XCTAssertTrue(cancel.stderr.contains("nothing to cancel"), cancel.stderr)
 
         let status = try harness.runClient(["status"])

@@ -1,0 +1,258 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import ConfabProtocol
+import Terminal
+
+// The commands that look at conversations as a whole: ls, show, export, rm, cancel.
+
+struct List: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls",
+        abstract: "List conversations, most recently active first.",
+        aliases: ["list"])
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Option(name: [.customShort("n"), .customLong("limit")], help: "Show at most this many (1…10000; default 50).")
+    var limit: Int?
+    @Flag(help: "Show every conversation.") var all = false
+    @Flag(help: "Print the raw conversations array as JSON.") var json = false
+
+    func validate() throws {
+        if let limit, !(1...10000).contains(limit) { throw ValidationError("-n must be between 1 and 10000") }
+        if all && limit != nil { throw ValidationError("-n and --all cannot go together") }
+    }
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "ls")
+        let shown = all ? 10000 : (limit ?? 50)
+        let result = try connection.call("conversation.list", ["limit": .int(shown)])
+        let conversations = result["conversations"]?.array ?? []
+        if json {
+            Out.stdout((result["conversations"] ?? .array([])).text + "\n")
+            return
+        }
+        if conversations.isEmpty {
+            Out.errorLine("no conversations yet: ask something with `confab ask 'a question'`, or start one with `confab new --title TITLE`")
+            return
+        }
+        let total = try connection.call("status")["conversations"]?.int ?? conversations.count
+        Out.stdout(Self.table(conversations, now: Timestamp.now(), width: TerminalSize.of(1)?.columns))
+        if total > conversations.count {
+            let more = total - conversations.count
+            Out.stdout("… and \(Words.count(more, "more conversation")) (confab ls --all, or -n N)\n")
+        }
+    }
+
+    /// The listing: a header and one line per conversation, titles cut to `width` columns
+    /// (by display width) when writing to a terminal.
+    static func table(_ conversations: [JSON], now: Timestamp, width: Int?) -> String {
+        let rows = conversations.map { conversation in
+            [conversation["id"]?.string ?? "?",
+             RelativeTime.describe(LocalTime.parse(conversation["updated"]), now: now),
+             Words.count(conversation["message_count"]?.int ?? 0, "message"),
+             SafeText.singleLine(conversation["model"]?.string ?? ""),
+             SafeText.singleLine(conversation["title"]?.string ?? "")]
+        }
+        let header = ["ID", "UPDATED", "MESSAGES", "MODEL", "TITLE"]
+        var widths = header.map { DisplayWidth.of($0) }
+        for row in rows {
+            for column in 0..<4 { widths[column] = max(widths[column], DisplayWidth.of(row[column])) }
+        }
+        let leading = widths[0..<4].reduce(0, +) + 4 * 2
+        func line(_ cells: [String]) -> String {
+            var text = ""
+            for column in 0..<4 {
+                // The count reads best right-aligned; the rest left.
+                let cell = cells[column]
+                if column == 2 {
+                    text += String(repeating: " ", count: widths[column] - DisplayWidth.of(cell)) + cell + "  "
+                } else {
+                    text += DisplayWidth.pad(cell, to: widths[column]) + "  "
+                }
+            }
+            let title = width.map { DisplayWidth.truncate(cells[4], to: max(8, $0 - leading)) } ?? cells[4]
+            return text + title + "\n"
+        }
+        return line(header) + rows.map(line).joined()
+    }
+}
+
+/// "just now", "5 min ago", "3 h ago", "yesterday", "4 days ago", then the date.
+enum RelativeTime {
+    static func describe(_ time: Timestamp, now: Timestamp) -> String {
+        let seconds = (now.milliseconds - time.milliseconds) / 1000
+        switch seconds {
+        case ..<60: return "just now"
+        case ..<3600: return "\(seconds / 60) min ago"
+        case ..<86400: return "\(seconds / 3600) h ago"
+        case ..<(2 * 86400): return "yesterday"
+        case ..<(7 * 86400): return "\(seconds / 86400) days ago"
+        default: return String(LocalTime.dateAndClock(time).prefix(10))
+        }
+    }
+}
+
+/// Every message of a conversation, fetched page by page from the newest back.
+func wholeHistory(_ connection: Connection, _ conversation: String) throws(Failure) -> [JSON] {
+    var pages: [[JSON]] = []
+    var before: String?
+    while true {
+        var params: [String: JSON] = ["conversation": .string(conversation), "limit": 1000]
+        if let before { params["before"] = .string(before) }
+        let page = try connection.call("conversation.history", .object(params))
+        let messages = page["messages"]?.array ?? []
+        pages.append(messages)
+        guard page["more"]?.bool == true, let first = messages.first?["id"]?.string else { break }
+        before = first
+    }
+    return pages.reversed().flatMap { $0 }
+}
+
+struct Show: ClientCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a whole conversation.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Argument(help: "The conversation (id or unique prefix).") var id: String
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "show")
+        let conversation = try connection.resolveConversation(id)
+        let info = try connection.call("conversation.get", ["conversation": .string(conversation)])["conversation"]
+        let messages = try wholeHistory(connection, conversation)
+        var out = "\(SafeText.singleLine(info?["title"]?.string ?? "untitled")) (\(conversation)) · "
+            + Words.count(messages.count, "message") + "\n"
+        for message in messages {
+            out += "\n" + Self.heading(message) + "\n"
+            out += SafeText.sanitized(message["content"]?.string ?? "")
+            if out.last != "\n" { out += "\n" }
+        }
+        Out.stdout(out)
+    }
+
+    /// `ana · 2026-11-23 14:03` / `assistant (gpt-4o) · … · cancelled`.
+    static func heading(_ message: JSON) -> String {
+        let time = LocalTime.dateAndClock(LocalTime.parse(message["created"]))
+        var who: String
+        if message["role"]?.string == "assistant" {
+            who = "assistant" + (message["model"]?.string.map { " (\($0))" } ?? "")
+        } else {
+            who = message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "user"
+        }
+        who = SafeText.singleLine(who) + " · " + time
+        switch message["status"]?.string {
+        case nil, "complete"?: break
+        case "failed"?: who += " · failed: " + Words.replyError(message["error"])
+        case let other?: who += " · " + other
+        }
+        return "── " + who
+    }
+}
+
+struct Export: ClientCommand {
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case markdown, json, jsonl
+    }
+
+    static let configuration = CommandConfiguration(
+        abstract: "Write a whole conversation to standard output as markdown, JSON or JSON lines.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Argument(help: "The conversation (id or unique prefix).") var id: String
+    @Option(help: "markdown (headers with author, time and role), json (an array of message objects) or jsonl (one per line).")
+    var format: Format = .markdown
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "export")
+        let conversation = try connection.resolveConversation(id)
+        let info = try connection.call("conversation.get", ["conversation": .string(conversation)])["conversation"]
+        let messages = try wholeHistory(connection, conversation)
+        var out: String
+        switch format {
+        case .json:
+            out = JSON.array(messages).text + "\n"
+        case .jsonl:
+            out = messages.map { $0.text + "\n" }.joined()
+        case .markdown:
+            out = "# \(info?["title"]?.string ?? "untitled")\n"
+            for message in messages {
+                let time = LocalTime.dateAndClock(LocalTime.parse(message["created"]))
+                let header: String
+                if message["role"]?.string == "assistant" {
+                    header = "assistant" + (message["model"]?.string.map { " (\($0))" } ?? "")
+                } else {
+                    header = "user: " + (message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "unknown")
+                }
+                var status = ""
+                if let value = message["status"]?.string, value != "complete" { status = " [\(value)]" }
+                out += "\n## \(header), \(time)\(status)\n\n"
+                out += message["content"]?.string ?? ""
+                if out.last != "\n" { out += "\n" }
+            }
+        }
+        // Into a file or a pipe, exactly the data; on a terminal, nothing that drives it.
+        Out.stdout(isatty(1) != 0 ? SafeText.sanitized(out) : out)
+    }
+}
+
+struct Remove: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rm",
+        abstract: "Delete a conversation (asks first on a terminal, unless -f).",
+        aliases: ["delete"])
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Flag(name: [.short, .long], help: "Do not ask.") var force = false
+    @Argument(help: "The conversation (id or unique prefix).") var id: String
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "rm")
+        let conversation = try connection.resolveConversation(id)
+        if !force, isatty(0) != 0, isatty(2) != 0 {
+            let info = try connection.call("conversation.get", ["conversation": .string(conversation)])["conversation"]
+            let title = SafeText.singleLine(info?["title"]?.string ?? "untitled")
+            let count = Words.count(info?["message_count"]?.int ?? 0, "message")
+            var question = "delete \"\(title)\" (\(conversation), \(count))? [y/N] "
+            _ = question.withUTF8 { Out.writeAll(2, UnsafeRawBufferPointer($0)) }
+            let answer = Self.readLine().lowercased()
+            guard answer == "y" || answer == "yes" else {
+                Out.errorLine("not deleted")
+                throw Failure.exit(1)
+            }
+        }
+        _ = try connection.call("conversation.delete", ["conversation": .string(conversation)])
+    }
+
+    /// One line from standard input, without its newline.
+    private static func readLine() -> String {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(0, &byte, 1) == 1, byte != 0x0A { bytes.append(byte) }
+        return String(decoding: bytes, as: UTF8.self).trimmed
+    }
+}
+
+struct Cancel: ClientCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop the reply in flight in a conversation.",
+        discussion: "Prints nothing when a reply was stopped; exits 1 with \"nothing to cancel\" when none was streaming.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Argument(help: "The conversation (id or unique prefix).") var id: String
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "cancel")
+        let conversation = try connection.resolveConversation(id)
+        let result = try connection.call("generation.cancel", ["conversation": .string(conversation)])
+        if result["cancelled"]?.string == nil {
+            throw Failure.message("nothing to cancel")
+        }
+    }
+}
