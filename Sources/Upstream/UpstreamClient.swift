@@ -86,6 +86,27 @@ public final class ReplyStream {
         transfer = nil
         handler(.finished(finishReason: finishReason, usage: usage, error: error, retryAfterSeconds: error == nil ? nil : retryAfterSeconds))
     }
+
+    /// The reply is over (`[DONE]`) but the HTTP body may not be: the transfer is left to read it
+    /// to its end, discarding it, so curl can keep the connection for the next request (a
+    /// transfer removed mid-body takes its connection with it). A server that never ends the
+    /// body loses the connection after `drainSeconds`.
+    fileprivate func finishLeavingTransferToDrain(drainSeconds: UInt64) {
+        guard handler != nil else { return }
+        if let transfer, let client {
+            let multi = client.multi
+            let deadline = Timer(loop: multi.loop)
+            deadline.start(after: drainSeconds * 1000) { [weak transfer] in
+                deadline.close()
+                if let transfer { multi.cancel(transfer) }
+            }
+            // Nothing here may refer to this stream: it goes away once its reply is announced.
+            transfer.onData = { _ in true }
+            transfer.onComplete = { _ in deadline.close() }
+        }
+        transfer = nil
+        finish(nil)
+    }
 }
 
 /// The transport for streamed replies: libcurl on the daemon's loop, many at once, no threads;
@@ -188,8 +209,8 @@ public final class UpstreamClient {
                 return false
             case .done:
                 stream.sawDone = true
-                stream.finish(nil)
-                return false
+                stream.finishLeavingTransferToDrain(drainSeconds: 5)
+                return true
             }
         }
         if let failure {
