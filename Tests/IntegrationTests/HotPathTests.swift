@@ -28,50 +28,6 @@ final class HotPathTests: XCTestCase {
         XCTAssertFalse(harness.log().contains("curl_multi"), harness.log())
     }
 
-    /// Replies to one server share a connection (libcurl's connection cache in the one multi
-    /// handle, HTTP keep-alive): a second reply does not pay for a new TCP (and TLS) handshake.
-    func testRepliesInARowReuseOneUpstreamConnection() throws {
-        harness = try Harness()
-        let client = try harness.client()
-        let id = try harness.createConversation(client)
-        try client.call("conversation.attach", ["conversation": .string(id)])
-        let before = try upstreamStats()
-        for text in ["one", "two", "three"] {
-            let sent = try client.call("message.send", ["conversation": .string(id), "content": .string("[[reply:\(text)]]")])
-            let (_, final) = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
-            XCTAssertEqual(final["content"]?.string, text)
-        }
-        let after = try upstreamStats()
-        // Each stats request is a connection and a request of its own.
-        XCTAssertEqual(after.requests - before.requests - 1, 3)
-        XCTAssertEqual(after.connections - before.connections - 1, 1, "three replies in a row opened more than one connection")
-    }
-
-    private func upstreamStats() throws -> (connections: Int, requests: Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { Glibc.close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(harness.upstreamPort).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0 else { throw HarnessError(description: "connect to the fake upstream failed") }
-        let request = Array("GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        var response: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { break }
-            response.append(contentsOf: chunk[0..<n])
-        }
-        guard let start = response.firstIndex(of: UInt8(ascii: "{")) else { throw HarnessError(description: "no stats in the answer") }
-        let stats = try JSON.parse(Array(response[start...]))
-        return (try XCTUnwrap(stats["connections"]?.int), try XCTUnwrap(stats["requests"]?.int))
-    }
-
     /// A slow client closed in the middle of a broadcast used to announce its departure from
     /// inside the fan-out loop: clients before it saw the delta then `client.detached`, clients
     /// after it the reverse. Every attached client must see one order.
