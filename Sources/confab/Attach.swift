@@ -3,79 +3,119 @@ import Glibc
 #endif
 import ArgumentParser
 import ConfabProtocol
+import Posix
 import Terminal
 
 struct Attach: ClientCommand {
     static let configuration = CommandConfiguration(
+        commandName: "attach",
         abstract: "Show a conversation live; every line typed is sent to it.",
-        discussion: "Ctrl-D (end of input) detaches. Ctrl-C leaves too; a reply in flight goes on in the daemon.")
+        discussion: """
+            Lines starting with / are commands (/help lists them); // sends a line that starts \
+            with a slash. Ctrl-C stops a reply in flight (you stay attached) or clears the line \
+            being typed; Ctrl-D (end of input) detaches. Your name is --name, else $CONFAB_NAME, \
+            else login@tty. Colours are left out with --plain, with NO_COLOR set, or when \
+            standard output is not a terminal.
+            """)
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
     @Argument(help: "The conversation (id or unique prefix).") var id: String
     @Option(help: "How many earlier messages to show (0…1000).") var history = 20
+    @Option(help: "Your display name (default: $CONFAB_NAME, else login@tty).") var name: String?
+    @Flag(help: "No colours or other escape sequences.") var plain = false
 
     func validate() throws {
         if !(0...1000).contains(history) { throw ValidationError("--history must be between 0 and 1000") }
     }
 
     func run() throws {
-        let connection = try Connection.start(socketPath, command: "attach")
+        let connection = try Connection.open(path: socketPath)
+        let me = try connection.hello(command: "attach", name: name)
         let conversation = try connection.resolveConversation(id)
-        let attached = try connection.call("conversation.attach",
-                                           ["conversation": .string(conversation), "history": .int(history)])
-        let session = AttachSession(connection: connection, conversation: conversation)
-        session.show(attached)
+        let colour = !plain && isatty(1) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
+        let session = AttachSession(connection: connection, me: me, colour: colour)
+        try session.attach(conversation, history: history)
         try session.run()
     }
 }
 
-/// The live part of `confab attach`: one poll loop over the socket and standard input.
+/// The live part of `confab attach`: one poll loop over the socket, standard input and
+/// the signals we act on (Ctrl-C, a resized window).
 final class AttachSession {
-    let connection: Connection
-    let conversation: String
-    let transcript = Transcript()
-    /// Requests sent and not yet answered: id → method.
-    private var outstanding: [Int: String] = [:]
+    private let connection: Connection
+    private var conversation = ""
+    private let transcript: Transcript
+    private let myClientID: String
+    private let myName: String
+    /// Others attached, by client id.
+    private var present: [String: JSON] = [:]
+    /// The oldest message shown, for /history.
+    private var oldestShown: String?
+    private var moreHistory = true
+    /// Requests sent and not yet answered: id → what to do with the answer.
+    private var outstanding: [Int: Pending] = [:]
     private var input: [UInt8] = []
     private var inputOpen = true
-    /// Standard input and output are one terminal in line mode, which echoes typed lines.
-    private let echoing = isatty(0) != 0 && isatty(1) != 0
+    private let interactive = isatty(0) != 0
+    private let signals: Int32?
 
-    init(connection: Connection, conversation: String) {
-        self.connection = connection
-        self.conversation = conversation
+    private enum Pending {
+        case send, cancel, rename
     }
 
-    /// The title, the history and the reply in flight, from the attach result.
-    func show(_ result: JSON) {
+    init(connection: Connection, me: JSON, colour: Bool) {
+        self.connection = connection
+        myClientID = me["client_id"]?.string ?? ""
+        myName = me["user"]?["name"]?.string ?? "you"
+        transcript = Transcript(colour: colour, me: myClientID)
+        // Ctrl-C and resizes are ours to handle only with a person at a terminal.
+        signals = isatty(0) != 0 ? try? SignalPipe.install([SIGINT, SIGWINCH]) : nil
+    }
+
+    /// Attaches to `id`, shows its header, history and the reply in flight.
+    func attach(_ id: String, history: Int) throws(Failure) {
+        let result = try connection.call("conversation.attach", ["conversation": .string(id), "history": .int(history)])
+        conversation = id
+        present = [:]
+        for client in result["clients"]?.array ?? [] {
+            if let clientID = client["id"]?.string { present[clientID] = client }
+        }
         let info = result["conversation"]
         let title = info?["title"]?.string ?? "untitled"
-        transcript.notice("== \(title) (\(conversation)) ==")
-        for message in result["messages"]?.array ?? [] {
-            transcript.message(message)
-        }
-        let others = (result["clients"]?.array ?? []).compactMap { $0["name"]?.string }
-        if !others.isEmpty {
-            transcript.notice("-- also here: \(others.joined(separator: ", ")) --")
-        }
+        transcript.header("\(title) (\(id))", who: whoLine())
+        let messages = result["messages"]?.array ?? []
+        oldestShown = messages.first?["id"]?.string
+        moreHistory = (info?["message_count"]?.int ?? 0) > messages.count
+        for message in messages { transcript.message(message) }
         if let pending = result["pending"], pending["id"]?.string != nil {
             transcript.replyStarted(pending)
         }
+    }
+
+    private func whoLine() -> String {
+        let names = [myName + " (you)"] + present.values.map { Words.clientName($0) }.sorted()
+        return "here: " + names.joined(separator: ", ")
     }
 
     func run() throws(Failure) {
         while true {
             // Everything already read is handled before waiting for more.
             while let event = connection.nextEvent() { try handle(event) }
-            if !inputOpen && outstanding.isEmpty { detach() }
+            if !inputOpen && outstanding.isEmpty { leave() }
 
             var fds = [pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)]
+            let inputIndex = fds.count
             if inputOpen { fds.append(pollfd(fd: 0, events: Int16(POLLIN), revents: 0)) }
+            let signalIndex = fds.count
+            if let signals { fds.append(pollfd(fd: signals, events: Int16(POLLIN), revents: 0)) }
             let ready = poll(&fds, nfds_t(fds.count), -1)
             if ready < 0 {
                 if errno == EINTR { continue }
                 throw .message("poll failed: \(errorText(errno))")
+            }
+            if signals != nil, fds[signalIndex].revents != 0 {
+                for signal in SignalPipe.drain() { try caught(signal) }
             }
             if fds[0].revents != 0 {
                 if !(try connection.receive()) {
@@ -83,8 +123,31 @@ final class AttachSession {
                     throw .disconnected
                 }
             }
-            if inputOpen, fds[1].revents != 0 { try readInput() }
+            if inputOpen, fds[inputIndex].revents != 0 { try readInput() }
         }
+    }
+
+    private func caught(_ signal: Int32) throws(Failure) {
+        switch signal {
+        case SIGINT:
+            if transcript.replyInFlight {
+                try cancel()
+            } else {
+                // What was typed and not yet sent goes; leaving is Ctrl-D or /quit.
+                tcflush(0, TCIFLUSH)
+                input = []
+                transcript.notice("line cleared (Ctrl-D or /quit leaves)")
+            }
+        case SIGWINCH:
+            transcript.resized()
+        default:
+            break
+        }
+    }
+
+    private func cancel() throws(Failure) {
+        let id = try connection.send("generation.cancel", ["conversation": .string(conversation)])
+        outstanding[id] = .cancel
     }
 
     private func handle(_ event: Event) throws(Failure) {
@@ -92,9 +155,12 @@ final class AttachSession {
         case .notification(let method, let params):
             try notification(method, params)
         case .response(let id, let result):
-            guard let method = outstanding.removeValue(forKey: id) else { return }
-            if case .failure(let error) = result {
-                transcript.errorLine("confab: \(method == "message.send" ? "not sent: " : "")\(error.message)")
+            guard let pending = outstanding.removeValue(forKey: id) else { return }
+            switch (pending, result) {
+            case (.send, .failure(let error)): transcript.error("not sent: \(error.message)")
+            case (.cancel, .success(let value)) where value["cancelled"]?.isNull ?? true: transcript.notice("nothing to cancel")
+            case (_, .failure(let error)): transcript.error(error.message)
+            default: break
             }
         case .fatal(let error):
             transcript.breakLine()
@@ -105,7 +171,7 @@ final class AttachSession {
     private func notification(_ method: String, _ params: JSON) throws(Failure) {
         if method == "server.stopping" {
             let reason = params["reason"]?.string.map { ": \($0)" } ?? ""
-            transcript.notice("-- confabd is stopping\(reason) --")
+            transcript.notice("confabd is stopping\(reason)")
             throw .exit(0)
         }
         // Everything else is about one conversation; we follow only ours.
@@ -121,30 +187,35 @@ final class AttachSession {
         case "message.delta":
             guard let id = params["message"]?.string, let piece = params["content"]?.string else { return }
             transcript.delta(id: id, piece)
+        case "message.retrying":
+            let attempt = params["attempt"]?.int ?? 1
+            let seconds = ((params["delay_ms"]?.int ?? 0) + 999) / 1000
+            transcript.notice("\(Words.replyError(params["error"])); retry \(attempt) in \(seconds) s")
+        case "generation.cancelled":
+            guard let id = params["message"]?.string else { return }
+            transcript.cancelled(id: id, by: params["by"]?["id"]?.string == myClientID ? "you" : Words.clientName(params["by"]))
         case "message.completed":
             guard let message = params["message"] else { return }
             transcript.replyEnded(message, error: nil)
         case "message.failed":
             guard let message = params["message"] else { return }
-            let reason = params["error"]?["message"]?.string ?? message["error"]?["message"]?.string ?? "unknown error"
-            transcript.replyEnded(message, error: reason)
+            transcript.replyEnded(message, error: Words.replyError(params["error"] ?? message["error"]))
         case "conversation.updated":
-            let title = params["info"]?["title"]?.string ?? "?"
-            transcript.notice("-- title: \(title) --")
+            transcript.notice("title: \(params["info"]?["title"]?.string ?? "?")")
         case "conversation.deleted":
-            transcript.notice("-- conversation deleted --")
+            transcript.notice("the conversation was deleted")
             throw .exit(0)
         case "client.attached":
-            transcript.notice("-- \(Self.name(params["client"])) attached --")
+            guard let client = params["client"], let id = client["id"]?.string else { return }
+            present[id] = client
+            transcript.notice("\(Words.clientName(client)) joined")
         case "client.detached":
-            transcript.notice("-- \(Self.name(params["client"])) detached --")
+            guard let client = params["client"], let id = client["id"]?.string else { return }
+            present[id] = nil
+            transcript.notice("\(Words.clientName(client)) left")
         default:
             return
         }
-    }
-
-    private static func name(_ client: JSON?) -> String {
-        client?["name"]?.string ?? client?["login"]?.string ?? client?["id"]?.string ?? "someone"
     }
 
     // MARK: Input
@@ -161,170 +232,174 @@ final class AttachSession {
             input += chunk[0..<count]
             // The terminal has echoed what was typed, newline included: the cursor is at
             // the start of a fresh line, whatever we had printed before.
-            if echoing, input.last == 0x0A { transcript.inputEchoed() }
+            if interactive, input.last == 0x0A { transcript.inputEchoed() }
         }
         while let newline = input.firstIndex(of: 0x0A) {
             let line = Array(input[..<newline])
             input.removeSubrange(...newline)
-            try sendLine(line)
+            try typed(line)
         }
         if !inputOpen, !input.isEmpty {
             // The last line had no newline; it is a line all the same.
             let line = input
             input = []
-            try sendLine(line)
+            try typed(line)
         }
     }
 
-    private func sendLine(_ bytes: [UInt8]) throws(Failure) {
+    private func typed(_ bytes: [UInt8]) throws(Failure) {
         var bytes = bytes
         if bytes.last == 0x0D { bytes.removeLast() }
         let text = String(decoding: bytes, as: UTF8.self)
         if text.isBlank { return }
-        // Not printed here: the daemon echoes it back as message.created.
-        let id = try connection.send("message.send", ["conversation": .string(conversation), "content": .string(text)])
-        outstanding[id] = "message.send"
+        if text.hasPrefix("//") {
+            try send(String(text.dropFirst()))
+        } else if text.hasPrefix("/") {
+            try command(text)
+        } else {
+            try send(text)
+        }
     }
 
-    /// End of input, and every send answered: detach and leave.
-    private func detach() -> Never {
+    private func send(_ text: String) throws(Failure) {
+        // Not printed here: the daemon echoes it back as message.created.
+        let id = try connection.send("message.send", ["conversation": .string(conversation), "content": .string(text)])
+        outstanding[id] = .send
+    }
+
+    // MARK: Slash commands
+
+    static let help = """
+        /help            this list
+        /cancel          stop the reply in flight (Ctrl-C does too)
+        /history [N]     show N (default 20) earlier messages
+        /who             who is attached
+        /rename TITLE    retitle the conversation
+        /switch ID       attach to another conversation instead
+        /new [TITLE]     start a conversation and switch to it
+        /edit            write a message in $EDITOR, then send it
+        /quit            detach and leave (Ctrl-D does too)
+        //text           send a line that starts with a slash
+        """
+
+    private func command(_ line: String) throws(Failure) {
+        let words = line.dropFirst().split(separator: " ", maxSplits: 1).map(String.init)
+        let name = words.first ?? ""
+        let argument = words.count > 1 ? words[1].trimmed : ""
+        switch name {
+        case "help":
+            transcript.block(Self.help)
+        case "cancel":
+            try cancel()
+        case "history":
+            let count = argument.isEmpty ? 20 : Int(argument) ?? -1
+            guard (1...1000).contains(count) else {
+                transcript.error("/history takes a number of messages, 1 to 1000")
+                return
+            }
+            try earlier(count)
+        case "who":
+            transcript.notice(whoLine())
+        case "rename":
+            guard !argument.isEmpty else {
+                transcript.error("/rename needs a title")
+                return
+            }
+            let id = try connection.send("conversation.rename", ["conversation": .string(conversation), "title": .string(argument)])
+            outstanding[id] = .rename
+        case "switch":
+            guard !argument.isEmpty else {
+                transcript.error("/switch needs a conversation id")
+                return
+            }
+            do throws(Failure) {
+                try switchTo(try connection.resolveConversation(argument))
+            } catch {
+                if case .message(let text) = error { transcript.error(text) } else { throw error }
+            }
+        case "new":
+            let made = try createConversation(connection, title: argument.isEmpty ? nil : argument, system: nil, model: nil)
+            try switchTo(made.id)
+        case "edit":
+            try edit()
+        case "quit", "exit":
+            leave()
+        default:
+            transcript.error("unknown command /\(name) (/help lists them; // sends a line starting with a slash)")
+        }
+    }
+
+    private func earlier(_ count: Int) throws(Failure) {
+        guard moreHistory, let before = oldestShown else {
+            transcript.notice("nothing earlier")
+            return
+        }
+        let page = try connection.call("conversation.history",
+                                       ["conversation": .string(conversation), "before": .string(before), "limit": .int(count)])
+        let messages = page["messages"]?.array ?? []
+        moreHistory = page["more"]?.bool ?? false
+        if let first = messages.first?["id"]?.string { oldestShown = first }
+        transcript.notice("\(Words.count(messages.count, "earlier message"))" + (moreHistory ? " (more with /history)" : ""))
+        for message in messages { transcript.message(message) }
+        transcript.notice("back to now")
+    }
+
+    private func switchTo(_ id: String) throws(Failure) {
+        guard id != conversation else { return }
+        _ = try connection.call("conversation.detach", ["conversation": .string(conversation)])
+        transcript.reset()
+        try attach(id, history: 20)
+    }
+
+    /// `$EDITOR` (else `$VISUAL`, else vi) on an empty file; what it holds after is sent.
+    private func edit() throws(Failure) {
+        let editor = Environment.get("VISUAL").flatMap { $0.isEmpty ? nil : $0 }
+            ?? Environment.get("EDITOR").flatMap { $0.isEmpty ? nil : $0 } ?? "vi"
+        let text: String
+        do {
+            text = try Editor.compose(with: editor)
+        } catch {
+            transcript.error("/edit: \(error)")
+            return
+        }
+        transcript.inputEchoed()
+        if text.isBlank {
+            transcript.notice("nothing to send")
+        } else {
+            try send(text)
+        }
+    }
+
+    /// End of input, every send answered, or /quit: detach and leave.
+    private func leave() -> Never {
         transcript.breakLine()
         _ = try? connection.call("conversation.detach", ["conversation": .string(conversation)])
         Out.exit(0)
     }
 }
 
-/// attach's standard output: whole lines for messages and notices, and replies that grow
-/// in place. Whenever something else must be printed while a reply's line is open, the line
-/// is broken first, and the reply picks up on a fresh line when more of it arrives.
-final class Transcript {
-    private struct Reply {
-        var created: Timestamp
-        /// The content printed so far.
-        var printed: [UInt8] = []
+/// Writing a message in the user's editor.
+enum Editor {
+    struct Failed: Error, CustomStringConvertible {
+        let description: String
     }
 
-    private var replies: [String: Reply] = [:]
-    /// Replies already shown whole, so that a late or repeated announcement is not shown again.
-    private var finished: Set<String> = []
-    /// The reply whose text is the last thing on standard output, if any.
-    private var current: String?
-    private var atLineStart = true
-    private let sharedTerminal = isatty(1) != 0 && isatty(2) != 0
-
-    /// Everything attach prints passes here: what others and the model wrote never reaches
-    /// the terminal as a control character.
-    private func emit(_ text: String) {
-        guard !text.isEmpty else { return }
-        Out.stdout(SafeText.sanitized(text))
-        atLineStart = text.utf8.last == 0x0A
-    }
-
-    /// Ends an open line, so that what comes next starts on its own.
-    func breakLine() {
-        if !atLineStart { emit("\n") }
-        current = nil
-    }
-
-    /// The terminal echoed a typed line: the cursor sits at the start of a line, and a reply
-    /// that goes on must say so again.
-    func inputEchoed() {
-        atLineStart = true
-        current = nil
-    }
-
-    func notice(_ text: String) {
-        breakLine()
-        emit(text + "\n")
-    }
-
-    /// An error for stderr; when both go to the same terminal, the reply's line is broken first.
-    func errorLine(_ text: String) {
-        if sharedTerminal { breakLine() }
-        Out.errorLine(text)
-    }
-
-    private static func prefix(_ created: Timestamp, _ name: String) -> String {
-        "[\(LocalTime.clock(created))] \(name): "
-    }
-
-    /// ` [cancelled]`, ` [failed: why]`, …; nothing for a complete message.
-    private static func marker(_ message: JSON, error: String?) -> String {
-        let reason = error ?? message["error"]?["message"]?.string
-        switch error != nil ? "failed" : message["status"]?.string {
-        case nil, "complete"?, "streaming"?: return ""
-        case "failed"?: return " [failed\(reason.map { ": \($0)" } ?? "")]"
-        case let other?: return " [\(other)]"
+    static func compose(with editor: String) throws(Failed) -> String {
+        var template = Array(((Environment.get("TMPDIR").flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp") + "/confab-message-XXXXXX.md").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 3) }
+        guard fd >= 0 else { throw Failed(description: "cannot make a temporary file: \(errorText(errno))") }
+        close(fd)
+        let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        defer { unlink(path) }
+        // Through the shell, as git runs it: EDITOR may hold arguments ("code --wait").
+        let status = Spawn.wait(["/bin/sh", "-c", editor + " \"$1\"", "sh", path])
+        guard status == 0 else { throw Failed(description: "\(editor) exited with status \(status); nothing sent") }
+        do {
+            var bytes = try Files.readAll(path: path, limit: 4 << 20)
+            while let last = bytes.last, last == 0x0A || last == 0x0D { bytes.removeLast() }
+            return String(decoding: bytes, as: UTF8.self)
+        } catch {
+            throw Failed(description: "cannot read \(path): \(error)")
         }
-    }
-
-    /// A whole message: history, and user messages as they are stored. `error` is the
-    /// reason a reply failed, when it came beside the message rather than in it.
-    func message(_ message: JSON, error: String? = nil) {
-        let created = LocalTime.parse(message["created"])
-        let isUser = message["role"]?.string != "assistant"
-        let name = isUser ? (message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "user") : "assistant"
-        let content = message["content"]?.string ?? ""
-        if !isUser, let id = message["id"]?.string { finished.insert(id) }
-        var mark = Self.marker(message, error: error)
-        if content.utf8.last == 0x0A, mark.hasPrefix(" ") { mark.removeFirst() }
-        breakLine()
-        emit(Self.prefix(created, name) + content + mark)
-        if !atLineStart { emit("\n") }
-    }
-
-    /// A reply begins (or is in flight when we attach): its line opens and stays open.
-    func replyStarted(_ message: JSON) {
-        guard let id = message["id"]?.string, replies[id] == nil, !finished.contains(id) else { return }
-        let created = LocalTime.parse(message["created"])
-        let content = message["content"]?.string ?? ""
-        breakLine()
-        emit(Self.prefix(created, "assistant") + content)
-        replies[id] = Reply(created: created, printed: Array(content.utf8))
-        current = id
-    }
-
-    func delta(id: String, _ piece: String) {
-        guard !piece.isEmpty, !finished.contains(id) else { return }
-        if current != id {
-            breakLine()
-            if let reply = replies[id] {
-                emit(Self.prefix(reply.created, "assistant (continued)"))
-            } else {
-                // A reply we never saw start: begin it here.
-                let now = Timestamp.now()
-                replies[id] = Reply(created: now)
-                emit(Self.prefix(now, "assistant"))
-            }
-            current = id
-        }
-        emit(piece)
-        replies[id]?.printed += Array(piece.utf8)
-    }
-
-    /// A reply is over: whatever of it we have not shown, its marker, and the end of its line.
-    func replyEnded(_ message: JSON, error: String?) {
-        guard let id = message["id"]?.string, !finished.contains(id) else { return }
-        let content = Array((message["content"]?.string ?? "").utf8)
-        var mark = Self.marker(message, error: error)
-        guard let reply = replies.removeValue(forKey: id) else {
-            // Never saw it start: print it whole.
-            self.message(message, error: error)
-            return
-        }
-        finished.insert(id)
-        var rest: [UInt8] = []
-        if content.count > reply.printed.count, content.starts(with: reply.printed) {
-            rest = Array(content[reply.printed.count...])
-        }
-        if current != id {
-            if rest.isEmpty && mark.isEmpty { return }
-            breakLine()
-            emit(Self.prefix(reply.created, "assistant (continued)"))
-        }
-        if !rest.isEmpty { emit(String(decoding: rest, as: UTF8.self)) }
-        if atLineStart, mark.hasPrefix(" ") { mark.removeFirst() }
-        emit(mark)
-        breakLine()
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ConfabProtocol
 import Posix
+import Terminal
 
 /// Something the daemon sent, in arrival order.
 enum Event {
@@ -184,17 +185,40 @@ final class Connection {
 
     // MARK: The usual opening
 
-    /// `hello`, as every command starts.
-    func hello(command: String) throws(Failure) {
+    /// `hello`, as every command starts. Commands others see (`ask` writes messages,
+    /// `attach` is present) offer a display name: `name`, else `CONFAB_NAME`, else
+    /// `login@tty`; the others offer none, so a bad `CONFAB_NAME` cannot break `ls`.
+    @discardableResult
+    func hello(command: String, name explicit: String? = nil) throws(Failure) -> JSON {
         var params: [String: JSON] = ["client": .string("confab-\(command)")]
-        if let name = Environment.get("CONFAB_NAME"), !name.isEmpty { params["name"] = .string(name) }
-        _ = try call("hello", .object(params))
+        var source = "--name"
+        if command == "ask" || command == "attach" {
+            var name = explicit
+            if name == nil, let variable = Environment.get("CONFAB_NAME") {
+                name = variable
+                source = "CONFAB_NAME"
+            }
+            if let name {
+                if let problem = DisplayName.problem(name) { throw .usage("\(source)=\"\(SafeText.singleLine(name))\": \(problem)", command: command) }
+                params["name"] = .string(name)
+            } else if let name = DisplayName.default() {
+                params["name"] = .string(name)
+            }
+        }
+        do throws(Failure) {
+            return try call("hello", .object(params))
+        } catch {
+            if case .rpc(let refusal) = error, refusal.code == RPCError.invalidParams, params["name"] != nil {
+                throw .usage("\(source): \(refusal.message)", command: command)
+            }
+            throw error
+        }
     }
 
     /// Connects to the socket from the options and says hello.
-    static func start(_ path: String, command: String) throws(Failure) -> Connection {
+    static func start(_ path: String, command: String, name: String? = nil) throws(Failure) -> Connection {
         let connection = try open(path: path)
-        try connection.hello(command: command)
+        try connection.hello(command: command, name: name)
         return connection
     }
 
@@ -285,5 +309,27 @@ enum DaemonTrust {
     private static func octal(_ mode: mode_t) -> String {
         let digits = String(mode, radix: 8)
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+}
+
+/// The name others see for us.
+enum DisplayName {
+    /// What is wrong with `name` as a display name, or nil: the daemon takes 1 to 64
+    /// printable characters.
+    static func problem(_ name: String) -> String? {
+        if name.isEmpty { return "a display name cannot be empty" }
+        if name.count > 64 { return "a display name is at most 64 characters" }
+        if name.unicodeScalars.contains(where: SafeText.needsReplacing) || name.contains("\n") || name.contains("\t") {
+            return "a display name cannot hold control characters or line breaks"
+        }
+        return nil
+    }
+
+    /// `login@pts/3`: who, and at which terminal; nil without a terminal on stdin.
+    static func `default`() -> String? {
+        guard let login = UserAccount.login(of: getuid()), let path = ttyname(0) else { return nil }
+        var tty = String(cString: path)
+        if tty.hasPrefix("/dev/") { tty.removeFirst(5) }
+        return String("\(login)@\(tty)".prefix(64))
     }
 }

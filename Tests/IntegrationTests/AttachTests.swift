@@ -1,0 +1,130 @@
+import ConfabProtocol
+import Foundation
+import XCTest
+
+/// `confab attach` in real terminals: tmux panes on one conversation.
+final class AttachTests: XCTestCase {
+    var harness: Harness!
+    var tmux: Tmux!
+
+    override func setUpWithError() throws {
+        harness = try Harness()
+        tmux = Tmux(directory: harness.directory)
+    }
+
+    override func tearDown() {
+        tmux?.kill()
+        harness?.tearDown()
+    }
+
+    private func new(_ title: String = "chat") throws -> String {
+        try harness.runClient(["new", "--title", title]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    private func attach(_ id: String, name: String, width: Int = 80) throws -> String {
+        let pane = try tmux.start(harness.confabCommand(["attach", id, "--name", name]), width: width, height: 24)
+        try tmux.waitForText(pane, "here: \(name) (you)")
+        return pane
+    }
+
+    private func history(_ id: String) throws -> [JSON] {
+        try harness.client().call("conversation.history", ["conversation": .string(id)])["messages"]?.array ?? []
+    }
+
+    func testTwoPanesSeeTheSameReplyAndEachOther() throws {
+        let id = try new()
+        let ana = try attach(id, name: "ana")
+        let bob = try attach(id, name: "bob")
+        try tmux.waitForText(ana, "-- bob joined --")
+        try tmux.type(bob, "[[reply:hello from the model]] hi")
+        try tmux.send(bob, ["Enter"])
+        for pane in [ana, bob] {
+            let screen = try tmux.waitForText(pane, "assistant: hello from the model")
+            XCTAssertTrue(screen.contains("bob: [[reply:hello from the model]] hi"), screen)
+            XCTAssertFalse(screen.contains("assistant:\n"), "no empty reply line:\n\(screen)")
+        }
+        // A one-shot ask is not announced as a join.
+        XCTAssertEqual(try harness.runClient(["ask", "-c", id, "[[reply:quiet]]"]).status, 0)
+        let screen = try tmux.waitForText(ana, "assistant: quiet")
+        XCTAssertEqual(screen.components(separatedBy: "joined").count - 1, 1, screen)
+    }
+
+    func testSlashCommandsAreNotSentAndADoubleSlashSendsOne() throws {
+        let id = try new()
+        let pane = try attach(id, name: "ana")
+        try tmux.type(pane, "/help")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "/history [N]")
+        try tmux.type(pane, "/frobnicate")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "unknown command /frobnicate")
+        XCTAssertEqual(try history(id).count, 0)
+        XCTAssertTrue(harness.upstreamRequests().isEmpty)
+
+        try tmux.type(pane, "//etc/hosts is a file")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "ana: /etc/hosts is a file")
+        XCTAssertEqual(try history(id).first?["content"]?.string, "/etc/hosts is a file")
+
+        try tmux.type(pane, "/rename better title")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "-- title: better title --")
+        try tmux.type(pane, "/quit")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "[exit 0]")
+    }
+
+    func testCtrlCCancelsTheReplyAndThePaneStaysAttached() throws {
+        let id = try new()
+        let pane = try attach(id, name: "ana")
+        try tmux.type(pane, "[[words:5000]] [[delay:5]]")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "w30 ")
+        try tmux.send(pane, ["C-c"])
+        try tmux.waitForText(pane, "[cancelled by you]")
+        XCTAssertEqual(try history(id).last?["status"]?.string, "cancelled")
+        try tmux.type(pane, "[[reply:still here]]")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "assistant: still here")
+        // Ctrl-C with no reply in flight clears the line being typed.
+        try tmux.type(pane, "half typed")
+        try tmux.send(pane, ["C-c"])
+        try tmux.waitForText(pane, "line cleared")
+        try tmux.type(pane, "[[reply:after clearing]]")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "assistant: after clearing")
+        XCTAssertFalse(try history(id).contains { $0["content"]?.string?.contains("half typed") ?? false })
+        // Ctrl-D on an empty line detaches.
+        try tmux.send(pane, ["C-d"])
+        try tmux.waitForText(pane, "[exit 0]")
+    }
+
+    func testCJKAndEmojiWrapByDisplayWidthAtANarrowWidth() throws {
+        let id = try new()
+        let pane = try attach(id, name: "ana", width: 24)
+        let reply = "alpha beta gamma delta epsilon 漢字漢字漢字漢字漢字漢字 👋👋👋👋 zeta"
+        XCTAssertEqual(try harness.runClient(["ask", "-c", id, "[[reply:\(reply)]] [[chunk:2]]"]).status, 0)
+        let screen = try tmux.waitForText(pane, "zeta")
+        // The reply's rows: from the assistant's header on (the prompt above holds the text too).
+        let all = screen.split(separator: "\n").map(String.init)
+        let rows = Array(all.drop { !$0.contains("assistant:") })
+        for word in ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"] {
+            XCTAssertTrue(rows.contains { $0.contains(word) }, "\(word) is broken across rows:\n\(screen)")
+        }
+        // Every wide character is whole on a row, and the rows hold all of them.
+        let wide = rows.joined().filter { $0 == "漢" || $0 == "字" || $0 == "👋" }
+        XCTAssertEqual(wide.count, 16, screen)
+    }
+
+    func testADisplayNameComesFromCONFAB_NAMEAndABadOneNamesTheVariable() throws {
+        let id = try new()
+        let bad = try harness.runClient(["attach", id], environment: ["CONFAB_NAME": "bad\u{7}name"])
+        XCTAssertEqual(bad.status, 2)
+        XCTAssertTrue(bad.stderr.contains("CONFAB_NAME=\"bad^Gname\": a display name cannot hold control characters"), bad.stderr)
+        // Commands nobody sees do not use it.
+        XCTAssertEqual(try harness.runClient(["ls"], environment: ["CONFAB_NAME": "bad\u{7}name"]).status, 0)
+
+        let pane = try tmux.start(harness.confabCommand(["attach", id]), environment: ["CONFAB_NAME": "Ana B."])
+        try tmux.waitForText(pane, "here: Ana B. (you)")
+    }
+}
