@@ -31,8 +31,20 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# The release binaries carry the Swift runtime (-static-stdlib): less memory and a faster start
+# than with the toolchain's shared libraries, and nothing to find in the toolchain's directory
+# once installed (docs/performance.md, "Memory and linking"). Such a binary looks for the
+# runtime's crash reporter in libexec/swift/linux beside it (or beside its bin/), so the
+# toolchain's static one is copied there: without it a crash would print nothing.
+SWIFT_RESOURCES = $(shell $(SWIFT) -print-target-info 2>/dev/null | sed -n 's/.*"runtimeResourcePath": "\(.*\)".*/\1/p')
+BACKTRACER      = $(SWIFT_RESOURCES)/../../libexec/swift/linux/swift-backtrace-static
+RELEASE_BACKTRACER = libexec/swift/linux/swift-backtrace
+
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --static-swift-stdlib
+	@if [ -x "$(BACKTRACER)" ]; then \
+		cmp -s "$(BACKTRACER)" $(RELEASEDIR)/$(RELEASE_BACKTRACER) || install -D -m 0755 "$(BACKTRACER)" $(RELEASEDIR)/$(RELEASE_BACKTRACER); \
+	else echo "warning: the toolchain has no swift-backtrace-static: crashes of the release binaries will print no report" >&2; fi
 
 run: release
 	.build/release/confabd $(ARGS)
@@ -96,6 +108,7 @@ install: release
 	install -d $(PREFIX)/bin $(UNITDIR)
 	install -d -m 0700 $(CONFIGDIR) $(DATADIR)
 	install -m 0755 $(RELEASEDIR)/confabd $(RELEASEDIR)/confab $(PREFIX)/bin/
+	if [ -x $(RELEASEDIR)/$(RELEASE_BACKTRACER) ]; then install -D -m 0755 $(RELEASEDIR)/$(RELEASE_BACKTRACER) $(PREFIX)/$(RELEASE_BACKTRACER); fi
 	$(install_service)
 	install -m 0644 systemd/confabd.socket $(UNITDIR)/confabd.socket
 	@echo
@@ -109,6 +122,8 @@ install: release
 uninstall:
 	-systemctl --user disable --now confabd.socket confabd.service 2>/dev/null
 	rm -f $(PREFIX)/bin/confabd $(PREFIX)/bin/confab $(UNITDIR)/confabd.service $(UNITDIR)/confabd.socket
+	rm -f $(PREFIX)/$(RELEASE_BACKTRACER)
+	-rmdir $(PREFIX)/libexec/swift/linux $(PREFIX)/libexec/swift $(PREFIX)/libexec 2>/dev/null
 	-systemctl --user daemon-reload 2>/dev/null
 
 clean:
