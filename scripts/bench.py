@@ -613,11 +613,11 @@ def bench_startup(ctx):
 
 
 def bench_profile(ctx):
-    """Where confabd's time goes during a 10-reader burst: perf record -g, top symbols."""
+    """Where confabd's time goes during a burst to --profile-readers readers: perf record -g, top symbols."""
     if shutil.which("perf") is None:
         print("profile: perf not installed (Debian: linux-perf), skipped")
         return
-    readers, count = 10, ctx.burst
+    readers, count = ctx.profile_readers, ctx.profile_count
     with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
         daemon = Daemon(tmp, ctx.fake.port, fsync=False)
         try:
@@ -658,6 +658,8 @@ def main():
     parser.add_argument("--latency-count", type=int, default=3000, help="stamped deltas per latency run")
     parser.add_argument("--latency-gap-us", type=int, default=2000, help="microseconds between stamped deltas")
     parser.add_argument("--cpu-count", type=int, default=1000, help="deltas per stream in the 100-stream run")
+    parser.add_argument("--profile-readers", type=int, default=10, help="attached readers during the profile")
+    parser.add_argument("--profile-count", type=int, default=300_000, help="deltas in the profiled burst (enough samples)")
     parser.add_argument("--alloc-count", type=int, default=10_000, help="deltas in the allocation count")
     big = parser.add_mutually_exclusive_group()
     big.add_argument("--big", dest="big", action="store_const", const="yes", help="always measure start-up with 10,000 x 100")
