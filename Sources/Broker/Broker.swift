@@ -72,18 +72,20 @@ public final class Broker {
     /// conversations there are. `progress` hears about the logs read in full.
     @discardableResult
     public func load(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> Int {
+        let started = Self.monotonicMilliseconds
         let opened = store.openConversations(progress: progress)
         for problem in opened.problems { logger.warning("log problem: \(problem)") }
         store.onIndexProblem = { [unowned self] problem in logger.warning("\(problem); the next start reads the logs instead") }
+        conversations.reserveCapacity(opened.items.count)
         for item in opened.items {
             let conversation = Conversation(log: item.log)
             if let replayed = item.conversation { conversation.take(replayed) }
             conversations[conversation.id] = conversation
         }
-        logger.info("\(opened.fromIndex) conversations listed from the index, \(opened.read) logs read")
+        logger.info("\(opened.fromIndex) conversations listed from the index, \(opened.read) logs read, in \(Self.monotonicMilliseconds - started) ms")
         // Replies that were waiting their turn when the daemon stopped run now (they stream
         // once the loop runs), oldest conversation activity first.
-        for conversation in conversations.values.sorted(by: { $0.updated < $1.updated }) where conversation.queuedCount > 0 {
+        for conversation in conversations.values.filter({ $0.queuedCount > 0 }).sorted(by: { $0.updated < $1.updated }) {
             logger.notice("conversation=\(conversation.id) resuming \(conversation.queuedCount) queued repl\(conversation.queuedCount == 1 ? "y" : "ies")")
             replies.startNext(in: conversation)
         }

@@ -1,6 +1,9 @@
 import ConfabProtocol
 import EventLoop
 import LogStore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Conversations come into memory when first needed and leave it when idle: start-up reads only
 /// summaries, so its cost and the daemon's memory do not grow with the history on disk.
@@ -61,6 +64,12 @@ extension Broker {
             count += 1
         }
         if count > 0 { logger.debug("\(count) idle conversations left memory") }
+    }
+
+    static var monotonicMilliseconds: UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000
     }
 
     /// Starts the sweep that unloads idle conversations.

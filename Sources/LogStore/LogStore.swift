@@ -354,38 +354,45 @@ public final class LogStore {
             opened.problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: "\(error)"))
             return opened
         }
-        var toRead: [String] = []
-        var items: [String: Opened.Item] = [:]
+        // In id order; the logs to read leave a hole where their item goes.
+        var items: [Opened.Item?] = []
+        items.reserveCapacity(ids.count)
+        logs.reserveCapacity(ids.count)
+        var toRead: [(id: String, position: Int)] = []
+        // Relative to the directory: one path lookup for it, not one per log.
+        let directoryFD = open(conversationsDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { if directoryFD >= 0 { Glibc.close(directoryFD) } }
         for id in ids {
             var info = stat()
             let path = path(of: id)
-            guard let entry = index[id], !entry.summary.needsResume, stat(path, &info) == 0,
+            guard let entry = index[id], !entry.summary.needsResume, fstatat(directoryFD, id + ".jsonl", &info, 0) == 0,
                   FileIdentity(info) == entry.identity, entry.identity.size > 0 else {
-                toRead.append(id)
+                toRead.append((id, items.count))
+                items.append(nil)
                 continue
             }
             let log = ConversationLog(id: id, path: path, fd: -1, size: off_t(entry.identity.size), summary: entry.summary,
                                       loop: loop, syncEnabled: syncEnabled)
             log.identity = entry.identity
             register(log, changesIndex: false)
-            items[id] = Opened.Item(log: log, conversation: nil)
+            items.append(Opened.Item(log: log, conversation: nil))
         }
-        opened.fromIndex = items.count
-        if items.count != index.count { indexChanged() }
+        opened.fromIndex = ids.count - toRead.count
+        if opened.fromIndex != index.count { indexChanged() }
         progress(0, toRead.count)
-        for (number, id) in toRead.enumerated() {
+        for (number, (id, position)) in toRead.enumerated() {
             if let loaded = load(id: id, problems: &opened.problems) {
                 if loaded.log.summary.needsResume {
-                    items[id] = Opened.Item(log: loaded.log, conversation: loaded.conversation)
+                    items[position] = Opened.Item(log: loaded.log, conversation: loaded.conversation)
                 } else {
                     loaded.log.close()
-                    items[id] = Opened.Item(log: loaded.log, conversation: nil)
+                    items[position] = Opened.Item(log: loaded.log, conversation: nil)
                 }
             }
             progress(number + 1, toRead.count)
         }
         opened.read = toRead.count
-        opened.items = items.keys.sorted().map { items[$0]! }
+        opened.items = items.compactMap { $0 }
         return opened
     }
 
@@ -617,31 +624,32 @@ public final class LogStore {
         }
     }
 
-    static let indexFormat: JSON = ["type": "confab-index", "v": 1]
+    /// Each entry is an array in this order (cheaper to read than an object: no keys to hash),
+    /// and the first line names the fields, so the file still reads on its own with `jq`.
+    static let indexFields: [String] = ["id", "size", "inode", "mtime_ns", "created_ms", "model", "header_title", "title",
+                                        "updated_ms", "message_count", "resume", "system"]
+    static let indexFormat: JSON = ["type": "confab-index", "v": 1, "fields": .array(indexFields.map(JSON.string))]
 
     static func encode(_ entry: IndexEntry) -> JSON {
         let summary = entry.summary
-        var object: [String: JSON] = [
-            "id": .string(summary.header.id), "size": .int(Int(entry.identity.size)),
-            "inode": .int(Int(truncatingIfNeeded: entry.identity.inode)), "mtime_ns": .int(Int(entry.identity.modifiedNanoseconds)),
-            "created_ms": .int(Int(summary.header.created.milliseconds)), "model": .string(summary.header.model),
-            "header_title": .string(summary.header.title), "title": .string(summary.title),
-            "updated_ms": .int(Int(summary.updated.milliseconds)), "message_count": .int(summary.messageCount),
-            "resume": .bool(summary.needsResume),
-        ]
-        if let system = summary.header.system { object["system"] = .string(system) }
-        return .object(object)
+        return .array([
+            .string(summary.header.id), .int(Int(entry.identity.size)), .int(Int(truncatingIfNeeded: entry.identity.inode)),
+            .int(Int(entry.identity.modifiedNanoseconds)), .int(Int(summary.header.created.milliseconds)),
+            .string(summary.header.model), .string(summary.header.title), .string(summary.title),
+            .int(Int(summary.updated.milliseconds)), .int(summary.messageCount), .bool(summary.needsResume),
+            summary.header.system.map(JSON.string) ?? .null,
+        ])
     }
 
     static func decode(_ json: JSON) -> IndexEntry? {
-        guard let id = json["id"]?.string, ConversationID.isValid(id), let size = json["size"]?.int, let inode = json["inode"]?.int,
-              let modified = json["mtime_ns"]?.int, let created = json["created_ms"]?.int, let model = json["model"]?.string,
-              let headerTitle = json["header_title"]?.string, let title = json["title"]?.string,
-              let updated = json["updated_ms"]?.int, let count = json["message_count"]?.int, count >= 0,
-              let resume = json["resume"]?.bool else { return nil }
+        guard case .array(let fields) = json, fields.count == indexFields.count,
+              let id = fields[0].string, ConversationID.isValid(id), let size = fields[1].int, let inode = fields[2].int,
+              let modified = fields[3].int, let created = fields[4].int, let model = fields[5].string,
+              let headerTitle = fields[6].string, let title = fields[7].string,
+              let updated = fields[8].int, let count = fields[9].int, count >= 0, let resume = fields[10].bool else { return nil }
         var system: String?
-        if let value = json["system"] {
-            guard let text = value.string else { return nil }
+        if fields[11] != .null {
+            guard let text = fields[11].string else { return nil }
             system = text
         }
         let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model, system: system)
@@ -702,6 +710,7 @@ public final class LogStore {
             return [:]
         }
         var entries: [String: IndexEntry] = [:]
+        entries.reserveCapacity(bytes.count / 200)
         var lineNumber = 0
         var unreadable = 0
         for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {

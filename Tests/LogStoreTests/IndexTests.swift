@@ -322,5 +322,6 @@ final class LogIndexTests: XCTestCase {
         noSystem.summary.header.system = nil
         XCTAssertEqual(LogStore.decode(try JSON.parse(LogStore.encode(noSystem).bytes)), noSystem)
         XCTAssertNil(LogStore.decode(["id": "k3v9q2m8x7ad"]))
+        XCTAssertNil(LogStore.decode(["k3v9q2m8x7ad", 1, 2]), "too few fields")
     }
 }
