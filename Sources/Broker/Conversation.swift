@@ -13,7 +13,9 @@ final class Conversation {
     let id: String
     let created: Timestamp
     var title: String
-    var updated: Timestamp
+    /// When its log was last written to: the same rule whether the conversation is in memory,
+    /// only summarised, or read back after a restart, so `conversation.list` keeps one order.
+    var updated: Timestamp { log.summary.updated }
     let model: String
     let system: String?
     let log: ConversationLog
@@ -76,7 +78,6 @@ final class Conversation {
         id = summary.header.id
         created = summary.header.created
         title = summary.title
-        updated = summary.updated
         model = summary.header.model
         system = summary.header.system
         self.log = log
@@ -93,7 +94,6 @@ final class Conversation {
     /// Takes the messages its log holds. The title and time are the log's too.
     func take(_ replayed: ReplayedConversation) {
         title = replayed.title
-        updated = max(updated, replayed.updated)
         messages = replayed.messages
         contents = .inMemory
         // A user message reserved the id after it for its reply, and clients were told that
@@ -154,7 +154,6 @@ final class Conversation {
         } else {
             messages.append(message)
         }
-        if message.created > updated { updated = message.created }
     }
 
     func enqueueReply(_ id: String) { queue.append(id) }

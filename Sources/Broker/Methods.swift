@@ -190,7 +190,6 @@ extension Broker {
                 return
             }
             conversation.title = title
-            conversation.updated = .now()
             logger.info("conversation=\(conversation.id) renamed client=\(client.id)")
             respond(.success(["conversation": conversation.info.json]))
             conversation.broadcast(.conversationUpdated, ["info": conversation.info.json])

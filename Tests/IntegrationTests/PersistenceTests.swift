@@ -9,6 +9,33 @@ final class PersistenceTests: XCTestCase {
     override func setUpWithError() throws { harness = try Harness() }
     override func tearDown() { harness?.tearDown() }
 
+    /// `updated` is when the log was last written to, live as after a restart: it used to stay
+    /// at a reply's start while running and become its end after a restart, so a slow reply and
+    /// a fast one swapped places in `conversation.list`.
+    func testUpdatedAndListOrderAreTheSameBeforeAndAfterARestart() throws {
+        var client = try harness.client()
+        let slow = try harness.createConversation(client, title: "slow")
+        let fast = try harness.createConversation(client, title: "fast")
+        try client.call("conversation.attach", ["conversation": .string(slow)])
+        try client.call("conversation.attach", ["conversation": .string(fast)])
+        let slowSent = try client.call("message.send", ["conversation": .string(slow), "content": "[[words:20]] [[chunk:3]] [[delay:40]]"])
+        let fastSent = try client.call("message.send", ["conversation": .string(fast), "content": "[[reply:quick]]"])
+        _ = try client.awaitReply(try XCTUnwrap(fastSent["reply"]?.string))
+        _ = try client.awaitReply(try XCTUnwrap(slowSent["reply"]?.string))
+        func listed(_ client: RPCClient) throws -> [String] {
+            try XCTUnwrap(client.call("conversation.list")["conversations"]?.array).map {
+                "\($0["id"]?.string ?? "") \($0["updated"].map { "\($0)" } ?? "")"
+            }
+        }
+        let before = try listed(client)
+        XCTAssertEqual(before.first?.hasPrefix(slow), true, "the reply that ended last is the most recent: \(before)")
+        client.close()
+        XCTAssertEqual(harness.stopDaemon(), 0)
+        try harness.startDaemon()
+        client = try harness.client()
+        XCTAssertEqual(try listed(client), before)
+    }
+
     func testRestartKeepsEveryCompletedMessage() throws {
         var client = try harness.client()
         let id = try harness.createConversation(client, title: "kept", system: "sys")
