@@ -35,6 +35,9 @@ let package = Package(
         .target(name: "TOML", dependencies: ["CTOML"], swiftSettings: strict),
         // What the client shows on a terminal: safe text, display width, rendering.
         .target(name: "CTerminal"),
+        .systemLibrary(name: "CLibEdit", pkgConfig: "libedit", providers: [.apt(["libedit-dev"])]),
+        // The only Swift code that touches libedit.
+        .target(name: "LineEditor", dependencies: ["CLibEdit"], swiftSettings: strict),
         .target(name: "Terminal", dependencies: ["CTerminal"], swiftSettings: strict),
 
         // Pure Swift: shared by daemon and client.
@@ -51,7 +54,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab", dependencies: [
-            "ConfabProtocol", "Posix", "Terminal",
+            "ConfabProtocol", "Posix", "Terminal", "LineEditor",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),

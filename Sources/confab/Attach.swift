@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import ConfabProtocol
+import LineEditor
 import Posix
 import Terminal
 
@@ -35,7 +36,13 @@ struct Attach: ClientCommand {
         let conversation = try connection.resolveConversation(id)
         let colour = !plain && isatty(1) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
         let session = AttachSession(connection: connection, me: me, colour: colour)
+        // A person at a terminal gets the chat screen and the line editor; a pipe or a
+        // file gets plain lines both ways.
+        let interactive = isatty(0) != 0 && isatty(1) != 0
+        if interactive { session.startScreen() }
+        defer { session.restoreTerminal() }
         try session.attach(conversation, history: history)
+        if interactive { session.startEditor() }
         try session.run()
     }
 }
@@ -59,6 +66,9 @@ final class AttachSession {
     private var inputOpen = true
     private let interactive = isatty(0) != 0
     private let signals: Int32?
+    private var screen: ChatScreen?
+    private var editor: LineEditor?
+    private var title = ""
 
     private enum Pending {
         case send, cancel, rename
@@ -73,6 +83,44 @@ final class AttachSession {
         signals = isatty(0) != 0 ? try? SignalPipe.install([SIGINT, SIGWINCH]) : nil
     }
 
+    func startScreen() {
+        let screen = ChatScreen()
+        self.screen = screen
+        transcript.screen = screen
+    }
+
+    func startEditor() {
+        editor = LineEditor(prompt: prompt, historyFile: Self.historyFile())
+    }
+
+    /// The conversation's title, short, as the input line's prompt.
+    private var prompt: String { DisplayWidth.truncate(SafeText.singleLine(title), to: 24) + "> " }
+
+    /// `$XDG_STATE_HOME/confab/history`, one for every conversation, as a shell's is.
+    private static func historyFile() -> String? {
+        var state = Environment.get("XDG_STATE_HOME") ?? ""
+        if !state.hasPrefix("/") {
+            guard let home = Environment.get("HOME"), home.hasPrefix("/") else { return nil }
+            state = home + "/.local/state"
+        }
+        var path = ""
+        for component in (state + "/confab").split(separator: "/") {
+            path += "/" + component
+            _ = mkdir(path, 0o700)
+        }
+        return path + "/history"
+    }
+
+    /// The terminal as it was: the editor's mode undone, the whole screen scrolling again.
+    func restoreTerminal() {
+        editor?.stop()
+        editor = nil
+        transcript.breakLine()
+        screen?.suspend()
+        transcript.screen = nil
+        screen = nil
+    }
+
     /// Attaches to `id`, shows its header, history and the reply in flight.
     func attach(_ id: String, history: Int) throws(Failure) {
         let result = try connection.call("conversation.attach", ["conversation": .string(id), "history": .int(history)])
@@ -82,7 +130,8 @@ final class AttachSession {
             if let clientID = client["id"]?.string { present[clientID] = client }
         }
         let info = result["conversation"]
-        let title = info?["title"]?.string ?? "untitled"
+        title = info?["title"]?.string ?? "untitled"
+        editor?.setPrompt(prompt)
         transcript.header("\(title) (\(id))", who: whoLine())
         let messages = result["messages"]?.array ?? []
         oldestShown = messages.first?["id"]?.string
@@ -123,7 +172,18 @@ final class AttachSession {
                     throw .disconnected
                 }
             }
-            if inputOpen, fds[inputIndex].revents != 0 { try readInput() }
+            if inputOpen, fds[inputIndex].revents != 0 {
+                if let editor {
+                    for input in editor.readKey() {
+                        switch input {
+                        case .line(let text): try typed(Array(text.utf8))
+                        case .end: leave()
+                        }
+                    }
+                } else {
+                    try readInput()
+                }
+            }
         }
     }
 
@@ -132,6 +192,8 @@ final class AttachSession {
         case SIGINT:
             if transcript.replyInFlight {
                 try cancel()
+            } else if let editor {
+                editor.clearLine()
             } else {
                 // What was typed and not yet sent goes; leaving is Ctrl-D or /quit.
                 tcflush(0, TCIFLUSH)
@@ -139,7 +201,9 @@ final class AttachSession {
                 transcript.notice("line cleared (Ctrl-D or /quit leaves)")
             }
         case SIGWINCH:
+            screen?.resized()
             transcript.resized()
+            editor?.resized()
         default:
             break
         }
@@ -201,7 +265,9 @@ final class AttachSession {
             guard let message = params["message"] else { return }
             transcript.replyEnded(message, error: Words.replyError(params["error"] ?? message["error"]))
         case "conversation.updated":
-            transcript.notice("title: \(params["info"]?["title"]?.string ?? "?")")
+            title = params["info"]?["title"]?.string ?? title
+            editor?.setPrompt(prompt)
+            transcript.notice("title: \(title)")
         case "conversation.deleted":
             transcript.notice("the conversation was deleted")
             throw .exit(0)
@@ -356,6 +422,16 @@ final class AttachSession {
         let editor = Environment.get("VISUAL").flatMap { $0.isEmpty ? nil : $0 }
             ?? Environment.get("EDITOR").flatMap { $0.isEmpty ? nil : $0 } ?? "vi"
         let text: String
+        // The editor gets the whole terminal, as it was before us, and gives it back.
+        let lineEditor = self.editor
+        lineEditor?.stop()
+        screen?.suspend()
+        defer {
+            if lineEditor != nil {
+                screen?.resume()
+                self.editor = LineEditor(prompt: prompt, historyFile: Self.historyFile())
+            }
+        }
         do {
             text = try Editor.compose(with: editor)
         } catch {
@@ -372,7 +448,7 @@ final class AttachSession {
 
     /// End of input, every send answered, or /quit: detach and leave.
     private func leave() -> Never {
-        transcript.breakLine()
+        restoreTerminal()
         _ = try? connection.call("conversation.detach", ["conversation": .string(conversation)])
         Out.exit(0)
     }

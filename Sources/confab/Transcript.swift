@@ -44,7 +44,7 @@ final class Transcript {
 
     var replyInFlight: Bool { !replies.isEmpty }
 
-    func resized() { width = Self.terminalWidth() }
+    func resized() { width = screen?.columns ?? Self.terminalWidth() }
 
     /// Another conversation: nothing of this one's state carries over.
     func reset() {
@@ -66,9 +66,14 @@ final class Transcript {
 
     // MARK: Writing
 
+    /// Where output goes: standard output, or the chat screen's region.
+    var screen: ChatScreen? {
+        didSet { resized() }
+    }
+
     private func emit(_ text: String) {
         guard !text.isEmpty else { return }
-        Out.stdout(text)
+        if let screen { screen.output(text) } else { Out.stdout(text) }
         atLineStart = text.utf8.last == 0x0A
     }
 
@@ -113,6 +118,11 @@ final class Transcript {
 
     /// An error: on stderr, after breaking the reply's line when both share a terminal.
     func error(_ text: String) {
+        if screen != nil {
+            breakLine()
+            emit(styled("confab: \(SafeText.sanitized(text))", .error) + "\n")
+            return
+        }
         if sharedTerminal { breakLine() }
         Out.errorLine(colour ? "\u{1B}[31mconfab: \(SafeText.sanitized(text))\u{1B}[0m" : "confab: \(text)")
     }

@@ -88,8 +88,9 @@ final class AttachTests: XCTestCase {
         try tmux.waitForText(pane, "assistant: still here")
         // Ctrl-C with no reply in flight clears the line being typed.
         try tmux.type(pane, "half typed")
+        try tmux.waitForScreen(pane, "the half-typed line") { $0.split(separator: "\n").last == "chat> half typed" }
         try tmux.send(pane, ["C-c"])
-        try tmux.waitForText(pane, "line cleared")
+        try tmux.waitForScreen(pane, "an empty input line") { $0.split(separator: "\n").last == "chat>" }
         try tmux.type(pane, "[[reply:after clearing]]")
         try tmux.send(pane, ["Enter"])
         try tmux.waitForText(pane, "assistant: after clearing")
@@ -97,6 +98,36 @@ final class AttachTests: XCTestCase {
         // Ctrl-D on an empty line detaches.
         try tmux.send(pane, ["C-d"])
         try tmux.waitForText(pane, "[exit 0]")
+    }
+
+    func testArrowKeyEditingSendsTheEditedText() throws {
+        let id = try new()
+        let pane = try attach(id, name: "ana")
+        try tmux.type(pane, "[[reply:ok]] helo wrld")
+        try tmux.send(pane, ["Left", "Left", "Left"])
+        try tmux.type(pane, "o")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "assistant: ok")
+        XCTAssertEqual(try history(id).first?["content"]?.string, "[[reply:ok]] helo world")
+        // Up brings the line back from history.
+        try tmux.send(pane, ["Up"])
+        try tmux.waitForScreen(pane, "the last line again") { $0.split(separator: "\n").last == "chat> [[reply:ok]] helo world" }
+    }
+
+    func testTypingDuringAStreamStaysOnTheInputLine() throws {
+        let id = try new()
+        let pane = try attach(id, name: "ana", width: 60)
+        try tmux.type(pane, "[[words:3000]] [[delay:3]]")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "w20 ")
+        try tmux.type(pane, "half typed")
+        let screen = try tmux.waitForText(pane, "w300 ")
+        let rows = screen.split(separator: "\n")
+        XCTAssertEqual(rows.last, "chat> half typed", screen)
+        XCTAssertEqual(rows.filter { $0.contains("half typed") }.count, 1, "typing never lands in the output:\n\(screen)")
+        try tmux.send(pane, ["C-c"])
+        try tmux.waitForText(pane, "[cancelled by you]")
+        XCTAssertEqual(try tmux.screen(pane).split(separator: "\n").last, "chat> half typed")
     }
 
     func testCJKAndEmojiWrapByDisplayWidthAtANarrowWidth() throws {

@@ -1,0 +1,11 @@
+#ifndef CONFAB_CLIBEDIT_SHIM_H
+#define CONFAB_CLIBEDIT_SHIM_H
+/* libedit (BSD), through its readline-compatible callback interface: the line editor of
+   `confab attach`, driven one key at a time from the client's poll loop. */
+#include <stdio.h>
+#include <editline/readline.h>
+
+/* Mutable C globals are off limits to Swift 6 code; these set them. */
+static inline void confab_rl_set_catch_signals(int on) { rl_catch_signals = on; }
+static inline int confab_rl_line_length(void) { return rl_end; }
+#endif

@@ -1,0 +1,77 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Terminal
+
+/// attach's screen on a terminal: every row but the last is a scroll region where the
+/// conversation flows; the last row is the input line, which libedit owns. Output is
+/// written at the region's bottom (where the previous output ended) and the cursor is
+/// put back on the input line, so typing and streaming never mix.
+final class ChatScreen {
+    private(set) var columns = 80
+    private var rows = 24
+    /// Where output ends on the region's last row.
+    private var column = 0
+
+    init() {
+        measure()
+        // A clear screen, the region, and the cursor on the input row.
+        Out.stdout("\u{1B}[H\u{1B}[2J" + region())
+    }
+
+    private func measure() {
+        if let size = TerminalSize.of(1) {
+            columns = size.columns
+            rows = max(3, size.rows)
+        }
+    }
+
+    /// Sets the scroll region (which homes the cursor), then goes to the input row.
+    private func region() -> String { "\u{1B}[1;\(rows - 1)r\u{1B}[\(rows);1H" }
+
+    /// Writes conversation output above the input line.
+    func output(_ text: String) {
+        guard !text.isEmpty else { return }
+        Out.stdout("\u{1B}7\u{1B}[\(rows - 1);\(column + 1)H" + text + "\u{1B}8")
+        if let newline = text.lastIndex(of: "\n") {
+            column = Self.visibleWidth(text[text.index(after: newline)...])
+        } else {
+            column += Self.visibleWidth(text[...])
+        }
+        column = min(column, columns)
+    }
+
+    /// Display width, leaving out our own SGR sequences (`ESC [ … m`).
+    static func visibleWidth(_ text: Substring) -> Int {
+        var width = 0
+        var inEscape = false
+        for character in text {
+            if inEscape {
+                if character == "m" { inEscape = false }
+            } else if character == "\u{1B}" {
+                inEscape = true
+            } else {
+                width += DisplayWidth.of(character)
+            }
+        }
+        return width
+    }
+
+    /// The window changed size: a new region; what is redrawn from now on wraps anew.
+    func resized() {
+        measure()
+        column = min(column, columns)
+        Out.stdout(region())
+    }
+
+    /// Hands the whole terminal to another program ($EDITOR), or back to the shell.
+    func suspend() {
+        Out.stdout("\u{1B}[r\u{1B}[\(rows);1H\r\n")
+    }
+
+    func resume() {
+        measure()
+        column = 0
+        Out.stdout("\u{1B}[H\u{1B}[2J" + region())
+    }
+}
