@@ -12,6 +12,7 @@ public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertibl
     /// top level). Nil for a structural error (a missing bracket, a trailing comma, …).
     public internal(set) var path: String?
 
+    @usableFromInline
     init(_ reason: String, at offset: Int, inValue: Bool = false) {
         self.reason = reason
         self.offset = offset
@@ -63,14 +64,17 @@ public struct JSONScanner {
     /// replaced, so nothing it accepted is refused now).
     public static let maxNestingDepth = 512
 
-    private let bytes: UnsafeBufferPointer<UInt8>
+    @usableFromInline let bytes: UnsafeBufferPointer<UInt8>
     /// Where the next unread byte is.
     public private(set) var offset = 0
     private var depth = 0
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    @usableFromInline
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     /// Runs `body` over the JSON text in `bytes`; after it, only white space may be left.
+    /// (Inlinable, so a caller in another module gets it specialised for its `Value`.)
+    @inlinable
     public static func read<Value>(
         _ bytes: UnsafeBufferPointer<UInt8>, _ body: (inout JSONScanner) throws(JSONParseError) -> Value
     ) throws(JSONParseError) -> Value {
@@ -82,6 +86,7 @@ public struct JSONScanner {
     }
 
     /// The same over any bytes; contiguous ones (arrays, native strings' UTF-8) are not copied.
+    @inlinable
     public static func read<Value>(
         _ bytes: some Collection<UInt8>, _ body: (inout JSONScanner) throws(JSONParseError) -> Value
     ) throws(JSONParseError) -> Value {
@@ -278,7 +283,8 @@ public struct JSONScanner {
         }
     }
 
-    private mutating func skipWhiteSpace() {
+    @usableFromInline
+    mutating func skipWhiteSpace() {
         while offset < bytes.count {
             switch bytes[offset] {
             case .space, .tab, .lineFeed, .carriageReturn: offset += 1
@@ -315,6 +321,14 @@ public struct JSONScanner {
         var hasEscapes = false
         let end = bytes.count
         while true {
+            if index + 8 <= end {
+                let special = Self.specialBytes(bytes.baseAddress! + index)
+                guard special != 0 else {
+                    index += 8
+                    continue
+                }
+                index += special.trailingZeroBitCount >> 3
+            }
             guard index < end else { throw JSONParseError("unterminated string", at: offset) }
             let byte = bytes[index]
             if byte == .quote { break }
@@ -333,6 +347,19 @@ public struct JSONScanner {
         }
         offset = index + 1
         return StringToken(start: start, end: index, hasEscapes: hasEscapes)
+    }
+
+    /// The 8 bytes at `start`, tested at once for what a string cannot hold as it is: a quote,
+    /// a backslash, a control character or a non-ASCII byte. Zero when there is none; else the
+    /// lowest set bit is in the (little-endian) first such byte. A subtraction sets a byte's
+    /// high bit where that byte is under the subtrahend, or where a borrow from a lower byte
+    /// reaches it; a borrow only starts at a true find, so false ones only come after it.
+    @inline(__always)
+    private static func specialBytes(_ start: UnsafePointer<UInt8>) -> UInt64 {
+        let word = UInt64(littleEndian: UnsafeRawPointer(start).loadUnaligned(as: UInt64.self))
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let quotes = word ^ (ones &* UInt64(UInt8.quote)), backslashes = word ^ (ones &* UInt64(UInt8.backslash))
+        return (word | (word &- ones &* 0x20) | (quotes &- ones) | (backslashes &- ones)) & (ones &* 0x80)
     }
 
     /// Checks one escape at `index` (the backslash); returns the index after it.
@@ -529,21 +556,24 @@ public struct JSONScanner {
 
 /// An object's key as it appears in the text. Comparing it with a name builds no string.
 public struct JSONKey {
-    fileprivate let token: StringToken
-    fileprivate let bytes: UnsafeBufferPointer<UInt8>
+    @usableFromInline let token: StringToken
+    @usableFromInline let bytes: UnsafeBufferPointer<UInt8>
 
     /// The key, unescaped.
     public var string: String { token.string(in: bytes) }
 
+    @inlinable
     public static func == (key: JSONKey, name: StaticString) -> Bool { key.token.equals(name, in: key.bytes) }
 }
 
 /// Where a checked string lies in the text, between its quotes.
-private struct StringToken {
-    let start: Int
-    let end: Int
-    let hasEscapes: Bool
+@usableFromInline
+struct StringToken {
+    @usableFromInline let start: Int
+    @usableFromInline let end: Int
+    @usableFromInline let hasEscapes: Bool
 
+    @inlinable
     func equals(_ name: StaticString, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         let candidate = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
         guard hasEscapes else {
@@ -553,6 +583,7 @@ private struct StringToken {
     }
 
     /// The string's value. The bytes were checked by `scanString`: valid UTF-8, escapes whole.
+    @usableFromInline
     func string(in bytes: UnsafeBufferPointer<UInt8>) -> String {
         let raw = UnsafeBufferPointer(rebasing: bytes[start ..< end])
         guard hasEscapes else { return String(decoding: raw, as: UTF8.self) }

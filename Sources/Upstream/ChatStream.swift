@@ -66,17 +66,25 @@ public struct ChatStreamDecoder: Sendable {
     /// - Events of any other type (`ping`, ...) are decoded like chunks when they carry a JSON
     ///   object and ignored otherwise.
     public mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent] {
-        let payload = trimmedSlice(event.data)
+        // The usual event, a JSON object, is read as it is: the scanner skips JSON's own white
+        // space, so the payload is trimmed (by Unicode's rules, which cost property look-ups
+        // per character) only for the rest.
         let isError = event.type == "error"
-        if payload == "[DONE]" && !isError { return [.done] }
-        if payload.isEmpty {
-            return isError ? [.error(UpstreamErrorInfo(message: "upstream reported an error"))] : []
-        }
-
-        guard let chunk = Envelope(payload.utf8) else {
-            if isError { return [.error(UpstreamErrorInfo(message: capped(payload, to: 1000)))] }
-            if event.type == "message" { throw ChatStreamError.malformedChunk(capped(payload, to: 200)) }
-            return []
+        let chunk: Envelope
+        if event.data.utf8.first(where: { !isJSONWhiteSpace($0) }) == UInt8(ascii: "{"), let envelope = Envelope(event.data) {
+            chunk = envelope
+        } else {
+            let payload = trimmedSlice(event.data)
+            if payload == "[DONE]" && !isError { return [.done] }
+            if payload.isEmpty {
+                return isError ? [.error(UpstreamErrorInfo(message: "upstream reported an error"))] : []
+            }
+            guard let envelope = Envelope(String(payload)) else {
+                if isError { return [.error(UpstreamErrorInfo(message: capped(payload, to: 1000)))] }
+                if event.type == "message" { throw ChatStreamError.malformedChunk(capped(payload, to: 200)) }
+                return []
+            }
+            chunk = envelope
         }
 
         var out: [ChatStreamEvent] = []
@@ -96,7 +104,7 @@ public struct ChatStreamDecoder: Sendable {
             let message = nonBlank(chunk.message) ?? nonBlank(chunk.detail)
             if message != nil || isError {
                 out.append(.error(UpstreamErrorInfo(
-                    message: capped(message ?? String(payload), to: 1000),
+                    message: capped(message ?? String(trimmedSlice(event.data)), to: 1000),
                     type: chunk.type, code: chunk.code)))
             }
         }
@@ -173,7 +181,7 @@ public func upstreamErrorMessage(status: Int, body: [UInt8]) -> UpstreamErrorInf
     let text = trimmedSlice(String(decoding: body, as: UTF8.self))
     var type: String?
     var code: String?
-    if let envelope = Envelope(text.utf8) {
+    if let envelope = Envelope(String(text)) {
         if let error = envelope.error {
             type = error.type
             code = error.code
@@ -209,21 +217,22 @@ private struct Envelope {
     var type: String?
     var code: String?
 
-    /// Nil unless the text is one JSON object.
-    init?(_ text: some Collection<UInt8>) {
-        do throws(JSONParseError) {
-            let envelope = try JSONScanner.read(text) { (scanner) throws(JSONParseError) -> Envelope? in
+    /// Nil unless the text is one JSON object. (Over the string's own UTF-8 buffer, so that
+    /// nothing here is generic at run time: this runs once per streamed token.)
+    init?(_ text: String) {
+        var text = text
+        var envelope: Envelope?
+        text.withUTF8 { bytes in
+            envelope = try? JSONScanner.read(bytes) { (scanner) throws(JSONParseError) -> Envelope? in
                 guard try scanner.kind() == .object else {
                     try scanner.skipValue()
                     return nil
                 }
                 return try Envelope(&scanner)
-            }
-            guard let envelope else { return nil }
-            self = envelope
-        } catch {
-            return nil
+            }.flatMap { $0 }
         }
+        guard let envelope else { return nil }
+        self = envelope
     }
 
     private init(_ scanner: inout JSONScanner) throws(JSONParseError) {
@@ -409,6 +418,10 @@ extension JSON {
 }
 
 // MARK: - Text helpers
+
+private func isJSONWhiteSpace(_ byte: UInt8) -> Bool {
+    byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+}
 
 private func trimmedSlice(_ string: String) -> Substring {
     guard let first = string.firstIndex(where: { !$0.isWhitespace }),

@@ -186,6 +186,25 @@ final class JSONParseTests: XCTestCase {
         XCTAssertNoThrow(try JSON.parse(mixed), "512 levels, alternating")
     }
 
+    /// Strings are checked eight bytes at a time where they can be: put each kind of byte that
+    /// needs a closer look at every position of strings up to 40 bytes long.
+    func testEveryPositionInAStringIsChecked() {
+        for length in 0 ... 40 {
+            for position in 0 ..< max(length, 1) {
+                func text(_ special: String) -> String {
+                    String(repeating: "a", count: position) + special + String(repeating: "b", count: max(0, length - position - 1))
+                }
+                XCTAssertEqual(parse("\"" + text("\\\"") + "\""), .string(text("\"")), "escaped quote at \(position) of \(length)")
+                XCTAssertEqual(parse("\"" + text("é") + "\""), .string(text("é")), "non-ASCII at \(position) of \(length)")
+                XCTAssertEqual(parse("\"" + text("\u{7F}") + "\""), .string(text("\u{7F}")), "DEL at \(position) of \(length)")
+                assertRejected("\"" + text("\u{1F}") + "\"")
+                assertRejected("\"" + text("\u{0}") + "\"")
+                assertRejected(Array(("\"" + text("x") + "\"").utf8).map { $0 == UInt8(ascii: "x") ? 0xFF : $0 }, "0xFF at \(position) of \(length)")
+                assertRejected("\"" + text("a"))
+            }
+        }
+    }
+
     func testSlicesAndNonContiguousInputParse() throws {
         let line = Array("xx[1,\"two\"]yy".utf8)
         XCTAssertEqual(try JSON.parse(line[2 ..< 11]), .array([1, "two"]))

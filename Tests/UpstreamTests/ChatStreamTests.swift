@@ -344,6 +344,12 @@ final class ChatStreamDecoderTests: XCTestCase {
         }
     }
 
+    func testWhiteSpaceAroundAChunkIsFine() throws {
+        XCTAssertEqual(try decode(" \n\t" + chunk(#"{"content":"a"}"#) + "\r\n "), [.content("a")])
+        XCTAssertEqual(try decode("\u{00A0}" + chunk(#"{"content":"b"}"#) + "\u{2028}"), [.content("b")], "Unicode white space too")
+        XCTAssertEqual(try decode("\u{3000}[DONE]\u{00A0}"), [.done])
+    }
+
     func testEmptyOrWhitespaceDataIsIgnored() throws {
         XCTAssertEqual(try decode(""), [])
         XCTAssertEqual(try decode(" \n "), [])
