@@ -93,10 +93,17 @@ final class ReplyRunner {
                     return
                 }
                 reply.message.finishReason = finishReason
-                reply.message.usage = usage
+                reply.message.usage = usage ?? estimatedUsage(of: reply)
                 finish(in: conversation, status: error == nil ? .complete : .failed, error: error)
             }
         }
+    }
+
+    /// A reply that got text but no usage from the upstream (llama.cpp's server sends none even
+    /// when asked) gets an estimate, marked as such, so token totals still add up.
+    private func estimatedUsage(of reply: Conversation.ActiveReply) -> Usage? {
+        guard !reply.message.content.isEmpty else { return nil }
+        return Usage.estimate(prompt: reply.request.messages.map(\.content), completion: reply.message.content)
     }
 
     /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.

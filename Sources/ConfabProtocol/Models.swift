@@ -143,20 +143,38 @@ public struct Usage: Equatable, Sendable {
     public var promptTokens: Int
     public var completionTokens: Int
     public var totalTokens: Int
+    /// Counted by confabd, not reported by the upstream (see `estimate`).
+    public var isEstimated: Bool
 
-    public init(promptTokens: Int, completionTokens: Int, totalTokens: Int) {
+    public init(promptTokens: Int, completionTokens: Int, totalTokens: Int, isEstimated: Bool = false) {
         self.promptTokens = promptTokens
         self.completionTokens = completionTokens
         self.totalTokens = totalTokens
+        self.isEstimated = isEstimated
+    }
+
+    /// For a server that reports no usage (llama.cpp's, some proxies), so totals still add up:
+    /// about four bytes of UTF-8 text per token, plus 4 tokens per prompt message and 3 for the
+    /// reply's priming, after OpenAI's accounting of its chat format. Rough, and marked so.
+    public static func estimate(prompt: [String], completion: String) -> Usage {
+        func tokens(_ text: String) -> Int { (text.utf8.count + 3) / 4 }
+        let promptTokens = prompt.reduce(3) { $0 + 4 + tokens($1) }
+        let completionTokens = tokens(completion)
+        return Usage(promptTokens: promptTokens, completionTokens: completionTokens,
+                     totalTokens: promptTokens + completionTokens, isEstimated: true)
     }
 
     public var json: JSON {
-        ["prompt_tokens": .int(promptTokens), "completion_tokens": .int(completionTokens), "total_tokens": .int(totalTokens)]
+        var members: [String: JSON] = ["prompt_tokens": .int(promptTokens), "completion_tokens": .int(completionTokens),
+                                       "total_tokens": .int(totalTokens)]
+        if isEstimated { members["estimated"] = .bool(true) }
+        return .object(members)
     }
 
     public init?(json: JSON) {
         guard let prompt = json["prompt_tokens"]?.int, let completion = json["completion_tokens"]?.int else { return nil }
-        self.init(promptTokens: prompt, completionTokens: completion, totalTokens: json["total_tokens"]?.int ?? prompt + completion)
+        self.init(promptTokens: prompt, completionTokens: completion, totalTokens: json["total_tokens"]?.int ?? prompt + completion,
+                  isEstimated: json["estimated"]?.bool == true)
     }
 }
 

@@ -19,6 +19,7 @@ struct Script {
     var badChunk: Int?
     var garbage = false
     var noDone = false
+    var noUsage = false
     var noFinish = false
     var eol = "\n"
     var split: Int?
@@ -47,6 +48,7 @@ struct Script {
             case "bad-chunk": if let n = number, n >= 0 { badChunk = n }
             case "garbage": garbage = true
             case "no-done": noDone = true
+            case "no-usage": noUsage = true
             case "no-finish": noFinish = true
             case "crlf": eol = "\r\n"
             case "cr": eol = "\r"
@@ -425,7 +427,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     if !script.noFinish {
         guard writer.write(chunk(choices: [choice(delta: [], finish: .string("stop"))])) else { return false }
     }
-    if includeUsage {
+    if includeUsage && !script.noUsage {
         guard writer.write(chunk(choices: [], usage: usage)) else { return false }
     }
     if !script.noDone {

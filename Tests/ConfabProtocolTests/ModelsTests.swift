@@ -266,6 +266,16 @@ final class ModelJSONTests: XCTestCase {
         XCTAssertNil(Usage(json: ["completion_tokens": 4]))
     }
 
+    func testAnEstimateIsMarkedAndCountsAboutFourBytesATokenPlusFraming() throws {
+        let estimate = Usage.estimate(prompt: ["be brief", "hello"], completion: "hi there")
+        // 3 for the reply's priming, 4 a message, ceil(8/4) + ceil(5/4) for the texts.
+        XCTAssertEqual(estimate, Usage(promptTokens: 3 + 4 + 2 + 4 + 2, completionTokens: 2, totalTokens: 17, isEstimated: true))
+        XCTAssertEqual(try wire(estimate.json)["estimated"], .bool(true))
+        XCTAssertEqual(Usage(json: try wire(estimate.json)), estimate)
+        XCTAssertNil(Usage(promptTokens: 1, completionTokens: 1, totalTokens: 2).json["estimated"], "reported usage carries no mark")
+        XCTAssertEqual(Usage.estimate(prompt: [], completion: "").totalTokens, 3)
+    }
+
     func testMessageErrorRoundTrip() throws {
         let withStatus = MessageError(code: .rateLimited, message: "slow down", status: 429)
         let without = MessageError(code: .upstreamTimeout, message: "no byte for 60 s")

@@ -95,6 +95,26 @@ final class StreamingTests: XCTestCase {
         XCTAssertEqual(messages[1]["content"]?.string, "")
     }
 
+    /// llama.cpp's server sends no usage even when asked: the reply then carries an estimate,
+    /// marked `estimated`, so token totals still work. Reported usage is never marked.
+    func testAReplyWithoutUsageFromTheUpstreamGetsAnEstimateMarkedAsSuch() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        let content = "[[reply:hello there]] [[no-usage]]"
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": .string(content)])
+        let usage = try XCTUnwrap(try client.awaitReply(try XCTUnwrap(sent["reply"]?.string)).final["usage"])
+        XCTAssertEqual(usage["estimated"]?.bool, true)
+        XCTAssertEqual(usage["completion_tokens"]?.int, 3)
+        XCTAssertEqual(usage["prompt_tokens"]?.int, 3 + 4 + (content.utf8.count + 3) / 4)
+        XCTAssertEqual(usage["total_tokens"]?.int, (usage["prompt_tokens"]?.int ?? 0) + 3)
+
+        let reported = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:hi]]"])
+        let real = try XCTUnwrap(try client.awaitReply(try XCTUnwrap(reported["reply"]?.string)).final["usage"])
+        XCTAssertNil(real["estimated"])
+        XCTAssertNotNil(real["total_tokens"]?.int)
+    }
+
     func testSendsQueueInOrderAndContextCarriesEarlierTurns() throws {
         let client = try harness.client()
         let id = try harness.createConversation(client, system: "You are terse.")
