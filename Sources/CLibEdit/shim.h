@@ -8,4 +8,5 @@
 /* Mutable C globals are off limits to Swift 6 code; these set them. */
 static inline void confab_rl_set_catch_signals(int on) { rl_catch_signals = on; }
 static inline int confab_rl_line_length(void) { return rl_end; }
+static inline void confab_rl_set_getc(int (*getc_function)(FILE *)) { rl_getc_function = getc_function; }
 #endif

@@ -28,6 +28,9 @@ public final class LineEditor {
         self.prompt = prompt
         // SIGINT and SIGWINCH are the caller's (a signal pipe); libedit must not take them.
         confab_rl_set_catch_signals(0)
+        // Every key passes KeyFilter first: the line breaks of a bracketed paste stay in
+        // the line, where libedit would take each as Enter.
+        confab_rl_set_getc { _ in KeyFilter.next() }
         using_history()
         stifle_history(1000)
         if let historyFile { _ = read_history(historyFile) }
@@ -39,7 +42,13 @@ public final class LineEditor {
             if confab_rl_line_length() == 0 { LineEditor.received.append(.end) }
             return 0
         }, 4)
+        Self.write("\u{1B}[?2004h")
         active = true
+    }
+
+    private static func write(_ text: String) {
+        var text = text
+        _ = text.withUTF8 { Glibc.write(1, $0.baseAddress, $0.count) }
     }
 
     private func install(_ prompt: String) {
@@ -90,8 +99,7 @@ public final class LineEditor {
     /// Draws the prompt and the line again on a row wiped clean (of an echoed ^C, or of
     /// the line just sent).
     public func redraw() {
-        let wipe: [UInt8] = [0x0D, 0x1B, 0x5B, 0x4B]  // CR, ESC [ K
-        _ = wipe.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+        Self.write("\r\u{1B}[K")
         rl_forced_update_display()
     }
 
@@ -104,9 +112,91 @@ public final class LineEditor {
     public func stop() {
         guard active else { return }
         active = false
+        Self.write("\u{1B}[?2004l")
         rl_callback_handler_remove()
         if let historyFile { _ = write_history(historyFile) }
     }
 
     deinit { stop() }
+}
+
+/// The keys libedit reads, one code point at a time (its getc hook wants whole
+/// characters: UTF-8 is decoded here). Between ESC [200~ and ESC [201~ (a bracketed
+/// paste) a line break is put into the line as it is instead of acting as Enter; at the
+/// paste's end libedit gets Ctrl-Q (restart output, which changes nothing) so that it
+/// shows the line again. Everything else passes unchanged.
+enum KeyFilter {
+    nonisolated(unsafe) private static var queue: [UInt32] = []
+    nonisolated(unsafe) private static var pasting = false
+    /// Ctrl-Q: a key that changes nothing but has libedit redraw the line.
+    private static let noChange: UInt32 = 0x11
+
+    private static func insertNewline() {
+        _ = rl_insert_text("\n")
+    }
+
+    static func next() -> Int32 {
+        while queue.isEmpty {
+            guard fill() else { return -1 }
+        }
+        return Int32(bitPattern: queue.removeFirst())
+    }
+
+    /// Reads at least one key into the queue; false at end of input.
+    private static func fill() -> Bool {
+        guard let byte = readByte(wait: true) else { return false }
+        switch byte {
+        case 0x1B:
+            // A lone ESC (or Alt) comes alone; a sequence comes all at once.
+            guard let second = readByte(wait: false) else {
+                queue.append(0x1B)
+                return true
+            }
+            var sequence: [UInt8] = [second]
+            let start: [UInt8] = Array("[200~".utf8), end: [UInt8] = Array("[201~".utf8)
+            while sequence.count < 5, start.starts(with: sequence) || end.starts(with: sequence),
+                  let more = readByte(wait: false) {
+                sequence.append(more)
+            }
+            if sequence == start {
+                pasting = true
+            } else if sequence == end {
+                pasting = false
+                queue.append(noChange)
+            } else {
+                queue.append(0x1B)
+                queue += sequence.map(UInt32.init)
+            }
+        case 0x0D where pasting, 0x0A where pasting:
+            insertNewline()
+        default:
+            queue.append(decode(byte))
+        }
+        return true
+    }
+
+    /// One UTF-8 character starting with `first`; U+FFFD for a broken one.
+    private static func decode(_ first: UInt8) -> UInt32 {
+        let length = first < 0x80 ? 1 : first >= 0xF0 ? 4 : first >= 0xE0 ? 3 : first >= 0xC0 ? 2 : 0
+        guard length > 1 else { return length == 1 ? UInt32(first) : 0xFFFD }
+        var bytes = [first]
+        while bytes.count < length, let more = readByte(wait: false) { bytes.append(more) }
+        return String(validating: bytes, as: UTF8.self)?.unicodeScalars.first?.value ?? 0xFFFD
+    }
+
+    /// A byte of standard input; without `wait`, only one already there (or arriving
+    /// within a few milliseconds, as the rest of a sequence does).
+    private static func readByte(wait: Bool) -> UInt8? {
+        if !wait {
+            var ready = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, 25) > 0 else { return nil }
+        }
+        var byte: UInt8 = 0
+        while true {
+            let count = read(0, &byte, 1)
+            if count == 1 { return byte }
+            if count < 0 && errno == EINTR { continue }
+            return nil
+        }
+    }
 }

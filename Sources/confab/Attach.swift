@@ -316,7 +316,9 @@ final class AttachSession {
     private func typed(_ bytes: [UInt8]) throws(Failure) {
         var bytes = bytes
         if bytes.last == 0x0D { bytes.removeLast() }
-        let text = String(decoding: bytes, as: UTF8.self)
+        var text = String(decoding: bytes, as: UTF8.self)
+        // A paste that ended with a line break does not send it.
+        while text.hasSuffix("\n") { text.removeLast() }
         if text.isBlank { return }
         if text.hasPrefix("//") {
             try send(String(text.dropFirst()))

@@ -114,6 +114,27 @@ final class AttachTests: XCTestCase {
         try tmux.waitForScreen(pane, "the last line again") { $0.split(separator: "\n").last == "chat> [[reply:ok]] helo world" }
     }
 
+    func testABracketedPasteOfThreeLinesIsOneMessage() throws {
+        let id = try new()
+        let pane = try attach(id, name: "ana")
+        try tmux.paste(pane, "[[reply:pasted]] one\ntwo\nthree")
+        try tmux.waitForScreen(pane, "the paste in the input line") { $0.split(separator: "\n").last?.hasPrefix("chat> [[reply:pasted]] one") ?? false }
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "assistant: pasted")
+        let messages = try history(id)
+        XCTAssertEqual(messages.first?["content"]?.string, "[[reply:pasted]] one\ntwo\nthree")
+        XCTAssertEqual(messages.count, 2)
+        XCTAssertEqual(harness.upstreamRequests().count, 1)
+
+        // Keys after a paste are keys again.
+        try tmux.type(pane, "[[reply:typed]] secnd")
+        try tmux.send(pane, ["Left", "Left"])
+        try tmux.type(pane, "o")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "assistant: typed")
+        XCTAssertEqual(try history(id)[2]["content"]?.string, "[[reply:typed]] second")
+    }
+
     func testTypingDuringAStreamStaysOnTheInputLine() throws {
         let id = try new()
         let pane = try attach(id, name: "ana", width: 60)
