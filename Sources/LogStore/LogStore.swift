@@ -346,6 +346,7 @@ public final class LogStore {
     /// told how many of the logs to be read are read, before the first and after each.
     public func openConversations(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> Opened {
         var opened = Opened()
+        removeUnfinishedIndexWrites()
         let index = readIndex(problems: &opened.problems)
         let ids: [String]
         do {
@@ -695,6 +696,15 @@ public final class LogStore {
             return error
         }
         return nil
+    }
+
+    /// A daemon killed while writing the index leaves its temporary file behind.
+    private func removeUnfinishedIndexWrites() {
+        let prefix = String(indexPath.split(separator: "/").last ?? "index.jsonl") + "."
+        guard let names = try? Files.names(in: directory) else { return }
+        for name in names where name.hasPrefix(prefix) && name.hasSuffix(".tmp") {
+            unlink(directory + "/" + name)
+        }
     }
 
     /// The index's entries by id; empty (everything is read) when it is missing or not ours.

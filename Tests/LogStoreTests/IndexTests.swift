@@ -212,6 +212,20 @@ final class LogIndexTests: XCTestCase {
         XCTAssertEqual(summaries(opened), expectedSummaries(logs))
     }
 
+    func testAnIndexWriteCutShortByAKillIsCleanedUp() throws {
+        let store = try makeStore()
+        _ = try populate(store, count: 1)
+        store.close()
+        let leftover = store.indexPath + ".12345.7.tmp"
+        try Data("[\"half an ind".utf8).write(to: URL(fileURLWithPath: leftover))
+        let other = store.directory + "/notes.tmp"
+        try Data("not ours".utf8).write(to: URL(fileURLWithPath: other))
+        let opened = try makeStore().openConversations()
+        XCTAssertEqual(opened.fromIndex, 1)
+        XCTAssertFalse(Files.exists(leftover))
+        XCTAssertTrue(Files.exists(other), "only the index's own temporary files are removed")
+    }
+
     func testAnEntryWhoseLogIsGoneIsDropped() throws {
         let store = try makeStore()
         let logs = try populate(store, count: 3)
