@@ -419,11 +419,19 @@ class Loop:
             # Replies still queued at the kill run again after the restart: one that ends
             # between the list and the history read adds a message in between. Compare a count
             # and a history read while the conversation stood still (same info before and after).
+            # The list comes first, for every conversation at once, and most are not read yet:
+            # their count is their summary's until the history read loads them. A count that
+            # changes with nothing else (no newer `updated`) is a summary that disagrees with
+            # its log; any other change is activity, and the reads are repeated until the
+            # conversation stands still across them.
             messages = self.history(client, conv)
             for _ in range(50):
                 after = client.call("conversation.get", {"conversation": conv})["conversation"]
-                if after["message_count"] == len(messages) or after == info:
+                if after == info:
                     break
+                if after["updated"] == info["updated"] and after["message_count"] != info["message_count"]:
+                    fail("%s: listed with message_count %d, %d once its history was read, with no activity between"
+                         % (conv, info["message_count"], after["message_count"]))
                 info = after
                 messages = self.history(client, conv)
             ids = [m["id"] for m in messages]
