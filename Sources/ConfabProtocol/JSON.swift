@@ -1,6 +1,6 @@
 /// A JSON value: what a protocol line, a log record or an upstream's chunk holds.
 /// `JSONScanner` reads it; `write(into:)` writes it as one compact line with sorted keys.
-public enum JSON: Equatable, Sendable {
+public enum JSON: Sendable {
     case null
     case bool(Bool)
     case int(Int)
@@ -39,7 +39,7 @@ extension JSON {
         case .int(let value): out.append(contentsOf: String(value).utf8)
         case .double(let value):
             if value.isFinite {
-                if value == value.rounded(), abs(value) < 1e15 { out.append(contentsOf: String(Int(value)).utf8) }
+                if let integer = JSON.integralValue(value) { out.append(contentsOf: String(integer).utf8) }
                 else { out.append(contentsOf: "\(value)".utf8) }
             } else {
                 out.append(contentsOf: "null".utf8)
@@ -113,6 +113,30 @@ extension JSON {
     }
 
     public var text: String { String(decoding: bytes, as: UTF8.self) }
+}
+
+extension JSON: Equatable {
+    /// The same JSON value: numbers compare by value, so `.int(3)` equals `.double(3.0)` (both
+    /// are written `3`; JSON has one number type).
+    public static func == (left: JSON, right: JSON) -> Bool {
+        switch (left, right) {
+        case (.null, .null): true
+        case let (.bool(a), .bool(b)): a == b
+        case let (.int(a), .int(b)): a == b
+        case let (.double(a), .double(b)): a == b
+        case let (.int(a), .double(b)), let (.double(b), .int(a)): integralValue(b) == a
+        case let (.string(a), .string(b)): a == b
+        case let (.array(a), .array(b)): a == b
+        case let (.object(a), .object(b)): a == b
+        default: false
+        }
+    }
+
+    /// `value` as an Int when it is integral and in range.
+    static func integralValue(_ value: Double) -> Int? {
+        guard value == value.rounded(.towardZero), value >= -0x1p63, value < 0x1p63 else { return nil }
+        return Int(value)
+    }
 }
 
 // MARK: - Reading values

@@ -462,17 +462,16 @@ public struct JSONScanner {
         return (start, index, isInteger)
     }
 
-    /// A number whose value is an integer that fits an `Int` is an exact `.int`, however it is
-    /// written (`12`, `1.2e1`, `1e18`, as Foundation read them). Anything else goes through
-    /// Double; a result that is integral (precision ran out) and fits is an `.int` too, since
-    /// `JSON.write` writes it so: writing what was read and reading it again gives the same value.
+    /// A number whose exact value is an integer that fits an `Int` is an `.int`, however it is
+    /// written (`12`, `1.2e1`, `1e18`), as Foundation read them; anything else is the nearest
+    /// Double, even when that is integral (`1.0000000000000001`, `-9223372036854775809`): such
+    /// a number is not an Int, and `RPC.classify` decides what an id may round to.
     private mutating func readNumber() throws(JSONParseError) -> JSON {
         let (start, end, isInteger) = try scanNumber()
         if let exact = isInteger ? integer(start, end) : integralValue(start, end) { return .int(exact) }
         guard let double = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< end]), as: UTF8.self)),
               double.isFinite
         else { throw JSONParseError("a number out of range", at: start, inValue: true) }
-        if double == double.rounded(.towardZero), double >= -0x1p63, double < 0x1p63 { return .int(Int(double)) }
         return .double(double)
     }
 

@@ -13,6 +13,11 @@ final class JSONParseTests: XCTestCase {
         }
     }
 
+    private func isDouble(_ value: JSON?) -> Bool {
+        if case .double? = value { return true }
+        return false
+    }
+
     private func assertRejected(_ bytes: [UInt8], _ label: String, file: StaticString = #filePath, line: UInt = #line) {
         do {
             let value = try JSON.parse(bytes)
@@ -123,7 +128,8 @@ final class JSONParseTests: XCTestCase {
     func testIntegersAreExactAndOtherNumbersAreDoubles() {
         XCTAssertEqual(parse("9007199254740993"), .int(9_007_199_254_740_993), "past 2^53: no trip through Double")
         XCTAssertEqual(parse("-9007199254740993"), .int(-9_007_199_254_740_993))
-        XCTAssertEqual(parse("9223372036854775808"), .double(9_223_372_036_854_775_808), "one past Int.max")
+        XCTAssertTrue(isDouble(parse("9223372036854775808")), "one past Int.max")
+        XCTAssertTrue(isDouble(parse("-9223372036854775809")), "one past Int.min, though the nearest Double is Int.min")
         XCTAssertEqual(parse("-0"), .int(0))
         XCTAssertEqual(parse("0.5"), .double(0.5))
         XCTAssertEqual(parse("1E3"), .int(1000), "an integral value is an integer however it is written")
@@ -133,11 +139,16 @@ final class JSONParseTests: XCTestCase {
         XCTAssertEqual(parse("1e16"), .int(10_000_000_000_000_000))
         XCTAssertEqual(parse("12345678901234567.0"), .int(12_345_678_901_234_567), "exact, not through Double")
         XCTAssertEqual(parse("-9223372036854775808.0e0"), .int(Int.min))
-        XCTAssertEqual(parse("92233720368547758.08e2"), .double(9_223_372_036_854_775_808))
-        XCTAssertEqual(parse("1e19"), .double(1e19))
+        XCTAssertTrue(isDouble(parse("92233720368547758.08e2")))
+        XCTAssertTrue(isDouble(parse("1e19")))
+        XCTAssertTrue(isDouble(parse("10000000000000000.5")), "not an integer, though its nearest Double is")
         XCTAssertEqual(parse("0.000e5"), .int(0))
         XCTAssertEqual(parse("150e-1"), .int(15))
-        XCTAssertEqual(parse("1.0000000000000001"), .int(1), "rounds to an integral Double: written back as 1")
+        XCTAssertTrue(isDouble(parse("1.0000000000000001")), "not an integer, though its nearest Double is")
+        XCTAssertEqual(parse("1.0000000000000001"), .int(1), "equal as numbers")
+        for text in ["2.0", "1E3", "1e16", "150e-1", "-0.0", "12345678901234567.0"] {
+            XCTAssertFalse(isDouble(parse(text)), "\(text) is an integer")
+        }
         XCTAssertEqual(parse("1e-400"), .int(0), "underflow reads as zero")
         for text in ["1e400", "-1e400", String(repeating: "9", count: 400), "1e999999999999999999999"] { assertRejected(text) }
         for text in ["1.5.2", "1e5e5", "1x", "0x1", "00", "-01", "1.e3", "1e", "1e+", "--1", "- 1", "1_000"] { assertRejected(text) }
@@ -438,6 +449,12 @@ final class JSONWriteTests: XCTestCase {
         XCTAssertEqual(JSON.double(0.0).text, "0")
         XCTAssertEqual(JSON.double(-0.0).text, "0")
         XCTAssertEqual(JSON.double(1e14).text, "100000000000000")
+        XCTAssertEqual(JSON.double(1e16).text, "10000000000000000", "written so that it reads back as the same number")
+        XCTAssertEqual(JSON.double(-0x1p63).text, "-9223372036854775808")
+        XCTAssertEqual(JSON.double(0x1p63).text, "9.223372036854776e+18", "past Int: Double's own text")
+        XCTAssertEqual(JSON.double(1e16), JSON.int(10_000_000_000_000_000), "numbers compare by value")
+        XCTAssertNotEqual(JSON.double(1.5), JSON.int(1))
+        XCTAssertNotEqual(JSON.int(1), JSON.bool(true))
         let back = try JSON.parse(JSON.double(3.0).bytes)
         XCTAssertEqual(back.int, 3)
         XCTAssertEqual(back.double, 3.0)
