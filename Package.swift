@@ -42,6 +42,8 @@ let package = Package(
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
+        // Pure Swift, client only: the shell snippets and what the key binding does with a reply.
+        .target(name: "ShellIntegration", swiftSettings: strict),
 
         // Daemon internals.
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
@@ -54,9 +56,13 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "confab", dependencies: [
-            "ConfabProtocol", "Posix", "Terminal", "LineEditor",
+            "ConfabProtocol", "Posix", "Terminal", "LineEditor", "ShellIntegration",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], swiftSettings: strict),
+        ], swiftSettings: strict,
+        // The Swift runtime linked in, not loaded: a key binding pays the client's start on
+        // every press (docs/performance.md, "Client cold start"). Release only: the test
+        // bundles link this target too, next to the shared runtime.
+        linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
         // Writes big data directories through the daemon's own log writer, for benchmarks.
         .executableTarget(name: "confab-loggen", dependencies: [
@@ -67,6 +73,7 @@ let package = Package(
         .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
         .testTarget(name: "TerminalTests", dependencies: ["Terminal"], swiftSettings: strict),
+        .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),

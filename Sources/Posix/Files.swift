@@ -42,4 +42,46 @@ public enum Files {
         }
         return names
     }
+
+    /// Replaces the file at `path` with `bytes` in one step (a temporary file beside it,
+    /// then rename), so a reader sees the old content or the new, never a part.
+    public static func writeAtomically(path: String, bytes: [UInt8], mode: mode_t = 0o600) throws(Errno) {
+        let temporary = path + ".\(getpid()).tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
+        guard fd >= 0 else { throw Errno.current }
+        var failure: Errno?
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    failure = Errno.current
+                    return
+                }
+                offset += written
+            }
+        }
+        close(fd)
+        if failure == nil, rename(temporary, path) != 0 { failure = Errno.current }
+        if let failure {
+            unlink(temporary)
+            throw failure
+        }
+    }
+
+    /// Makes the directory (not its parents) unless it exists.
+    public static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(Errno) {
+        if mkdir(path, mode) != 0, errno != EEXIST { throw Errno.current }
+    }
+
+    /// Where a symbolic link points (`/proc/self/exe`: this program's file).
+    public static func linkTarget(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = buffer.withUnsafeMutableBytes { raw in
+            readlink(path, raw.baseAddress!.assumingMemoryBound(to: CChar.self), raw.count - 1)
+        }
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count], as: UTF8.self)
+    }
 }

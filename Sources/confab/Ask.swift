@@ -5,14 +5,19 @@ import ArgumentParser
 import ConfabProtocol
 import Posix
 import Terminal
+import ShellIntegration
 
 struct Ask: ClientCommand {
     static let configuration = CommandConfiguration(
+        commandName: "ask",
         abstract: "Send a prompt and stream the reply to standard output.",
         discussion: """
             The prompt is TEXT; when standard input is not a terminal, all of it is read and \
-            added after a blank line (or used alone without TEXT). Without -c a new \
-            conversation is made first and its id printed on standard error.
+            added after a blank line (or used alone without TEXT); with neither, one line is \
+            read from the terminal. Without -c, -C or --new the prompt goes to the day's \
+            conversation, titled "ask YYYY-MM-DD", so one-shot questions do not pile up. \
+            -C continues this shell session's conversation (after confab shell-init), else the \
+            most recently active one. A new conversation's id is printed on standard error.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -20,9 +25,15 @@ struct Ask: ClientCommand {
     @Option(name: [.customShort("c"), .customLong("conversation")],
             help: ArgumentHelp("Continue this conversation (id or unique prefix).", valueName: "id"))
     var conversation: String?
-    @Option(help: "Title of the new conversation (default: the prompt's first line).") var title: String?
-    @Option(help: "System prompt of the new conversation.") var system: String?
-    @Option(help: "Model of the new conversation (default: the daemon's).") var model: String?
+    @Flag(name: [.customShort("C"), .customLong("continue")],
+          help: "Continue this shell session's conversation (see shell-init), else the most recently active one.")
+    var continuing = false
+    @Flag(help: "Start a new conversation instead of the day's.") var new = false
+    @Flag(help: "Include the previous command line and its exit status (set by the shell-init snippet).")
+    var last = false
+    @Option(help: "Title of the new conversation (default: the prompt's first line; implies --new).") var title: String?
+    @Option(help: "System prompt of the new conversation (implies --new).") var system: String?
+    @Option(help: "Model of the new conversation (default: the daemon's; implies --new).") var model: String?
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
     @Flag(name: [.customLong("plain"), .customLong("raw")],
           help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
@@ -30,23 +41,34 @@ struct Ask: ClientCommand {
     @Argument(help: "The prompt; its words are joined with spaces.") var text: [String] = []
 
     func validate() throws {
-        if conversation != nil, title != nil || system != nil || model != nil {
-            throw ValidationError("--title, --system and --model make a new conversation; they cannot go with -c")
+        let targets = [conversation != nil, continuing, new].filter { $0 }.count
+        if targets > 1 { throw ValidationError("-c, -C and --new each choose the conversation; give one of them") }
+        if conversation != nil || continuing, title != nil || system != nil || model != nil {
+            throw ValidationError("--title, --system and --model make a new conversation; they cannot go with -c or -C")
         }
     }
 
+    /// A new conversation is made for --new and for any of its settings.
+    private var makesNew: Bool { new || title != nil || system != nil || model != nil }
+
     func run() throws {
-        let prompt = try readPrompt()
+        var prompt = try readPrompt()
+        if last { prompt = try Self.withLastCommand(prompt) }
         let connection = try Connection.start(socketPath, command: "ask")
 
         let id: String
         if let conversation {
             id = try connection.resolveConversation(conversation)
-        } else {
+        } else if continuing {
+            id = try ConversationChoice.continuing(connection)
+        } else if makesNew {
             id = try createConversation(connection, title: title ?? Self.title(from: prompt), system: system, model: model).id
             Out.errorLine("conversation \(id)")
+        } else {
+            id = try ConversationChoice.today(connection)
         }
-        // Quiet: following our own reply is not joining the conversation.
+        // Quiet: following our own reply is not joining the conversation. (A chosen
+        // conversation is attached already, as quietly: attaching again is harmless.)
         let attached = try connection.call("conversation.attach", ["conversation": .string(id), "history": 0, "quiet": true])
         let sent = try connection.call("message.send", ["conversation": .string(id), "content": .string(prompt)])
         guard let reply = sent["reply"]?.string else { throw Failure.message("confabd's answer to message.send has no reply id") }
@@ -71,11 +93,37 @@ struct Ask: ClientCommand {
             if !input.isBlank {
                 prompt = prompt.isBlank ? input : prompt + "\n\n" + input
             }
+        } else if prompt.isBlank {
+            prompt = Self.readLineFromTerminal()
         }
         if prompt.isBlank {
             throw .usage("nothing to ask: give TEXT or pipe it on standard input", command: "ask")
         }
         return prompt
+    }
+
+    /// One line typed at an `ask> ` prompt (the terminal's own line editing).
+    private static func readLineFromTerminal() -> String {
+        Out.stderrText("ask> ")
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while true {
+            let count = read(0, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 || byte == 0x0A { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// `--last`: the previous command line and its status, which the shell-init snippet
+    /// passes in CONFAB_LAST_COMMAND and CONFAB_LAST_STATUS for this one call.
+    static func withLastCommand(_ prompt: String) throws(Failure) -> String {
+        guard let command = Environment.get("CONFAB_LAST_COMMAND"), !command.isBlank else {
+            throw .usage("--last needs the previous command from the shell integration (see confab shell-init)", command: "ask")
+        }
+        let status = Environment.get("CONFAB_LAST_STATUS").flatMap { Int($0) }.map(String.init) ?? "unknown"
+        return Prompts.withLastCommand(prompt, command: command.trimmed, status: status)
     }
 
     /// The new conversation's title: the prompt's first non-blank line, at most 60 characters.

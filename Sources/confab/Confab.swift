@@ -37,7 +37,8 @@ struct Confab: ParsableCommand {
             3 daemon not reachable, 130 interrupted.
             """,
         version: ProtocolVersion.confabVersion,
-        subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, Rename.self, Remove.self, Cancel.self, Status.self])
+        subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, Rename.self, Remove.self, Cancel.self, Status.self,
+                      ShellInit.self, ShellKey.self])
 
     static func main() {
         // A daemon that went away shows up as EPIPE on the socket, not as a signal.
@@ -74,6 +75,7 @@ struct Confab: ParsableCommand {
 
 struct New: ClientCommand {
     static let configuration = CommandConfiguration(
+        commandName: "new",
         abstract: "Create a conversation and print its id.")
 
     @OptionGroup var global: GlobalOptions
@@ -103,7 +105,7 @@ func createConversation(_ connection: Connection, title: String?, system: String
 }
 
 struct Rename: ClientCommand {
-    static let configuration = CommandConfiguration(abstract: "Give a conversation a new title.")
+    static let configuration = CommandConfiguration(commandName: "rename", abstract: "Give a conversation a new title.")
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
@@ -123,7 +125,7 @@ struct Rename: ClientCommand {
 }
 
 struct Status: ClientCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the daemon's state.")
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show the daemon's state.")
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab

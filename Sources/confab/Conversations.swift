@@ -113,6 +113,7 @@ func wholeHistory(_ connection: Connection, _ conversation: String) throws(Failu
 
 struct Show: ClientCommand {
     static let configuration = CommandConfiguration(
+        commandName: "show",
         abstract: "Print a whole conversation.")
 
     @OptionGroup var global: GlobalOptions
@@ -159,6 +160,7 @@ struct Export: ClientCommand {
     }
 
     static let configuration = CommandConfiguration(
+        commandName: "export",
         abstract: "Write a whole conversation to standard output as markdown, JSON or JSON lines.")
 
     @OptionGroup var global: GlobalOptions
@@ -240,6 +242,7 @@ struct Remove: ClientCommand {
 
 struct Cancel: ClientCommand {
     static let configuration = CommandConfiguration(
+        commandName: "cancel",
         abstract: "Stop the reply in flight in a conversation.",
         discussion: "Prints nothing when a reply was stopped; exits 1 with \"nothing to cancel\" when none was streaming.")
 

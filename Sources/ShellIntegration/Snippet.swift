@@ -1,0 +1,195 @@
+/// The text `confab shell-init SHELL` prints for the shell's rc file. It is static for a given
+/// executable path and pair of keys (no daemon round trip, no subprocess when it is loaded),
+/// so it can also be written to a file once and sourced from there.
+///
+/// What it sets up, in each shell:
+/// - `CONFAB_SESSION`, exported: an id for this shell session, so `confab ask -C`, `??` and
+///   the keys continue one conversation per shell session.
+/// - a `confab` function that passes the previous command line and its exit status to
+///   `confab … --last` (in `CONFAB_LAST_COMMAND` and `CONFAB_LAST_STATUS`, for that call only);
+///   the line comes from the shell's own history, the status from `$?` as the function starts.
+/// - `??`: a quick question in the session's conversation (`confab ask -C`).
+/// - the command key: the line is replaced by the command the model answers with, for the
+///   user to read, edit and run; nothing is run. Ctrl-C while waiting keeps the line as it was.
+/// - the explain key: the explanation is printed above the prompt and the line is kept.
+public struct Snippet {
+    public var shell: Shell
+    public var executable: String
+    public var commandKey: Key
+    public var explainKey: Key
+
+    public init(shell: Shell, executable: String, commandKey: Key = .defaultCommand, explainKey: Key = .defaultExplain) {
+        self.shell = shell
+        self.executable = executable
+        self.commandKey = commandKey
+        self.explainKey = explainKey
+    }
+
+    public var text: String {
+        let template: String
+        switch shell {
+        case .bash: template = Self.bash
+        case .zsh: template = Self.zsh
+        case .fish: template = Self.fish
+        }
+        return template
+            .replacing("@EXE@", with: Self.quoted(executable, for: shell))
+            .replacing("@COMMAND_KEY@", with: commandKey.sequence(for: shell))
+            .replacing("@EXPLAIN_KEY@", with: explainKey.sequence(for: shell))
+            .replacing("@COMMAND_NAME@", with: commandKey.description)
+            .replacing("@EXPLAIN_NAME@", with: explainKey.description)
+    }
+
+    /// A word the shell reads back as exactly `text`.
+    public static func quoted(_ text: String, for shell: Shell) -> String {
+        switch shell {
+        case .bash, .zsh:
+            return "'" + text.replacing("'", with: #"'\''"#) + "'"
+        case .fish:
+            return "'" + text.replacing(#"\"#, with: #"\\"#).replacing("'", with: #"\'"#) + "'"
+        }
+    }
+
+    static let bash = #"""
+        # confab shell integration for bash (eval "$(confab shell-init bash)" in ~/.bashrc).
+        # @COMMAND_NAME@: the command line becomes a command; @EXPLAIN_NAME@: explain it; ?? TEXT: ask.
+        export CONFAB_SESSION="bash-$$-$RANDOM$RANDOM"
+        __confab_bin=@EXE@
+        confab() {
+            local __confab_status=$?
+            if [[ " $* " == *" --last "* ]]; then
+                local __confab_previous
+                __confab_previous=$(HISTTIMEFORMAT= builtin fc -ln -2 -2 2>/dev/null)
+                __confab_previous=${__confab_previous#"${__confab_previous%%[![:space:]]*}"}
+                CONFAB_LAST_COMMAND=$__confab_previous CONFAB_LAST_STATUS=$__confab_status "$__confab_bin" "$@"
+            else
+                "$__confab_bin" "$@"
+            fi
+        }
+        alias '??'='confab ask -C'
+        # Ctrl-C while a key waits must end only confab: bash itself would throw the line away.
+        __confab_key() {
+            local __confab_int __confab_status
+            __confab_int=$(trap -p INT)
+            trap '' INT
+            if [[ $1 == command ]]; then
+                __confab_reply=$("$__confab_bin" shell-key command --shell bash -- "$READLINE_LINE")
+            else
+                "$__confab_bin" shell-key explain --shell bash -- "$READLINE_LINE"
+            fi
+            __confab_status=$?
+            trap - INT
+            eval "$__confab_int"
+            return $__confab_status
+        }
+        __confab_command_key() {
+            [[ ${READLINE_LINE//[[:space:]]/} ]] || return 0
+            local __confab_reply
+            __confab_key command && [[ $__confab_reply ]] || return 0
+            READLINE_LINE=$__confab_reply
+            READLINE_POINT=${#READLINE_LINE}
+        }
+        __confab_explain_key() {
+            [[ ${READLINE_LINE//[[:space:]]/} ]] || return 0
+            __confab_key explain
+        }
+        bind -m emacs -x '"@COMMAND_KEY@": __confab_command_key'
+        bind -m vi-insert -x '"@COMMAND_KEY@": __confab_command_key'
+        bind -m emacs -x '"@EXPLAIN_KEY@": __confab_explain_key'
+        bind -m vi-insert -x '"@EXPLAIN_KEY@": __confab_explain_key'
+
+        """#
+
+    static let zsh = #"""
+        # confab shell integration for zsh (eval "$(confab shell-init zsh)" in ~/.zshrc).
+        # @COMMAND_NAME@: the command line becomes a command; @EXPLAIN_NAME@: explain it; ?? TEXT: ask.
+        export CONFAB_SESSION="zsh-$$-$RANDOM$RANDOM"
+        typeset -g __confab_bin=@EXE@
+        confab() {
+            local __confab_status=$?
+            if [[ " $* " == *" --last "* ]]; then
+                local __confab_previous
+                # In zsh the running line is not yet an event: -1 is the one before it.
+                __confab_previous=$(builtin fc -ln -1 -1 2>/dev/null)
+                CONFAB_LAST_COMMAND=$__confab_previous CONFAB_LAST_STATUS=$__confab_status "$__confab_bin" "$@"
+            else
+                "$__confab_bin" "$@"
+            fi
+        }
+        alias '??'='noglob confab ask -C'
+        # Ctrl-C while a key waits must end only confab: zle itself would throw the line away.
+        __confab_command_key() {
+            [[ -n ${BUFFER//[[:space:]]/} ]] || return 0
+            setopt localoptions localtraps
+            trap '' INT
+            local __confab_reply
+            zle -I
+            if __confab_reply=$("$__confab_bin" shell-key command --shell zsh -- "$BUFFER") && [[ -n $__confab_reply ]]; then
+                BUFFER=$__confab_reply
+                CURSOR=${#BUFFER}
+            fi
+            zle reset-prompt
+        }
+        __confab_explain_key() {
+            [[ -n ${BUFFER//[[:space:]]/} ]] || return 0
+            setopt localoptions localtraps
+            trap '' INT
+            zle -I
+            "$__confab_bin" shell-key explain --shell zsh -- "$BUFFER"
+        }
+        zle -N __confab_command_key
+        zle -N __confab_explain_key
+        bindkey -M emacs '@COMMAND_KEY@' __confab_command_key
+        bindkey -M viins '@COMMAND_KEY@' __confab_command_key
+        bindkey -M emacs '@EXPLAIN_KEY@' __confab_explain_key
+        bindkey -M viins '@EXPLAIN_KEY@' __confab_explain_key
+
+        """#
+
+    static let fish = #"""
+        # confab shell integration for fish (confab shell-init fish | source, in ~/.config/fish/config.fish).
+        # @COMMAND_NAME@: the command line becomes a command; @EXPLAIN_NAME@: explain it; ?? TEXT: ask.
+        set -gx CONFAB_SESSION fish-$fish_pid-(random)(random)
+        set -g __confab_bin @EXE@
+        function confab
+            set -l __confab_status $status
+            if contains -- --last $argv
+                CONFAB_LAST_COMMAND=$history[1] CONFAB_LAST_STATUS=$__confab_status $__confab_bin $argv
+            else
+                $__confab_bin $argv
+            end
+        end
+        # An abbreviation, not a function: fish would take a command named ?? for a wildcard.
+        abbr -a -- '??' 'confab ask -C'
+        # Ctrl-C while a key waits must end only confab: with no handler for INT, fish would
+        # cancel the key's function before it gives the line back. The handler lives only
+        # as long as the key's wait.
+        function __confab_command_key
+            set -l line (commandline | string collect)
+            string trim -- "$line" | string length -q; or return 0
+            function __confab_keep_line --on-signal INT; end
+            set -l reply ($__confab_bin shell-key command --shell fish -- "$line")
+            set -l code $status
+            functions -e __confab_keep_line
+            if test $code -eq 0; and test -n "$reply"
+                commandline -r -- (string join \n -- $reply)
+                commandline -f end-of-buffer
+            end
+            commandline -f repaint
+        end
+        function __confab_explain_key
+            set -l line (commandline | string collect)
+            string trim -- "$line" | string length -q; or return 0
+            function __confab_keep_line --on-signal INT; end
+            echo
+            $__confab_bin shell-key explain --shell fish -- "$line"
+            functions -e __confab_keep_line
+            commandline -f repaint
+        end
+        bind @COMMAND_KEY@ __confab_command_key
+        bind -M insert @COMMAND_KEY@ __confab_command_key
+        bind @EXPLAIN_KEY@ __confab_explain_key
+        bind -M insert @EXPLAIN_KEY@ __confab_explain_key
+
+        """#
+}

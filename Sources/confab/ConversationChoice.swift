@@ -1,0 +1,124 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ConfabProtocol
+import Posix
+import ShellIntegration
+
+/// Which conversation a command without an explicit id talks to (docs/shell.md):
+/// - `-C` (and the shell keys): the shell session's own conversation when `CONFAB_SESSION`
+///   is set (made on first use, titled after the terminal and directory), else the most
+///   recently active one;
+/// - `ask` without `-c`/`-C`/`--new`: the day's conversation, `ask YYYY-MM-DD`.
+/// Every choice ends attached (history 0, quietly), ready for `message.send`.
+enum ConversationChoice {
+    /// `-C`: the session's conversation, or the most recently active one.
+    static func continuing(_ connection: Connection) throws(Failure) -> String {
+        if let session = Environment.get("CONFAB_SESSION"), !session.isEmpty {
+            guard ConversationNames.isValidSession(session) else {
+                throw .message("CONFAB_SESSION must be letters, digits, '-', '_' and '.' (at most 128); got \"\(session)\"")
+            }
+            return try sessionConversation(connection, session: session)
+        }
+        let result = try connection.call("conversation.list", ["limit": 1])
+        if let id = result["conversations"]?.array?.first?["id"]?.string, try attachIfPresent(connection, id) {
+            return id
+        }
+        return try today(connection)
+    }
+
+    /// The conversation of the shell session `session`, remembered in a file beside the socket.
+    private static func sessionConversation(_ connection: Connection, session: String) throws(Failure) -> String {
+        let store = SessionStore(socketPath: connection.path)
+        if let id = store.conversation(for: session), try attachIfPresent(connection, id) {
+            return id
+        }
+        let title = ConversationNames.session(terminal: terminalName(), directory: currentDirectory(), home: Environment.get("HOME"))
+        let id = try createConversation(connection, title: String(title.prefix(200)), system: nil, model: nil).id
+        store.remember(id, for: session)
+        try attach(connection, id)
+        return id
+    }
+
+    /// `ask 2026-11-23`: found among the recent conversations by its title, else made.
+    static func today(_ connection: Connection) throws(Failure) -> String {
+        let title = todayTitle()
+        let result = try connection.call("conversation.list", ["limit": 1000])
+        let found = (result["conversations"]?.array ?? []).first { $0["title"]?.string == title }
+        if let id = found?["id"]?.string, try attachIfPresent(connection, id) {
+            return id
+        }
+        let id = try createConversation(connection, title: title, system: nil, model: nil).id
+        Out.errorLine("conversation \(id) (\(title))")
+        try attach(connection, id)
+        return id
+    }
+
+    static func todayTitle() -> String {
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        return ConversationNames.day(year: Int(parts.tm_year) + 1900, month: Int(parts.tm_mon) + 1, day: Int(parts.tm_mday))
+    }
+
+    static func attach(_ connection: Connection, _ id: String) throws(Failure) {
+        _ = try connection.call("conversation.attach", ["conversation": .string(id), "history": 0, "quiet": true])
+    }
+
+    /// Attaches to `id`; false when it no longer exists.
+    private static func attachIfPresent(_ connection: Connection, _ id: String) throws(Failure) -> Bool {
+        do {
+            try attach(connection, id)
+            return true
+        } catch .rpc(let error) where error.code == RPCError.notFound || error.code == RPCError.invalidParams {
+            return false
+        }
+    }
+
+    /// `pts/3`, from whichever of standard input, output and error is a terminal.
+    static func terminalName() -> String? {
+        for fd: Int32 in [0, 1, 2] where isatty(fd) != 0 {
+            if let name = ttyname(fd) { return String(cString: name) }
+        }
+        return nil
+    }
+
+    /// `$PWD` when it names the current directory (it keeps the user's symbolic links), else getcwd.
+    static func currentDirectory() -> String {
+        var here = stat(), there = stat()
+        if let pwd = Environment.get("PWD"), pwd.hasPrefix("/"), stat(".", &here) == 0, stat(pwd, &there) == 0,
+           here.st_dev == there.st_dev, here.st_ino == there.st_ino {
+            return pwd
+        }
+        guard let path = getcwd(nil, 0) else { return "." }
+        defer { free(path) }
+        return String(cString: path)
+    }
+}
+
+/// Shell session → conversation id, one small file each in `sessions/` beside the socket
+/// (the runtime directory, private to the user and emptied at logout like the sessions).
+struct SessionStore {
+    let directory: String
+
+    init(socketPath: String) {
+        let parent = socketPath.lastIndex(of: "/").map { String(socketPath[..<$0]) } ?? "."
+        directory = (parent.isEmpty ? "" : parent) + "/sessions"
+    }
+
+    func conversation(for session: String) -> String? {
+        guard let bytes = try? Files.readAll(path: directory + "/" + session, limit: 64) else { return nil }
+        let id = String(decoding: bytes, as: UTF8.self).trimmed
+        return ConversationID.isValid(id) ? id : nil
+    }
+
+    /// Best effort: a session that cannot be remembered gets a new conversation next time.
+    func remember(_ id: String, for session: String) {
+        do {
+            try Files.makeDirectory(directory)
+            try Files.writeAtomically(path: directory + "/" + session, bytes: Array((id + "\n").utf8))
+        } catch {
+            Out.error("cannot remember this shell's conversation in \(directory): \(error)")
+        }
+    }
+}

@@ -1,0 +1,232 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import ConfabProtocol
+import Posix
+import ShellIntegration
+
+extension Shell: ExpressibleByArgument {}
+
+struct ShellInit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "shell-init",
+        abstract: "Print the shell integration to load from your shell's rc file.",
+        discussion: """
+            bash (~/.bashrc):                  eval "$(confab shell-init bash)"
+            zsh (~/.zshrc):                    eval "$(confab shell-init zsh)"
+            fish (~/.config/fish/config.fish): confab shell-init fish | source
+
+            Keys: Alt-a turns the command line into a command (nothing runs: read it, edit it, \
+            press Enter); Ctrl-C while it waits gives the line back. Alt-e explains the command \
+            on the line. ?? TEXT asks in this shell session's conversation, which \
+            confab ask -C continues too; --last adds the previous command line and its exit status. \
+            The snippet is static (no daemon round trip): it can be saved to a file and sourced.
+            """)
+
+    @Argument(help: "bash, zsh or fish.") var shell: Shell
+    @Option(name: .customLong("key"), help: ArgumentHelp("The key that turns the line into a command.", valueName: "alt-a"))
+    var commandKey = "alt-a"
+    @Option(name: .customLong("explain-key"), help: ArgumentHelp("The key that explains the command on the line.", valueName: "alt-e"))
+    var explainKey = "alt-e"
+
+    func validate() throws {
+        _ = try keys()
+    }
+
+    private func keys() throws -> (command: Key, explain: Key) {
+        let command: Key, explain: Key
+        do {
+            command = try Key(parsing: commandKey)
+            explain = try Key(parsing: explainKey)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        if command == explain { throw ValidationError("--key and --explain-key are the same key (\(command))") }
+        return (command, explain)
+    }
+
+    func run() throws {
+        let (command, explain) = try keys()
+        // The snippet names this very binary, so it works off PATH and can be cached.
+        let executable = Files.linkTarget("/proc/self/exe") ?? CommandLine.arguments[0]
+        Out.stdout(Snippet(shell: shell, executable: executable, commandKey: command, explainKey: explain).text)
+    }
+}
+
+/// What the shell snippet's keys run: `shell-key command` prints only the command for the
+/// edit buffer; `shell-key explain` prints the explanation.
+struct ShellKey: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "shell-key",
+        abstract: "Run by the shell-init keys: turn a command line into a command, or explain it.",
+        shouldDisplay: false)
+
+    enum Action: String, ExpressibleByArgument, CaseIterable { case command, explain }
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Argument(help: "command or explain.") var action: Action
+    @Option(help: "The shell the line is for.") var shell = "sh"
+    @Argument(help: "The command line.") var line: [String] = []
+
+    func run() throws {
+        let text = line.joined(separator: " ")
+        guard !text.isBlank else { throw Failure.usage("nothing on the command line", command: "shell-key") }
+        let status = StatusLine()
+        // Ctrl-C while waiting: the handler only records it; the wait loop stops our reply
+        // and leaves (the shell keeps the line).
+        signal(SIGINT) { _ in interruptRequested = 1 }
+        do {
+            try run(text, status: status)
+        } catch {
+            status.clear()
+            throw error
+        }
+    }
+
+    private func run(_ text: String, status: StatusLine) throws {
+        let connection = try Connection.start(socketPath, command: "shell-key")
+        let conversation = try ConversationChoice.continuing(connection)
+        let context = ShellContext(shell: shell, system: Self.systemName(), directory: ConversationChoice.currentDirectory())
+        switch action {
+        case .command:
+            let prompt = Prompts.command(for: text, context: context)
+            let reply = try ReplyWaiter(connection: connection, conversation: conversation, status: status).send(prompt)
+            let command = CommandReply.command(from: reply)
+            status.clear()
+            guard !command.isEmpty else { throw Failure.message("the reply held no command") }
+            Out.stdout(command)
+        case .explain:
+            let prompt = Prompts.explain(text, context: context)
+            var wrote = false
+            _ = try ReplyWaiter(connection: connection, conversation: conversation, status: status).send(prompt) { piece in
+                status.clear()
+                Out.stdout(SafeText.keepingLines(piece))
+                wrote = true
+            }
+            status.clear()
+            if wrote { Out.stdout("\n") }
+        }
+    }
+
+    /// `Debian GNU/Linux 12 (bookworm)` from os-release (it says which package manager
+    /// commands will work), else the kernel's name.
+    static func systemName() -> String {
+        if let bytes = try? Files.readAll(path: "/etc/os-release", limit: 1 << 16) {
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("PRETTY_NAME=") {
+                var value = line.dropFirst("PRETTY_NAME=".count)
+                if value.first == "\"", value.last == "\"", value.count >= 2 { value = value.dropFirst().dropLast() }
+                if !value.isEmpty { return SafeText.keepingLines(String(value)).replacing("\n", with: " ") }
+            }
+        }
+        var names = utsname()
+        guard uname(&names) == 0 else { return "Linux" }
+        return withUnsafeBytes(of: names.sysname) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+}
+
+/// A spinner on standard error while the model thinks, only when it is a terminal. It is
+/// drawn over the prompt line, which the shell redraws when the key's function returns.
+final class StatusLine {
+    private let enabled = isatty(2) != 0
+    private var frame = 0
+    private var shown = false
+    private static let frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+
+    func tick() {
+        guard enabled else { return }
+        Out.stderrText("\r\u{1B}[K" + Self.frames[frame % Self.frames.count] + " confab is thinking… (Ctrl-C: keep the line)")
+        frame += 1
+        shown = true
+    }
+
+    func clear() {
+        guard shown else { return }
+        Out.stderrText("\r\u{1B}[K")
+        shown = false
+    }
+}
+
+/// Set by the SIGINT handler of `shell-key`, read by its wait loop.
+nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
+
+/// Sends one prompt to an attached conversation and waits for the whole reply, ticking the
+/// status line every 100 ms and handing each delta to `onDelta`. Ctrl-C (see
+/// `interruptRequested`) cancels the reply once it streams, and exits 130.
+struct ReplyWaiter {
+    let connection: Connection
+    let conversation: String
+    let status: StatusLine
+
+    func send(_ prompt: String, onDelta: ((String) -> Void)? = nil) throws(Failure) -> String {
+        status.tick()
+        let sent = try connection.call("message.send", ["conversation": .string(conversation), "content": .string(prompt)])
+        guard let reply = sent["reply"]?.string else { throw .message("confabd's answer to message.send has no reply id") }
+        var text = ""
+        var started = false
+        while true {
+            if interruptRequested != 0 {
+                status.clear()
+                // A reply still queued behind another cannot be withdrawn; it runs and is kept.
+                if started { _ = try? connection.call("generation.cancel", ["conversation": .string(conversation)]) }
+                throw .exit(130)
+            }
+            while let event = connection.nextEvent() {
+                switch event {
+                case .fatal(let error):
+                    throw .rpc(error)
+                case .response:
+                    continue
+                case .notification(let method, let params):
+                    if method == "server.stopping" {
+                        throw .message("confabd is stopping before the reply finished")
+                    }
+                    guard params["conversation"]?.string == conversation else { continue }
+                    switch method {
+                    case "message.created" where params["message"]?["id"]?.string == reply:
+                        started = true
+                    case "message.delta" where params["message"]?.string == reply:
+                        started = true
+                        if let piece = params["content"]?.string, !piece.isEmpty {
+                            text += piece
+                            onDelta?(piece)
+                        }
+                    case "message.completed" where params["message"]?["id"]?.string == reply:
+                        let final = params["message"]?["content"]?.string ?? text
+                        if final.count > text.count, final.hasPrefix(text) { onDelta?(String(final.dropFirst(text.count))) }
+                        let outcome = params["message"]?["status"]?.string ?? "complete"
+                        if outcome != "complete" { throw .message("reply \(outcome)") }
+                        return final
+                    case "message.failed" where params["message"]?["id"]?.string == reply:
+                        let reason = params["error"]?["message"]?.string ?? params["message"]?["error"]?["message"]?.string ?? "unknown error"
+                        throw .message("reply failed: \(reason)")
+                    case "conversation.deleted":
+                        throw .message("the conversation was deleted")
+                    default:
+                        continue
+                    }
+                }
+            }
+            var ready = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
+            let count = poll(&ready, 1, 100)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .message("poll failed: \(errorText(errno))")
+            }
+            if count == 0 {
+                status.tick()
+                continue
+            }
+            guard try connection.receive() else { throw .disconnected }
+        }
+    }
+}
+
+extension Out {
+    /// Text on standard error as it is, without a line end (the status line draws over itself).
+    static func stderrText(_ text: String) {
+        var text = text
+        _ = text.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
+    }
+}

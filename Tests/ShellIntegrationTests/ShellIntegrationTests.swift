@@ -1,0 +1,121 @@
+import ShellIntegration
+import XCTest
+
+final class KeyTests: XCTestCase {
+    func testNotationsAndSequences() throws {
+        let alt = try Key(parsing: "alt-a")
+        XCTAssertEqual(alt.sequence(for: .bash), #"\ea"#)
+        XCTAssertEqual(alt.sequence(for: .zsh), "^[a")
+        XCTAssertEqual(alt.sequence(for: .fish), #"\ea"#)
+        let control = try Key(parsing: "ctrl-x")
+        XCTAssertEqual(control.sequence(for: .bash), #"\C-x"#)
+        XCTAssertEqual(control.sequence(for: .zsh), "^X")
+        XCTAssertEqual(control.sequence(for: .fish), #"\cx"#)
+        let both = try Key(parsing: "ctrl-alt-K")
+        XCTAssertEqual(both.sequence(for: .bash), #"\e\C-k"#)
+        XCTAssertEqual(both.sequence(for: .zsh), "^[^K")
+        XCTAssertEqual(both.sequence(for: .fish), #"\e\ck"#)
+        XCTAssertEqual(try Key(parsing: "alt-E").sequence(for: .bash), #"\eE"#)
+        XCTAssertEqual(try Key(parsing: "Alt-1").description, "alt-1")
+        XCTAssertEqual(Key.defaultCommand, try Key(parsing: "alt-a"))
+        XCTAssertEqual(Key.defaultExplain, try Key(parsing: "alt-e"))
+    }
+
+    func testRefusals() {
+        for bad in ["", "a", "alt-", "alt-ab", "shift-a", "alt-alt-a", "ctrl-1", "alt-é", "alt-;", "ctrl-c", "ctrl-m", "ctrl-j", "ctrl-i", "ctrl-d"] {
+            XCTAssertThrowsError(try Key(parsing: bad), bad)
+        }
+    }
+}
+
+final class CommandReplyTests: XCTestCase {
+    func testFirstFencedBlockWins() {
+        let reply = "Here you go:\n\n```bash\nfind . -size +100M -print\n```\n\nOr:\n```\nls\n```"
+        XCTAssertEqual(CommandReply.command(from: reply), "find . -size +100M -print")
+    }
+
+    func testMultiLineBlockStaysMultiLine() {
+        let reply = "```sh\nfor f in *.log; do\n  gzip \"$f\"\ndone\n```"
+        XCTAssertEqual(CommandReply.command(from: reply), "for f in *.log; do\n  gzip \"$f\"\ndone")
+    }
+
+    func testTildeFenceLongerFenceAndUnclosed() {
+        XCTAssertEqual(CommandReply.command(from: "~~~\nls -la\n~~~"), "ls -la")
+        XCTAssertEqual(CommandReply.command(from: "````\necho '```'\n````"), "echo '```'")
+        XCTAssertEqual(CommandReply.command(from: "Try:\n```bash\ndu -sh *"), "du -sh *")
+        XCTAssertEqual(CommandReply.command(from: "  ```\n  ls\n  ```"), "ls")
+    }
+
+    func testPromptsAreStripped() {
+        XCTAssertEqual(CommandReply.command(from: "```\n$ cd /tmp\n$ ls\n```"), "cd /tmp\nls")
+        // A `$ ` that is part of only some lines is the command's own text.
+        XCTAssertEqual(CommandReply.command(from: "```\necho a\n$ b\n```"), "echo a\n$ b")
+    }
+
+    func testWithoutFence() {
+        XCTAssertEqual(CommandReply.command(from: "  `git status`  \n"), "git status")
+        XCTAssertEqual(CommandReply.command(from: "``echo `date` ``"), "echo `date`")
+        XCTAssertEqual(CommandReply.command(from: "$ tar xzf a.tgz"), "tar xzf a.tgz")
+        XCTAssertEqual(CommandReply.command(from: "\n\nls -1\n\n"), "ls -1")
+        XCTAssertEqual(CommandReply.command(from: "   "), "")
+    }
+
+    func testControlCharactersNeverReachTheLine() {
+        let reply = "```\nls\u{1B}[2J -la\u{07}\r\n\u{202E}rm\u{9B}\n```"
+        XCTAssertEqual(CommandReply.command(from: reply), "ls[2J -la\nrm")
+        XCTAssertEqual(SafeText.keepingLines("a\tb\nc\u{0}d\u{7F}"), "a\tb\ncd")
+    }
+}
+
+final class ConversationNamesTests: XCTestCase {
+    func testSessionTitle() {
+        XCTAssertEqual(ConversationNames.session(terminal: "/dev/pts/3", directory: "/home/ann/src/app", home: "/home/ann"), "pts/3 ~/src/app")
+        XCTAssertEqual(ConversationNames.session(terminal: "/dev/pts/3", directory: "/home/ann", home: "/home/ann"), "pts/3 ~")
+        XCTAssertEqual(ConversationNames.session(terminal: "/dev/pts/3", directory: "/home/annex", home: "/home/ann"), "pts/3 /home/annex")
+        XCTAssertEqual(ConversationNames.session(terminal: nil, directory: "/srv", home: "/"), "shell /srv")
+    }
+
+    func testDayTitle() {
+        XCTAssertEqual(ConversationNames.day(year: 2026, month: 11, day: 3), "ask 2026-11-03")
+        XCTAssertEqual(ConversationNames.day(year: 2026, month: 1, day: 23), "ask 2026-01-23")
+    }
+
+    func testSessionIds() {
+        XCTAssertTrue(ConversationNames.isValidSession("bash-123-4567"))
+        XCTAssertTrue(ConversationNames.isValidSession("fish_1.2"))
+        for bad in ["", ".", "..", "../x", "a/b", "a b", "é", String(repeating: "a", count: 129)] {
+            XCTAssertFalse(ConversationNames.isValidSession(bad), bad)
+        }
+    }
+}
+
+final class SnippetTests: XCTestCase {
+    func testKeysAndPathAreFilledIn() throws {
+        let snippet = Snippet(shell: .zsh, executable: "/opt/it's here/confab", commandKey: try Key(parsing: "ctrl-x"), explainKey: .defaultExplain).text
+        XCTAssertTrue(snippet.contains("bindkey -M emacs '^X' __confab_command_key"))
+        XCTAssertTrue(snippet.contains("bindkey -M emacs '^[e' __confab_explain_key"))
+        XCTAssertTrue(snippet.contains(#"typeset -g __confab_bin='/opt/it'\''s here/confab'"#))
+        for placeholder in ["@EXE@", "@COMMAND_KEY@", "@EXPLAIN_KEY@", "@COMMAND_NAME@", "@EXPLAIN_NAME@"] {
+            XCTAssertFalse(snippet.contains(placeholder), placeholder)
+        }
+        let bash = Snippet(shell: .bash, executable: "/usr/bin/confab").text
+        XCTAssertTrue(bash.contains(#"bind -m emacs -x '"\ea": __confab_command_key'"#))
+        XCTAssertFalse(bash.contains("@EXE@"))
+        let fish = Snippet(shell: .fish, executable: #"/a\b'c"#).text
+        XCTAssertTrue(fish.contains(#"set -g __confab_bin '/a\\b\'c'"#))
+        XCTAssertTrue(fish.contains(#"bind \ea __confab_command_key"#))
+    }
+
+    func testLastCommandPrompt() {
+        let prompt = Prompts.withLastCommand("why?", command: "make test", status: "2")
+        XCTAssertEqual(prompt, "My previous command was:\nmake test\nIt exited with status 2.\n\nwhy?")
+    }
+
+    func testCommandPromptCarriesContextOnly() {
+        let context = ShellContext(shell: "bash", system: "Debian GNU/Linux 12 (bookworm)", directory: "/tmp")
+        let prompt = Prompts.command(for: "list big files", context: context)
+        XCTAssertTrue(prompt.contains("list big files"))
+        XCTAssertTrue(prompt.contains("Shell: bash. OS: Debian GNU/Linux 12 (bookworm). Current directory: /tmp."))
+        XCTAssertTrue(prompt.contains("fenced code block"))
+    }
+}
