@@ -73,7 +73,7 @@ struct ShellKey: ClientCommand {
     func run() throws {
         let text = line.joined(separator: " ")
         guard !text.isBlank else { throw Failure.usage("nothing on the command line", command: "shell-key") }
-        let status = StatusLine()
+        let status = KeySpinner()
         // Ctrl-C while waiting: the handler only records it; the wait loop stops our reply
         // and leaves (the shell keeps the line).
         signal(SIGINT) { _ in interruptRequested = 1 }
@@ -85,7 +85,7 @@ struct ShellKey: ClientCommand {
         }
     }
 
-    private func run(_ text: String, status: StatusLine) throws {
+    private func run(_ text: String, status: KeySpinner) throws {
         let connection = try Connection.start(socketPath, command: "shell-key")
         let conversation = try ConversationChoice.continuing(connection)
         let context = ShellContext(shell: shell, system: Self.systemName(), directory: ConversationChoice.currentDirectory())
@@ -128,7 +128,7 @@ struct ShellKey: ClientCommand {
 
 /// A spinner on standard error while the model thinks, only when it is a terminal. It is
 /// drawn over the prompt line, which the shell redraws when the key's function returns.
-final class StatusLine {
+final class KeySpinner {
     private let enabled = isatty(2) != 0
     private var frame = 0
     private var shown = false
@@ -157,7 +157,7 @@ nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
 struct ReplyWaiter {
     let connection: Connection
     let conversation: String
-    let status: StatusLine
+    let status: KeySpinner
 
     func send(_ prompt: String, onDelta: ((String) -> Void)? = nil) throws(Failure) -> String {
         status.tick()

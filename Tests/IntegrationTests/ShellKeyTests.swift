@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// A tmux server of our own (private socket in the harness directory) running real shells.
-final class Tmux {
+final class ShellTmux {
     let socket: String
     private var started = false
 
@@ -74,7 +74,7 @@ final class Tmux {
 /// shell session, `??` and `--last`.
 final class ShellKeyTests: XCTestCase {
     var harness: Harness!
-    var tmux: Tmux!
+    var tmux: ShellTmux!
     var work: String { harness.directory + "/work" }
     var bufferFile: String { harness.directory + "/buffer" }
 
@@ -85,7 +85,7 @@ final class ShellKeyTests: XCTestCase {
             }
         }
         harness = try Harness()
-        tmux = Tmux(directory: harness.directory)
+        tmux = ShellTmux(directory: harness.directory)
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
     }
 
