@@ -58,11 +58,7 @@ let package = Package(
         .executableTarget(name: "confab", dependencies: [
             "ConfabProtocol", "Posix", "Terminal", "LineEditor", "ShellIntegration",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], swiftSettings: strict,
-        // The Swift runtime linked in, not loaded: a key binding pays the client's start on
-        // every press (docs/performance.md, "Client cold start"). Release only: the test
-        // bundles link this target too, next to the shared runtime.
-        linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]),
+        ], swiftSettings: strict),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
         // Writes big data directories through the daemon's own log writer, for benchmarks.
         .executableTarget(name: "confab-loggen", dependencies: [
