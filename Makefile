@@ -8,7 +8,7 @@ DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev tm
 SWIFT      ?= swift
 ARGS       ?=
 
-.PHONY: all deps build release run test bench fuzz fuzz-socket soak crashloop install uninstall clean
+.PHONY: all deps build release run test man bench fuzz fuzz-socket soak crashloop install uninstall clean
 
 all: build
 
@@ -88,6 +88,14 @@ crashloop: release
 # it, so it is installed unchanged; for any other PREFIX the installed copy names
 # $(PREFIX)/bin/confabd instead, made absolute.
 RELEASEDIR ?= .build/release
+# Where bash-completion, zsh, fish and man look under PREFIX (for ~/.local: bash-completion
+# and fish read these by themselves and man finds ~/.local/share/man from ~/.local/bin on
+# PATH; zsh needs fpath+=(~/.local/share/zsh/site-functions) before compinit, while
+# /usr/local/share/zsh/site-functions is on Debian's default fpath).
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+MANDIR      ?= $(PREFIX)/share/man/man1
 CONFIGDIR  ?= $(HOME)/.config/confab
 DATADIR    ?= $(HOME)/.local/share/confab
 SHIPPED_CONFABD = %h/.local/bin/confabd
@@ -108,6 +116,11 @@ install: release
 	install -d $(PREFIX)/bin $(UNITDIR)
 	install -d -m 0700 $(CONFIGDIR) $(DATADIR)
 	install -m 0755 $(RELEASEDIR)/confabd $(RELEASEDIR)/confab $(PREFIX)/bin/
+	install -d $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR) $(MANDIR)
+	$(RELEASEDIR)/confab completions bash > $(BASHCOMPDIR)/confab
+	$(RELEASEDIR)/confab completions zsh > $(ZSHCOMPDIR)/_confab
+	$(RELEASEDIR)/confab completions fish > $(FISHCOMPDIR)/confab.fish
+	install -m 0644 docs/confab.1 $(MANDIR)/confab.1
 	if [ -x $(RELEASEDIR)/$(RELEASE_BACKTRACER) ]; then install -D -m 0755 $(RELEASEDIR)/$(RELEASE_BACKTRACER) $(PREFIX)/$(RELEASE_BACKTRACER); fi
 	$(install_service)
 	install -m 0644 systemd/confabd.socket $(UNITDIR)/confabd.socket
@@ -118,10 +131,16 @@ install: release
 	@echo "API key, if your server needs one: OPENAI_API_KEY=... in $(CONFIGDIR)/env (mode 0600)."
 	@echo "After an upgrade: systemctl --user daemon-reload && systemctl --user restart confabd.service"
 
+# docs/confab.1 is generated from the argument parser by its generate-manual plugin; run this
+# after changing a command's options or help, and commit the result.
+man:
+	$(SWIFT) package --allow-writing-to-directory docs generate-manual --product confab --output-directory docs
+
 # Leaves the config ($(CONFIGDIR)) and the conversations ($(DATADIR)) alone.
 uninstall:
 	-systemctl --user disable --now confabd.socket confabd.service 2>/dev/null
 	rm -f $(PREFIX)/bin/confabd $(PREFIX)/bin/confab $(UNITDIR)/confabd.service $(UNITDIR)/confabd.socket
+	rm -f $(BASHCOMPDIR)/confab $(ZSHCOMPDIR)/_confab $(FISHCOMPDIR)/confab.fish $(MANDIR)/confab.1
 	rm -f $(PREFIX)/$(RELEASE_BACKTRACER)
 	-rmdir $(PREFIX)/libexec/swift/linux $(PREFIX)/libexec/swift $(PREFIX)/libexec 2>/dev/null
 	-systemctl --user daemon-reload 2>/dev/null

@@ -23,7 +23,8 @@ struct Ask: ClientCommand {
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
     @Option(name: [.customShort("c"), .customLong("conversation")],
-            help: ArgumentHelp("Continue this conversation (id or unique prefix).", valueName: "id"))
+            help: ArgumentHelp("Continue this conversation (id or unique prefix).", valueName: "id"),
+            completion: .conversationIDs)
     var conversation: String?
     @Flag(name: [.customShort("C"), .customLong("continue")],
           help: "Continue this shell session's conversation (see shell-init), else the most recently active one.")

@@ -21,7 +21,7 @@ struct Attach: ClientCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).") var id: String
+    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Option(help: "How many earlier messages to show (0…1000).") var history = 20
     @Option(help: "Your display name (default: $CONFAB_NAME, else login@tty).") var name: String?
     @Flag(help: "No colours or other escape sequences.") var plain = false

@@ -35,10 +35,19 @@ struct Confab: ParsableCommand {
             Conversation ids may be shortened to a unique prefix of at least 4 characters.
             Exit status: 0 success, 1 error from the daemon or the reply, 2 usage error, \
             3 daemon not reachable, 130 interrupted.
+
+            Shell integration (confab shell-init bash|zsh|fish): Alt-a turns the command line \
+            into a command (nothing runs; Ctrl-C while it waits keeps the line), Alt-e explains \
+            it, ?? TEXT asks in the shell session's conversation.
+
+            Environment: CONFAB_SOCKET (the socket), CONFAB_NAME (your display name), \
+            CONFAB_DAEMON_USER (use another user's shared daemon), CONFAB_SESSION (the shell \
+            session, set by shell-init, for -C), CONFAB_LAST_COMMAND and CONFAB_LAST_STATUS \
+            (for ask --last, set by shell-init), NO_COLOR, XDG_RUNTIME_DIR.
             """,
         version: ProtocolVersion.confabVersion,
         subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, Rename.self, Remove.self, Cancel.self, Status.self,
-                      ShellInit.self, ShellKey.self])
+                      ShellInit.self, ShellKey.self, Completions.self])
 
     static func main() {
         // A daemon that went away shows up as EPIPE on the socket, not as a signal.
@@ -109,7 +118,7 @@ struct Rename: ClientCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).") var id: String
+    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Argument(help: "The new title (words are joined with spaces).") var title: [String]
 
     func validate() throws {

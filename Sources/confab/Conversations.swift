@@ -118,7 +118,7 @@ struct Show: ClientCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).") var id: String
+    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "show")
@@ -165,7 +165,7 @@ struct Export: ClientCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).") var id: String
+    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Option(help: "markdown (headers with author, time and role), json (an array of message objects) or jsonl (one per line).")
     var format: Format = .markdown
 
@@ -211,7 +211,7 @@ struct Remove: ClientCommand {
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
     @Flag(name: [.short, .long], help: "Do not ask.") var force = false
-    @Argument(help: "The conversation (id or unique prefix).") var id: String
+    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "rm")
@@ -248,7 +248,7 @@ struct Cancel: ClientCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).") var id: String
+    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "cancel")

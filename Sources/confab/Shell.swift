@@ -230,3 +230,45 @@ extension Out {
         _ = text.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 }
+
+struct Completions: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "completions",
+        abstract: "Print the completion script for bash, zsh or fish.",
+        discussion: """
+            Conversation ids complete from the daemon, with their titles where the shell shows \
+            descriptions (zsh, fish). make install puts the scripts where bash-completion, zsh \
+            and fish look; or: source <(confab completions bash); \
+            confab completions fish | source.
+            """)
+
+    @Argument(help: "bash, zsh or fish.") var shell: Shell
+
+    func run() throws {
+        guard let kind = CompletionShell(rawValue: shell.rawValue) else { throw Failure.message("no completions for \(shell)") }
+        Out.stdout(Confab.completionScript(for: kind))
+    }
+}
+
+extension CompletionKind {
+    /// Conversation ids from the daemon (the `--socket` on the line, else the usual socket),
+    /// most recently active first, each with its title where the shell can show one.
+    static var conversationIDs: CompletionKind {
+        .custom { words, _, _ in
+            var socket = ConfabPaths(environment: Environment.all()).socket
+            if let flag = words.firstIndex(of: "--socket"), flag + 1 < words.count { socket = words[flag + 1] }
+            guard let connection = try? Connection.start(socket, command: "complete"),
+                  let result = try? connection.call("conversation.list", ["limit": 1000]) else { return [] }
+            let shell = CompletionShell.requesting
+            return (result["conversations"]?.array ?? []).compactMap { conversation in
+                guard let id = conversation["id"]?.string else { return nil }
+                let title = SafeText.keepingLines(conversation["title"]?.string ?? "")
+                    .replacing("\n", with: " ").replacing("\t", with: " ")
+                if title.isEmpty { return id }
+                if shell == .zsh { return id + ":" + title }
+                if shell == .fish { return id + "\t" + title }
+                return id
+            }
+        }
+    }
+}

@@ -302,8 +302,9 @@ final class ShellKeyTests: XCTestCase {
     func testSnippetsPassTheShellsSyntaxChecks() throws {
         let checks: [(String, [String])] = [("bash", ["/usr/bin/bash", "-n"]), ("zsh", ["/usr/bin/zsh", "-n"]), ("fish", ["/usr/bin/fish", "--no-execute"])]
         for (shell, checker) in checks {
-            for keys in [[], ["--key", "ctrl-x", "--explain-key", "ctrl-alt-e"]] {
-                let printed = try harness.runClient(["shell-init", shell] + keys)
+            for arguments in [["shell-init", shell], ["shell-init", shell, "--key", "ctrl-x", "--explain-key", "ctrl-alt-e"], ["completions", shell]] {
+                let keys = arguments
+                let printed = try harness.runClient(arguments)
                 XCTAssertEqual(printed.status, 0, printed.stderr)
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: checker[0])
@@ -320,6 +321,24 @@ final class ShellKeyTests: XCTestCase {
                 XCTAssertEqual(process.terminationStatus, 0, "\(shell) \(keys): \(complaint)")
                 XCTAssertEqual(complaint, "", "\(shell) \(keys)")
             }
+        }
+        // Conversation ids complete from the daemon, with titles where the shell shows them.
+        let id = try harness.createConversation(try harness.client(), title: "commit messages")
+        for (shell, expected) in [("fish", id + "\tcommit messages"), ("zsh", id + ":commit messages"), ("bash", id)] {
+            // As the generated scripts call it: the request must be the first argument.
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Binaries.path("confab"))
+            process.arguments = ["---completion", "rm", "--", "positional@0", "2", "0", "confab", "rm", ""]
+            var environment = ProcessInfo.processInfo.environment
+            environment["SAP_SHELL"] = shell
+            environment["CONFAB_SOCKET"] = harness.socketPath
+            process.environment = environment
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            let offered = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            XCTAssertEqual(offered.split(separator: "\n").map(String.init).filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }, [expected], shell)
         }
         // A key the terminal needs is refused.
         let refused = try harness.runClient(["shell-init", "bash", "--key", "ctrl-c"])
