@@ -87,7 +87,8 @@ final class ClientSession {
     }
 
     func fill(_ slot: Slot, _ bytes: [UInt8]) {
-        guard isTakingFrames else { return }
+        // A client hanging up still gets the answers it was owed before the line that ended it.
+        guard !isClosed, closeReason == nil else { return }
         // A notification's slot is filled with nothing: it only kept its place.
         if !bytes.isEmpty {
             slot.buffer = OutboundBuffer(bytes)
@@ -150,21 +151,19 @@ final class ClientSession {
                 }
             }
         }
-        if let reason = hangUpReason, !isShuttingDown {
+        if let reason = hangUpReason, !isShuttingDown, held.isEmpty {
             isShuttingDown = true
             // Held strongly: a refused client belongs to nobody else, and its socket must still close.
             stream.shutdown { self.close(reason: reason) }
         }
     }
 
-    /// Sends what can be sent, then hangs up (after a fatal protocol error, at shutdown).
-    /// Responses still waiting on the disk are dropped with the connection.
+    /// Stops reading, sends what it owes (responses still waiting on the disk included, once
+    /// they are known), then hangs up: after a fatal protocol error, at shutdown (whose own
+    /// deadline closes a client that is still owed something then).
     func finish(reason: String?) {
         guard isTakingFrames else { return }
         stream.stopReading()
-        for slot in held { if let buffer = slot.buffer { pending.append(buffer) } }
-        held = []
-        heldBytes = 0
         hangUpReason = .some(reason)
         flusher.schedule(self)
     }
