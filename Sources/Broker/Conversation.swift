@@ -15,7 +15,7 @@ final class Conversation {
     var title: String
     /// When its log was last written to: the same rule whether the conversation is in memory,
     /// only summarised, or read back after a restart, so `conversation.list` keeps one order.
-    var updated: Timestamp { log.summary.updated }
+    var updated: Timestamp { log.updated }
     let model: String
     let system: String?
     let log: ConversationLog
@@ -126,7 +126,7 @@ final class Conversation {
 
     var info: ConversationInfo {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
-                         messageCount: contents == .inMemory ? messages.count : log.summary.messageCount)
+                         messageCount: contents == .inMemory ? messages.count : log.messageCount)
     }
 
     var queuedCount: Int { queue.count }

@@ -174,8 +174,12 @@ extension Broker {
 
     private func list(_ params: Params) throws(RPCError) -> JSON {
         let limit = try params.optionalInt("limit", in: 1...10_000) ?? 100
-        let sorted = conversations.values.sorted { ($0.updated, $0.id) > ($1.updated, $1.id) }
-        return ["conversations": .array(sorted.prefix(limit).map(\.info.json))]
+        // Most recent first. Keys are read once into plain arrays and positions are sorted, so
+        // ten thousand conversations cost no reference counting per comparison.
+        let all = Array(conversations.values)
+        let keys = all.map(\.updated.milliseconds)
+        let order = all.indices.sorted { keys[$0] != keys[$1] ? keys[$0] > keys[$1] : all[$0].id > all[$1].id }
+        return ["conversations": .array(order.prefix(limit).map { all[$0].info.json })]
     }
 
     private func rename(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {

@@ -37,6 +37,10 @@ public final class ConversationLog {
     private var closeWhenIdle = false
     /// Exactly what the records written so far say, for the conversation list and the index.
     public private(set) var summary: LogSummary
+    /// The summary's time and count alone: reading `summary` from another module copies the
+    /// whole struct (strings, sets), which a sort of ten thousand conversations feels.
+    public var updated: Timestamp { summary.updated }
+    public var messageCount: Int { summary.messageCount }
     /// The file as last seen by `stat`; nil once written to since.
     var identity: FileIdentity?
     /// Told after every change, so the index is written again.
