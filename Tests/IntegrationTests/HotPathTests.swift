@@ -28,6 +28,23 @@ final class HotPathTests: XCTestCase {
         XCTAssertFalse(harness.log().contains("curl_multi"), harness.log())
     }
 
+    /// A line over the limit ends the connection, but a send before it that was still waiting
+    /// on the disk is answered first: the answer used to be dropped with the connection.
+    func testASendBeforeATooLongLineIsStillAnsweredBeforeTheConnectionCloses() throws {
+        harness = try Harness(config: "[limits]\nmax_line_bytes = 4096\n")
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        let send = RPC.request(id: .int(77), method: "message.send", params: ["conversation": .string(id), "content": "kept"])
+        try client.sendRaw(send + Array(String(repeating: "x", count: 10_000).utf8) + [0x0A])
+        let first = try XCTUnwrap(try client.readFrame())
+        XCTAssertEqual(first["id"], .int(77), "\(first)")
+        XCTAssertEqual(first["result"]?["message"]?["content"]?.string, "kept")
+        var frame = try client.readFrame()
+        while let notification = frame, notification["method"] != nil { frame = try client.readFrame() }
+        XCTAssertEqual(frame?["error"]?["code"]?.int, RPCError.lineTooLong, "\(String(describing: frame))")
+        while try client.readFrame() != nil {}
+    }
+
     /// A slow client closed in the middle of a broadcast used to announce its departure from
     /// inside the fan-out loop: clients before it saw the delta then `client.detached`, clients
     /// after it the reverse. Every attached client must see one order.
