@@ -117,6 +117,35 @@ final class AskTests: XCTestCase {
         XCTAssertTrue(dropped.stderr.contains("the connection to the model server closed before the reply finished"), dropped.stderr)
     }
 
+    /// The protocol's side: a quiet attach is neither announced nor listed, and a cancel
+    /// naming a reply stops only that one.
+    func testQuietAttachAndCancellingOneReplyOnTheWire() throws {
+        let id = try newConversation()
+        let watcher = try harness.client(name: "watcher")
+        try watcher.call("conversation.attach", ["conversation": .string(id), "history": 0])
+        let asker = try harness.client(name: "asker")
+        let attached = try asker.call("conversation.attach", ["conversation": .string(id), "history": 0, "quiet": true])
+        XCTAssertEqual(attached["clients"]?.array?.count, 1)
+        let third = try harness.client(name: "third")
+        let seen = try third.call("conversation.attach", ["conversation": .string(id), "history": 0])
+        XCTAssertEqual(seen["clients"]?.array?.compactMap { $0["name"]?.string }, ["watcher"], "the quiet one is not listed")
+        XCTAssertThrowsError(try asker.call("conversation.attach", ["conversation": .string(id), "quiet": "yes"]))
+
+        let sent = try asker.call("message.send", ["conversation": .string(id), "content": "[[words:5000]] [[delay:5]]"])
+        let reply = try XCTUnwrap(sent["reply"]?.string)
+        _ = try watcher.collect(until: { method, _ in method == "message.delta" })
+        XCTAssertEqual(try asker.call("generation.cancel", ["conversation": .string(id), "message": "m99"])["cancelled"], .null)
+        XCTAssertThrowsError(try asker.call("generation.cancel", ["conversation": .string(id), "message": "nope"]))
+        XCTAssertEqual(try asker.call("generation.cancel", ["conversation": .string(id), "message": .string(reply)])["cancelled"]?.string, reply)
+        let notes = try watcher.collect(until: { method, _ in method == "message.completed" })
+        XCTAssertFalse(notes.contains { $0.method == "client.attached" }, "the quiet attach was not announced")
+        XCTAssertEqual(notes.first { $0.method == "generation.cancelled" }?.params["by"]?["name"]?.string, "asker")
+        asker.close()
+        third.close()
+        let left = try watcher.collect(until: { method, _ in method == "client.detached" })
+        XCTAssertEqual(left.last?.params["client"]?["name"]?.string, "third", "the quiet one left without a word")
+    }
+
     /// `sh -c COMMAND`, with its output.
     private func shell(_ command: String) throws -> (status: Int32, stdout: String) {
         let process = Process()
