@@ -347,7 +347,7 @@ class Client:
             stopped = [k for k in self.tracked if k[0] == cid]
             self.stats.bump("replies in flight when their conversation was deleted (per watching client)", len(stopped))
             self._forget(cid)
-        elif method not in ("message.retrying", "client.attached", "client.detached", "conversation.updated"):
+        elif method not in ("message.retrying", "generation.cancelled", "client.attached", "client.detached", "conversation.updated"):
             self.stats.violation("%s: unknown notification %s" % (self.who, method))
 
     # -- writing
