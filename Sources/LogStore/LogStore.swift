@@ -100,19 +100,7 @@ public final class ConversationLog {
             record.json(at: time).write(into: &bytes)
             bytes.append(0x0A)
         }
-        var written = 0
-        let failure: Int32? = bytes.withUnsafeBytes { raw in
-            while written < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                if n == 0 { return EIO }
-                written += n
-            }
-            return nil
-        }
+        let (written, failure) = Files.writeAll(fd, bytes)
         if let failure {
             // Never leave half a record behind: the next append would glue onto it.
             if written > 0 { _ = ftruncate(fd, size) }
@@ -676,19 +664,7 @@ public final class LogStore {
         }
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return StoreError(errno: errno, operation: "create \(temporary)") }
-        var written = 0
-        let failure: Int32? = bytes.withUnsafeBytes { raw in
-            while written < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                if n == 0 { return EIO }
-                written += n
-            }
-            return nil
-        }
+        let failure = Files.writeAll(fd, bytes).failure
         Glibc.close(fd)
         if let failure {
             unlink(temporary)

@@ -43,25 +43,33 @@ public enum Files {
         return names
     }
 
+    /// Writes all of `bytes` at the descriptor's position, through short writes and EINTR.
+    /// Returns how many bytes went out and, when not all did, the errno that stopped it (EIO
+    /// for a write that took nothing): a caller cutting back a partial record needs both.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> (written: Int, failure: Int32?) {
+        var written = 0
+        let failure: Int32? = bytes.withUnsafeBytes { raw in
+            while written < raw.count {
+                let n = write(fd, raw.baseAddress! + written, raw.count - written)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                if n == 0 { return EIO }
+                written += n
+            }
+            return nil
+        }
+        return (written, failure)
+    }
+
     /// Replaces the file at `path` with `bytes` in one step (a temporary file beside it,
     /// then rename), so a reader sees the old content or the new, never a part.
     public static func writeAtomically(path: String, bytes: [UInt8], mode: mode_t = 0o600) throws(Errno) {
         let temporary = path + ".\(getpid()).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
         guard fd >= 0 else { throw Errno.current }
-        var failure: Errno?
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    failure = Errno.current
-                    return
-                }
-                offset += written
-            }
-        }
+        var failure = writeAll(fd, bytes).failure.map(Errno.init)
         close(fd)
         if failure == nil, rename(temporary, path) != 0 { failure = Errno.current }
         if let failure {

@@ -3,20 +3,7 @@ import Foundation
 import XCTest
 
 /// `confab attach` in real terminals: tmux panes on one conversation.
-final class AttachTests: XCTestCase {
-    var harness: Harness!
-    var tmux: Tmux!
-
-    override func setUpWithError() throws {
-        harness = try Harness()
-        tmux = Tmux(directory: harness.directory)
-    }
-
-    override func tearDown() {
-        tmux?.kill()
-        harness?.tearDown()
-    }
-
+final class AttachTests: TmuxTestCase {
     private func new(_ title: String = "chat") throws -> String {
         try harness.runClient(["new", "--title", title]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }

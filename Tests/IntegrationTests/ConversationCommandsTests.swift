@@ -3,20 +3,7 @@ import Foundation
 import XCTest
 
 /// ls, show, export, rm and cancel as people type them.
-final class ConversationCommandsTests: XCTestCase {
-    var harness: Harness!
-    var tmux: Tmux!
-
-    override func setUpWithError() throws {
-        harness = try Harness()
-        tmux = Tmux(directory: harness.directory)
-    }
-
-    override func tearDown() {
-        tmux?.kill()
-        harness?.tearDown()
-    }
-
+final class ConversationCommandsTests: TmuxTestCase {
     private func new(_ title: String) throws -> String {
         let made = try harness.runClient(["new", "--title", title])
         XCTAssertEqual(made.status, 0, made.stderr)

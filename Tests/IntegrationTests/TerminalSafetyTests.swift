@@ -3,20 +3,7 @@ import Foundation
 import XCTest
 
 /// What the model or another person writes never drives the terminal it is shown on.
-final class TerminalSafetyTests: XCTestCase {
-    var harness: Harness!
-    var tmux: Tmux!
-
-    override func setUpWithError() throws {
-        harness = try Harness()
-        tmux = Tmux(directory: harness.directory)
-    }
-
-    override func tearDown() {
-        tmux?.kill()
-        harness?.tearDown()
-    }
-
+final class TerminalSafetyTests: TmuxTestCase {
     /// A reply that tries to retitle the window (OSC 2) and colour the text (SGR).
     static let hostileReply = #"[[reply:\033]2;PWNED\007 plain \033[31mRED\033[0m]] [[chunk:2]]"#
 

@@ -133,3 +133,19 @@ extension Harness {
         ([Binaries.path("confab"), "--socket", socketPath] + arguments).map(Tmux.quoted).joined(separator: " ")
     }
 }
+
+/// A test of the real client in tmux panes, against a real confabd and the fake upstream.
+class TmuxTestCase: XCTestCase {
+    var harness: Harness!
+    var tmux: Tmux!
+
+    override func setUpWithError() throws {
+        harness = try Harness()
+        tmux = Tmux(directory: harness.directory)
+    }
+
+    override func tearDown() {
+        tmux?.kill()
+        harness?.tearDown()
+    }
+}
