@@ -26,6 +26,8 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CLibUV"], swiftSettings: strict),
         .target(name: "Curl", dependencies: ["CCurl", "EventLoop"], swiftSettings: strict),
         .target(name: "Posix", swiftSettings: strict),
+        // glibc's memmem and memrchr, for the search over conversation logs.
+        .target(name: "CBytes", cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])]),
         // toml++ (Debian's libtomlplusplus-dev, header-only here) behind a C API, and the
         // Swift module that turns its tree into values: the config's parser, without Foundation.
         .target(name: "CTOML", cxxSettings: [
@@ -47,7 +49,7 @@ let package = Package(
 
         // Daemon internals.
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
-        .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol"], swiftSettings: strict),
+        .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
         .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol"], swiftSettings: strict),
         .target(name: "Config", dependencies: ["TOML", "Broker", "Upstream", "Posix"], swiftSettings: strict),
 

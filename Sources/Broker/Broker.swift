@@ -46,6 +46,8 @@ public final class Broker {
     public var allowedUIDs: Set<UInt32>
     var conversations: [String: Conversation] = [:]
     var clients: [String: ClientSession] = [:]
+    /// `conversation.search` requests, the first one running (`Search.swift`).
+    var pendingSearches: [SearchJob] = []
     private var nextClientNumber = 1
     private let startedAt: UInt64
     private(set) var isStopping = false

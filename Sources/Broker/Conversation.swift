@@ -18,6 +18,7 @@ final class Conversation {
     var updated: Timestamp { log.updated }
     let model: String
     let system: String?
+    let forkedFrom: ForkOrigin?
     let log: ConversationLog
     /// Stored messages in id order, when in memory; the reply in flight is in `active`, not here.
     private(set) var messages: [Message] = []
@@ -55,6 +56,9 @@ final class Conversation {
         /// How the reply ended, while that final record is being made durable. Clients still
         /// see `message` (streaming) until the ending is announced.
         var ending: Message?
+        /// A continuation (`message.continue`) of a reply that stopped for length: the text it
+        /// already had (UTF-8 bytes) and the usage of the requests before, added at the end.
+        var continued: (bytes: Int, usage: Usage?)?
         /// The final record is being made durable; the reply can no longer be cancelled.
         var isFinishing: Bool { ending != nil }
         init(message: Message, request: ChatRequest, now: UInt64) {
@@ -80,6 +84,7 @@ final class Conversation {
         title = summary.title
         model = summary.header.model
         system = summary.header.system
+        forkedFrom = summary.header.forkedFrom
         self.log = log
     }
 
@@ -105,14 +110,18 @@ final class Conversation {
         // running it would answer out of order, so it is left.)
         let lastReply = messages.filter { $0.role == .assistant }.map(\.sequence).max() ?? 0
         let present = Set(messages.map(\.sequence))
-        queue = messages
+        // Regenerated replies recorded and never started are owed too, in id order.
+        let owedSends = messages
             .filter { $0.role == .user && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
-            .map { MessageID.make($0.sequence + 1) }
+            .map { $0.sequence + 1 }
+        let owed = replayed.owedReplies.compactMap(MessageID.sequence(of:))
+        queue = Set(owedSends + owed).sorted().map(MessageID.make)
+        nextSequence = max(nextSequence, (owed.max() ?? 0) + 1)
     }
 
     /// Nothing in flight, nobody attached, nothing waiting: its messages can leave memory.
     var isIdle: Bool {
-        contents == .inMemory && attached.isEmpty && active == nil && queue.isEmpty && sendsBeingStored == 0
+        contents == .inMemory && attached.isEmpty && active == nil && queue.isEmpty && sendsBeingStored == 0 && continuing == nil
             && waitingForMessages.isEmpty && !log.isSyncing && !isDeleted
     }
 
@@ -121,12 +130,14 @@ final class Conversation {
         precondition(isIdle)
         messages = []
         queue = []
+        continuing = nil
         contents = .onDisk
     }
 
     var info: ConversationInfo {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
-                         messageCount: contents == .inMemory ? messages.count : log.messageCount)
+                         messageCount: contents == .inMemory ? messages.count + (active?.continued == nil ? 0 : 1) : log.messageCount,
+                         forkedFrom: forkedFrom)
     }
 
     var queuedCount: Int { queue.count }
@@ -146,21 +157,56 @@ final class Conversation {
         return ids
     }
 
+    /// Reserves the id of a regenerated reply.
+    func reserveReply() -> String {
+        defer { nextSequence += 1 }
+        return MessageID.make(nextSequence)
+    }
+
+    /// Puts a message in its place by id, replacing the one with the same id (a continued reply).
     func insert(_ message: Message) {
         let sequence = message.sequence
-        if let last = messages.last, last.sequence > sequence {
-            let position = messages.firstIndex { $0.sequence > sequence }!
-            messages.insert(message, at: position)
+        if let last = messages.last, last.sequence >= sequence {
+            let position = messages.firstIndex { $0.sequence >= sequence }!
+            if messages[position].sequence == sequence {
+                messages[position] = message
+            } else {
+                messages.insert(message, at: position)
+            }
         } else {
             messages.append(message)
         }
+    }
+
+    func markSuperseded(_ id: String, by newer: String) {
+        guard let position = messages.firstIndex(where: { $0.id == id }) else { return }
+        messages[position].supersededBy = newer
+    }
+
+    /// The messages that make the conversation now: none that a newer one took the place of.
+    var current: [Message] { messages.filter { $0.supersededBy == nil } }
+
+    /// Nothing in flight, queued or being stored: history can be rewritten by adding records.
+    var isSettled: Bool { active == nil && queue.isEmpty && sendsBeingStored == 0 && continuing == nil }
+
+    /// A reply queued to be continued (`message.continue`): its id is in `queue`, and it leaves
+    /// `messages` when it starts, as any reply in flight is only in `active`.
+    var continuing: String?
+
+    /// Takes a stored reply out of `messages` to continue it.
+    func takeForContinuing(_ id: String) -> Message? {
+        guard let position = messages.firstIndex(where: { $0.id == id }) else { return nil }
+        return messages.remove(at: position)
     }
 
     func enqueueReply(_ id: String) { queue.append(id) }
 
     func takeNextReply() -> String? { queue.isEmpty ? nil : queue.removeFirst() }
 
-    func dropQueue() { queue = [] }
+    func dropQueue() {
+        queue = []
+        continuing = nil
+    }
 
     func begin(_ reply: ActiveReply) { active = reply }
 
@@ -179,7 +225,8 @@ final class Conversation {
         let limit = MessageID.sequence(of: reply) ?? Int.max
         var context: [ChatMessage] = []
         if let system, !system.isEmpty { context.append(ChatMessage(role: .system, content: system)) }
-        for message in messages where message.sequence < limit && (!message.content.isEmpty || message.role == .assistant) {
+        for message in messages where message.sequence < limit && message.supersededBy == nil
+            && (!message.content.isEmpty || message.role == .assistant) {
             if let last = context.last, last.role == message.role, message.role != .system {
                 let joined = [last.content, message.content].filter { !$0.isEmpty }.joined(separator: "\n\n")
                 context[context.count - 1] = ChatMessage(role: last.role, content: joined)

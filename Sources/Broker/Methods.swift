@@ -63,6 +63,19 @@ extension Broker {
             case .messageSend:
                 try refuseWhenStopping()
                 try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try send(c, params, client, respond) }
+            case .messageRegenerate:
+                try refuseWhenStopping()
+                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try regenerate(c, client, respond) }
+            case .messageEdit:
+                try refuseWhenStopping()
+                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try edit(c, params, client, respond) }
+            case .messageContinue:
+                try refuseWhenStopping()
+                try on(params, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try continueReply(c, client))) }
+            case .conversationFork:
+                try refuseWhenStopping()
+                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try fork(c, params, client, respond) }
+            case .conversationSearch: try search(params, later())
             case .generationCancel:
                 try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
             }
@@ -112,14 +125,14 @@ extension Broker {
         return conversation
     }
 
-    private func title(_ value: String) throws(RPCError) -> String {
+    func title(_ value: String) throws(RPCError) -> String {
         guard !value.isEmpty, value.count <= 200, !value.contains(where: { $0.isNewline }) else {
             throw .invalidParams("parameter \"title\" must be 1 to 200 characters on one line")
         }
         return value
     }
 
-    private func refuseWhenStopping() throws(RPCError) {
+    func refuseWhenStopping() throws(RPCError) {
         if isStopping { throw RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down") }
     }
 

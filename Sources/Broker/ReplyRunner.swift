@@ -39,24 +39,42 @@ final class ReplyRunner {
             return
         }
         guard let replyID = conversation.takeNextReply() else { return }
-        let message = Message(id: replyID, conversation: conversation.id, role: .assistant, content: "", status: .streaming,
+        var message = Message(id: replyID, conversation: conversation.id, role: .assistant, content: "", status: .streaming,
                               created: .now(), model: conversation.model)
+        var continued: (bytes: Int, usage: Usage?)?
+        if conversation.continuing == replyID {
+            conversation.continuing = nil
+            // The reply leaves the stored messages while it streams, as every reply in flight does,
+            // and keeps its id, time and text: what streams now is appended to it.
+            guard let stored = conversation.takeForContinuing(replyID) else { return startNext(in: conversation) }
+            message = stored
+            message.status = .streaming
+            message.finishReason = nil
+            message.error = nil
+            message.usage = nil
+            message.model = conversation.model
+            continued = (stored.content.utf8.count, stored.usage)
+        }
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
         request.temperature = upstream.config.temperature
         request.maxTokens = upstream.config.maxTokens
+        if continued != nil { request.continuing = message.content }
         let reply = Conversation.ActiveReply(message: message, request: request, now: loop.now)
+        reply.continued = continued
         conversation.begin(reply)
         activeReplies += 1
+        // A continuation is announced as such: clients already show its text and append to it.
+        let announcement: RPCNotification = continued == nil ? .messageCreated : .messageContinued
         do {
             try conversation.log.write([.replyStarted(message)])
         } catch {
             logger.error("conversation=\(conversation.id) cannot store reply start: \(error)")
-            conversation.broadcast(.messageCreated, ["message": message.json])
+            conversation.broadcast(announcement, ["message": message.json])
             finish(in: conversation, status: .failed, error: MessageError(code: .storage, message: "cannot write the log: \(error)"))
             return
         }
-        conversation.broadcast(.messageCreated, ["message": message.json])
-        logger.info("conversation=\(conversation.id) reply=\(replyID) started model=\(conversation.model) context=\(request.messages.count)")
+        conversation.broadcast(announcement, ["message": message.json])
+        logger.info("conversation=\(conversation.id) reply=\(replyID) \(continued == nil ? "started" : "continued") model=\(conversation.model) context=\(request.messages.count)")
         askUpstream(for: reply, in: conversation)
     }
 
@@ -93,7 +111,7 @@ final class ReplyRunner {
                     return
                 }
                 reply.message.finishReason = finishReason
-                reply.message.usage = usage ?? estimatedUsage(of: reply)
+                reply.message.usage = Usage.sum(reply.continued?.usage, usage ?? estimatedUsage(of: reply))
                 finish(in: conversation, status: error == nil ? .complete : .failed, error: error)
             }
         }
@@ -102,8 +120,11 @@ final class ReplyRunner {
     /// A reply that got text but no usage from the upstream (llama.cpp's server sends none even
     /// when asked) gets an estimate, marked as such, so token totals still add up.
     private func estimatedUsage(of reply: Conversation.ActiveReply) -> Usage? {
-        guard !reply.message.content.isEmpty else { return nil }
-        return Usage.estimate(prompt: reply.request.messages.map(\.content), completion: reply.message.content)
+        // A continuation's own completion is the text after what it started with.
+        let completion = reply.continued.map { String(decoding: reply.message.content.utf8.dropFirst($0.bytes), as: UTF8.self) }
+            ?? reply.message.content
+        guard !completion.isEmpty else { return nil }
+        return Usage.estimate(prompt: reply.request.chatMessages.map(\.content), completion: completion)
     }
 
     /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.

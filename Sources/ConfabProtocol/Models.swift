@@ -164,6 +164,15 @@ public struct Usage: Equatable, Sendable {
                      totalTokens: promptTokens + completionTokens, isEstimated: true)
     }
 
+    /// The usage of a reply made in several requests (a continued one); nil when neither
+    /// says anything, estimated when either part was.
+    public static func sum(_ a: Usage?, _ b: Usage?) -> Usage? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return Usage(promptTokens: a.promptTokens + b.promptTokens, completionTokens: a.completionTokens + b.completionTokens,
+                     totalTokens: a.totalTokens + b.totalTokens, isEstimated: a.isEstimated || b.isEstimated)
+    }
+
     public var json: JSON {
         var members: [String: JSON] = ["prompt_tokens": .int(promptTokens), "completion_tokens": .int(completionTokens),
                                        "total_tokens": .int(totalTokens)]
@@ -216,10 +225,13 @@ public struct Message: Equatable, Sendable {
     public var finishReason: String?
     public var usage: Usage?
     public var error: MessageError?
+    /// A newer message took this one's place (a regenerated reply, an edited message and
+    /// the replies to it): it stays in the history and is left out of the model's context.
+    public var supersededBy: String?
 
     public init(id: String, conversation: String, role: Role, content: String, status: MessageStatus,
                 created: Timestamp, author: Author? = nil, model: String? = nil, finishReason: String? = nil,
-                usage: Usage? = nil, error: MessageError? = nil) {
+                usage: Usage? = nil, error: MessageError? = nil, supersededBy: String? = nil) {
         self.id = id
         self.conversation = conversation
         self.role = role
@@ -231,6 +243,7 @@ public struct Message: Equatable, Sendable {
         self.finishReason = finishReason
         self.usage = usage
         self.error = error
+        self.supersededBy = supersededBy
     }
 
     public var sequence: Int { MessageID.sequence(of: id) ?? 0 }
@@ -245,6 +258,7 @@ public struct Message: Equatable, Sendable {
         if let finishReason { object["finish_reason"] = .string(finishReason) }
         if let usage { object["usage"] = usage.json }
         if let error { object["error"] = error.json }
+        if let supersededBy { object["superseded_by"] = .string(supersededBy) }
         return .object(object)
     }
 
@@ -258,7 +272,26 @@ public struct Message: Equatable, Sendable {
         self.init(id: id, conversation: conversation, role: role, content: content, status: status, created: created,
                   author: json["author"].flatMap(Author.init(json:)), model: json["model"]?.string,
                   finishReason: json["finish_reason"]?.string, usage: json["usage"].flatMap(Usage.init(json:)),
-                  error: json["error"].flatMap(MessageError.init(json:)))
+                  error: json["error"].flatMap(MessageError.init(json:)),
+                  supersededBy: json["superseded_by"]?.string.flatMap { MessageID.sequence(of: $0) == nil ? nil : $0 })
+    }
+}
+
+/// Where a forked conversation came from: the conversation and the last message copied.
+public struct ForkOrigin: Equatable, Sendable {
+    public var conversation: String
+    public var message: String
+
+    public init(conversation: String, message: String) {
+        self.conversation = conversation
+        self.message = message
+    }
+
+    public var json: JSON { ["conversation": .string(conversation), "message": .string(message)] }
+
+    public init?(json: JSON) {
+        guard let conversation = json["conversation"]?.string, let message = json["message"]?.string else { return nil }
+        self.init(conversation: conversation, message: message)
     }
 }
 
@@ -270,8 +303,10 @@ public struct ConversationInfo: Equatable, Sendable {
     public var model: String
     public var system: String?
     public var messageCount: Int
+    public var forkedFrom: ForkOrigin?
 
-    public init(id: String, title: String, created: Timestamp, updated: Timestamp, model: String, system: String?, messageCount: Int) {
+    public init(id: String, title: String, created: Timestamp, updated: Timestamp, model: String, system: String?, messageCount: Int,
+                forkedFrom: ForkOrigin? = nil) {
         self.id = id
         self.title = title
         self.created = created
@@ -279,6 +314,7 @@ public struct ConversationInfo: Equatable, Sendable {
         self.model = model
         self.system = system
         self.messageCount = messageCount
+        self.forkedFrom = forkedFrom
     }
 
     public var json: JSON {
@@ -287,6 +323,7 @@ public struct ConversationInfo: Equatable, Sendable {
             "updated": .string(updated.description), "model": .string(model), "message_count": .int(messageCount),
         ]
         if let system { object["system"] = .string(system) }
+        if let forkedFrom { object["forked_from"] = forkedFrom.json }
         return .object(object)
     }
 
@@ -297,7 +334,8 @@ public struct ConversationInfo: Equatable, Sendable {
               let model = json["model"]?.string
         else { return nil }
         self.init(id: id, title: title, created: created, updated: updated, model: model,
-                  system: json["system"]?.string, messageCount: json["message_count"]?.int ?? 0)
+                  system: json["system"]?.string, messageCount: json["message_count"]?.int ?? 0,
+                  forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:)))
     }
 }
 

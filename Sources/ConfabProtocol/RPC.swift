@@ -28,9 +28,13 @@ public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
     public static let limitReached = -32004
     /// The daemon is shutting down and takes no new work.
     public static let shuttingDown = -32005
+    /// The conversation is not in a state the method needs (a reply in flight, nothing to
+    /// regenerate or continue, an edit of a message that is not the last one).
+    public static let conflict = -32006
 
     public static func invalidParams(_ message: String) -> RPCError { RPCError(code: invalidParams, message: message) }
     public static func notFound(_ message: String) -> RPCError { RPCError(code: notFound, message: message) }
+    public static func conflict(_ message: String) -> RPCError { RPCError(code: conflict, message: message) }
 
     public var json: JSON {
         var object: [String: JSON] = ["code": .int(code), "message": .string(message)]

@@ -15,6 +15,11 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case conversationHistory = "conversation.history"
     case messageSend = "message.send"
     case generationCancel = "generation.cancel"
+    case messageRegenerate = "message.regenerate"
+    case messageEdit = "message.edit"
+    case messageContinue = "message.continue"
+    case conversationFork = "conversation.fork"
+    case conversationSearch = "conversation.search"
 }
 
 /// A notification the daemon sends.
@@ -24,6 +29,8 @@ public enum RPCNotification: String, CaseIterable, Sendable {
     case messageCompleted = "message.completed"
     case messageRetrying = "message.retrying"
     case messageFailed = "message.failed"
+    case messageSuperseded = "message.superseded"
+    case messageContinued = "message.continued"
     case generationCancelled = "generation.cancelled"
     case conversationUpdated = "conversation.updated"
     case conversationDeleted = "conversation.deleted"

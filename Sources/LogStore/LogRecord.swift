@@ -15,6 +15,10 @@ public enum LogRecord: Equatable, Sendable {
     /// A reply ended: complete, cancelled, failed or interrupted, with its full text.
     case replyFinished(Message)
     case title(String)
+    /// A newer message takes this one's place: a regenerated reply (`by` is the new reply,
+    /// which may not have started yet: it is then owed), or an edited user message and the
+    /// replies to it (`by` is the new user message, written in the same append).
+    case superseded(message: String, by: String)
 
     public static let formatVersion = 1
 
@@ -25,11 +29,13 @@ public enum LogRecord: Equatable, Sendable {
             object = ["type": "conversation", "id": .string(header.id), "created": .string(header.created.description),
                       "title": .string(header.title), "model": .string(header.model)]
             if let system = header.system { object["system"] = .string(system) }
+            if let forkedFrom = header.forkedFrom { object["forked_from"] = forkedFrom.json }
         case .message(let message): object = ["type": "message", "message": message.json]
         case .replyStarted(let message): object = ["type": "reply.started", "message": message.json]
         case .replyText(let id, let content): object = ["type": "reply.text", "message": .string(id), "content": .string(content)]
         case .replyFinished(let message): object = ["type": "reply.finished", "message": message.json]
         case .title(let title): object = ["type": "title", "title": .string(title)]
+        case .superseded(let id, let by): object = ["type": "superseded", "message": .string(id), "by": .string(by)]
         }
         object["v"] = .int(Self.formatVersion)
         object["at"] = .string(time.description)
@@ -43,7 +49,8 @@ public enum LogRecord: Equatable, Sendable {
         case "conversation":
             guard let id = json["id"]?.string, let created = json["created"]?.string.flatMap(Timestamp.init(rfc3339:)),
                   let title = json["title"]?.string, let model = json["model"]?.string else { return nil }
-            self = .header(ConversationHeader(id: id, created: created, title: title, model: model, system: json["system"]?.string))
+            self = .header(ConversationHeader(id: id, created: created, title: title, model: model, system: json["system"]?.string,
+                                              forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:))))
         case "message":
             guard let message = json["message"].flatMap(Message.init(json:)) else { return nil }
             self = .message(message)
@@ -59,6 +66,10 @@ public enum LogRecord: Equatable, Sendable {
         case "title":
             guard let title = json["title"]?.string else { return nil }
             self = .title(title)
+        case "superseded":
+            guard let id = json["message"]?.string, MessageID.sequence(of: id) != nil,
+                  let by = json["by"]?.string, MessageID.sequence(of: by) != nil else { return nil }
+            self = .superseded(message: id, by: by)
         default:
             return nil
         }
@@ -71,13 +82,15 @@ public struct ConversationHeader: Equatable, Sendable {
     public var title: String
     public var model: String
     public var system: String?
+    public var forkedFrom: ForkOrigin?
 
-    public init(id: String, created: Timestamp, title: String, model: String, system: String?) {
+    public init(id: String, created: Timestamp, title: String, model: String, system: String?, forkedFrom: ForkOrigin? = nil) {
         self.id = id
         self.created = created
         self.title = title
         self.model = model
         self.system = system
+        self.forkedFrom = forkedFrom
     }
 }
 
@@ -90,6 +103,8 @@ public struct ReplayedConversation: Sendable {
     public var messages: [Message]
     /// Replies that started and never finished (the daemon died): now `interrupted`.
     public var interruptedReplies: [Message]
+    /// Regenerated replies recorded (`superseded` … `by`) that never started: they are owed.
+    public var owedReplies: [String] = []
     /// The same records folded for the conversation list.
     public var summary: LogSummary
 }
@@ -102,9 +117,15 @@ public enum Replay {
                                          summary: LogSummary(header: header))
         var index: [String: Int] = [:]
         var unfinished: Set<String> = []
+        var owed: Set<String> = []
         func upsert(_ message: Message) {
+            owed.remove(message.id)
             if let position = index[message.id] {
+                // A record rewriting a message (a reply's ending, a continuation's start) does
+                // not carry what later records said of it.
+                let supersededBy = state.messages[position].supersededBy
                 state.messages[position] = message
+                if state.messages[position].supersededBy == nil { state.messages[position].supersededBy = supersededBy }
             } else {
                 index[message.id] = state.messages.count
                 state.messages.append(message)
@@ -125,6 +146,9 @@ public enum Replay {
                 upsert(message)
                 unfinished.remove(message.id)
             case .title(let title): state.title = title
+            case .superseded(let id, let by):
+                if let position = index[id] { state.messages[position].supersededBy = by }
+                if index[by] == nil { owed.insert(by) }
             }
         }
         for id in unfinished {
@@ -133,6 +157,7 @@ public enum Replay {
             state.interruptedReplies.append(state.messages[position])
         }
         state.messages.sort { $0.sequence < $1.sequence }
+        state.owedReplies = owed.sorted { (MessageID.sequence(of: $0) ?? 0) < (MessageID.sequence(of: $1) ?? 0) }
         state.interruptedReplies.sort { $0.sequence < $1.sequence }
         return state
     }

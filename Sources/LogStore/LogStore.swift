@@ -238,8 +238,10 @@ public final class LogStore {
         return conversationsDirectory + "/" + id + ".jsonl"
     }
 
-    /// Creates a new log holding just its header, durable (file and directory entry) before `done`.
-    public func create(_ header: ConversationHeader, done: @escaping (Result<ConversationLog, StoreError>) -> Void) {
+    /// Creates a new log holding its header and `records` (a fork's copied messages), durable
+    /// (file and directory entry) before `done`: all of it or, on failure, no file at all.
+    public func create(_ header: ConversationHeader, records: [LogRecord] = [],
+                       done: @escaping (Result<ConversationLog, StoreError>) -> Void) {
         let path = path(of: header.id)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
@@ -249,7 +251,7 @@ public final class LogStore {
         let log = ConversationLog(id: header.id, path: path, fd: fd, size: 0, summary: LogSummary(header: header),
                                   loop: loop, syncEnabled: syncEnabled)
         do {
-            try log.write([.header(header)], at: header.created)
+            try log.write([.header(header)] + records, at: header.created)
         } catch {
             log.close()
             unlink(path)
@@ -620,7 +622,7 @@ public final class LogStore {
     /// Each entry is an array in this order (cheaper to read than an object: no keys to hash),
     /// and the first line names the fields, so the file still reads on its own with `jq`.
     static let indexFields: [String] = ["id", "size", "inode", "mtime_ns", "created_ms", "model", "header_title", "title",
-                                        "updated_ms", "message_count", "resume", "system"]
+                                        "updated_ms", "message_count", "resume", "system", "forked_from"]
     static let indexFormat: JSON = ["type": "confab-index", "v": 1, "fields": .array(indexFields.map(JSON.string))]
 
     static func encode(_ entry: IndexEntry) -> JSON {
@@ -631,6 +633,7 @@ public final class LogStore {
             .string(summary.header.model), .string(summary.header.title), .string(summary.title),
             .int(Int(summary.updated.milliseconds)), .int(summary.messageCount), .bool(summary.needsResume),
             summary.header.system.map(JSON.string) ?? .null,
+            summary.header.forkedFrom?.json ?? .null,
         ])
     }
 
@@ -645,7 +648,13 @@ public final class LogStore {
             guard let text = fields[11].string else { return nil }
             system = text
         }
-        let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model, system: system)
+        var forkedFrom: ForkOrigin?
+        if fields[12] != .null {
+            guard let origin = ForkOrigin(json: fields[12]) else { return nil }
+            forkedFrom = origin
+        }
+        let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model,
+                                        system: system, forkedFrom: forkedFrom)
         return IndexEntry(identity: FileIdentity(size: Int64(size), inode: UInt64(truncatingIfNeeded: inode), modifiedNanoseconds: Int64(modified)),
                           summary: LogSummary(header: header, title: title, updated: Timestamp(milliseconds: Int64(updated)),
                                               messageCount: count, needsResume: resume))

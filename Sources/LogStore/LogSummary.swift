@@ -22,6 +22,8 @@ public struct LogSummary: Equatable, Sendable {
         var lastReply = 0
         /// User messages after the last reply: their replies never started.
         var sendsAfterLastReply: [Int] = []
+        /// Regenerated replies recorded and not started yet.
+        var owedReplies: Set<String> = []
     }
 
     /// A log holding only its header.
@@ -58,14 +60,17 @@ public struct LogSummary: Equatable, Sendable {
         case .replyFinished(let message):
             Self.note(message, in: &fold)
             fold.unfinishedReplies.remove(message.id)
+        case .superseded(_, let by):
+            if !fold.messages.contains(by) { fold.owedReplies.insert(by) }
         }
         messageCount = fold.messages.count
-        needsResume = !fold.unfinishedReplies.isEmpty || !fold.sendsAfterLastReply.isEmpty
+        needsResume = !fold.unfinishedReplies.isEmpty || !fold.sendsAfterLastReply.isEmpty || !fold.owedReplies.isEmpty
         self.fold = fold
     }
 
     private static func note(_ message: Message, in fold: inout Fold) {
         fold.messages.insert(message.id)
+        fold.owedReplies.remove(message.id)
         let sequence = message.sequence
         if message.role == .assistant {
             if sequence > fold.lastReply {

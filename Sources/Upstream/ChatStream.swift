@@ -130,12 +130,28 @@ public struct ChatRequest: Equatable, Sendable {
     public var temperature: Double?
     /// Sent as `max_tokens`.
     public var maxTokens: Int?
+    /// The text of a reply that stopped for length and is to be continued (`message.continue`).
+    /// Chat completions have no way to extend a final assistant turn, so the chat body sends it
+    /// as an assistant turn followed by `continuationInstruction` as a user turn; what streams
+    /// back is appended to the same reply.
+    public var continuing: String?
 
-    public init(model: String, messages: [ChatMessage], temperature: Double? = nil, maxTokens: Int? = nil) {
+    public static let continuationInstruction =
+        "Continue your last answer exactly where it stopped, without repeating anything and without any preamble."
+
+    public init(model: String, messages: [ChatMessage], temperature: Double? = nil, maxTokens: Int? = nil, continuing: String? = nil) {
         self.model = model
         self.messages = messages
         self.temperature = temperature
         self.maxTokens = maxTokens
+        self.continuing = continuing
+    }
+
+    /// The turns a chat-completions body carries: the context, and for a continuation the
+    /// reply so far and the instruction to go on.
+    public var chatMessages: [ChatMessage] {
+        guard let continuing else { return messages }
+        return messages + [ChatMessage(role: .assistant, content: continuing), ChatMessage(role: .user, content: Self.continuationInstruction)]
     }
 
     /// The JSON body for `POST {base}/chat/completions`:
@@ -144,6 +160,7 @@ public struct ChatRequest: Equatable, Sendable {
     /// Compact, UTF-8.
     public func jsonBody() -> [UInt8] {
         var out: [UInt8] = []
+        let messages = chatMessages
         out.reserveCapacity(128 + model.utf8.count + messages.reduce(0) { $0 + $1.content.utf8.count + 32 })
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(model, into: &out)

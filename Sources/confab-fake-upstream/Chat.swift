@@ -21,6 +21,7 @@ struct Script {
     var noDone = false
     var noUsage = false
     var noFinish = false
+    var finishReason = "stop"
     var eol = "\n"
     var split: Int?
     var slowHeadersMs: Int?
@@ -50,6 +51,7 @@ struct Script {
             case "no-done": noDone = true
             case "no-usage": noUsage = true
             case "no-finish": noFinish = true
+            case "finish": if let value, !value.isEmpty { finishReason = value }
             case "crlf": eol = "\r\n"
             case "cr": eol = "\r"
             case "split": if let n = number, n >= 1 { split = n }
@@ -325,7 +327,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
             ("choices", .array([.object([
                 ("index", .int(0)),
                 ("message", .object([("role", .string("assistant")), ("content", .string(replyText))])),
-                ("finish_reason", .string("stop")),
+                ("finish_reason", .string(script.finishReason)),
             ])])),
             ("usage", usage),
         ])
@@ -425,7 +427,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         index += 1
     }
     if !script.noFinish {
-        guard writer.write(chunk(choices: [choice(delta: [], finish: .string("stop"))])) else { return false }
+        guard writer.write(chunk(choices: [choice(delta: [], finish: .string(script.finishReason))])) else { return false }
     }
     if includeUsage && !script.noUsage {
         guard writer.write(chunk(choices: [], usage: usage)) else { return false }

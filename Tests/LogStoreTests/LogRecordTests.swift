@@ -60,8 +60,14 @@ final class LogRecordTests: XCTestCase {
             .replyFinished(Fixture.reply(6, "cut", status: .interrupted)),
             .replyFinished(Fixture.reply(8, "stop", status: .cancelled)),
             .title("renamed 🎉"),
+            .superseded(message: "m2", by: "m5"),
+            .header(ConversationHeader(id: Fixture.conversation, created: Fixture.created, title: "fork", model: "m", system: nil,
+                                       forkedFrom: ForkOrigin(conversation: "abcdefghjkmn", message: "m4"))),
         ]
         for record in cases { try roundTrip(record) }
+        var superseded = Fixture.reply(2, "old", status: .complete)
+        superseded.supersededBy = "m3"
+        try roundTrip(.replyFinished(superseded))
     }
 
     func testTypeNames() {
@@ -262,5 +268,42 @@ final class ReplayTests: XCTestCase {
     func testRepeatedMessageIdIsReplacedNotDuplicated() throws {
         let state = try XCTUnwrap(fold([.message(Fixture.user(1, "old")), .message(Fixture.user(1, "new"))]))
         XCTAssertEqual(state.messages, [Fixture.user(1, "new")])
+    }
+
+    func testSupersededMarksTheMessageAndKeepsItThroughALaterRewriteOfIt() throws {
+        let state = try XCTUnwrap(fold([
+            .message(Fixture.user(1, "q")), .replyFinished(Fixture.reply(2, "old", status: .complete)),
+            .superseded(message: "m2", by: "m3"),
+            .replyStarted(Fixture.reply(3, "", status: .streaming)), .replyFinished(Fixture.reply(3, "new", status: .complete)),
+            .replyStarted(Fixture.reply(2, "old", status: .streaming)), .replyFinished(Fixture.reply(2, "old, longer", status: .complete)),
+        ]))
+        XCTAssertEqual(state.messages.map(\.supersededBy), [nil, "m3", nil])
+        XCTAssertEqual(state.messages[1].content, "old, longer")
+        XCTAssertEqual(state.owedReplies, [])
+    }
+
+    func testARegeneratedReplyThatNeverStartedIsOwedAndTheSummaryAsksForAResume() throws {
+        let records: [LogRecord] = [
+            .message(Fixture.user(1, "q")), .replyFinished(Fixture.reply(2, "old", status: .complete)),
+            .superseded(message: "m2", by: "m5"),
+        ]
+        let state = try XCTUnwrap(fold(records))
+        XCTAssertEqual(state.owedReplies, ["m5"])
+        XCTAssertTrue(state.summary.needsResume)
+        let started = try XCTUnwrap(fold(records + [.replyStarted(Fixture.reply(5, "", status: .streaming)),
+                                                     .replyFinished(Fixture.reply(5, "new", status: .complete))]))
+        XCTAssertEqual(started.owedReplies, [])
+        XCTAssertFalse(started.summary.needsResume)
+        XCTAssertEqual(started.summary.messageCount, 3)
+    }
+
+    func testAnEditSupersedesWithAMessageWrittenInTheSameAppendSoNothingIsOwed() throws {
+        let state = try XCTUnwrap(fold([
+            .message(Fixture.user(1, "q")), .replyFinished(Fixture.reply(2, "a", status: .complete)),
+            .superseded(message: "m1", by: "m3"), .superseded(message: "m2", by: "m3"), .message(Fixture.user(3, "q2")),
+        ]))
+        XCTAssertEqual(state.owedReplies, [])
+        XCTAssertEqual(state.messages.map(\.supersededBy), ["m3", "m3", nil])
+        XCTAssertTrue(state.summary.needsResume, "the new message's reply never started")
     }
 }

@@ -1,0 +1,164 @@
+import ConfabProtocol
+import LogStore
+
+/// Methods that change a conversation's course without rewriting its log: a regenerated reply,
+/// an edited last message, a continued reply and a fork. Each adds records (`superseded`, a new
+/// message, a new log); what came before stays in the history.
+extension Broker {
+    /// `message.regenerate`: a new reply to the last user message; the reply it replaces stays,
+    /// marked `superseded_by` the new one, and leaves the model's context.
+    func regenerate(_ conversation: Conversation, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        try refuseUnlessSettled(conversation, doing: "regenerate")
+        let current = conversation.current
+        guard let question = current.last(where: { $0.role == .user }),
+              let previous = current.last(where: { $0.role == .assistant && $0.sequence > question.sequence })
+        else { throw .conflict("nothing to regenerate: the last message has no reply yet") }
+        let replyID = conversation.reserveReply()
+        conversation.sendsBeingStored += 1
+        conversation.log.append([.superseded(message: previous.id, by: replyID)]) { [unowned self] error in
+            conversation.sendsBeingStored -= 1
+            if let error {
+                logger.error("conversation=\(conversation.id) cannot store regenerate: \(error)")
+                return respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, nothing was regenerated: \(error)")))
+            }
+            guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
+            conversation.markSuperseded(previous.id, by: replyID)
+            logger.info("conversation=\(conversation.id) reply=\(previous.id) regenerated as \(replyID) client=\(client.id)")
+            respond(.success(["reply": .string(replyID), "replaces": .string(previous.id)]))
+            conversation.broadcast(.messageSuperseded, ["message": .string(previous.id), "by": .string(replyID)])
+            conversation.enqueueReply(replyID)
+            replies.startNext(in: conversation)
+        }
+    }
+
+    /// `message.edit`: the last user message, changed, is stored as a new message that
+    /// supersedes it and the replies to it; then it is answered as a send is.
+    func edit(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        let id = try params.string("message")
+        guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
+        let content = try params.string("content")
+        guard content.contains(where: { !$0.isWhitespace }) else { throw .invalidParams("parameter \"content\" must not be empty") }
+        guard let original = conversation.messages.first(where: { $0.id == id }) else {
+            throw .notFound("no message \(id) in conversation \(conversation.id)")
+        }
+        guard original.role == .user else { throw .invalidParams("message \(id) is a reply: only your own messages can be edited") }
+        let current = conversation.current
+        guard original.supersededBy == nil, current.last(where: { $0.role == .user })?.id == id else {
+            throw .conflict("only the last message can be edited; to change an earlier one, fork the conversation "
+                + "before it (conversation.fork with at: the message before \(id)) and send the new text there")
+        }
+        try refuseUnlessSettled(conversation, doing: "edit a message")
+        let replaced = current.filter { $0.role == .assistant && $0.sequence > original.sequence }
+        let ids = conversation.reserveSend()
+        let message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
+                              status: .complete, created: .now(), author: client.author())
+        let superseded = [original] + replaced
+        conversation.sendsBeingStored += 1
+        conversation.log.append(superseded.map { .superseded(message: $0.id, by: ids.message) } + [.message(message)]) { [unowned self] error in
+            conversation.sendsBeingStored -= 1
+            if let error {
+                logger.error("conversation=\(conversation.id) cannot store edit: \(error)")
+                return respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, the message was not changed: \(error)")))
+            }
+            guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
+            for old in superseded { conversation.markSuperseded(old.id, by: ids.message) }
+            conversation.insert(message)
+            logger.info("conversation=\(conversation.id) message=\(id) edited as \(ids.message) client=\(client.id)")
+            respond(.success(["message": message.json, "reply": .string(ids.reply), "replaces": .string(id)]))
+            for old in superseded {
+                conversation.broadcast(.messageSuperseded, ["message": .string(old.id), "by": .string(ids.message)])
+            }
+            conversation.broadcast(.messageCreated, ["message": message.json])
+            conversation.enqueueReply(ids.reply)
+            replies.startNext(in: conversation)
+        }
+    }
+
+    /// `message.continue`: the last reply, cut off by the model's length limit, goes on in the
+    /// same message.
+    func continueReply(_ conversation: Conversation, _ client: ClientSession) throws(RPCError) -> JSON {
+        try refuseUnlessSettled(conversation, doing: "continue a reply")
+        guard let last = conversation.current.last, last.role == .assistant else {
+            throw .conflict("nothing to continue: the last message is not a reply")
+        }
+        guard last.finishReason == "length" else {
+            throw .conflict("nothing to continue: the last reply ended with finish_reason \(last.finishReason ?? "none") "
+                + "(only one cut off for length, finish_reason \"length\", can be continued)")
+        }
+        conversation.continuing = last.id
+        conversation.enqueueReply(last.id)
+        logger.info("conversation=\(conversation.id) reply=\(last.id) to be continued client=\(client.id)")
+        replies.startNext(in: conversation)
+        return ["reply": .string(last.id)]
+    }
+
+    /// `conversation.fork`: a new conversation holding a copy of this one's messages up to and
+    /// including `at` (default: all), renumbered from `m1`. A copy that ends with your message is
+    /// answered, as a send would be.
+    func fork(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        try refuseWhenStopping()
+        var at: Message?
+        if let id = try params.optionalString("at") {
+            guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"at\" is not a message id") }
+            guard let message = conversation.messages.first(where: { $0.id == id }) else {
+                throw .notFound("no message \(id) in conversation \(conversation.id)")
+            }
+            at = message
+        }
+        let copied = Self.forkedHistory(conversation.messages, at: at)
+        guard let last = copied.last else { throw .conflict("nothing to fork: the conversation has no stored messages yet") }
+        var title = String(("fork of " + conversation.title).prefix(200))
+        if let given = try params.optionalString("title") { title = try self.title(given) }
+        var id = ConversationID.make()
+        while conversations[id] != nil { id = ConversationID.make() }
+        let origin = ForkOrigin(conversation: conversation.id, message: last.id)
+        let header = ConversationHeader(id: id, created: .now(), title: title, model: conversation.model,
+                                        system: conversation.system, forkedFrom: origin)
+        let messages = copied.enumerated().map { index, original in
+            var message = original
+            message.id = MessageID.make(index + 1)
+            message.conversation = id
+            message.supersededBy = nil
+            return message
+        }
+        store.create(header, records: messages.map { $0.role == .user ? .message($0) : .replyFinished($0) }) { [unowned self] result in
+            switch result {
+            case .success(let log):
+                let fork = Conversation(log: log)
+                var replayed = ReplayedConversation(new: header)
+                replayed.messages = messages
+                fork.take(replayed)
+                fork.lastUsed = loop.now
+                conversations[id] = fork
+                logger.info("conversation=\(id) forked from \(conversation.id) at \(last.id) messages=\(messages.count) client=\(client.id)")
+                var result: [String: JSON] = ["conversation": fork.info.json]
+                if let reply = fork.queue.first { result["reply"] = .string(reply) }
+                respond(.success(.object(result)))
+                replies.startNext(in: fork)
+            case .failure(let error):
+                logger.error("conversation=\(id) client=\(client.id) cannot fork \(conversation.id): \(error)")
+                respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
+            }
+        }
+    }
+
+    /// The conversation as it stood at `at`: every message up to it that nothing before it had
+    /// replaced, and `at` itself even when something later did (forking an earlier version of a
+    /// reply keeps that version).
+    static func forkedHistory(_ messages: [Message], at: Message?) -> [Message] {
+        guard let at else { return messages.filter { $0.supersededBy == nil } }
+        return messages.filter { message in
+            guard message.sequence <= at.sequence else { return false }
+            if message.id == at.id { return true }
+            guard let newer = message.supersededBy.flatMap(MessageID.sequence(of:)) else { return true }
+            return newer > at.sequence
+        }
+    }
+
+    private func refuseUnlessSettled(_ conversation: Conversation, doing what: String) throws(RPCError) {
+        try refuseWhenStopping()
+        guard conversation.isSettled else {
+            throw .conflict("cannot \(what) while a reply is in progress or queued: wait for it or cancel it (generation.cancel)")
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import ConfabProtocol
+import Foundation
+import XCTest
+
+/// `conversation.search` and `confab search` against the real daemon.
+final class SearchTests: XCTestCase {
+    var harness: Harness!
+
+    override func setUpWithError() throws { harness = try Harness() }
+    override func tearDown() { harness?.tearDown() }
+
+    private func send(_ client: RPCClient, _ id: String, _ text: String) throws {
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": .string(text)])
+        _ = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
+    }
+
+    func testFindsMessagesAcrossConversationsNewestFirstWithTitlesAndSnippets() throws {
+        let client = try harness.client()
+        let first = try harness.createConversation(client, title: "database")
+        let second = try harness.createConversation(client, title: "kitchen")
+        try client.call("conversation.attach", ["conversation": .string(first)])
+        try client.call("conversation.attach", ["conversation": .string(second)])
+        try send(client, first, "how do I tune the Write-Ahead Log? [[reply:Set wal_level and checkpoints.]]")
+        try send(client, second, "a recipe [[reply:Bread: flour, water, salt. Nothing about a write-ahead log.]]")
+        try send(client, first, "[[reply:unrelated]] thanks")
+
+        let hits = try XCTUnwrap(client.call("conversation.search", ["query": "write-ahead LOG"])["hits"]?.array)
+        XCTAssertEqual(hits.map { "\($0["conversation"]?.string == second ? "kitchen" : "database") \($0["message"]?.string ?? "") \($0["role"]?.string ?? "")" },
+                       ["kitchen m2 assistant", "kitchen m1 user", "database m1 user"], "the fake's directives are in the questions too")
+        XCTAssertEqual(hits.first?["title"]?.string, "kitchen")
+        let snippet = try XCTUnwrap(hits.first?["snippet"]?.string)
+        XCTAssertTrue(snippet.hasPrefix("…ad: flour") && snippet.hasSuffix("Nothing about a write-ahead log."), snippet)
+        XCTAssertNotNil(hits.first?["created"]?.string.flatMap(Timestamp.init(rfc3339:)))
+
+        // Every word, in any order.
+        let words = try XCTUnwrap(client.call("conversation.search", ["query": "checkpoints WAL_LEVEL"])["hits"]?.array)
+        XCTAssertEqual(words.compactMap { $0["message"]?.string }, ["m2", "m1"])
+        // One conversation, and a limit.
+        let scoped = try XCTUnwrap(client.call("conversation.search", ["query": "log", "conversation": .string(first)])["hits"]?.array)
+        XCTAssertEqual(Set(scoped.compactMap { $0["conversation"]?.string }), [first])
+        XCTAssertEqual(try client.call("conversation.search", ["query": "a", "limit": 1])["hits"]?.array?.count, 1)
+        XCTAssertEqual(try client.call("conversation.search", ["query": "nowhere to be found"])["hits"]?.array, [])
+
+        // A deleted conversation's messages are gone from the results.
+        try client.call("conversation.delete", ["conversation": .string(second)])
+        let afterDelete = try XCTUnwrap(client.call("conversation.search", ["query": "write-ahead log"])["hits"]?.array)
+        XCTAssertEqual(afterDelete.compactMap { $0["conversation"]?.string }, [first])
+
+        // Found from the logs alone after a restart, conversations unread.
+        client.close()
+        XCTAssertEqual(harness.stopDaemon(), 0)
+        try harness.startDaemon()
+        let again = try harness.client()
+        let restored = try XCTUnwrap(again.call("conversation.search", ["query": "Write-Ahead"])["hits"]?.array)
+        XCTAssertEqual(restored.compactMap { $0["message"]?.string }, ["m1"])
+        XCTAssertEqual(restored.first?["title"]?.string, "database")
+    }
+
+    func testBadQueriesAreRefusedByName() throws {
+        let client = try harness.client()
+        for (params, fragment) in [([:], "missing parameter \"query\""), (["query": "  "], "must not be empty"),
+                                   (["query": "x", "limit": 0], "\"limit\""), (["query": 3], "must be a string"),
+                                   (["query": "x", "conversation": "nope"], "not a conversation id"),
+                                   (["query": .string(String(repeating: "a", count: 1001))], "at most 1000 bytes")] as [(JSON, String)] {
+            let frame = try client.request("conversation.search", params)
+            XCTAssertEqual(frame["error"]?["code"]?.int, RPCError.invalidParams, "\(params)")
+            XCTAssertTrue(frame["error"]?["message"]?.string?.contains(fragment) == true, "\(frame)")
+        }
+        let unknown = try client.request("conversation.search", ["query": "x", "conversation": "abcdefghjkmn"])
+        XCTAssertEqual(unknown["error"]?["code"]?.int, RPCError.notFound)
+    }
+
+    /// A search runs on the thread pool: a reply keeps streaming to an attached client meanwhile,
+    /// and the search's answer comes in request order with the other answers.
+    func testARepliesKeepStreamingWhileSearchesRun() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        for n in 1...20 {
+            try send(client, id, "filler message number \(n) [[reply:filler reply \(n)]]")
+        }
+        let watcher = try harness.client(name: "watcher")
+        try watcher.call("conversation.attach", ["conversation": .string(id)])
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:30]] [[delay:10]]"])
+        let reply = try XCTUnwrap(sent["reply"]?.string)
+        for _ in 0..<5 {
+            let hits = try XCTUnwrap(client.call("conversation.search", ["query": "filler"])["hits"]?.array)
+            XCTAssertEqual(hits.count, 40)
+        }
+        let (notes, final) = try watcher.awaitReply(reply)
+        XCTAssertEqual(RPCClient.deltas(notes, for: reply).joined(), final["content"]?.string)
+        XCTAssertEqual(final["status"]?.string, "complete")
+    }
+}
