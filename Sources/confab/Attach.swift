@@ -72,6 +72,9 @@ final class AttachSession {
 
     private enum Pending {
         case send, cancel, rename
+        /// /retry, /edit-last, /continue: what follows comes as notifications.
+        case revision
+        case fork
     }
 
     init(connection: Connection, me: JSON, colour: Bool) {
@@ -136,7 +139,7 @@ final class AttachSession {
         let messages = result["messages"]?.array ?? []
         oldestShown = messages.first?["id"]?.string
         moreHistory = (info?["message_count"]?.int ?? 0) > messages.count
-        for message in messages { transcript.message(message) }
+        showHistory(messages)
         if let pending = result["pending"], pending["id"]?.string != nil {
             transcript.replyStarted(pending)
         }
@@ -223,6 +226,9 @@ final class AttachSession {
             switch (pending, result) {
             case (.send, .failure(let error)): transcript.error("not sent: \(error.message)")
             case (.cancel, .success(let value)) where value["cancelled"]?.isNull ?? true: transcript.notice("nothing to cancel")
+            case (.fork, .success(let value)):
+                let made = value["conversation"]?["id"]?.string ?? "?"
+                transcript.notice("forked as \(made): /switch \(made) to go there" + (value["reply"] != nil ? " (its last question is being answered)" : ""))
             case (_, .failure(let error)): transcript.error(error.message)
             default: break
             }
@@ -251,6 +257,12 @@ final class AttachSession {
         case "message.delta":
             guard let id = params["message"]?.string, let piece = params["content"]?.string else { return }
             transcript.delta(id: id, piece)
+        case "message.continued":
+            guard let message = params["message"] else { return }
+            transcript.replyContinued(message)
+        case "message.superseded":
+            guard let id = params["message"]?.string, let newer = params["by"]?.string else { return }
+            transcript.notice("\(id) is replaced by \(newer) (/versions lists earlier replies)")
         case "message.retrying":
             let attempt = params["attempt"]?.int ?? 1
             let seconds = ((params["delay_ms"]?.int ?? 0) + 999) / 1000
@@ -346,6 +358,11 @@ final class AttachSession {
         /switch ID       attach to another conversation instead
         /new [TITLE]     start a conversation and switch to it
         /edit            write a message in $EDITOR, then send it
+        /retry           a new reply to the last message (the old one is kept)
+        /versions [ID]   earlier versions of the last reply (or of reply ID)
+        /edit-last       change your last message in $EDITOR and get a new reply
+        /continue        continue a reply cut off at the model's length limit
+        /fork [MSG]      copy the conversation (up to message MSG) into a new one
         /quit            detach and leave (Ctrl-D does too)
         //text           send a line that starts with a slash
         """
@@ -390,6 +407,22 @@ final class AttachSession {
             try switchTo(made.id)
         case "edit":
             try edit()
+        case "retry":
+            outstanding[try connection.send("message.regenerate", ["conversation": .string(conversation)])] = .revision
+        case "continue":
+            outstanding[try connection.send("message.continue", ["conversation": .string(conversation)])] = .revision
+        case "versions":
+            try versions(of: argument.isEmpty ? nil : argument)
+        case "edit-last":
+            try editLast()
+        case "fork":
+            if !argument.isEmpty, MessageID.sequence(of: argument) == nil {
+                transcript.error("/fork takes a message id such as m4 (confab show lists them), or nothing for all")
+                return
+            }
+            var params: [String: JSON] = ["conversation": .string(conversation)]
+            if !argument.isEmpty { params["at"] = .string(argument) }
+            outstanding[try connection.send("conversation.fork", .object(params))] = .fork
         case "quit", "exit":
             leave()
         default:
@@ -408,7 +441,7 @@ final class AttachSession {
         moreHistory = page["more"]?.bool ?? false
         if let first = messages.first?["id"]?.string { oldestShown = first }
         transcript.notice("\(Words.count(messages.count, "earlier message"))" + (moreHistory ? " (more with /history)" : ""))
-        for message in messages { transcript.message(message) }
+        showHistory(messages)
         transcript.notice("back to now")
     }
 
@@ -419,8 +452,74 @@ final class AttachSession {
         try attach(id, history: 20)
     }
 
+    /// Stored messages, the way the conversation reads now: a message replaced by a newer one
+    /// (a regenerated reply, an edited message) is left out, and a reply with earlier versions
+    /// says so.
+    private func showHistory(_ messages: [JSON]) {
+        let replaced = Set(messages.compactMap { $0["superseded_by"]?.string })
+        for message in messages where message["superseded_by"] == nil {
+            transcript.message(message)
+            if let id = message["id"]?.string, message["role"]?.string == "assistant", replaced.contains(id) {
+                transcript.notice("an earlier version exists: /versions")
+            }
+        }
+    }
+
+    /// /versions: the replies a reply replaced, oldest first, then which one is current.
+    private func versions(of given: String?) throws(Failure) {
+        let messages = try wholeHistory(connection, conversation)
+        guard let current = given ?? messages.last(where: { $0["role"]?.string == "assistant" && $0["superseded_by"] == nil })?["id"]?.string else {
+            transcript.notice("no reply yet")
+            return
+        }
+        var chain: [JSON] = []
+        var newer = current
+        while let older = messages.last(where: { $0["superseded_by"]?.string == newer && $0["role"]?.string == "assistant" }) {
+            chain.insert(older, at: 0)
+            newer = older["id"]?.string ?? ""
+        }
+        guard !chain.isEmpty else {
+            transcript.notice("\(current) has no earlier versions")
+            return
+        }
+        for (number, message) in chain.enumerated() {
+            transcript.notice("version \(number + 1) of \(chain.count + 1) (\(message["id"]?.string ?? "?"))")
+            transcript.message(message)
+        }
+        transcript.notice("version \(chain.count + 1) (\(current)) is the current one")
+    }
+
+    /// /edit-last: your last message in `$EDITOR`; saved changed, it replaces the message and
+    /// the replies to it, and is answered again.
+    private func editLast() throws(Failure) {
+        let messages = try wholeHistory(connection, conversation)
+        guard let last = messages.last(where: { $0["role"]?.string == "user" && $0["superseded_by"] == nil }),
+              let id = last["id"]?.string else {
+            transcript.notice("no message to edit")
+            return
+        }
+        guard let text = composeInEditor(initial: last["content"]?.string ?? "", command: "/edit-last") else { return }
+        if text.isBlank || text == last["content"]?.string {
+            transcript.notice("unchanged: nothing sent")
+            return
+        }
+        outstanding[try connection.send("message.edit", ["conversation": .string(conversation), "message": .string(id),
+                                                         "content": .string(text)])] = .revision
+    }
+
     /// `$EDITOR` (else `$VISUAL`, else vi) on an empty file; what it holds after is sent.
     private func edit() throws(Failure) {
+        guard let text = composeInEditor(initial: "", command: "/edit") else { return }
+        if text.isBlank {
+            transcript.notice("nothing to send")
+        } else {
+            try send(text)
+        }
+    }
+
+    /// The user's editor on a file holding `initial`; what it holds after, or nil when the
+    /// editor failed (said on the screen).
+    private func composeInEditor(initial: String, command: String) -> String? {
         let editor = Environment.get("VISUAL").flatMap { $0.isEmpty ? nil : $0 }
             ?? Environment.get("EDITOR").flatMap { $0.isEmpty ? nil : $0 } ?? "vi"
         let text: String
@@ -435,17 +534,13 @@ final class AttachSession {
             }
         }
         do {
-            text = try Editor.compose(with: editor)
+            text = try Editor.compose(with: editor, initial: initial)
         } catch {
-            transcript.error("/edit: \(error)")
-            return
+            transcript.error("\(command): \(error)")
+            return nil
         }
         transcript.inputEchoed()
-        if text.isBlank {
-            transcript.notice("nothing to send")
-        } else {
-            try send(text)
-        }
+        return text
     }
 
     /// End of input, every send answered, or /quit: detach and leave.
@@ -462,11 +557,13 @@ enum Editor {
         let description: String
     }
 
-    static func compose(with editor: String) throws(Failed) -> String {
+    static func compose(with editor: String, initial: String = "") throws(Failed) -> String {
         var template = Array(((Environment.get("TMPDIR").flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp") + "/confab-message-XXXXXX.md").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 3) }
         guard fd >= 0 else { throw Failed(description: "cannot make a temporary file: \(errorText(errno))") }
+        let written = initial.isEmpty ? nil : Files.writeAll(fd, Array((initial + "\n").utf8)).failure
         close(fd)
+        if let written { throw Failed(description: "cannot write a temporary file: \(errorText(written))") }
         let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         defer { unlink(path) }
         // Through the shell, as git runs it: EDITOR may hold arguments ("code --wait").

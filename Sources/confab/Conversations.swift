@@ -135,7 +135,8 @@ struct Show: ClientCommand {
         Out.stdout(out)
     }
 
-    /// `ana · 2026-11-23 14:03` / `assistant (gpt-4o) · … · cancelled`.
+    /// `ana · 2026-11-23 14:03 · m3` / `assistant (gpt-4o) · … · m4 · cancelled`, and which message
+    /// replaced it for one that was regenerated or edited.
     static func heading(_ message: JSON) -> String {
         let time = LocalTime.dateAndClock(LocalTime.parse(message["created"]))
         var who: String
@@ -145,6 +146,8 @@ struct Show: ClientCommand {
             who = message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "user"
         }
         who = SafeText.singleLine(who) + " · " + time
+        if let id = message["id"]?.string { who += " · " + SafeText.singleLine(id) }
+        if let newer = message["superseded_by"]?.string { who += " · replaced by " + SafeText.singleLine(newer) }
         switch message["status"]?.string {
         case nil, "complete"?: break
         case "failed"?: who += " · failed: " + Words.replyError(message["error"])

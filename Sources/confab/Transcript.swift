@@ -208,6 +208,17 @@ final class Transcript {
         current = id
     }
 
+    /// A stored reply goes on (`message.continued`): its text is on the screen already, so
+    /// what streams now is appended under a "continued" header.
+    func replyContinued(_ message: JSON) {
+        guard let id = message["id"]?.string, replies[id] == nil else { return }
+        finished.remove(id)
+        var reply = Reply(created: LocalTime.parse(message["created"]), wrapper: Wrapper(width: width))
+        reply.printed = Array((message["content"]?.string ?? "").utf8)
+        reply.headerShown = true
+        replies[id] = reply
+    }
+
     func cancelled(id: String, by name: String) {
         cancelledBy[id] = name
     }
