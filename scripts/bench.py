@@ -16,6 +16,9 @@ Sections (all by default; pick some with --only):
 - reuse:    TCP connections the fake upstream accepted for replies in a row
 - startup:  exec to first answered `status`, RSS, conversation.list and the first attach of a
             100-message conversation, on data directories written by confab-loggen
+- search:   (only with --only search) conversation.search over 10,000 conversations of 100
+            messages written by confab-loggen, and the latency of another conversation's
+            deltas to a reader while searches run back to back, next to the same without
 - profile:  (only with --only profile) perf record -g of confabd during a 10-reader burst
 
 Everything runs on loopback and Unix sockets in temporary directories; every run has a
@@ -612,6 +615,82 @@ def bench_startup(ctx):
             shutil.rmtree(data)
 
 
+def bench_search(ctx):
+    conversations, messages = ctx.search_conversations, 100
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        data = os.path.join(tmp, "data")
+        t0 = time.monotonic()
+        subprocess.run([LOGGEN, "--data-dir", data, "--conversations", str(conversations), "--messages", str(messages)],
+                       check=True, stdout=subprocess.DEVNULL, timeout=900)
+        generate = time.monotonic() - t0
+        size = sum(e.stat().st_size for e in os.scandir(os.path.join(data, "conversations")))
+        label = "%s × %d (%d MB)" % (format(conversations, ","), messages, size / 1e6)
+        print("search: %s conversations written by confab-loggen in %.1f s; %d searches of each query, one client, "
+              "the logs in the page cache (written just before)" % (label, generate, ctx.search_runs))
+        daemon = Daemon(tmp, ctx.fake.port, data=data, fsync=False)
+        try:
+            client = Client(daemon.socket, timeout=120)
+            # loggen's messages are random words from a vocabulary of 20, so a word of it is in
+            # nearly every message, and a word outside it in none.
+            queries = [("a word in no message: every log read", "zebra"),
+                       ("a word in nearly every message", "socket"),
+                       ("four words, each in nearly every message", "history turn upstream delta")]
+            for name, query in queries:
+                samples, found = [], 0
+                for _ in range(ctx.search_runs):
+                    t = time.perf_counter()
+                    found = len(client.call("conversation.search", {"query": query, "limit": 50})["hits"])
+                    samples.append((time.perf_counter() - t) * 1000)
+                print("  %-45s %r: %s, %d hits" % (name, query, describe(samples), found))
+                record("search, %s, %s" % (name, label), "%.0f ms" % statistics.median(samples), goal="< 1 s",
+                       met=statistics.median(samples) < 1000)
+
+            # Another conversation streams to a reader while searches that read every log run
+            # back to back on another connection; the same stream without them, for comparison.
+            count, gap = ctx.search_latency_count, ctx.latency_gap_us
+            cid = client.call("conversation.create", {"title": "streaming meanwhile"})["conversation"]["id"]
+            figures = {}
+            for searching in (False, True):
+                watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, 1, [cid], stamps=True, timeout=120)
+                stop, done = threading.Event(), [0]
+
+                def search_loop():
+                    searcher = Client(daemon.socket, timeout=120)
+                    while not stop.is_set():
+                        searcher.call("conversation.search", {"query": "zebra"})
+                        done[0] += 1
+                    searcher.close()
+                thread = threading.Thread(target=search_loop, daemon=True)
+                if searching:
+                    thread.start()
+                    time.sleep(0.2)
+                client.call("message.send", {"conversation": cid,
+                                             "content": "[[burst:%d]] [[stamp]] [[delay-us:%d]]" % (count, gap)})
+                f = watchers.result(180)
+                stop.set()
+                if searching:
+                    thread.join(timeout=60)
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    status = client.call("status")
+                    if status["streams"] == 0 and status["queued"] == 0:
+                        break
+                    time.sleep(0.01)
+                figures[searching] = f
+                print("  deltas to a reader in another conversation, %d paced %d us apart, %s: p50 %.0f us, p99 %.0f us, "
+                      "p999 %.0f us, max %.0f us%s" % (count, gap, "while searching" if searching else "no search",
+                                                       f["p50_us"], f["p99_us"], f["p999_us"], f["max_us"],
+                                                       " (%d searches ran)" % done[0] if searching else ""))
+            quiet, busy = figures[False], figures[True]
+            record("delta latency p50/p99 while searches run, %s" % label,
+                   "%.0f / %.0f µs" % (busy["p50_us"], busy["p99_us"]),
+                   "no search %.0f / %.0f µs" % (quiet["p50_us"], quiet["p99_us"]),
+                   "p99 %.1fx" % (busy["p99_us"] / quiet["p99_us"]))
+            client.close()
+        finally:
+            daemon.stop()
+
+
 def bench_profile(ctx):
     """Where confabd's time goes during a burst to --profile-readers readers: perf record -g, top symbols."""
     if shutil.which("perf") is None:
@@ -645,13 +724,14 @@ def bench_profile(ctx):
             print("  " + " ".join(line.split()).removesuffix(" - -")[:160])
 
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "profile"]
-DEFAULT_SECTIONS = [name for name in SECTIONS if name != "profile"]
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile"]
+# The search needs a 660 MB data directory written first: only when named.
+DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search")]
 
 
 def main():
     parser = argparse.ArgumentParser(description="confab benchmarks (release build)")
-    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (profile only when named)")
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (search and profile only when named)")
     parser.add_argument("--burst", type=int, default=100_000, help="deltas per fan-out burst at 1 and 10 readers")
     parser.add_argument("--burst-100", type=int, default=100_000, help="deltas per fan-out burst at 100 readers")
     parser.add_argument("--rounds", type=int, default=3, help="alternating confab/Redis rounds per fan-out size")
@@ -665,6 +745,9 @@ def main():
     big.add_argument("--big", dest="big", action="store_const", const="yes", help="always measure start-up with 10,000 x 100")
     big.add_argument("--no-big", dest="big", action="store_const", const="no", help="never measure start-up with 10,000 x 100")
     parser.set_defaults(big="auto")
+    parser.add_argument("--search-conversations", type=int, default=10_000, help="conversations of 100 messages to search")
+    parser.add_argument("--search-runs", type=int, default=5, help="searches of each query")
+    parser.add_argument("--search-latency-count", type=int, default=3000, help="stamped deltas streamed while searching")
     parser.add_argument("--markdown", metavar="FILE", help="also write the closing table to FILE as Markdown")
     ctx = parser.parse_args()
     sections = ctx.only.split(",") if ctx.only else DEFAULT_SECTIONS

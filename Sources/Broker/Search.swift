@@ -2,10 +2,11 @@ import ConfabProtocol
 import EventLoop
 import LogStore
 
-/// `conversation.search`: every stored message, read from the logs on libuv's thread pool so
-/// the loop keeps streaming meanwhile. One search runs at a time, split in two halves of about
-/// equal bytes: that uses both cores of a small machine and leaves the pool's other threads
-/// free for the fdatasyncs that every send and reply ending waits on.
+/// `conversation.search`: every stored message, read from the logs on two threads of lower
+/// priority (`Loop.runOnBackgroundThread`), so the loop keeps streaming meanwhile and keeps
+/// its core when they compete, and libuv's thread pool stays free for the fdatasyncs that
+/// every send and reply ending waits on. One search runs at a time, split in two halves: both
+/// cores of a small machine, when they are idle.
 extension Broker {
     static let searchWorkers = 2
 
@@ -22,7 +23,8 @@ extension Broker {
         } else {
             scope = Array(conversations.values)
         }
-        let job = SearchJob(query: query, limit: limit, logs: scope.map { ($0.id, $0.log.path, $0.log.byteCount) }, respond: respond)
+        let job = SearchJob(query: query, limit: limit, respond: respond,
+                            logs: scope.map { LogSearch.Log(id: $0.id, path: $0.log.path, updated: $0.updated) })
         pendingSearches.append(job)
         if pendingSearches.count == 1 { runNextSearch() }
     }
@@ -30,18 +32,16 @@ extension Broker {
     private func runNextSearch() {
         guard let job = pendingSearches.first else { return }
         let started = Self.monotonicMilliseconds
-        // Largest first into the lighter half: halves of nearly equal bytes.
-        var halves = Array(repeating: [(id: String, path: String)](), count: Self.searchWorkers)
-        var weights = Array(repeating: Int64(0), count: Self.searchWorkers)
-        for log in job.logs.sorted(by: { $0.bytes > $1.bytes }) {
-            let lighter = weights.indices.min { weights[$0] < weights[$1] }!
-            halves[lighter].append((log.id, log.path))
-            weights[lighter] += log.bytes
+        // Dealt in turn from the most recently written: each half holds as many recent logs as
+        // the other, so both can stop early for a word found everywhere (see `LogSearch.search`).
+        var halves = Array(repeating: [LogSearch.Log](), count: Self.searchWorkers)
+        for (index, log) in job.logs.sorted(by: { $0.updated > $1.updated }).enumerated() {
+            halves[index % Self.searchWorkers].append(log)
         }
         var results: [[SearchHit]] = []
         let query = job.query, limit = job.limit
         for half in halves {
-            loop.queueWork({ LogSearch.search(half, for: query, limit: limit) }, done: { [unowned self] hits in
+            loop.runOnBackgroundThread({ LogSearch.search(half, for: query, limit: limit) }, done: { [unowned self] hits in
                 results.append(hits)
                 guard results.count == halves.count else { return }
                 var all = results.flatMap { $0 }
@@ -65,10 +65,10 @@ extension Broker {
 final class SearchJob {
     let query: SearchQuery
     let limit: Int
-    let logs: [(id: String, path: String, bytes: Int64)]
+    let logs: [LogSearch.Log]
     let respond: Broker.Respond
 
-    init(query: SearchQuery, limit: Int, logs: [(id: String, path: String, bytes: Int64)], respond: @escaping Broker.Respond) {
+    init(query: SearchQuery, limit: Int, respond: @escaping Broker.Respond, logs: [LogSearch.Log]) {
         self.query = query
         self.limit = limit
         self.logs = logs
