@@ -76,15 +76,36 @@ public struct SearchHit: Sendable, Equatable {
 public enum LogSearch {
     public static let snippetRadius = 40
 
-    public static func search(_ logs: [(id: String, path: String)], for query: SearchQuery, limit: Int) -> [SearchHit] {
+    /// A log to search, and when it was last written: no message in it is newer than that.
+    public struct Log: Sendable {
+        public var id: String
+        public var path: String
+        public var updated: Timestamp
+        public init(id: String, path: String, updated: Timestamp) {
+            self.id = id
+            self.path = path
+            self.updated = updated
+        }
+    }
+
+    /// The newest `limit` hits in `logs`. Logs are read newest first, and once `limit` hits are
+    /// in hand a log last written before the oldest of them cannot hold a better one, so it is
+    /// not read: a word found nearly everywhere reads a few recent logs, a word found nowhere
+    /// reads them all.
+    public static func search(_ logs: [Log], for query: SearchQuery, limit: Int) -> [SearchHit] {
         var hits: [SearchHit] = []
         var raw: [UInt8] = []
         var folded: [UInt8] = []
-        for log in logs {
+        var oldestKept: Timestamp?
+        for log in logs.sorted(by: { $0.updated > $1.updated }) {
+            if let oldestKept, log.updated < oldestKept { break }
             guard read(log.path, into: &raw) else { continue }
             fold(raw, into: &folded)
             hits.append(contentsOf: searchFile(raw: raw, folded: folded, conversation: log.id, query: query))
-            if hits.count > 4 * limit { keepNewest(&hits, limit) }
+            if hits.count >= limit {
+                keepNewest(&hits, limit)
+                oldestKept = hits.last?.created
+            }
         }
         keepNewest(&hits, limit)
         return hits

@@ -7,7 +7,7 @@ import Terminal
 
 // The commands that change a conversation's course (retry, continue, fork) and search.
 
-struct Retry: ClientCommand {
+struct Retry: ReplyCommand {
     static let configuration = CommandConfiguration(
         commandName: "retry",
         abstract: "Ask for a new reply to a conversation's last message and stream it to standard output.",
@@ -16,21 +16,15 @@ struct Retry: ClientCommand {
             of what the model is sent from then on. Ctrl-C stops the new reply (exit 130).
             """)
 
+    static let method = "message.regenerate"
+
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
     @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
-
-    func run() throws {
-        let connection = try Connection.start(socketPath, command: "retry")
-        let conversation = try connection.resolveConversation(id)
-        try follow(connection, conversation, json: json) { () throws(Failure) in
-            try connection.call("message.regenerate", ["conversation": .string(conversation)])["reply"]?.string
-        }
-    }
 }
 
-struct ContinueReply: ClientCommand {
+struct ContinueReply: ReplyCommand {
     static let configuration = CommandConfiguration(
         commandName: "continue",
         abstract: "Continue a reply the model cut off at its length limit; the rest streams to standard output.",
@@ -39,29 +33,36 @@ struct ContinueReply: ClientCommand {
             continued; the new text is appended to the same message.
             """)
 
+    static let method = "message.continue"
+
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
     @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
-
-    func run() throws {
-        let connection = try Connection.start(socketPath, command: "continue")
-        let conversation = try connection.resolveConversation(id)
-        try follow(connection, conversation, json: json) { () throws(Failure) in
-            try connection.call("message.continue", ["conversation": .string(conversation)])["reply"]?.string
-        }
-    }
 }
 
-/// Attaches quietly, makes the request that starts a reply, and streams that reply as `ask` does.
-private func follow(_ connection: Connection, _ conversation: String, json: Bool,
-                    start: () throws(Failure) -> String?) throws(Failure) {
-    let attached = try connection.call("conversation.attach", ["conversation": .string(conversation), "history": 0, "quiet": true])
-    guard let reply = try start() else { throw Failure.message("confabd's answer has no reply id") }
-    let stream = AskStream(connection: connection, conversation: conversation, reply: reply, json: json,
-                           others: attached["clients"]?.array ?? [])
-    let status = try stream.run()
-    if status != 0 { throw Failure.exit(status) }
+/// A command whose one request makes a reply in a conversation (`method`, answered with
+/// `reply`), which it then streams to standard output as `ask` does.
+protocol ReplyCommand: ClientCommand {
+    static var method: String { get }
+    var id: String { get }
+    var json: Bool { get }
+}
+
+extension ReplyCommand {
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: Self.configuration.commandName ?? "confab")
+        let conversation = try connection.resolveConversation(id)
+        // Quiet, as ask: following the reply is not joining the conversation.
+        let attached = try connection.call("conversation.attach", ["conversation": .string(conversation), "history": 0, "quiet": true])
+        guard let reply = try connection.call(Self.method, ["conversation": .string(conversation)])["reply"]?.string else {
+            throw Failure.message("confabd's answer to \(Self.method) has no reply id")
+        }
+        let stream = AskStream(connection: connection, conversation: conversation, reply: reply, json: json,
+                               others: attached["clients"]?.array ?? [])
+        let status = try stream.run()
+        if status != 0 { throw Failure.exit(status) }
+    }
 }
 
 struct Fork: ClientCommand {

@@ -96,8 +96,34 @@ final class LogSearchTests: XCTestCase {
         defer { directory.remove() }
         let path = directory.path + "/one.jsonl"
         XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(log([.message(message("m1", .user, "find me"))]))))
-        let hits = LogSearch.search([("k3v9q2m8x7ad", path), ("gone", directory.path + "/missing.jsonl")],
+        let hits = LogSearch.search([LogSearch.Log(id: "k3v9q2m8x7ad", path: path, updated: Timestamp(milliseconds: 1_000)),
+                                     LogSearch.Log(id: "gone", path: directory.path + "/missing.jsonl", updated: Timestamp(milliseconds: 2_000))],
                                     for: try XCTUnwrap(SearchQuery("FIND")), limit: 10)
         XCTAssertEqual(hits.map(\.message), ["m1"])
+    }
+
+    /// Once `limit` hits are in hand, logs last written before the oldest of them are not read.
+    func testLogsOlderThanTheHitsKeptAreNotRead() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        var logs: [LogSearch.Log] = []
+        for index in 0..<4 {
+            let path = directory.path + "/\(index).jsonl"
+            // The oldest log's time says it is old, but its second message says otherwise: found
+            // only if the log were read, which it must not be once three newer hits are in hand.
+            let at = Int64(10_000 * (index + 1))
+            let second = index == 0 ? 999_999 : at + 1
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(log([
+                .message(message("m1", .user, "common word \(index)", at: at)),
+                .message(message("m3", .user, "common word again \(index)", at: second)),
+            ]))))
+            logs.append(LogSearch.Log(id: "c\(index)", path: path, updated: Timestamp(milliseconds: at + 1)))
+        }
+        let hits = LogSearch.search(logs, for: try XCTUnwrap(SearchQuery("common")), limit: 3)
+        XCTAssertEqual(hits.map { "\($0.conversation) \($0.message)" }, ["c3 m3", "c3 m1", "c2 m3"])
+        // A log whose time says it may hold newer hits is read even after the limit is reached.
+        logs[0].updated = Timestamp(milliseconds: 999_999)
+        let again = LogSearch.search(logs, for: try XCTUnwrap(SearchQuery("again")), limit: 1)
+        XCTAssertEqual(again.map(\.conversation), ["c0"])
     }
 }
