@@ -310,11 +310,14 @@ struct Spinner {
 
     /// Shown once the countdown is over (the retry is under way).
     private var afterCountdown: String?
+    /// After the countdown, where a narrow terminal cuts it rather than the seconds.
+    private var detail: String?
 
-    init(_ text: String, countdownMilliseconds: Int? = nil, then afterCountdown: String? = nil) {
+    init(_ text: String, countdownMilliseconds: Int? = nil, then afterCountdown: String? = nil, detail: String? = nil) {
         self.text = text
         deadline = countdownMilliseconds.map { Self.now() + Int64($0) }
         self.afterCountdown = afterCountdown
+        self.detail = detail
     }
 
     mutating func advance() { frame += 1 }
@@ -325,7 +328,7 @@ struct Spinner {
         guard let deadline else { return spinner + text }
         let left = deadline - Self.now()
         if left <= 0, let afterCountdown { return spinner + afterCountdown }
-        return spinner + text + " " + Self.seconds(Int(max(0, left)))
+        return spinner + text + " " + Self.seconds(Int(max(0, left))) + (detail.map { ": " + $0 } ?? "")
     }
 
     static func seconds(_ milliseconds: Int) -> String { "\((milliseconds + 999) / 1000) s" }

@@ -175,8 +175,8 @@ final class Transcript {
             notice("\(reason); retry \(attempt) in \(Spinner.seconds(milliseconds))")
             return
         }
-        waiting[id] = Spinner("\(reason); retry \(attempt) in", countdownMilliseconds: milliseconds,
-                              then: "waiting for the model (retry \(attempt))")
+        waiting[id] = Spinner("retry \(attempt) in", countdownMilliseconds: milliseconds,
+                              then: "waiting for the model (retry \(attempt))", detail: reason)
         redrawStatus()
     }
 
