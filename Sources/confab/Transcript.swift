@@ -110,6 +110,8 @@ final class Transcript {
 
     /// Where output goes: standard output, or the chat screen's region.
     var screen: ChatScreen? {
+        // The status row is the screen's to erase, before the terminal goes back to the shell.
+        willSet { if newValue == nil { hideStatus() } }
         didSet { resized() }
     }
 
