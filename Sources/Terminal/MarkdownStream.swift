@@ -50,8 +50,8 @@ public struct MarkdownStream {
         var committed = commitClosedBlocks()
         var live = rendering(source)
         live.removeFirst(min(frozenRows, live.count))
-        if live.count > maxLiveRows {
-            let excess = live.count - maxLiveRows
+        if live.count > max(1, maxLiveRows) {
+            let excess = live.count - max(1, maxLiveRows)
             committed += live[..<excess]
             live.removeFirst(excess)
             frozenRows += excess

@@ -258,7 +258,7 @@ final class AskStream {
         if !live.isEmpty || live.column != 0 { writeRendered("\n") }
         live = LiveRows()
         markdown.width = size.columns
-        markdown.maxLiveRows = size.rows - 2
+        markdown.maxLiveRows = max(1, size.rows - 2)
         markdown.restart(firstColumn: 0)
         self.markdown = markdown
         renderPending = true

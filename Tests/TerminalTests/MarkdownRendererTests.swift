@@ -157,6 +157,13 @@ final class MarkdownStreamTests: XCTestCase {
         XCTAssertEqual(markdown.finish(), ["│ 5", "└─"])
     }
 
+    func testAScreenWithNoRowToSpareStillKeepsOneLiveRow() {
+        var markdown = stream()
+        markdown.maxLiveRows = -1
+        markdown.append("```\n1\n2\n")
+        XCTAssertEqual(markdown.update(), .init(committed: ["┌─", "│ 1", "│ 2"], live: ["└─"]))
+    }
+
     func testARestartShowsTheOpenBlockAgainAfterAHeader() {
         var markdown = stream()
         markdown.append("first\n\nsecond\n")
