@@ -4,7 +4,7 @@
 
 PREFIX     ?= $(HOME)/.local
 UNITDIR    ?= $(HOME)/.config/systemd/user
-DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev tmux zsh fish pkg-config systemd redis-server redis-tools
+DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools
 SWIFT      ?= swift
 ARGS       ?=
 

@@ -40,7 +40,12 @@ let package = Package(
         .systemLibrary(name: "CLibEdit", pkgConfig: "libedit", providers: [.apt(["libedit-dev"])]),
         // The only Swift code that touches libedit.
         .target(name: "LineEditor", dependencies: ["CLibEdit"], swiftSettings: strict),
-        .target(name: "Terminal", dependencies: ["CTerminal"], swiftSettings: strict),
+        // cmark-gfm (Debian's libcmark-gfm-dev and -extensions-dev), and the only Swift code
+        // that touches it: markdown parsed into Swift values.
+        .systemLibrary(name: "CCmarkGFM", pkgConfig: "libcmark-gfm",
+                       providers: [.apt(["libcmark-gfm-dev", "libcmark-gfm-extensions-dev"])]),
+        .target(name: "Markdown", dependencies: ["CCmarkGFM"], swiftSettings: strict),
+        .target(name: "Terminal", dependencies: ["CTerminal", "Markdown"], swiftSettings: strict),
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
@@ -70,7 +75,7 @@ let package = Package(
 
         .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
-        .testTarget(name: "TerminalTests", dependencies: ["Terminal"], swiftSettings: strict),
+        .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Markdown"], swiftSettings: strict),
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML"], swiftSettings: strict),

@@ -67,8 +67,14 @@ public final class LineEditor {
     public func readKey() -> [Input] {
         rl_callback_read_char()
         defer { Self.received = [] }
+        // libedit's display does not know of text put in behind its back.
+        if KeyFilter.insertedText() && Self.received.isEmpty { redraw() }
         for case .line(let text) in Self.received where !text.isEmpty {
             add_history(text)
+        }
+        let received = Self.received.map { input in
+            guard case .line(let text) = input else { return input }
+            return .line(text.replacing(KeyFilter.lineBreak, with: "\n"))
         }
         // A finished line leaves the input row for the next one, empty. libedit's
         // callback interface does not start the next line afresh by itself (the old text
@@ -78,7 +84,7 @@ public final class LineEditor {
             install(prompt)
             redraw()
         }
-        return Self.received
+        return received
     }
 
     /// A new prompt (the conversation changed); the line typed so far stays.
@@ -124,15 +130,33 @@ public final class LineEditor {
 /// characters: UTF-8 is decoded here). Between ESC [200~ and ESC [201~ (a bracketed
 /// paste) a line break is put into the line as it is instead of acting as Enter; at the
 /// paste's end libedit gets Ctrl-Q (restart output, which changes nothing) so that it
-/// shows the line again. Everything else passes unchanged.
+/// shows the line again. Alt-Enter (ESC and a carriage return, as terminals send it) puts a
+/// line break into the line the same way, so a message of several lines can be typed.
+/// Everything else passes unchanged.
+///
+/// A line break stands in the line as `↵` while it is edited, and becomes "\n" again when
+/// the line is taken: libedit shows a real one as nothing at all, and takes a line whose
+/// last character is one as finished, which would send it at an Alt-Enter at its end.
+/// (So a `↵` typed or pasted is sent as a line break too.)
 enum KeyFilter {
+    static let lineBreak = "\u{21B5}"
+
     nonisolated(unsafe) private static var queue: [UInt32] = []
     nonisolated(unsafe) private static var pasting = false
     /// Ctrl-Q: a key that changes nothing but has libedit redraw the line.
     private static let noChange: UInt32 = 0x11
 
+    nonisolated(unsafe) private static var inserted = false
+
     private static func insertNewline() {
-        _ = rl_insert_text("\n")
+        _ = rl_insert_text(lineBreak)
+        inserted = true
+    }
+
+    /// Whether a line break was put in since the last call.
+    static func insertedText() -> Bool {
+        defer { inserted = false }
+        return inserted
     }
 
     static func next() -> Int32 {
@@ -150,6 +174,11 @@ enum KeyFilter {
             // A lone ESC (or Alt) comes alone; a sequence comes all at once.
             guard let second = readByte(wait: false) else {
                 queue.append(0x1B)
+                return true
+            }
+            if second == 0x0D || second == 0x0A {
+                insertNewline()
+                queue.append(noChange)
                 return true
             }
             var sequence: [UInt8] = [second]

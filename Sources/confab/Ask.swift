@@ -73,7 +73,7 @@ struct Ask: ClientCommand {
         let attached = try connection.call("conversation.attach", ["conversation": .string(id), "history": 0, "quiet": true])
         let sent = try connection.call("message.send", ["conversation": .string(id), "content": .string(prompt)])
         guard let reply = sent["reply"]?.string else { throw Failure.message("confabd's answer to message.send has no reply id") }
-        let stream = AskStream(connection: connection, conversation: id, reply: reply, json: json,
+        let stream = AskStream(connection: connection, conversation: id, reply: reply, json: json, render: !plain,
                                others: attached["clients"]?.array ?? [])
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }

@@ -25,24 +25,34 @@ final class AskStream {
     private var cancelling: Cancelling?
     private var cancelledBy: String?
     private var sawText = false
+    /// The reply's markdown laid out, on a terminal unless --raw.
+    private var markdown: MarkdownStream?
+    private var live = LiveRows()
+    /// Text arrived that is not laid out yet.
+    private var renderPending = false
+    private var renderedAnything = false
 
     private enum Cancelling {
         case interrupted, outputClosed
     }
 
-    init(connection: Connection, conversation: String, reply: String, json: Bool, others: [JSON]) {
+    init(connection: Connection, conversation: String, reply: String, json: Bool, render: Bool, others: [JSON]) {
         self.connection = connection
         self.conversation = conversation
         self.reply = reply
         self.json = json
         self.others = Set(others.compactMap { $0["id"]?.string })
+        if render && !json, let size = TerminalSize.of(1) {
+            let renderer = MarkdownRenderer(colour: (Environment.get("NO_COLOR") ?? "").isEmpty)
+            markdown = MarkdownStream(renderer: renderer, width: size.columns, maxLiveRows: size.rows - 2)
+        }
     }
 
     /// Runs until the reply ends or we stop it; the exit status.
     func run() throws(Failure) -> Int32 {
         let signals: Int32
         do {
-            signals = try SignalPipe.install([SIGINT])
+            signals = try SignalPipe.install(markdown != nil ? [SIGINT, SIGWINCH] : [SIGINT])
         } catch {
             throw .message("cannot catch signals: \(error)")
         }
@@ -51,6 +61,7 @@ final class AskStream {
             while let event = connection.nextEvent() {
                 if let exit = try handle(event) { return exit }
             }
+            drawPendingText()
             var fds = [pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: signals, events: Int16(POLLIN), revents: 0)]
             // A pipe's writing end reports POLLERR once its reader is gone: `| head` has
@@ -63,8 +74,10 @@ final class AskStream {
                 throw .message("poll failed: \(errorText(errno))")
             }
             status.tick()
-            if fds[1].revents != 0, SignalPipe.drain().contains(SIGINT) {
-                if let exit = try interrupted() { return exit }
+            if fds[1].revents != 0 {
+                let caught = SignalPipe.drain()
+                if caught.contains(SIGWINCH) { resized() }
+                if caught.contains(SIGINT), let exit = try interrupted() { return exit }
             }
             if watchOutput, fds[2].revents & Int16(POLLERR | POLLHUP) != 0 {
                 if let exit = try outputClosed() { return exit }
@@ -85,7 +98,8 @@ final class AskStream {
     private func interrupted() throws(Failure) -> Int32? {
         if cancelling == .interrupted { return leaveInterrupted() }
         cancelling = .interrupted
-        status.spin("cancelling")
+        // Over rendered rows a status line would wipe one that is not drawn again.
+        if markdown == nil || !sawText { status.spin("cancelling") }
         try connection.send("generation.cancel", ["conversation": .string(conversation), "message": .string(reply)])
         return nil
     }
@@ -210,14 +224,56 @@ final class AskStream {
         if content.count > written.count, content.starts(with: written) {
             if let exit = try show(Array(content[written.count...])) { return exit }
         }
+        if var markdown {
+            writeRendered(live.replace(committing: markdown.finish(), live: []))
+            self.markdown = markdown
+            renderPending = false
+        }
         endLine()
         return nil
     }
 
-    /// Writes reply text: byte for byte into a pipe or file, made safe on a terminal.
+    // MARK: Rendering
+
+    /// Lays out what has streamed in since the last call.
+    private func drawPendingText() {
+        guard renderPending, var markdown else { return }
+        renderPending = false
+        let update = markdown.update()
+        self.markdown = markdown
+        writeRendered(live.replace(committing: update.committed, live: update.live))
+    }
+
+    private func writeRendered(_ text: String) {
+        guard !text.isEmpty else { return }
+        renderedAnything = true
+        var text = text
+        _ = text.withUTF8 { Out.writeAll(1, UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The window changed size: the rows printed stay as the terminal keeps them, and the
+    /// block being written is laid out again below them at the new width.
+    private func resized() {
+        guard var markdown, let size = TerminalSize.of(1) else { return }
+        if !live.isEmpty || live.column != 0 { writeRendered("\n") }
+        live = LiveRows()
+        markdown.width = size.columns
+        markdown.maxLiveRows = max(1, size.rows - 2)
+        markdown.restart(firstColumn: 0)
+        self.markdown = markdown
+        renderPending = true
+    }
+
+    /// Writes reply text: byte for byte into a pipe or file, made safe on a terminal, laid
+    /// out when rendering.
     private func show(_ bytes: [UInt8]) throws(Failure) -> Int32? {
         guard outputOpen else { return nil }
         written += bytes
+        if markdown != nil {
+            markdown?.append(String(decoding: bytes, as: UTF8.self))
+            renderPending = true
+            return nil
+        }
         let failure: Int32?
         if toTerminal {
             var text = SafeText.sanitized(String(decoding: bytes, as: UTF8.self))
@@ -231,9 +287,56 @@ final class AskStream {
     }
 
     private func endLine() {
+        if markdown != nil {
+            // Rendered rows never end with a line break of their own.
+            guard outputOpen, renderedAnything else { return }
+            renderedAnything = false
+            _ = [UInt8(0x0A)].withUnsafeBytes { Out.writeAll(1, $0) }
+            return
+        }
         guard outputOpen, !json, let last = written.last, last != 0x0A else { return }
         written.append(0x0A)
         _ = [UInt8(0x0A)].withUnsafeBytes { Out.writeAll(1, $0) }
+    }
+}
+
+/// What a status shows while a reply has no text yet: a spinner and what we wait for, or
+/// a countdown to the next retry (after which it waits again).
+struct Spinner {
+    private(set) var text: String
+    private var deadline: Int64?
+    private var frame = 0
+    private static let frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+
+    /// Shown once the countdown is over (the retry is under way).
+    private var afterCountdown: String?
+    /// After the countdown, where a narrow terminal cuts it rather than the seconds.
+    private var detail: String?
+
+    init(_ text: String, countdownMilliseconds: Int? = nil, then afterCountdown: String? = nil, detail: String? = nil) {
+        self.text = text
+        deadline = countdownMilliseconds.map { Self.now() + Int64($0) }
+        self.afterCountdown = afterCountdown
+        self.detail = detail
+    }
+
+    mutating func advance() { frame += 1 }
+
+    /// The status's line, before it is cut to the terminal's width.
+    var line: String {
+        let spinner = Self.frames[frame % Self.frames.count] + " "
+        guard let deadline else { return spinner + text }
+        let left = deadline - Self.now()
+        if left <= 0, let afterCountdown { return spinner + afterCountdown }
+        return spinner + text + " " + Self.seconds(Int(max(0, left))) + (detail.map { ": " + $0 } ?? "")
+    }
+
+    static func seconds(_ milliseconds: Int) -> String { "\((milliseconds + 999) / 1000) s" }
+
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
     }
 }
 
@@ -243,11 +346,8 @@ final class AskStream {
 final class StatusLine {
     private let fd: Int32
     private let isTerminal: Bool
-    private var text: String?
-    private var deadline: Int64?
-    private var frame = 0
+    private var spinner: Spinner?
     private var shown = false
-    private static let frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
 
     init(fd: Int32) {
         self.fd = fd
@@ -255,43 +355,39 @@ final class StatusLine {
     }
 
     /// How long poll may sleep before the line wants redrawing; -1 when it does not.
-    var nextTickMilliseconds: Int32 { text == nil || !isTerminal ? -1 : 100 }
+    var nextTickMilliseconds: Int32 { spinner == nil || !isTerminal ? -1 : 100 }
 
     func spin(_ text: String) {
-        self.text = text
-        deadline = nil
+        spinner = Spinner(text)
         draw()
     }
 
     func countdown(_ text: String, milliseconds: Int) {
-        self.text = text
-        deadline = Self.now() + Int64(milliseconds)
+        spinner = Spinner(text, countdownMilliseconds: milliseconds)
         if !isTerminal {
-            Out.errorLine("confab: \(text) \(Self.seconds(milliseconds))")
+            Out.errorLine("confab: \(text) \(Spinner.seconds(milliseconds))")
             return
         }
         draw()
     }
 
     func tick() {
-        guard text != nil, isTerminal else { return }
-        frame += 1
+        guard spinner != nil, isTerminal else { return }
+        spinner?.advance()
         draw()
     }
 
     func clear() {
-        text = nil
+        spinner = nil
         guard shown else { return }
         shown = false
         write("\r\u{1B}[K")
     }
 
     private func draw() {
-        guard let text, isTerminal else { return }
-        var line = Self.frames[frame % Self.frames.count] + " " + text
-        if let deadline { line += " " + Self.seconds(Int(max(0, deadline - Self.now()))) }
+        guard let spinner, isTerminal else { return }
         let columns = TerminalSize.of(fd)?.columns ?? 80
-        line = DisplayWidth.truncate(SafeText.singleLine(line), to: columns - 1)
+        let line = DisplayWidth.truncate(SafeText.singleLine(spinner.line), to: columns - 1)
         write("\r\u{1B}[K" + line)
         shown = true
     }
@@ -299,13 +395,5 @@ final class StatusLine {
     private func write(_ text: String) {
         var text = text
         _ = text.withUTF8 { Out.writeAll(fd, UnsafeRawBufferPointer($0)) }
-    }
-
-    private static func seconds(_ milliseconds: Int) -> String { "\((milliseconds + 999) / 1000) s" }
-
-    private static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
     }
 }

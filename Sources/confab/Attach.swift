@@ -15,8 +15,9 @@ struct Attach: ClientCommand {
             Lines starting with / are commands (/help lists them); // sends a line that starts \
             with a slash. Ctrl-C stops a reply in flight (you stay attached) or clears the line \
             being typed; Ctrl-D (end of input) detaches. Your name is --name, else $CONFAB_NAME, \
-            else login@tty. Colours are left out with --plain, with NO_COLOR set, or when \
-            standard output is not a terminal.
+            else login@tty. Alt-Enter puts a line break in the message. Replies are rendered \
+            from markdown on a terminal; --raw (or --plain) shows their text as it is, and \
+            NO_COLOR keeps the layout without colours.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -24,7 +25,9 @@ struct Attach: ClientCommand {
     @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Option(help: "How many earlier messages to show (0…1000).") var history = 20
     @Option(help: "Your display name (default: $CONFAB_NAME, else login@tty).") var name: String?
-    @Flag(help: "No colours or other escape sequences.") var plain = false
+    @Flag(name: [.customLong("raw"), .customLong("plain")],
+          help: "Show replies as they are written (no markdown rendering) and without colours.")
+    var plain = false
 
     func validate() throws {
         if !(0...1000).contains(history) { throw ValidationError("--history must be between 0 and 1000") }
@@ -35,7 +38,7 @@ struct Attach: ClientCommand {
         let me = try connection.hello(command: "attach", name: name)
         let conversation = try connection.resolveConversation(id)
         let colour = !plain && isatty(1) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
-        let session = AttachSession(connection: connection, me: me, colour: colour)
+        let session = AttachSession(connection: connection, me: me, colour: colour, render: !plain && isatty(1) != 0)
         // A person at a terminal gets the chat screen and the line editor; a pipe or a
         // file gets plain lines both ways.
         let interactive = isatty(0) != 0 && isatty(1) != 0
@@ -77,11 +80,11 @@ final class AttachSession {
         case fork
     }
 
-    init(connection: Connection, me: JSON, colour: Bool) {
+    init(connection: Connection, me: JSON, colour: Bool, render: Bool) {
         self.connection = connection
         myClientID = me["client_id"]?.string ?? ""
         myName = me["user"]?["name"]?.string ?? "you"
-        transcript = Transcript(colour: colour, me: myClientID)
+        transcript = Transcript(colour: colour, me: myClientID, render: render)
         // Ctrl-C and resizes are ours to handle only with a person at a terminal.
         signals = isatty(0) != 0 ? try? SignalPipe.install([SIGINT, SIGWINCH]) : nil
     }
@@ -154,6 +157,7 @@ final class AttachSession {
         while true {
             // Everything already read is handled before waiting for more.
             while let event = connection.nextEvent() { try handle(event) }
+            transcript.flush()
             if !inputOpen && outstanding.isEmpty { leave() }
 
             var fds = [pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)]
@@ -161,11 +165,12 @@ final class AttachSession {
             if inputOpen { fds.append(pollfd(fd: 0, events: Int16(POLLIN), revents: 0)) }
             let signalIndex = fds.count
             if let signals { fds.append(pollfd(fd: signals, events: Int16(POLLIN), revents: 0)) }
-            let ready = poll(&fds, nfds_t(fds.count), -1)
+            let ready = poll(&fds, nfds_t(fds.count), transcript.statusTickMilliseconds)
             if ready < 0 {
                 if errno == EINTR { continue }
                 throw .message("poll failed: \(errorText(errno))")
             }
+            transcript.tick()
             if signals != nil, fds[signalIndex].revents != 0 {
                 for signal in SignalPipe.drain() { try caught(signal) }
             }
@@ -264,9 +269,9 @@ final class AttachSession {
             guard let id = params["message"]?.string, let newer = params["by"]?.string else { return }
             transcript.notice("\(id) is replaced by \(newer) (/versions lists earlier replies)")
         case "message.retrying":
-            let attempt = params["attempt"]?.int ?? 1
-            let seconds = ((params["delay_ms"]?.int ?? 0) + 999) / 1000
-            transcript.notice("\(Words.replyError(params["error"])); retry \(attempt) in \(seconds) s")
+            guard let id = params["message"]?.string else { return }
+            transcript.retrying(id: id, attempt: params["attempt"]?.int ?? 1, reason: Words.replyError(params["error"]),
+                                milliseconds: params["delay_ms"]?.int ?? 0)
         case "generation.cancelled":
             guard let id = params["message"]?.string else { return }
             transcript.cancelled(id: id, by: params["by"]?["id"]?.string == myClientID ? "you" : Words.clientName(params["by"]))

@@ -29,11 +29,17 @@ final class ChatScreen {
     /// Sets the scroll region (which homes the cursor), then goes to the input row.
     private func region() -> String { "\u{1B}[1;\(rows - 1)r\u{1B}[\(rows);1H" }
 
-    /// Writes conversation output above the input line.
-    func output(_ text: String) {
+    /// Rows the conversation scrolls in.
+    var regionRows: Int { rows - 1 }
+
+    /// Writes conversation output above the input line. Text that moves the cursor by
+    /// itself (a reply's rows redrawn in place) says in `endingAt` where it leaves it.
+    func output(_ text: String, endingAt endColumn: Int? = nil) {
         guard !text.isEmpty else { return }
         Out.stdout("\u{1B}7\u{1B}[\(rows - 1);\(column + 1)H" + text + "\u{1B}8")
-        if let newline = text.lastIndex(of: "\n") {
+        if let endColumn {
+            column = endColumn
+        } else if let newline = text.lastIndex(of: "\n") {
             column = Self.visibleWidth(text[text.index(after: newline)...])
         } else {
             column += Self.visibleWidth(text[...])

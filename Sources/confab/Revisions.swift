@@ -22,6 +22,9 @@ struct Retry: ReplyCommand {
     @ParentCommand var root: Confab
     @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
+    @Flag(name: [.customLong("plain"), .customLong("raw")],
+          help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
+    var plain = false
 }
 
 struct ContinueReply: ReplyCommand {
@@ -39,6 +42,9 @@ struct ContinueReply: ReplyCommand {
     @ParentCommand var root: Confab
     @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
+    @Flag(name: [.customLong("plain"), .customLong("raw")],
+          help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
+    var plain = false
 }
 
 /// A command whose one request makes a reply in a conversation (`method`, answered with
@@ -47,6 +53,7 @@ protocol ReplyCommand: ClientCommand {
     static var method: String { get }
     var id: String { get }
     var json: Bool { get }
+    var plain: Bool { get }
 }
 
 extension ReplyCommand {
@@ -58,7 +65,7 @@ extension ReplyCommand {
         guard let reply = try connection.call(Self.method, ["conversation": .string(conversation)])["reply"]?.string else {
             throw Failure.message("confabd's answer to \(Self.method) has no reply id")
         }
-        let stream = AskStream(connection: connection, conversation: conversation, reply: reply, json: json,
+        let stream = AskStream(connection: connection, conversation: conversation, reply: reply, json: json, render: !plain,
                                others: attached["clients"]?.array ?? [])
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }

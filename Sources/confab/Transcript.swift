@@ -9,20 +9,35 @@ import Terminal
 /// printed while a reply's line is open, the line is broken first, and the reply picks up
 /// on a fresh line when more of it arrives.
 ///
+/// With `render`, the model's markdown is laid out (`MarkdownRenderer`): a reply's finished
+/// blocks are final and the block it is writing is redrawn in place as it grows
+/// (`MarkdownStream`, `LiveRows`), once per batch of deltas (`flush`). While a reply has no
+/// text yet, a status row under the output says so, with a countdown when it is retried.
+///
 /// Text from others and from the model is made safe (`SafeText`) before it is measured
-/// and printed; the only escape sequences written are our own colours, and none at all
-/// without `colour`.
+/// and printed; the only escape sequences written are our own colours and cursor
+/// movements, and no colours without `colour`.
 final class Transcript {
     private struct Reply {
         var created: Timestamp
-        /// The content printed so far.
+        /// The content received so far.
         var printed: [UInt8] = []
         var headerShown = false
         var wrapper: Wrapper
+        /// The rendering, when there is one.
+        var markdown: MarkdownStream?
+        /// Text came that is not on the screen yet.
+        var pending = false
     }
 
     private let colour: Bool
+    private let renderer: MarkdownRenderer?
     private let me: String
+    /// The rows of the current reply that may still change.
+    private var live = LiveRows()
+    /// Replies with no text yet, and what their status says.
+    private var waiting: [String: Spinner] = [:]
+    private var statusShown = false
     private var width: Int
     private var replies: [String: Reply] = [:]
     /// Replies already shown whole, so that a late or repeated announcement is not shown again.
@@ -33,10 +48,24 @@ final class Transcript {
     private var atLineStart = true
     private let sharedTerminal = isatty(1) != 0 && isatty(2) != 0
 
-    init(colour: Bool, me: String) {
+    init(colour: Bool, me: String, render: Bool) {
+        // Before libedit starts, which reads the locale once: in C it would drop every
+        // character that is not ASCII, the ↵ of a line break included.
+        DisplayWidth.useUTF8Locale()
         self.colour = colour
         self.me = me
+        renderer = render ? MarkdownRenderer(colour: colour) : nil
         width = Self.terminalWidth()
+    }
+
+    private func newReply(created: Timestamp) -> Reply {
+        Reply(created: created, wrapper: Wrapper(width: width),
+              markdown: renderer.map { MarkdownStream(renderer: $0, width: width, maxLiveRows: maxLiveRows) })
+    }
+
+    /// How far up rows can still be redrawn: what the screen shows, less a row to spare.
+    private var maxLiveRows: Int {
+        max(1, (screen?.regionRows ?? TerminalSize.of(1)?.rows ?? 24) - 2)
     }
 
     /// The terminal's width; no wrapping at all into a pipe or a file.
@@ -44,12 +73,25 @@ final class Transcript {
 
     var replyInFlight: Bool { !replies.isEmpty }
 
-    func resized() { width = screen?.columns ?? Self.terminalWidth() }
+    /// The window changed size. Rows already printed stay as the terminal keeps them; the
+    /// block a reply is writing is shown again below, laid out at the new width.
+    func resized() {
+        width = screen?.columns ?? Self.terminalWidth()
+        guard let id = current, replies[id]?.markdown != nil else {
+            redrawStatus()
+            return
+        }
+        breakLine()
+        open(id)
+        flush()
+    }
 
     /// Another conversation: nothing of this one's state carries over.
     func reset() {
         breakLine()
+        hideStatus()
         replies = [:]
+        waiting = [:]
         finished = []
         cancelledBy = [:]
     }
@@ -68,23 +110,111 @@ final class Transcript {
 
     /// Where output goes: standard output, or the chat screen's region.
     var screen: ChatScreen? {
+        // The status row is the screen's to erase, before the terminal goes back to the shell.
+        willSet { if newValue == nil { hideStatus() } }
         didSet { resized() }
     }
 
     private func emit(_ text: String) {
         guard !text.isEmpty else { return }
+        hideStatus()
         if let screen { screen.output(text) } else { Out.stdout(text) }
         atLineStart = text.utf8.last == 0x0A
+    }
+
+    /// Redrawn rows of the current reply; the cursor ends where `live` says.
+    private func emitLive(_ text: String) {
+        guard !text.isEmpty else { return }
+        hideStatus()
+        if let screen { screen.output(text, endingAt: live.column) } else { Out.stdout(text) }
+        atLineStart = live.column == 0
+    }
+
+    /// Puts what has streamed in since the last call on the screen, then the status if a
+    /// reply is still silent. Called once the events at hand are handled.
+    func flush() {
+        drawPendingText()
+        showStatus()
+    }
+
+    private func drawPendingText() {
+        guard let current, var reply = replies[current], reply.pending, var markdown = reply.markdown else { return }
+        markdown.width = width
+        markdown.maxLiveRows = maxLiveRows
+        let update = markdown.update()
+        reply.markdown = markdown
+        reply.pending = false
+        replies[current] = reply
+        emitLive(live.replace(committing: update.committed, live: update.live))
     }
 
     /// Ends an open line, so that what comes next starts on its own.
     func breakLine() {
         if let current, var reply = replies[current] {
-            emit(reply.wrapper.flush())
-            replies[current] = reply
+            if reply.markdown != nil {
+                // Its rows stay as they are; the reply shows its open block again when it goes on.
+                drawPendingText()
+                live = LiveRows()
+            } else {
+                emit(reply.wrapper.flush())
+                replies[current] = reply
+            }
         }
         if !atLineStart { emit("\n") }
         current = nil
+    }
+
+    // MARK: Status
+
+    /// A reply has begun and has no text yet.
+    private func waitForText(_ id: String) {
+        waiting[id] = Spinner("waiting for the model")
+    }
+
+    /// The daemon tries a reply again after `milliseconds`.
+    func retrying(id: String, attempt: Int, reason: String, milliseconds: Int) {
+        guard screen != nil else {
+            notice("\(reason); retry \(attempt) in \(Spinner.seconds(milliseconds))")
+            return
+        }
+        waiting[id] = Spinner("retry \(attempt) in", countdownMilliseconds: milliseconds,
+                              then: "waiting for the model (retry \(attempt))", detail: reason)
+        redrawStatus()
+    }
+
+    private func stopWaiting(_ id: String) {
+        guard waiting.removeValue(forKey: id) != nil else { return }
+        if waiting.isEmpty { hideStatus() }
+    }
+
+    /// How long poll may sleep before the status wants redrawing; -1 when none is shown.
+    var statusTickMilliseconds: Int32 { statusShown ? 100 : -1 }
+
+    func tick() {
+        guard statusShown else { return }
+        for id in waiting.keys { waiting[id]?.advance() }
+        redrawStatus()
+    }
+
+    /// The status row, under the output, on a chat screen only, while no reply's text is
+    /// on an open line.
+    private func showStatus() {
+        guard !statusShown, let screen, current == nil, let spinner = waiting.values.first else { return }
+        if !atLineStart { emit("\n") }
+        let line = styled(DisplayWidth.truncate(SafeText.singleLine(spinner.line), to: max(1, width - 1)), .quiet)
+        screen.output(line, endingAt: DisplayWidth.visible(line))
+        statusShown = true
+    }
+
+    private func hideStatus() {
+        guard statusShown, let screen else { return }
+        statusShown = false
+        screen.output("\r\u{1B}[K", endingAt: 0)
+    }
+
+    private func redrawStatus() {
+        hideStatus()
+        showStatus()
     }
 
     /// The terminal echoed a typed line: the cursor sits at the start of a line, and a reply
@@ -94,6 +224,8 @@ final class Transcript {
             _ = reply.wrapper.flush()
             replies[current] = reply
         }
+        statusShown = false
+        live = LiveRows()
         atLineStart = true
         current = nil
     }
@@ -152,10 +284,10 @@ final class Transcript {
         return (SafeText.singleLine(text), error != nil || message["status"]?.string == "failed" ? .error : .quiet)
     }
 
-    /// The marker after the text, on the same row when it fits, else on the next.
-    private func emit(_ marker: (text: String, tone: Tone)?, after wrapper: Wrapper) {
+    /// The marker after the text that ends at `column`, on the same row when it fits, else on the next.
+    private func emit(_ marker: (text: String, tone: Tone)?, after column: Int) {
         guard let marker else { return }
-        let fits = wrapper.column + 1 + DisplayWidth.of(marker.text) <= width
+        let fits = column + 1 + DisplayWidth.of(marker.text) <= width
         emit((atLineStart ? "" : fits ? " " : "\n") + styled(marker.text, marker.tone))
     }
 
@@ -170,9 +302,16 @@ final class Transcript {
         if !isUser, let id = message["id"]?.string { finished.insert(id) }
         breakLine()
         let head = prefix(created, name, tone(of: message))
-        var wrapper = Wrapper(width: width, column: head.width)
-        emit(head.text + wrapper.feed(SafeText.sanitized(message["content"]?.string ?? "")) + wrapper.flush())
-        emit(marker(message, error: error), after: wrapper)
+        let content = message["content"]?.string ?? ""
+        if !isUser, let renderer {
+            let rows = renderer.render(content, width: width, firstColumn: head.width)
+            emit(head.text + rows.joined(separator: "\n"))
+            emit(marker(message, error: error), after: (rows.count <= 1 ? head.width : 0) + (rows.last.map(DisplayWidth.visible) ?? 0))
+        } else {
+            var wrapper = Wrapper(width: width, column: head.width)
+            emit(head.text + wrapper.feed(SafeText.sanitized(content)) + wrapper.flush())
+            emit(marker(message, error: error), after: wrapper.column)
+        }
         if !atLineStart { emit("\n") }
     }
 
@@ -180,20 +319,28 @@ final class Transcript {
     /// text, so a reply that has said nothing yet leaves no empty line behind.
     func replyStarted(_ message: JSON) {
         guard let id = message["id"]?.string, replies[id] == nil, !finished.contains(id) else { return }
-        replies[id] = Reply(created: LocalTime.parse(message["created"]), wrapper: Wrapper(width: width))
+        replies[id] = newReply(created: LocalTime.parse(message["created"]))
         let content = message["content"]?.string ?? ""
-        if !content.isEmpty { delta(id: id, content) }
+        if content.isEmpty { waitForText(id) } else { delta(id: id, content) }
     }
 
     func delta(id: String, _ piece: String) {
         guard !piece.isEmpty, !finished.contains(id) else { return }
-        if replies[id] == nil { replies[id] = Reply(created: Timestamp.now(), wrapper: Wrapper(width: width)) }
+        if replies[id] == nil { replies[id] = newReply(created: Timestamp.now()) }
+        stopWaiting(id)
         open(id)
         guard var reply = replies[id] else { return }
-        let text = reply.wrapper.feed(SafeText.sanitized(piece))
         reply.printed += Array(piece.utf8)
-        replies[id] = reply
-        emit(text)
+        if reply.markdown != nil {
+            // Laid out at the next flush, with whatever else has come by then.
+            reply.markdown?.append(piece)
+            reply.pending = true
+            replies[id] = reply
+        } else {
+            let text = reply.wrapper.feed(SafeText.sanitized(piece))
+            replies[id] = reply
+            emit(text)
+        }
     }
 
     /// Makes `id` the reply whose line is open: a header, or a "continued" one.
@@ -203,8 +350,13 @@ final class Transcript {
         let head = prefix(reply.created, reply.headerShown ? "assistant (continued)" : "assistant", .assistant)
         reply.headerShown = true
         reply.wrapper = Wrapper(width: width, column: head.width)
+        if reply.markdown != nil {
+            reply.markdown?.restart(firstColumn: head.width)
+            reply.pending = true
+        }
         replies[id] = reply
         emit(head.text)
+        live = LiveRows(startColumn: head.width)
         current = id
     }
 
@@ -213,10 +365,11 @@ final class Transcript {
     func replyContinued(_ message: JSON) {
         guard let id = message["id"]?.string, replies[id] == nil else { return }
         finished.remove(id)
-        var reply = Reply(created: LocalTime.parse(message["created"]), wrapper: Wrapper(width: width))
+        var reply = newReply(created: LocalTime.parse(message["created"]))
         reply.printed = Array((message["content"]?.string ?? "").utf8)
         reply.headerShown = true
         replies[id] = reply
+        waitForText(id)
     }
 
     func cancelled(id: String, by name: String) {
@@ -226,6 +379,7 @@ final class Transcript {
     /// A reply is over: whatever of it we have not shown, its marker, and the end of its line.
     func replyEnded(_ message: JSON, error: String?) {
         guard let id = message["id"]?.string, !finished.contains(id) else { return }
+        stopWaiting(id)
         guard let reply = replies[id] else {
             // Never saw it start: print it whole.
             self.message(message, error: error)
@@ -240,8 +394,18 @@ final class Transcript {
         if current == id || !rest.isEmpty || mark != nil || !reply.headerShown {
             open(id)
             if var open = replies[id] {
-                emit(open.wrapper.feed(SafeText.sanitized(String(decoding: rest, as: UTF8.self))) + open.wrapper.flush())
-                emit(mark, after: open.wrapper)
+                let restText = String(decoding: rest, as: UTF8.self)
+                if var markdown = open.markdown {
+                    markdown.width = width
+                    markdown.append(restText)
+                    emitLive(live.replace(committing: markdown.finish(), live: []))
+                    open.markdown = markdown
+                    emit(mark, after: live.column)
+                } else {
+                    emit(open.wrapper.feed(SafeText.sanitized(restText)) + open.wrapper.flush())
+                    emit(mark, after: open.wrapper.column)
+                }
+                open.pending = false
                 replies[id] = open
             }
         }
@@ -250,6 +414,7 @@ final class Transcript {
         if current == id {
             if !atLineStart { emit("\n") }
             current = nil
+            live = LiveRows()
         }
     }
 }
