@@ -255,7 +255,7 @@ extension CompletionKind {
     /// most recently active first, each with its title where the shell can show one.
     static var conversationIDs: CompletionKind {
         .custom { words, _, _ in
-            var socket = ConfabPaths(environment: Environment.all()).socket
+            var socket = ConfabPaths.current().socket
             if let flag = words.firstIndex(of: "--socket"), flag + 1 < words.count { socket = words[flag + 1] }
             guard let connection = try? Connection.start(socket, command: "complete"),
                   let result = try? connection.call("conversation.list", ["limit": 1000]) else { return [] }
