@@ -80,7 +80,11 @@ struct List: ClientCommand {
             let title = width.map { DisplayWidth.truncate(cells[4], to: max(8, $0 - leading)) } ?? cells[4]
             return text + title + "\n"
         }
-        return line(header) + rows.map(line).joined()
+        // Appended line by line: joined() on [String] looks up its generic witnesses at run
+        // time, which cost more than the whole listing.
+        var text = line(header)
+        for row in rows { text += line(row) }
+        return text
     }
 }
 
