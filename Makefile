@@ -33,7 +33,8 @@ build: deps
 
 # The release binaries carry the Swift runtime (-static-stdlib): less memory and a faster start
 # than with the toolchain's shared libraries, and nothing to find in the toolchain's directory
-# once installed (docs/performance.md, "Memory and linking"). Such a binary looks for the
+# once installed (docs/performance.md, "Memory and linking"); confab goes further and is one
+# static executable (Package.swift says why). Such a binary looks for the
 # runtime's crash reporter in libexec/swift/linux beside it (or beside its bin/), so the
 # toolchain's static one is copied there: without it a crash would print nothing.
 SWIFT_RESOURCES = $(shell $(SWIFT) -print-target-info 2>/dev/null | sed -n 's/.*"runtimeResourcePath": "\(.*\)".*/\1/p')

@@ -62,10 +62,22 @@ let package = Package(
             "Broker", "Config", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
+        // The release client is one static executable: no dynamic loader, no relocations of
+        // libstdc++ and no position-independent start-up, which is most of what a cold
+        // `confab ls` paid beyond the C client's floor (docs/performance.md, "Client cold
+        // start"). libedit's own dependencies are named because a static link needs them.
+        // glibc's user lookups (getpwuid_r) then load its NSS modules at run time, which works
+        // on the machine the binary was built on; where they fail, the client only loses the
+        // login in its default display name and in error messages.
         .executableTarget(name: "confab", dependencies: [
             "ConfabProtocol", "Posix", "Terminal", "LineEditor", "ShellIntegration",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], swiftSettings: strict),
+        ], swiftSettings: strict, linkerSettings: [
+            .unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release)),
+            .linkedLibrary("tinfo", .when(platforms: [.linux], configuration: .release)),
+            .linkedLibrary("bsd", .when(platforms: [.linux], configuration: .release)),
+            .linkedLibrary("md", .when(platforms: [.linux], configuration: .release)),
+        ]),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
         // Writes big data directories through the daemon's own log writer, for benchmarks.
         .executableTarget(name: "confab-loggen", dependencies: [

@@ -5,31 +5,39 @@ import Glibc
 /// Where confab's files live, by the XDG base directory rules. Daemon and client resolve
 /// the socket the same way so they meet without configuration.
 public struct ConfabPaths: Sendable {
-    public var environment: [String: String]
+    private let variable: @Sendable (String) -> String?
 
-    public init(environment: [String: String]) { self.environment = environment }
+    public init(environment: [String: String]) { variable = { environment[$0] } }
+
+    private init(variable: @escaping @Sendable (String) -> String?) { self.variable = variable }
+
+    /// This process's paths, reading each variable with getenv when a path needs it: a
+    /// client's cold start should not copy the environment to find one socket.
+    public static func current() -> ConfabPaths {
+        ConfabPaths { name in getenv(name).map { String(cString: $0) } }
+    }
 
     private var home: String {
-        if let home = environment["HOME"], !home.isEmpty { return home }
+        if let home = variable("HOME"), !home.isEmpty { return home }
         if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir { return String(cString: dir) }
         return "/"
     }
 
     private func xdg(_ variable: String, default fallback: String) -> String {
         // The spec says relative values are invalid and must be ignored.
-        if let value = environment[variable], value.hasPrefix("/") { return value }
+        if let value = self.variable(variable), value.hasPrefix("/") { return value }
         return home + "/" + fallback
     }
 
     /// `$XDG_RUNTIME_DIR/confab`, or `/tmp/confab-$UID` when there is no runtime dir.
     public var runtimeDirectory: String {
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/confab" }
+        if let runtime = variable("XDG_RUNTIME_DIR"), runtime.hasPrefix("/") { return runtime + "/confab" }
         return "/tmp/confab-\(getuid())"
     }
 
     /// `CONFAB_SOCKET` wins; otherwise `<runtime dir>/confabd.sock`.
     public var socket: String {
-        if let socket = environment["CONFAB_SOCKET"], !socket.isEmpty { return socket }
+        if let socket = variable("CONFAB_SOCKET"), !socket.isEmpty { return socket }
         return runtimeDirectory + "/confabd.sock"
     }
 

@@ -32,22 +32,49 @@ public struct Snippet {
         case .zsh: template = Self.zsh
         case .fish: template = Self.fish
         }
-        return template
-            .replacing("@EXE@", with: Self.quoted(executable, for: shell))
-            .replacing("@COMMAND_KEY@", with: commandKey.sequence(for: shell))
-            .replacing("@EXPLAIN_KEY@", with: explainKey.sequence(for: shell))
-            .replacing("@COMMAND_NAME@", with: commandKey.description)
-            .replacing("@EXPLAIN_NAME@", with: explainKey.description)
+        // One pass over the template, each `@NAME@` replaced as it is met (an `@` that starts
+        // no placeholder, as in `$@`, is kept): five replacing() passes cost a new shell more
+        // than all the rest of `shell-init`.
+        let utf8 = template.utf8
+        var result = ""
+        result.reserveCapacity(utf8.count + 256)
+        var copied = template.startIndex
+        var next = template.startIndex
+        while let at = utf8[next...].firstIndex(of: UInt8(ascii: "@")) {
+            next = utf8.index(after: at)
+            guard let end = utf8[next...].firstIndex(of: UInt8(ascii: "@")), let value = value(of: template[next..<end]) else { continue }
+            result += template[copied..<at]
+            result += value
+            copied = utf8.index(after: end)
+            next = copied
+        }
+        result += template[copied...]
+        return result
+    }
+
+    private func value(of placeholder: Substring) -> String? {
+        switch placeholder {
+        case "EXE": return Self.quoted(executable, for: shell)
+        case "COMMAND_KEY": return commandKey.sequence(for: shell)
+        case "EXPLAIN_KEY": return explainKey.sequence(for: shell)
+        case "COMMAND_NAME": return commandKey.description
+        case "EXPLAIN_NAME": return explainKey.description
+        default: return nil
+        }
     }
 
     /// A word the shell reads back as exactly `text`.
     public static func quoted(_ text: String, for shell: Shell) -> String {
-        switch shell {
-        case .bash, .zsh:
-            return "'" + text.replacing("'", with: #"'\''"#) + "'"
-        case .fish:
-            return "'" + text.replacing(#"\"#, with: #"\\"#).replacing("'", with: #"\'"#) + "'"
+        var result = "'"
+        for scalar in text.unicodeScalars {
+            switch (shell, scalar) {
+            case (.bash, "'"), (.zsh, "'"): result += #"'\''"#
+            case (.fish, "'"): result += #"\'"#
+            case (.fish, "\\"): result += #"\\"#
+            default: result.unicodeScalars.append(scalar)
+            }
         }
+        return result + "'"
     }
 
     static let bash = #"""

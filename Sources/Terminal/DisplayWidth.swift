@@ -23,7 +23,16 @@ public enum DisplayWidth {
         return width
     }
 
-    public static func of(_ text: some StringProtocol) -> Int {
+    public static func of(_ text: String) -> Int {
+        // Printable ASCII is one column a byte, and most of what is measured is that;
+        // splitting it into characters costs far more than the sum.
+        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return text.utf8.count }
+        return sum(text)
+    }
+
+    public static func of(_ text: some StringProtocol) -> Int { sum(text) }
+
+    private static func sum(_ text: some StringProtocol) -> Int {
         var total = 0
         for character in text { total += of(character) }
         return total

@@ -11,7 +11,7 @@
 public enum SafeText {
     public static func sanitized(_ text: String) -> String {
         // Nearly all text is clean: hand it back untouched without building a copy.
-        guard text.unicodeScalars.contains(where: needsReplacing) else { return text }
+        guard mayNeedReplacing(text, orBreaks: false), text.unicodeScalars.contains(where: needsReplacing) else { return text }
         var result = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
             if needsReplacing(scalar) {
@@ -47,6 +47,30 @@ public enum SafeText {
     /// One line of text: as `sanitized`, and a newline or tab becomes a space too (for
     /// titles, names and other text that must stay on its line).
     public static func singleLine(_ text: String) -> String {
-        sanitized(text).replacing("\n", with: " ").replacing("\t", with: " ")
+        guard mayNeedReplacing(text, orBreaks: true) else { return text }
+        // One pass over code points: a newline or a tab is a grapheme of its own, so
+        // replacing it here is the same as replacing the character.
+        var result = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if scalar == "\n" || scalar == "\t" {
+                result.append(" ")
+            } else if needsReplacing(scalar) {
+                result.append(contentsOf: visible(scalar).unicodeScalars)
+            } else {
+                result.append(scalar)
+            }
+        }
+        return String(result)
+    }
+
+    /// False when no byte of `text` can start anything `sanitized` (or, with `orBreaks`,
+    /// `singleLine`) changes: a byte below 0x20, DEL, or 0xC2, which leads U+0080…U+00BF
+    /// (the C1 controls among them). Bytes are cheaper to scan than code points, and a
+    /// listing checks every title it prints.
+    private static func mayNeedReplacing(_ text: String, orBreaks: Bool) -> Bool {
+        text.utf8.contains { byte in
+            if byte < 0x20 { return orBreaks || (byte != 0x0A && byte != 0x09) }
+            return byte == 0x7F || byte == 0xC2
+        }
     }
 }

@@ -20,7 +20,7 @@ protocol ClientCommand: ParsableCommand {
 
 extension ClientCommand {
     var socketPath: String {
-        global.socket ?? root.global.socket ?? ConfabPaths(environment: Environment.all()).socket
+        global.socket ?? root.global.socket ?? ConfabPaths.current().socket
     }
 }
 

@@ -25,6 +25,8 @@ final class Connection {
     private var nextID = 1
     private var buffer = [UInt8](repeating: 0, count: 1 << 16)
     private(set) var isClosed = false
+    /// A `hello` sent without waiting (see `start`): the first answer waited for settles it.
+    private var pendingHello: Int?
 
     private init(fd: Int32, path: String) {
         self.fd = fd
@@ -87,7 +89,13 @@ final class Connection {
     /// Sends a request and waits for its answer; notifications that arrive meanwhile are
     /// kept, in order, for `nextEvent`.
     func call(_ method: String, _ params: JSON = [:]) throws(Failure) -> JSON {
-        let id = try send(method, params)
+        try answer(to: send(method, params))
+    }
+
+    /// Waits for the answer to a request sent earlier with `send`, so that several requests
+    /// can be on their way at once.
+    func answer(to id: Int) throws(Failure) -> JSON {
+        try settleHello()
         while true {
             var index = head
             while index < events.count {
@@ -128,6 +136,7 @@ final class Connection {
     /// The next event, reading (blocking) as long as needed; nil when the daemon closed
     /// the connection.
     func waitForEvent() throws(Failure) -> Event? {
+        try settleHello()
         while true {
             if let event = nextEvent() { return event }
             guard try receive() else { return nil }
@@ -192,7 +201,7 @@ final class Connection {
     func hello(command: String, name explicit: String? = nil) throws(Failure) -> JSON {
         var params: [String: JSON] = ["client": .string("confab-\(command)")]
         var source = "--name"
-        if command == "ask" || command == "attach" {
+        if Self.offersName(command) {
             var name = explicit
             if name == nil, let variable = Environment.get("CONFAB_NAME") {
                 name = variable
@@ -215,11 +224,28 @@ final class Connection {
         }
     }
 
-    /// Connects to the socket from the options and says hello.
+    /// Connects to the socket from the options and says hello. A command that offers no
+    /// display name has nothing in its hello for the daemon to refuse, so it does not wait
+    /// for the answer: its first request goes out behind the hello, and a one-request
+    /// command like `ls` pays one round trip to the daemon instead of two.
     static func start(_ path: String, command: String, name: String? = nil) throws(Failure) -> Connection {
         let connection = try open(path: path)
-        try connection.hello(command: command, name: name)
+        if !offersName(command) {
+            connection.pendingHello = try connection.send("hello", ["client": .string("confab-\(command)")])
+        } else {
+            try connection.hello(command: command, name: name)
+        }
         return connection
+    }
+
+    /// Whether `command` is one that others see, and so says who is there.
+    private static func offersName(_ command: String) -> Bool { command == "ask" || command == "attach" }
+
+    /// Reads the answer to a hello sent by `start`, which comes before any other answer.
+    private func settleHello() throws(Failure) {
+        guard let id = pendingHello else { return }
+        pendingHello = nil
+        _ = try answer(to: id)
     }
 
     /// A conversation id from what the user typed: a whole id, or a unique prefix of at

@@ -28,7 +28,10 @@ struct List: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "ls")
         let shown = all ? 10000 : (limit ?? 50)
-        let result = try connection.call("conversation.list", ["limit": .int(shown)])
+        let listing = try connection.send("conversation.list", ["limit": .int(shown)])
+        // The count behind "… and N more" is asked for with the listing, not after it.
+        let counting = json ? nil : try connection.send("status")
+        let result = try connection.answer(to: listing)
         let conversations = result["conversations"]?.array ?? []
         if json {
             Out.stdout((result["conversations"] ?? .array([])).text + "\n")
@@ -38,7 +41,8 @@ struct List: ClientCommand {
             Out.errorLine("no conversations yet: ask something with `confab ask 'a question'`, or start one with `confab new --title TITLE`")
             return
         }
-        let total = try connection.call("status")["conversations"]?.int ?? conversations.count
+        var total = conversations.count
+        if let counting { total = try connection.answer(to: counting)["conversations"]?.int ?? total }
         Out.stdout(Self.table(conversations, now: Timestamp.now(), width: TerminalSize.of(1)?.columns))
         if total > conversations.count {
             let more = total - conversations.count
@@ -76,7 +80,11 @@ struct List: ClientCommand {
             let title = width.map { DisplayWidth.truncate(cells[4], to: max(8, $0 - leading)) } ?? cells[4]
             return text + title + "\n"
         }
-        return line(header) + rows.map(line).joined()
+        // Appended line by line: joined() on [String] looks up its generic witnesses at run
+        // time, which cost more than the whole listing.
+        var text = line(header)
+        for row in rows { text += line(row) }
+        return text
     }
 }
 

@@ -140,20 +140,6 @@ enum LocalTime {
 // MARK: - Environment
 
 enum Environment {
-    /// The whole environment, for ConfabPaths.
-    static func all() -> [String: String] {
-        var result: [String: String] = [:]
-        var entry = environ
-        while let pointer = entry.pointee {
-            let text = String(cString: pointer)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            entry += 1
-        }
-        return result
-    }
-
     static func get(_ name: String) -> String? {
         guard let value = getenv(name) else { return nil }
         return String(cString: value)

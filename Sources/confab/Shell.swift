@@ -71,7 +71,10 @@ struct ShellKey: ClientCommand {
     @Argument(help: "The command line.") var line: [String] = []
 
     func run() throws {
-        let text = line.joined(separator: " ")
+        // Words joined by hand: joined(separator:) resolves its generic witnesses at run time,
+        // which costs the key press more than building the prompt.
+        var text = line.first ?? ""
+        for word in line.dropFirst() { text += " " + word }
         guard !text.isBlank else { throw Failure.usage("nothing on the command line", command: "shell-key") }
         let status = KeySpinner()
         // Ctrl-C while waiting: the handler only records it; the wait loop stops our reply
@@ -114,10 +117,14 @@ struct ShellKey: ClientCommand {
     /// commands will work), else the kernel's name.
     static func systemName() -> String {
         if let bytes = try? Files.readAll(path: "/etc/os-release", limit: 1 << 16) {
-            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("PRETTY_NAME=") {
-                var value = line.dropFirst("PRETTY_NAME=".count)
-                if value.first == "\"", value.last == "\"", value.count >= 2 { value = value.dropFirst().dropLast() }
-                if !value.isEmpty { return SafeText.keepingLines(String(value)).replacing("\n", with: " ") }
+            // Lines split as bytes: splitting the decoded file by Character cost more than the
+            // rest of the key's own work.
+            let key = Array("PRETTY_NAME=".utf8)
+            for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: key) {
+                var value = line.dropFirst(key.count)
+                if value.first == UInt8(ascii: "\""), value.last == UInt8(ascii: "\""), value.count >= 2 { value = value.dropFirst().dropLast() }
+                // One line already: there is no line break left to turn into a space.
+                if !value.isEmpty { return SafeText.keepingLines(String(decoding: value, as: UTF8.self)) }
             }
         }
         var names = utsname()
@@ -255,7 +262,7 @@ extension CompletionKind {
     /// most recently active first, each with its title where the shell can show one.
     static var conversationIDs: CompletionKind {
         .custom { words, _, _ in
-            var socket = ConfabPaths(environment: Environment.all()).socket
+            var socket = ConfabPaths.current().socket
             if let flag = words.firstIndex(of: "--socket"), flag + 1 < words.count { socket = words[flag + 1] }
             guard let connection = try? Connection.start(socket, command: "complete"),
                   let result = try? connection.call("conversation.list", ["limit": 1000]) else { return [] }
