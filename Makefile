@@ -132,10 +132,12 @@ install: release
 	@echo "API key, if your server needs one: OPENAI_API_KEY=... in $(CONFIGDIR)/env (mode 0600)."
 	@echo "After an upgrade: systemctl --user daemon-reload && systemctl --user restart confabd.service"
 
-# docs/confab.1 is generated from the argument parser by its generate-manual plugin; run this
-# after changing a command's options or help, and commit the result.
-man:
-	$(SWIFT) package --allow-writing-to-directory docs generate-manual --product confab --output-directory docs
+# docs/confab.1 is generated from the argument parser by its generate-manual tool; run this
+# after changing a command's options or help, and commit the result. (The tool is run directly:
+# argument-parser's plugin makes a page for every executable, and confab's alone is wanted.)
+man: build
+	$(SWIFT) build --product generate-manual
+	"$$($(SWIFT) build --show-bin-path)/generate-manual" "$$($(SWIFT) build --show-bin-path)/confab" --output-directory docs
 
 # Leaves the config ($(CONFIGDIR)) and the conversations ($(DATADIR)) alone.
 uninstall:
