@@ -25,6 +25,7 @@ struct ConfigFile {
         var max_clients: Int?
         var max_queued_sends: Int?
         var max_streams: Int?
+        var unload_idle_seconds: Int?
     }
     var upstream: UpstreamSection?
     var limits: LimitsSection?
@@ -52,7 +53,8 @@ struct ConfigFile {
                 max_client_buffer_bytes: try table.integer("max_client_buffer_bytes"),
                 max_clients: try table.integer("max_clients"),
                 max_queued_sends: try table.integer("max_queued_sends"),
-                max_streams: try table.integer("max_streams"))
+                max_streams: try table.integer("max_streams"),
+                unload_idle_seconds: try table.integer("unload_idle_seconds"))
         }
         fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
         allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in try table.integers("allow_uids") } ?? nil
@@ -152,6 +154,9 @@ public struct Settings {
         if let value = try positive(file.limits?.max_clients, "max_clients") { settings.limits.maxClients = value }
         if let value = try positive(file.limits?.max_queued_sends, "max_queued_sends") { settings.limits.maxQueuedSends = value }
         if let value = try positive(file.limits?.max_streams, "max_streams") { settings.limits.maxStreams = value }
+        if let value = try positive(file.limits?.unload_idle_seconds, "unload_idle_seconds") {
+            settings.limits.unloadIdleMilliseconds = UInt64(value) * 1000
+        }
         if let retries = upstream?.max_retries {
             guard (0...10).contains(retries) else { throw ConfigError(description: "upstream.max_retries must be between 0 and 10") }
             settings.limits.maxRetries = retries
