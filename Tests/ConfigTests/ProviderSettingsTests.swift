@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 
 import Config
@@ -81,6 +82,24 @@ final class ProviderSettingsTests: XCTestCase {
         let upstream = try XCTUnwrap(table["default"])
         XCTAssertEqual(upstream.api, .chat)
         XCTAssertEqual(upstream.config.apiKey, "sk-openai")
+    }
+
+    /// The README's example, read from the README itself so the two cannot drift apart.
+    func testTheREADMEProvidersExampleLoads() throws {
+        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        let section = try XCTUnwrap(text.components(separatedBy: "### Providers").dropFirst().first)
+        let example = try XCTUnwrap(section.components(separatedBy: "```toml\n").dropFirst().first?.components(separatedBy: "```").first)
+        let settings = try load(example, environment: ["CLAUDE_KEY": "sk-ant-readme"])
+        let table = settings.providerTable
+        XCTAssertEqual(table.names, ["claude", "default", "legacy", "local"])
+        XCTAssertEqual(table.defaultName, "claude")
+        XCTAssertEqual(table["claude"]?.config.apiKey, "sk-ant-readme")
+        XCTAssertEqual(table["claude"]?.config.maxTokens, 4096)
+        XCTAssertEqual(table["legacy"]?.api, .completions(CompletionsOptions(stop: ["\nHuman:", "\nAI:"])))
+        XCTAssertEqual(table["legacy"]?.config.headers, [HTTPHeader(name: "X-Team", value: "research")])
+        XCTAssertEqual(table["local"]?.config.timeoutSeconds, 300)
     }
 
     func testDefaults() throws {
