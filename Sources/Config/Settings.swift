@@ -329,7 +329,11 @@ public struct Settings {
             config.apiKey = key
         } else if let keyFile = section.api_key_file {
             keySource = "api_key_file"
-            config.apiKey = try readText(keyFile, "\(table.name("api_key_file"))").trimmingWhitespace
+            do {
+                config.apiKey = try readText(keyFile, "the key file").trimmingWhitespace
+            } catch {
+                throw table.error("api_key_file", "cannot be used: \(error)")
+            }
             var keyInfo = stat()
             if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & S_IFMT == S_IFREG, keyInfo.st_mode & 0o044 != 0 {
                 warnings.append("the API key file \(keyFile) (\(table.name("api_key_file"))) can be read by others: chmod 600 \(keyFile)")

@@ -213,7 +213,7 @@ final class ProviderSettingsTests: XCTestCase {
         assertRejected("[providers.remote]\napi_key = \"a\"\napi_key_env = \"B\"\n",
                        "config.toml: line 3: providers.remote.api_key_env cannot be given with api_key: the key comes from one place")
         assertRejected("[providers.remote]\napi_key_file = \"/nonexistent/confab-key\"\n",
-                       "cannot read providers.remote.api_key_file /nonexistent/confab-key: No such file or directory")
+                       "config.toml: line 2: providers.remote.api_key_file cannot be used: cannot read the key file /nonexistent/confab-key: No such file or directory")
         assertRejected("[providers.remote]\napi_key = \"a\\nb\"\n",
                        "config.toml: line 2: providers.remote.api_key holds a key with line breaks or control characters")
     }
