@@ -43,6 +43,9 @@ private func providers(retries: Int = 0) -> String {
     timeout_seconds = 5
     headers = { "anthropic-beta" = "fake-beta" }
 
+    [providers.bare]
+    base_url = "$UPSTREAM/bare/v1"
+
     """
 }
 
@@ -114,6 +117,23 @@ final class ProviderTests: XCTestCase {
             XCTAssertTrue(error.message.contains("\"nope\""), error.message)
         }
         XCTAssertEqual(try client.call("conversation.list")["conversations"]?.array?.count, 0)
+    }
+
+    func testAProviderWithoutAModelNeedsOneNamed() throws {
+        let client = try harness.client()
+        do {
+            try client.call("conversation.create", ["provider": "bare"])
+            XCTFail("created without a model")
+        } catch let error as RPCError {
+            XCTAssertEqual(error.code, RPCError.invalidParams)
+            XCTAssertTrue(error.message.contains("\"bare\" has no default model"), error.message)
+        }
+        let (id, info) = try create(client, ["provider": "bare", "model": "named-model"])
+        XCTAssertEqual(info["model"]?.string, "named-model")
+        try send(client, id, "[[reply:ok]]")
+        let request = try lastRequest(to: "/chat/completions")
+        XCTAssertEqual(request["path"]?.string, "/bare/v1/chat/completions")
+        XCTAssertNil(request["headers"]?["authorization"], "a server on this machine gets no key unless given one")
     }
 
     func testTheCompletionsTranscriptAndStopSequences() throws {
