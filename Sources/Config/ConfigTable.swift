@@ -18,6 +18,8 @@ public struct ConfigTable {
     /// The dotted path of this table ("" for the document itself).
     public let path: String
     public let table: TOMLTable
+    /// Where the table was written, when it is a member of another: errors about it as a whole go there.
+    public private(set) var position: TOMLPosition?
     private var read: Set<String> = []
     private var subtables: [ConfigTable] = []
 
@@ -147,6 +149,7 @@ public struct ConfigTable {
         guard let value = value(key) else { return nil }
         guard case .table(let inner) = value else { throw wrongType(key, value, expected: "a table") }
         var section = ConfigTable(file: file, path: name(key), table: inner)
+        section.position = table.position(of: key)
         let result = try body(&section)
         subtables.append(section)
         return result

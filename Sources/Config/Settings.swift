@@ -232,9 +232,9 @@ public struct Settings {
                                  warnings: inout [String]) throws(ConfigError) -> Provider {
         let table = section.table
         let name = section.name
-        // The name is where the table starts: errors about the table as a whole are put there.
+        // Errors about the table as a whole are put at its header.
         func tableError(_ problem: String) -> ConfigError {
-            let line = table.table.members.first.map { "\($0.position): " } ?? ""
+            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
             return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
         }
         guard !name.isEmpty, name.count <= 64,

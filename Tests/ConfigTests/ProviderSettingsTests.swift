@@ -186,9 +186,9 @@ final class ProviderSettingsTests: XCTestCase {
 
     func testProviderNames() {
         assertRejected("[providers.default]\nbase_url = \"http://127.0.0.1:1\"\n",
-                       "config.toml: line 2: providers.default cannot be: the provider named default is [upstream]")
+                       "config.toml: line 1: providers.default cannot be: the provider named default is [upstream]")
         assertRejected("[providers.\"a b\"]\nbase_url = \"http://127.0.0.1:1\"\n",
-                       "config.toml: line 2: providers.a b is not a provider name: 1 to 64 letters, digits, - or _")
+                       "config.toml: line 1: providers.a b is not a provider name: 1 to 64 letters, digits, - or _")
     }
 
     func testDefaultProviderMustExist() {
@@ -199,15 +199,18 @@ final class ProviderSettingsTests: XCTestCase {
     }
 
     func testKeysThatAreMissing() {
+        // An error about the whole table is at its header.
+        assertRejected("[upstream]\nmodel = \"m\"\n\n[providers.claude]\napi = \"anthropic\"\n",
+                       "config.toml: line 4: providers.claude needs an API key: set api_key, api_key_file or api_key_env, or ANTHROPIC_API_KEY in confabd's environment")
         assertRejected("[providers.claude]\napi = \"anthropic\"\nmodel = \"c\"\n",
-                       "config.toml: line 2: providers.claude needs an API key: set api_key, api_key_file or api_key_env, or ANTHROPIC_API_KEY in confabd's environment")
+                       "config.toml: line 1: providers.claude needs an API key: set api_key, api_key_file or api_key_env, or ANTHROPIC_API_KEY in confabd's environment")
         assertRejected("[providers.claude]\napi = \"anthropic\"\napi_key = \"\"\n",
                        "config.toml: line 3: providers.claude.api_key gives an empty key, and this provider needs one")
         assertRejected("[providers.remote]\nbase_url = \"https://models.example.test/v1\"\n",
-                       "config.toml: line 2: providers.remote needs an API key: set api_key, api_key_file or api_key_env (api_key = \"\" for a server that takes none)",
+                       "config.toml: line 1: providers.remote needs an API key: set api_key, api_key_file or api_key_env (api_key = \"\" for a server that takes none)",
                        environment: ["OPENAI_API_KEY": "sk-not-for-this-one"])
         assertRejected("[providers.remote]\napi = \"completions\"\n",
-                       "config.toml: line 2: providers.remote needs an API key: set api_key, api_key_file or api_key_env (api_key = \"\" for a server that takes none)")
+                       "config.toml: line 1: providers.remote needs an API key: set api_key, api_key_file or api_key_env (api_key = \"\" for a server that takes none)")
         assertRejected("[providers.remote]\nbase_url = \"https://models.example.test/v1\"\napi_key_env = \"REMOTE_KEY\"\n",
                        "config.toml: line 3: providers.remote.api_key_env names REMOTE_KEY, which is not set in confabd's environment")
         assertRejected("[providers.remote]\napi_key = \"a\"\napi_key_env = \"B\"\n",
