@@ -201,8 +201,9 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
                         extraHeaders: extra, keepAlive: keepAlive)
     }
     let system = body["system"]?.stringValue ?? contentText(body["system"])
-    let context = "context: " + (system.isEmpty ? [] : ["system"]).joined() + (system.isEmpty ? "" : " ")
-        + messages.map(\.role).joined(separator: " ") + " | " + ((system.isEmpty ? [] : [system]) + messages.map(\.text)).joined(separator: " / ")
+    let roles = (system.isEmpty ? [] : ["system"]) + messages.map(\.role)
+    let texts = (system.isEmpty ? [] : [system]) + messages.map(\.text)
+    let context = "context: " + roles.joined(separator: " ") + " | " + texts.joined(separator: " / ")
     let pieces = splitIntoPieces(replyText(script, remaining: remaining, context: context), size: script.chunk)
     let inputTokens = (messages.map(\.text) + [system]).reduce(0) { $0 + $1.split(whereSeparator: { $0.isWhitespace }).count }
     let n = shared.nextID()
