@@ -309,14 +309,14 @@ public struct Settings {
             guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
             config.maxTokens = tokens
         }
-        for header in section.headers ?? [] {
-            let headers = ConfigTable(file: table.file, path: table.name("headers"), table: {
-                if case .table(let inner)? = table.table["headers"] { return inner }
-                return TOMLTable()
-            }())
-            guard isHeaderName(header.key) else { throw headers.error(header.key, "is not an HTTP header name") }
-            guard isHeaderValue(header.value) else { throw headers.error(header.key, "must not hold line breaks or control characters") }
-            config.headers.append(HTTPHeader(name: header.key, value: header.value))
+        if let given = section.headers, case .table(let inner)? = table.table["headers"] {
+            // For errors at each header's own line.
+            let headers = ConfigTable(file: table.file, path: table.name("headers"), table: inner)
+            for header in given {
+                guard isHeaderName(header.key) else { throw headers.error(header.key, "is not an HTTP header name") }
+                guard isHeaderValue(header.value) else { throw headers.error(header.key, "must not hold line breaks or control characters") }
+                config.headers.append(HTTPHeader(name: header.key, value: header.value))
+            }
         }
 
         let sources = [("api_key", section.api_key != nil), ("api_key_file", section.api_key_file != nil), ("api_key_env", section.api_key_env != nil)]
