@@ -17,8 +17,6 @@ public struct BrokerLimits: Sendable, Equatable {
     public var replySaveIntervalMilliseconds: UInt64 = 250
     /// Replies streaming from the upstream at once, across conversations; more wait their turn.
     public var maxStreams = 16
-    /// Further attempts after a refusal that streamed nothing (429, 5xx, connection, timeout).
-    public var maxRetries = 2
     /// First backoff; it doubles with each attempt, capped at 30 s, unless Retry-After says otherwise.
     public var retryBaseMilliseconds: UInt64 = 1000
     /// A conversation nobody has touched for this long, with nothing in flight, leaves memory.
@@ -34,6 +32,11 @@ public final class Broker {
     let loop: Loop
     let store: LogStore
     public var upstream: UpstreamClient { replies.upstream }
+    /// Replaced on reload: replies from then on, and retries, use the new table.
+    public var providers: ProviderTable {
+        get { replies.providers }
+        set { replies.providers = newValue }
+    }
     /// Replaced on reload; a higher `maxStreams` lets replies waiting for a stream start now.
     public var limits: BrokerLimits {
         didSet { replies.limits = limits }
@@ -55,10 +58,11 @@ public final class Broker {
     let ownUID = UInt32(getuid())
     let flusher: OutputFlusher
 
-    public init(loop: Loop, store: LogStore, upstream: UpstreamClient, limits: BrokerLimits, logger: Logger, allowedUIDs: Set<UInt32> = []) {
+    public init(loop: Loop, store: LogStore, upstream: UpstreamClient, providers: ProviderTable, limits: BrokerLimits, logger: Logger,
+                allowedUIDs: Set<UInt32> = []) {
         self.loop = loop
         self.store = store
-        replies = ReplyRunner(loop: loop, upstream: upstream, limits: limits, logger: logger)
+        replies = ReplyRunner(loop: loop, upstream: upstream, providers: providers, limits: limits, logger: logger)
         self.limits = limits
         self.logger = logger
         self.allowedUIDs = allowedUIDs

@@ -19,6 +19,8 @@ final class Conversation {
     let model: String
     let system: String?
     let forkedFrom: ForkOrigin?
+    /// The name of the configured provider its replies come from.
+    let provider: String
     let log: ConversationLog
     /// Stored messages in id order, when in memory; the reply in flight is in `active`, not here.
     private(set) var messages: [Message] = []
@@ -85,6 +87,7 @@ final class Conversation {
         model = summary.header.model
         system = summary.header.system
         forkedFrom = summary.header.forkedFrom
+        provider = summary.header.provider ?? ConversationInfo.defaultProvider
         self.log = log
     }
 
@@ -137,7 +140,7 @@ final class Conversation {
     var info: ConversationInfo {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
                          messageCount: contents == .inMemory ? messages.count + (active?.continued == nil ? 0 : 1) : log.messageCount,
-                         forkedFrom: forkedFrom)
+                         forkedFrom: forkedFrom, provider: provider)
     }
 
     var queuedCount: Int { queue.count }

@@ -162,13 +162,19 @@ extension Broker {
         try refuseWhenStopping()
         let title = try title(try params.optionalString("title") ?? "untitled")
         let system = try params.optionalString("system")
-        let model = try params.optionalString("model") ?? upstream.config.model
+        let providerName = try params.optionalString("provider") ?? providers.defaultName
+        guard let provider = providers[providerName] else {
+            throw .invalidParams("no provider \"\(providerName)\": the config has \(providers.names.joined(separator: ", "))")
+        }
+        guard let model = try params.optionalString("model") ?? provider.config.model else {
+            throw .invalidParams("provider \"\(providerName)\" has no default model: name one with \"model\"")
+        }
         guard !model.isEmpty, model.count <= 200, !model.contains(where: { $0.isWhitespace }) else {
             throw .invalidParams("parameter \"model\" must be 1 to 200 characters without spaces")
         }
         var id = ConversationID.make()
         while conversations[id] != nil { id = ConversationID.make() }
-        let header = ConversationHeader(id: id, created: .now(), title: title, model: model, system: system)
+        let header = ConversationHeader(id: id, created: .now(), title: title, model: model, system: system, provider: providerName)
         store.create(header) { [unowned self] result in
             switch result {
             case .success(let log):
@@ -176,7 +182,7 @@ extension Broker {
                 conversation.take(ReplayedConversation(new: header))
                 conversation.lastUsed = loop.now
                 conversations[id] = conversation
-                logger.info("conversation=\(id) created client=\(client.id)")
+                logger.info("conversation=\(id) created client=\(client.id) provider=\(providerName) model=\(model)")
                 respond(.success(["conversation": conversation.info.json]))
             case .failure(let error):
                 logger.error("conversation=\(id) client=\(client.id) cannot create: \(error)")

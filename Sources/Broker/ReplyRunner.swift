@@ -14,6 +14,7 @@ import Upstream
 final class ReplyRunner {
     private let loop: Loop
     let upstream: UpstreamClient
+    var providers: ProviderTable
     var limits: BrokerLimits {
         didSet { admitWaiting() }
     }
@@ -24,9 +25,10 @@ final class ReplyRunner {
     private(set) var activeReplies = 0
     private(set) var isStopping = false
 
-    init(loop: Loop, upstream: UpstreamClient, limits: BrokerLimits, logger: Logger) {
+    init(loop: Loop, upstream: UpstreamClient, providers: ProviderTable, limits: BrokerLimits, logger: Logger) {
         self.loop = loop
         self.upstream = upstream
+        self.providers = providers
         self.limits = limits
         self.logger = logger
     }
@@ -56,8 +58,9 @@ final class ReplyRunner {
             continued = (stored.content.utf8.count, stored.usage)
         }
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
-        request.temperature = upstream.config.temperature
-        request.maxTokens = upstream.config.maxTokens
+        let provider = providers[conversation.provider]
+        request.temperature = provider?.config.temperature
+        request.maxTokens = provider?.config.maxTokens
         if continued != nil { request.continuing = message.content }
         let reply = Conversation.ActiveReply(message: message, request: request, now: loop.now)
         reply.continued = continued
@@ -74,7 +77,7 @@ final class ReplyRunner {
             return
         }
         conversation.broadcast(announcement, ["message": message.json])
-        logger.info("conversation=\(conversation.id) reply=\(replyID) \(continued == nil ? "started" : "continued") model=\(conversation.model) context=\(request.messages.count)")
+        logger.info("conversation=\(conversation.id) reply=\(replyID) \(continued == nil ? "started" : "continued") provider=\(conversation.provider) model=\(conversation.model) context=\(request.messages.count)")
         askUpstream(for: reply, in: conversation)
     }
 
@@ -99,14 +102,21 @@ final class ReplyRunner {
     }
 
     private func askUpstream(for reply: Conversation.ActiveReply, in conversation: Conversation) {
+        // Looked up for every attempt: a reload between two takes effect at the next one.
+        guard let provider = providers[conversation.provider] else {
+            logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) provider \(conversation.provider) is not configured")
+            finish(in: conversation, status: .failed, error: MessageError(code: .notConfigured,
+                message: "no provider \"\(conversation.provider)\" in the config: this conversation's replies come from it"))
+            return
+        }
         reply.attempts += 1
-        reply.stream = upstream.stream(reply.request) { [unowned self, unowned conversation, weak reply] event in
+        reply.stream = upstream.stream(reply.request, from: provider) { [unowned self, unowned conversation, weak reply] event in
             guard let reply, conversation.active === reply else { return }
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
             case .finished(let finishReason, let usage, let error, let retryAfter):
                 reply.stream = nil
-                if let error, shouldRetry(error, reply) {
+                if let error, shouldRetry(error, reply, maxRetries: provider.config.maxRetries) {
                     scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
                     return
                 }
@@ -128,8 +138,8 @@ final class ReplyRunner {
     }
 
     /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.
-    private func shouldRetry(_ error: MessageError, _ reply: Conversation.ActiveReply) -> Bool {
-        guard reply.message.content.isEmpty, reply.attempts <= limits.maxRetries, !isStopping else { return false }
+    private func shouldRetry(_ error: MessageError, _ reply: Conversation.ActiveReply, maxRetries: Int) -> Bool {
+        guard reply.message.content.isEmpty, reply.attempts <= maxRetries, !isStopping else { return false }
         switch error.code {
         case .rateLimited, .upstreamConnection, .upstreamTimeout: return true
         case .upstreamHTTP: return (error.status ?? 0) >= 500

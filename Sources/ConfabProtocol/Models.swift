@@ -304,9 +304,14 @@ public struct ConversationInfo: Equatable, Sendable {
     public var system: String?
     public var messageCount: Int
     public var forkedFrom: ForkOrigin?
+    /// The configured provider its replies come from.
+    public var provider: String
+
+    public static let defaultProvider = "default"
 
     public init(id: String, title: String, created: Timestamp, updated: Timestamp, model: String, system: String?, messageCount: Int,
-                forkedFrom: ForkOrigin? = nil) {
+                forkedFrom: ForkOrigin? = nil, provider: String = Self.defaultProvider) {
+        self.provider = provider
         self.id = id
         self.title = title
         self.created = created
@@ -321,6 +326,7 @@ public struct ConversationInfo: Equatable, Sendable {
         var object: [String: JSON] = [
             "id": .string(id), "title": .string(title), "created": .string(created.description),
             "updated": .string(updated.description), "model": .string(model), "message_count": .int(messageCount),
+            "provider": .string(provider),
         ]
         if let system { object["system"] = .string(system) }
         if let forkedFrom { object["forked_from"] = forkedFrom.json }
@@ -335,7 +341,8 @@ public struct ConversationInfo: Equatable, Sendable {
         else { return nil }
         self.init(id: id, title: title, created: created, updated: updated, model: model,
                   system: json["system"]?.string, messageCount: json["message_count"]?.int ?? 0,
-                  forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:)))
+                  forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:)),
+                  provider: json["provider"]?.string ?? Self.defaultProvider)
     }
 }
 

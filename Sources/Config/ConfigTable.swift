@@ -18,6 +18,8 @@ public struct ConfigTable {
     /// The dotted path of this table ("" for the document itself).
     public let path: String
     public let table: TOMLTable
+    /// Where the table was written, when it is a member of another: errors about it as a whole go there.
+    public private(set) var position: TOMLPosition?
     private var read: Set<String> = []
     private var subtables: [ConfigTable] = []
 
@@ -99,11 +101,55 @@ public struct ConfigTable {
         return result
     }
 
+    public mutating func strings(_ key: String) throws(ConfigError) -> [String]? {
+        guard let value = value(key) else { return nil }
+        guard case .array(let elements) = value else { throw wrongType(key, value, expected: "an array of strings") }
+        var result: [String] = []
+        for element in elements {
+            guard case .string(let text) = element else {
+                throw error(key, "must be an array of strings, not one holding \(element.kindDescription)")
+            }
+            result.append(text)
+        }
+        return result
+    }
+
+    /// A table whose every value is a string (`headers = { "X-Team" = "a" }`), in the order written.
+    public mutating func stringTable(_ key: String) throws(ConfigError) -> [(key: String, value: String)]? {
+        guard let value = value(key) else { return nil }
+        guard case .table(let inner) = value else { throw wrongType(key, value, expected: "a table of strings") }
+        let section = ConfigTable(file: file, path: name(key), table: inner)
+        var result: [(key: String, value: String)] = []
+        for member in inner.members {
+            guard case .string(let text) = member.value else {
+                throw section.error(member.key, "must be a string, not \(member.value.kindDescription)")
+            }
+            result.append((member.key, text))
+        }
+        return result
+    }
+
+    /// A table of tables (`[providers.NAME]`): each member read through the closure as a table
+    /// of its own, in the order written; their unknown keys count too.
+    public mutating func tables<Result>(_ key: String, _ body: (String, inout ConfigTable) throws(ConfigError) -> Result) throws(ConfigError) -> [Result]? {
+        guard let value = value(key) else { return nil }
+        guard case .table(let inner) = value else { throw wrongType(key, value, expected: "a table") }
+        var outer = ConfigTable(file: file, path: name(key), table: inner)
+        var results: [Result] = []
+        for member in inner.members {
+            guard let result = try outer.table(member.key, { (section: inout ConfigTable) throws(ConfigError) in try body(member.key, &section) }) else { continue }
+            results.append(result)
+        }
+        subtables.append(outer)
+        return results
+    }
+
     /// A `[section]` (or inline table), read through the closure; its unknown keys count too.
     public mutating func table<Result>(_ key: String, _ body: (inout ConfigTable) throws(ConfigError) -> Result) throws(ConfigError) -> Result? {
         guard let value = value(key) else { return nil }
         guard case .table(let inner) = value else { throw wrongType(key, value, expected: "a table") }
         var section = ConfigTable(file: file, path: name(key), table: inner)
+        section.position = table.position(of: key)
         let result = try body(&section)
         subtables.append(section)
         return result

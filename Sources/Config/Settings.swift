@@ -27,10 +27,34 @@ struct ConfigFile {
         var max_streams: Int?
         var unload_idle_seconds: Int?
     }
+    /// One `[providers.NAME]` table, with the table itself for errors at its keys' lines.
+    struct ProviderSection {
+        var name: String
+        var table: ConfigTable
+        var api: String?
+        var base_url: String?
+        var api_key: String?
+        var api_key_file: String?
+        var api_key_env: String?
+        var timeout_seconds: Int?
+        var connect_timeout_seconds: Int?
+        var max_retries: Int?
+        var headers: [(key: String, value: String)]?
+        var model: String?
+        var max_tokens: Int?
+        var user_label: String?
+        var assistant_label: String?
+        var stop: [String]?
+        var anthropic_version: String?
+    }
     var upstream: UpstreamSection?
+    var providers: [ProviderSection] = []
+    var default_provider: String?
     var limits: LimitsSection?
     var fsync: Bool?
     var allow_uids: [Int]?
+    /// The document itself, for errors at its top-level keys' lines.
+    var root: ConfigTable?
 
     /// Unknown keys are errors: a typo should not silently leave a default in place.
     init(_ document: TOMLTable, file: String) throws(ConfigError) {
@@ -47,6 +71,26 @@ struct ConfigFile {
                 max_tokens: try table.integer("max_tokens"),
                 max_retries: try table.integer("max_retries"))
         }
+        providers = try root.tables("providers") { (name: String, table: inout ConfigTable) throws(ConfigError) in
+            ProviderSection(
+                name: name, table: table,
+                api: try table.string("api"),
+                base_url: try table.string("base_url"),
+                api_key: try table.string("api_key"),
+                api_key_file: try table.string("api_key_file"),
+                api_key_env: try table.string("api_key_env"),
+                timeout_seconds: try table.integer("timeout_seconds"),
+                connect_timeout_seconds: try table.integer("connect_timeout_seconds"),
+                max_retries: try table.integer("max_retries"),
+                headers: try table.stringTable("headers"),
+                model: try table.string("model"),
+                max_tokens: try table.integer("max_tokens"),
+                user_label: try table.string("user_label"),
+                assistant_label: try table.string("assistant_label"),
+                stop: try table.strings("stop"),
+                anthropic_version: try table.string("anthropic_version"))
+        } ?? []
+        default_provider = try root.string("default_provider")
         limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
             LimitsSection(
                 max_line_bytes: try table.integer("max_line_bytes"),
@@ -59,6 +103,7 @@ struct ConfigFile {
         fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
         allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in try table.integers("allow_uids") } ?? nil
         try root.rejectUnknownKeys()
+        self.root = root
     }
 
     init() {}
@@ -66,13 +111,23 @@ struct ConfigFile {
 
 /// Everything the daemon takes from its config file and environment.
 public struct Settings {
+    /// `[upstream]`: the provider named `default`.
     public var upstream = UpstreamConfig()
+    /// `[providers.NAME]` tables, in the order written.
+    public var providers: [Provider] = []
+    /// Which provider a new conversation that names none uses.
+    public var defaultProvider = Provider.defaultName
     public var limits = BrokerLimits()
     public var fsync = true
     public var allowedUIDs: Set<UInt32> = []
     public var warnings: [String] = []
 
     public init() {}
+
+    /// Every provider, `[upstream]` as `default` among them.
+    public var providerTable: ProviderTable {
+        ProviderTable([Provider(name: Provider.defaultName, config: upstream)] + providers, defaultName: defaultProvider)
+    }
 
     /// Reads `path` (a missing file is fine unless `required`) and the environment.
     public static func load(path: String, required: Bool, environment: [String: String]) throws(ConfigError) -> Settings {
@@ -85,7 +140,7 @@ public struct Settings {
         }
         let file = try parse(readText(path, "config file"), path: path)
         var settings = try resolve(file, environment: environment)
-        if file.upstream?.api_key != nil, info.st_mode & 0o077 != 0 {
+        if file.upstream?.api_key != nil || file.providers.contains(where: { $0.api_key?.isEmpty == false }), info.st_mode & 0o077 != 0 {
             settings.warnings.insert("\(path) holds an API key and can be read by others: chmod 600 \(path)", at: 0)
         }
         return settings
@@ -159,11 +214,190 @@ public struct Settings {
         }
         if let retries = upstream?.max_retries {
             guard (0...10).contains(retries) else { throw ConfigError(description: "upstream.max_retries must be between 0 and 10") }
-            settings.limits.maxRetries = retries
+            settings.upstream.maxRetries = retries
+        }
+        for section in file.providers {
+            settings.providers.append(try provider(section, environment: environment, warnings: &settings.warnings))
+        }
+        if let name = file.default_provider {
+            let known = [Provider.defaultName] + settings.providers.map(\.name)
+            guard known.contains(name) else {
+                let problem = "names no configured provider: \"\(name)\" (there are: \(known.joined(separator: ", ")))"
+                throw file.root?.error("default_provider", problem) ?? ConfigError(description: "default_provider \(problem)")
+            }
+            settings.defaultProvider = name
         }
         settings.fsync = file.fsync ?? true
         settings.allowedUIDs = Set((file.allow_uids ?? []).compactMap { UInt32(exactly: $0) })
         return settings
+    }
+
+    /// A `[providers.NAME]` table, checked: errors name the key and its line.
+    private static func provider(_ section: ConfigFile.ProviderSection, environment: [String: String],
+                                 warnings: inout [String]) throws(ConfigError) -> Provider {
+        let table = section.table
+        let name = section.name
+        // Errors about the table as a whole are put at its header.
+        func tableError(_ problem: String) -> ConfigError {
+            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
+            return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
+        }
+        guard !name.isEmpty, name.count <= 64,
+              name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") })
+        else { throw tableError("is not a provider name: 1 to 64 letters, digits, - or _") }
+        guard name != Provider.defaultName else {
+            throw tableError("cannot be: the provider named default is [upstream]")
+        }
+
+        let apiName = section.api ?? "chat"
+        var config = UpstreamConfig(model: nil, maxRetries: 2)
+        let api: ProviderAPI
+        switch apiName {
+        case "chat":
+            api = .chat
+        case "completions":
+            for label in [("user_label", section.user_label), ("assistant_label", section.assistant_label)] {
+                if let text = label.1, text.isEmpty || text.contains(where: \.isNewline) {
+                    throw table.error(label.0, "must be a non-empty label on one line")
+                }
+            }
+            if let stop = section.stop, stop.contains(where: \.isEmpty) {
+                throw table.error("stop", "must not hold an empty string")
+            }
+            api = .completions(CompletionsOptions(userLabel: section.user_label ?? CompletionsOptions.defaultUserLabel,
+                                                  assistantLabel: section.assistant_label ?? CompletionsOptions.defaultAssistantLabel,
+                                                  stop: section.stop))
+        case "anthropic":
+            config.baseURL = "https://api.anthropic.com/v1"
+            if let version = section.anthropic_version, version.isEmpty || !isHeaderValue(version) {
+                throw table.error("anthropic_version", "must be a version such as \"\(AnthropicOptions.defaultVersion)\"")
+            }
+            api = .anthropic(AnthropicOptions(version: section.anthropic_version ?? AnthropicOptions.defaultVersion))
+            config.maxTokens = AnthropicOptions.defaultMaxTokens
+        default:
+            throw table.error("api", "must be \"chat\", \"completions\" or \"anthropic\", not \"\(apiName)\"")
+        }
+        // Keys of one API only are refused elsewhere: a typo'd api must not silently drop them.
+        let onlyFor: [(key: String, api: String, given: Bool)] = [
+            ("user_label", "completions", section.user_label != nil), ("assistant_label", "completions", section.assistant_label != nil),
+            ("stop", "completions", section.stop != nil), ("anthropic_version", "anthropic", section.anthropic_version != nil),
+        ]
+        for key in onlyFor where key.given && key.api != apiName {
+            throw table.error(key.key, "is only for api = \"\(key.api)\", and this provider's api is \"\(apiName)\"")
+        }
+
+        if let url = section.base_url {
+            guard url.hasPrefix("http://") || url.hasPrefix("https://"), isHeaderValue(url), !url.contains(" ") else {
+                throw table.error("base_url", "must start with http:// or https://")
+            }
+            config.baseURL = url
+        }
+        if let model = section.model {
+            guard !model.isEmpty, model.count <= 200, !model.contains(where: \.isWhitespace) else {
+                throw table.error("model", "must be 1 to 200 characters without spaces")
+            }
+            config.model = model
+        }
+        if let seconds = section.timeout_seconds {
+            guard seconds > 0 else { throw table.error("timeout_seconds", "must be positive") }
+            config.timeoutSeconds = seconds
+        }
+        if let seconds = section.connect_timeout_seconds {
+            guard seconds > 0 else { throw table.error("connect_timeout_seconds", "must be positive") }
+            config.connectTimeoutSeconds = seconds
+        }
+        if let retries = section.max_retries {
+            guard (0...10).contains(retries) else { throw table.error("max_retries", "must be between 0 and 10") }
+            config.maxRetries = retries
+        }
+        if let tokens = section.max_tokens {
+            guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
+            config.maxTokens = tokens
+        }
+        if let given = section.headers, case .table(let inner)? = table.table["headers"] {
+            // For errors at each header's own line.
+            let headers = ConfigTable(file: table.file, path: table.name("headers"), table: inner)
+            for header in given {
+                guard isHeaderName(header.key) else { throw headers.error(header.key, "is not an HTTP header name") }
+                guard isHeaderValue(header.value) else { throw headers.error(header.key, "must not hold line breaks or control characters") }
+                config.headers.append(HTTPHeader(name: header.key, value: header.value))
+            }
+        }
+
+        let sources = [("api_key", section.api_key != nil), ("api_key_file", section.api_key_file != nil), ("api_key_env", section.api_key_env != nil)]
+            .filter(\.1).map(\.0)
+        if sources.count > 1 {
+            throw table.error(sources[1], "cannot be given with \(sources[0]): the key comes from one place")
+        }
+        var keySource = "api_key"
+        if let key = section.api_key {
+            config.apiKey = key
+        } else if let keyFile = section.api_key_file {
+            keySource = "api_key_file"
+            do {
+                config.apiKey = try readText(keyFile, "the key file").trimmingWhitespace
+            } catch {
+                throw table.error("api_key_file", "cannot be used: \(error)")
+            }
+            var keyInfo = stat()
+            if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & S_IFMT == S_IFREG, keyInfo.st_mode & 0o044 != 0 {
+                warnings.append("the API key file \(keyFile) (\(table.name("api_key_file"))) can be read by others: chmod 600 \(keyFile)")
+            }
+        } else if let variable = section.api_key_env {
+            keySource = "api_key_env"
+            guard !variable.isEmpty else { throw table.error("api_key_env", "must name an environment variable") }
+            config.apiKey = environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+            if config.apiKey == nil {
+                throw table.error("api_key_env", "names \(variable), which is not set in confabd's environment")
+            }
+        } else if case .anthropic = api {
+            keySource = "ANTHROPIC_API_KEY"
+            config.apiKey = environment["ANTHROPIC_API_KEY"].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        if let key = config.apiKey, !isHeaderValue(key) {
+            throw table.error(keySource == "ANTHROPIC_API_KEY" ? "api_key" : keySource, "holds a key with line breaks or control characters")
+        }
+        // Anthropic always wants a key; a chat or completions server elsewhere than this
+        // machine almost always does, and `api_key = ""` says it does not.
+        let needsKey: Bool = if case .anthropic = api { true } else { !isLoopback(config.baseURL) && section.api_key == nil }
+        if needsKey, (config.apiKey ?? "").isEmpty {
+            if section.api_key != nil || section.api_key_file != nil {
+                throw table.error(keySource, "gives an empty key, and this provider needs one")
+            }
+            let fallback = if case .anthropic = api { ", or ANTHROPIC_API_KEY in confabd's environment" } else { " (api_key = \"\" for a server that takes none)" }
+            throw tableError("needs an API key: set api_key, api_key_file or api_key_env\(fallback)")
+        }
+        return Provider(name: name, api: api, config: config)
+    }
+
+    /// Whether the URL's host is this machine: a server there usually takes no key.
+    static func isLoopback(_ url: String) -> Bool {
+        let scheme = url.hasPrefix("http://") ? 7 : url.hasPrefix("https://") ? 8 : 0
+        guard scheme > 0 else { return false }
+        var authority = url.dropFirst(scheme).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        let host: Substring
+        if authority.hasPrefix("[") {
+            host = authority.dropFirst().prefix { $0 != "]" }
+        } else {
+            host = authority.prefix { $0 != ":" }
+        }
+        let lowered = host.lowercased()
+        let octets = lowered.split(separator: ".", omittingEmptySubsequences: false)
+        let isIPv4Loopback = octets.count == 4 && octets.first == "127" && octets.allSatisfy { UInt8($0) != nil }
+        return lowered == "localhost" || lowered.hasSuffix(".localhost") || lowered == "::1" || isIPv4Loopback
+    }
+
+    /// RFC 9110's token characters.
+    private static func isHeaderName(_ name: String) -> Bool {
+        !name.isEmpty && name.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar))
+        }
+    }
+
+    /// Nothing that could end the header line or smuggle another one in.
+    private static func isHeaderValue(_ value: String) -> Bool {
+        !value.unicodeScalars.contains { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }
     }
 
     /// `$CREDENTIALS_DIRECTORY/<name>`, trimmed; nil when there is no such credential (or it

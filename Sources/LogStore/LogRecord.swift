@@ -29,6 +29,7 @@ public enum LogRecord: Equatable, Sendable {
             object = ["type": "conversation", "id": .string(header.id), "created": .string(header.created.description),
                       "title": .string(header.title), "model": .string(header.model)]
             if let system = header.system { object["system"] = .string(system) }
+            if let provider = header.provider { object["provider"] = .string(provider) }
             if let forkedFrom = header.forkedFrom { object["forked_from"] = forkedFrom.json }
         case .message(let message): object = ["type": "message", "message": message.json]
         case .replyStarted(let message): object = ["type": "reply.started", "message": message.json]
@@ -50,7 +51,8 @@ public enum LogRecord: Equatable, Sendable {
             guard let id = json["id"]?.string, let created = json["created"]?.string.flatMap(Timestamp.init(rfc3339:)),
                   let title = json["title"]?.string, let model = json["model"]?.string else { return nil }
             self = .header(ConversationHeader(id: id, created: created, title: title, model: model, system: json["system"]?.string,
-                                              forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:))))
+                                              forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:)),
+                                              provider: json["provider"]?.string))
         case "message":
             guard let message = json["message"].flatMap(Message.init(json:)) else { return nil }
             self = .message(message)
@@ -83,14 +85,18 @@ public struct ConversationHeader: Equatable, Sendable {
     public var model: String
     public var system: String?
     public var forkedFrom: ForkOrigin?
+    /// The provider its replies come from; nil in logs from before providers, which means `default`.
+    public var provider: String?
 
-    public init(id: String, created: Timestamp, title: String, model: String, system: String?, forkedFrom: ForkOrigin? = nil) {
+    public init(id: String, created: Timestamp, title: String, model: String, system: String?, forkedFrom: ForkOrigin? = nil,
+                provider: String? = nil) {
         self.id = id
         self.created = created
         self.title = title
         self.model = model
         self.system = system
         self.forkedFrom = forkedFrom
+        self.provider = provider
     }
 }
 

@@ -10,6 +10,19 @@ public struct UpstreamRequest: Sendable, Equatable {
         self.headers = headers
         self.body = body
     }
+
+    /// With the provider's own headers: one named like a header already here (compared without
+    /// case, as HTTP does) takes its place, so a config can override what the adapter sets.
+    public func adding(_ extra: [HTTPHeader]) -> UpstreamRequest {
+        guard !extra.isEmpty else { return self }
+        let replaced = Set(extra.map { $0.name.lowercased() })
+        var result = self
+        result.headers = headers.filter { line in
+            let name = line.split(separator: ":", maxSplits: 1).first.map { $0.lowercased() } ?? ""
+            return !replaced.contains(name)
+        } + extra.map { "\($0.name): \($0.value)" }
+        return result
+    }
 }
 
 /// Reads one reply's Server-Sent Events in one wire format.
@@ -28,7 +41,8 @@ public protocol ChatAPI: Sendable {
     /// Whether a request can be made at all with this configuration (e.g. a key it needs).
     func missingConfiguration(_ config: UpstreamConfig) -> MessageError?
     func request(for chat: ChatRequest, config: UpstreamConfig) -> UpstreamRequest
-    func makeDecoder() -> any ChatEventDecoder
+    /// A decoder for the stream answering `request` (a continuation may read differently).
+    func makeDecoder(for request: ChatRequest) -> any ChatEventDecoder
     /// The failure a non-2xx answer stands for.
     func failure(status: Int, body: [UInt8]) -> MessageError
 }
@@ -50,15 +64,20 @@ public struct OpenAIChatAPI: ChatAPI {
         return UpstreamRequest(url: config.completionsURL, headers: headers, body: chat.jsonBody())
     }
 
-    public func makeDecoder() -> any ChatEventDecoder { ChatStreamDecoder() }
+    public func makeDecoder(for request: ChatRequest) -> any ChatEventDecoder { ChatStreamDecoder() }
 
-    public func failure(status: Int, body: [UInt8]) -> MessageError {
-        let info = upstreamErrorMessage(status: status, body: body)
-        let code: ReplyErrorCode = switch status {
-            case 401, 403: .upstreamAuth
-            case 429: .rateLimited
-            default: .upstreamHTTP
-        }
-        return MessageError(code: code, message: info.message, status: status)
+    public func failure(status: Int, body: [UInt8]) -> MessageError { httpFailure(status: status, body: body) }
+}
+
+/// The reply error a non-2xx answer stands for, with the server's own message: the same
+/// statuses mean the same things to every API confab speaks (Anthropic's 529, overloaded,
+/// is a 5xx and so retried like one).
+func httpFailure(status: Int, body: [UInt8]) -> MessageError {
+    let info = upstreamErrorMessage(status: status, body: body)
+    let code: ReplyErrorCode = switch status {
+        case 401, 403: .upstreamAuth
+        case 429: .rateLimited
+        default: .upstreamHTTP
     }
+    return MessageError(code: code, message: info.message, status: status)
 }

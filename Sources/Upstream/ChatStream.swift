@@ -54,7 +54,14 @@ public enum ChatStreamError: Error, Equatable, Sendable, CustomStringConvertible
 // MARK: - Stream decoder
 
 public struct ChatStreamDecoder: Sendable {
-    public init() {}
+    /// Where a chunk's text is: `choices[0].delta.content` in chat completions, `choices[0].text`
+    /// in the legacy completions API, whose chunks are otherwise the same (usage, errors, `[DONE]`).
+    enum TextField: Sendable { case delta, text }
+    let textField: TextField
+
+    public init() { textField = .delta }
+
+    init(textField: TextField) { self.textField = textField }
 
     /// One SSE event in, zero or more stream events out, in order
     /// (content before finish before usage, then error, within one chunk).
@@ -89,9 +96,14 @@ public struct ChatStreamDecoder: Sendable {
 
         var out: [ChatStreamEvent] = []
         if let choice = chunk.choice {
-            let delta = choice.delta ?? choice.message
-            if let text = delta?.content, !text.isEmpty { out.append(.content(text)) }
-            if let text = delta?.refusal, !text.isEmpty { out.append(.content(text)) }
+            switch textField {
+            case .delta:
+                let delta = choice.delta ?? choice.message
+                if let text = delta?.content, !text.isEmpty { out.append(.content(text)) }
+                if let text = delta?.refusal, !text.isEmpty { out.append(.content(text)) }
+            case .text:
+                if let text = choice.text, !text.isEmpty { out.append(.content(text)) }
+            }
             if let reason = choice.finishReason, !reason.isEmpty { out.append(.finish(reason: reason)) }
         }
         if let usage = chunk.usage { out.append(.usage(usage)) }
@@ -299,6 +311,8 @@ private struct Choice {
     var delta: Delta?
     var message: Delta?
     var finishReason: String?
+    /// The legacy completions API's text.
+    var text: String?
 
     /// `choices[0]`: the first choice whose `index` is 0 or absent (or not an integer). Nil when
     /// `choices` is not an array or has no such choice; an element that is not an object is an
@@ -316,9 +330,13 @@ private struct Choice {
 
     private init(_ scanner: inout JSONScanner) throws(JSONParseError) {
         guard try scanner.kind() == .object else { return }
-        var seenIndex = false, seenFinish = false
+        var seenIndex = false, seenFinish = false, seenText = false
         try scanner.members { (key, scanner) throws(JSONParseError) in
-            if key == "index" {
+            if key == "text" {
+                guard !seenText else { return }
+                seenText = true
+                text = try scanner.readString()
+            } else if key == "index" {
                 guard !seenIndex else { return }
                 seenIndex = true
                 index = try scanner.readInt()

@@ -2,19 +2,25 @@ import ConfabProtocol
 import Curl
 import EventLoop
 
-/// Where replies come from: an OpenAI-compatible chat-completions endpoint.
+/// Where one provider's replies come from and the limits of asking for them.
 public struct UpstreamConfig: Sendable, Equatable {
     public var baseURL: String
     public var apiKey: String?
-    public var model: String
+    /// The model of new conversations that name none; nil when the provider has no default.
+    public var model: String?
     /// A stream with no byte for this long is abandoned.
     public var timeoutSeconds: Int
     public var connectTimeoutSeconds: Int
     public var temperature: Double?
     public var maxTokens: Int?
+    /// Further attempts after a refusal that streamed nothing (429, 5xx, connection, timeout).
+    public var maxRetries: Int
+    /// Sent with every request, in this order; one named like a header the API sets replaces it.
+    public var headers: [HTTPHeader]
 
-    public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String = "gpt-4o-mini",
-                timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil) {
+    public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String? = "gpt-4o-mini",
+                timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil,
+                maxRetries: Int = 2, headers: [HTTPHeader] = []) {
         self.baseURL = baseURL
         self.apiKey = apiKey
         self.model = model
@@ -22,13 +28,18 @@ public struct UpstreamConfig: Sendable, Equatable {
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.temperature = temperature
         self.maxTokens = maxTokens
+        self.maxRetries = maxRetries
+        self.headers = headers
     }
 
-    public var completionsURL: String {
+    /// `{base_url}/PATH`, however many slashes the base URL ends with.
+    public func url(_ path: String) -> String {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
-        return base + "/chat/completions"
+        return base + "/" + path
     }
+
+    public var completionsURL: String { url("chat/completions") }
 
     /// OpenAI's own API refuses every request without a key; local servers usually take none.
     public var requiresKey: Bool {
@@ -113,14 +124,10 @@ public final class ReplyStream {
 /// timeouts, the stall timer, status and content-type checks. What the request and the stream
 /// look like is the `ChatAPI` adapter's business.
 public final class UpstreamClient {
-    public var config: UpstreamConfig
-    public var api: any ChatAPI
     let multi: CurlMulti
     static let maxErrorBody = 64 * 1024
 
-    public init(loop: Loop, config: UpstreamConfig, api: any ChatAPI = OpenAIChatAPI()) {
-        self.config = config
-        self.api = api
+    public init(loop: Loop) {
         multi = CurlMulti(loop: loop)
     }
 
@@ -134,11 +141,12 @@ public final class UpstreamClient {
 
     public func close() { multi.close() }
 
-    /// Starts a streamed reply. `handler` gets text pieces, then exactly one `.finished`
-    /// (unless the stream is cancelled first). It is never called before this returns.
-    public func stream(_ request: ChatRequest, handler: @escaping (ReplyEvent) -> Void) -> ReplyStream {
-        let api = self.api
-        let stream = ReplyStream(decoder: api.makeDecoder())
+    /// Starts a streamed reply from `provider`. `handler` gets text pieces, then exactly one
+    /// `.finished` (unless the stream is cancelled first). It is never called before this returns.
+    public func stream(_ request: ChatRequest, from provider: Provider, handler: @escaping (ReplyEvent) -> Void) -> ReplyStream {
+        let api = provider.api.adapter
+        let config = provider.config
+        let stream = ReplyStream(decoder: api.makeDecoder(for: request))
         stream.client = self
         stream.handler = handler
         if let problem = api.missingConfiguration(config) {
@@ -146,7 +154,7 @@ public final class UpstreamClient {
             multiLoop.onNextTurn { [weak stream] in stream?.finish(problem) }
             return stream
         }
-        let http = api.request(for: request, config: config)
+        let http = api.request(for: request, config: config).adding(config.headers)
         let transfer = CurlTransfer(url: http.url, body: http.body, headers: http.headers,
                                     connectTimeoutSeconds: config.connectTimeoutSeconds, stallSeconds: config.timeoutSeconds)
         stream.transfer = transfer

@@ -24,6 +24,8 @@ struct Script {
     var finishReason = "stop"
     var eol = "\n"
     var split: Int?
+    /// Seeds the random split of the completions and messages endpoints.
+    var seed: UInt64?
     var slowHeadersMs: Int?
     var burst: Int?
     var stamp = false
@@ -55,6 +57,7 @@ struct Script {
             case "crlf": eol = "\r\n"
             case "cr": eol = "\r"
             case "split": if let n = number, n >= 1 { split = n }
+            case "seed": if let value, let n = UInt64(value.trimmingCharacters(in: .whitespaces)) { seed = n }
             case "slow-headers": if let n = number, n >= 0 { slowHeadersMs = min(n, 600_000) }
             case "burst": if let n = number, n >= 0 { burst = min(n, 10_000_000) }
             case "stamp": stamp = true
@@ -121,7 +124,7 @@ func serveConnection(fd: Int32, number: Int, shared: Shared) {
         case .failure(let status, let message, let code, let head):
             if let head {
                 shared.log(method: head.method, path: head.target, connection: number,
-                           authorization: head.header("authorization") != nil, body: nil)
+                           authorization: head.header("authorization") != nil, headers: head.headers, body: nil)
             }
             _ = sendJSON(connection, status: status,
                          body: errorBody(message: message, type: "invalid_request_error", code: code),
@@ -165,19 +168,34 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
     let authorization = request.header("authorization")
     let body: JSON? = request.body.isEmpty ? nil : try? JSON.parse(request.body)
     shared.log(method: request.method, path: request.target, connection: connection.number,
-               authorization: authorization != nil, body: body)
+               authorization: authorization != nil, headers: request.headers, body: body)
     let keepAlive = request.wantsKeepAlive
+    let path = request.path
 
+    // Anthropic's API takes its key in x-api-key and answers in its own error shape.
+    if request.method == "POST" && path.hasSuffix("/messages") {
+        if let key = shared.config.apiKey, request.header("x-api-key") != key {
+            return sendJSON(connection, status: 401, body: anthropicErrorBody(type: "authentication_error", message: "invalid x-api-key"),
+                            keepAlive: keepAlive)
+        }
+        return shared.answering {
+            anthropicMessages(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
+        }
+    }
     if let key = shared.config.apiKey, !isAuthorized(authorization, key: key) {
         return sendJSON(connection, status: 401,
                         body: errorBody(message: "Incorrect API key provided", type: "invalid_request_error",
                                         code: "invalid_api_key"),
                         keepAlive: keepAlive)
     }
-    let path = request.path
     if request.method == "POST" && path.hasSuffix("/chat/completions") {
         return shared.answering {
             chatCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
+        }
+    }
+    if request.method == "POST" && path.hasSuffix("/completions") {
+        return shared.answering {
+            legacyCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
         }
     }
     if request.method == "GET" && path.hasSuffix("/models") {
@@ -200,7 +218,7 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
 }
 
 /// The text of a message's content: a string, or the `text` of each part of an array, joined by spaces.
-private func contentText(_ content: JSON?) -> String {
+func contentText(_ content: JSON?) -> String {
     switch content {
     case .string(let s)?:
         return s
@@ -211,7 +229,7 @@ private func contentText(_ content: JSON?) -> String {
     }
 }
 
-private func splitIntoPieces(_ text: String, size: Int) -> [String] {
+func splitIntoPieces(_ text: String, size: Int) -> [String] {
     var pieces: [String] = []
     var current = ""
     var count = 0
@@ -228,7 +246,7 @@ private func splitIntoPieces(_ text: String, size: Int) -> [String] {
     return pieces
 }
 
-private func statusError(_ status: Int) -> (type: String, code: String) {
+func statusError(_ status: Int) -> (type: String, code: String) {
     switch status {
     case 401: ("invalid_request_error", "invalid_api_key")
     case 429: ("rate_limit_error", "rate_limit_exceeded")
@@ -260,6 +278,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     let includeUsage = body["stream_options"]?["include_usage"]?.boolValue == true
 
     if let ms = script.slowHeadersMs { sleepMilliseconds(ms) }
+    if model.hasPrefix("missing") { return sendJSON(connection, status: 404, body: modelNotFoundBody(model), keepAlive: keepAlive) }
 
     // [[fail-first:N]]: the first N requests with this exact message fail (503, or [[status]]), later ones succeed.
     var failing = script.status

@@ -341,17 +341,47 @@ func errorBody(message: String, type: String, code: String) -> String {
     ]).encoded()
 }
 
+/// SplitMix64: a small generator whose whole sequence follows from its seed, so a test run
+/// that splits a body at random places splits it at the same places every time.
+struct SeededRandom {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E9B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A number in `range`.
+    mutating func next(in range: ClosedRange<Int>) -> Int {
+        range.lowerBound + Int(next() % UInt64(range.count))
+    }
+}
+
 /// Writes an SSE body as HTTP chunks. With `split`, the body is treated as one byte stream and
 /// written in HTTP chunks of exactly `split` bytes (TCP_NODELAY is on; ~1 ms between writes),
-/// so clients see events cut at arbitrary bytes; the remainder is sent by `flush()`.
+/// so clients see events cut at arbitrary bytes; the remainder is sent by `flush()`. With
+/// `random` instead, each chunk is 1 to 24 bytes long, the lengths drawn from the generator.
 struct ChunkedWriter {
     let connection: Connection
     let split: Int?
+    private var random: SeededRandom?
     private var pending: [UInt8] = []
 
     init(connection: Connection, split: Int?) {
         self.connection = connection
         self.split = split
+    }
+
+    /// Pieces of random length from `seed`, unless `split` fixes their length.
+    init(connection: Connection, split: Int?, randomSeed seed: UInt64) {
+        self.connection = connection
+        self.split = split
+        if split == nil { random = SeededRandom(seed: seed) }
     }
 
     private func writeChunk<C: Collection<UInt8>>(_ data: C) -> Bool {
@@ -368,6 +398,19 @@ struct ChunkedWriter {
     }
 
     mutating func write(_ bytes: [UInt8]) -> Bool {
+        if random != nil {
+            pending += bytes
+            var off = 0
+            while true {
+                let size = random!.next(in: 1...24)
+                guard pending.count - off >= size else { break }
+                guard writeChunk(pending[off..<(off + size)]) else { return false }
+                off += size
+                sleepMicroseconds(300)
+            }
+            pending.removeFirst(off)
+            return true
+        }
         guard let size = split else { return writeChunk(bytes) }
         pending += bytes
         var off = 0

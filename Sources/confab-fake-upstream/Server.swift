@@ -59,13 +59,20 @@ final class Shared: Sendable {
     }
 
     /// Counts a request and appends one JSON line describing it (never the key itself).
-    func log(method: String, path: String, connection: Int, authorization: Bool, body: JSON?) {
+    func log(method: String, path: String, connection: Int, authorization: Bool, headers: [(String, String)], body: JSON?) {
         requests.withLock { $0 += 1 }
+        var names: [String] = []
+        for (name, _) in headers where !names.contains(name) { names.append(name) }
+        let headerObject = names.map { name in
+            let value = headers.filter { $0.0 == name }.map(\.1).joined(separator: ", ")
+            return (name, JSON.string(secretHeaders.contains(name) ? redacted(value) : value))
+        }
         let record = JSON.object([
             ("method", .string(method)),
             ("path", .string(path)),
             ("connection", .int(connection)),
             ("authorization", .bool(authorization)),
+            ("headers", .object(headerObject)),
             ("body", body ?? .null),
         ])
         let line = record.encoded() + "\n"
@@ -73,6 +80,27 @@ final class Shared: Sendable {
             if fd >= 0 { writeFD(fd, line) }
         }
     }
+}
+
+/// Headers that carry keys: logged only as a hash a test can compare with its own.
+let secretHeaders: Set<String> = ["authorization", "x-api-key", "api-key", "proxy-authorization"]
+
+/// `Bearer sk-…` → `Bearer fnv1a64:<16 hex digits>`; a value without a scheme is hashed whole.
+func redacted(_ value: String) -> String {
+    let parts = value.split(separator: " ", maxSplits: 1)
+    if parts.count == 2, parts[0].lowercased() == "bearer" { return "\(parts[0]) fnv1a64:\(fnv1a64(String(parts[1])))" }
+    return "fnv1a64:\(fnv1a64(value))"
+}
+
+/// FNV-1a, 64 bits, over the UTF-8 bytes, as 16 lower-case hex digits.
+func fnv1a64(_ text: String) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in text.utf8 {
+        hash ^= UInt64(byte)
+        hash = hash &* 0x0000_0100_0000_01B3
+    }
+    let hex = String(hash, radix: 16)
+    return String(repeating: "0", count: 16 - hex.count) + hex
 }
 
 func runServer(_ config: Config) -> Never {

@@ -68,9 +68,9 @@ struct Confabd: ParsableCommand {
         } catch {
             throw StartupError(description: "data directory \(dataDirectory): \(error)")
         }
-        let upstream = UpstreamClient(loop: loop, config: settings.upstream)
-        let broker = Broker(loop: loop, store: store, upstream: upstream, limits: settings.limits, logger: logger,
-                            allowedUIDs: settings.allowedUIDs)
+        let upstream = UpstreamClient(loop: loop)
+        let broker = Broker(loop: loop, store: store, upstream: upstream, providers: settings.providerTable, limits: settings.limits,
+                            logger: logger, allowedUIDs: settings.allowedUIDs)
 
         let listener = try UnixListener(loop: loop)
         // Only a socket this process bound is ever removed by it; systemd's stays where it is.
@@ -104,7 +104,7 @@ struct Confabd: ParsableCommand {
             notifier.send("EXTEND_TIMEOUT_USEC=\(Notifier.startExtension)\nSTATUS=reading conversation logs: \(done) of \(total) read, \(elapsed) s"
                           + (notifier.watchdog == nil ? "" : "\nWATCHDOG=1"))
         }
-        logger.notice("confabd \(ProtocolVersion.confabVersion) ready: \(loaded) conversations, data in \(dataDirectory), upstream \(settings.upstream.baseURL) model \(settings.upstream.model)")
+        logger.notice("confabd \(ProtocolVersion.confabVersion) ready: \(loaded) conversations, data in \(dataDirectory), upstream \(settings.upstream.baseURL) model \(settings.upstream.model ?? "none")\(Self.describe(settings))")
         if settings.upstream.requiresKey && (settings.upstream.apiKey ?? "").isEmpty {
             logger.warning("no API key for \(settings.upstream.baseURL): set upstream.api_key in \(configPath), the openai-api-key credential or OPENAI_API_KEY; replies will fail until then")
         }
@@ -160,7 +160,7 @@ struct Confabd: ParsableCommand {
             do {
                 let fresh = try Settings.load(path: configPath, required: config != nil, environment: environment)
                 for warning in fresh.warnings { logger.warning(warning) }
-                broker.upstream.config = fresh.upstream
+                broker.providers = fresh.providerTable
                 broker.limits = fresh.limits
                 broker.allowedUIDs = fresh.allowedUIDs
                 if fresh.fsync != settings.fsync {
@@ -169,7 +169,7 @@ struct Confabd: ParsableCommand {
                     logger.warning("storage.fsync = \(fresh.fsync) takes effect at the next start; running with fsync = \(settings.fsync)")
                 }
                 reloadProblem = nil
-                logger.notice("config reloaded from \(configPath): upstream \(fresh.upstream.baseURL) model \(fresh.upstream.model)")
+                logger.notice("config reloaded from \(configPath): upstream \(fresh.upstream.baseURL) model \(fresh.upstream.model ?? "none")\(Self.describe(fresh))")
             } catch {
                 reloadProblem = "config reload rejected, old settings kept"
                 logger.error("config reload rejected, keeping the old one: \(error)")
@@ -195,6 +195,13 @@ struct Confabd: ParsableCommand {
         let counts = broker.counts
         var text = "\(counts.conversations) conversations, \(counts.clients) clients, \(counts.streams) streams"
         if counts.queued > 0 { text += ", \(counts.queued) queued" }
+        return text
+    }
+
+    /// The providers besides `[upstream]`, for the log: where each is and which is the default.
+    static func describe(_ settings: Settings) -> String {
+        var text = settings.providers.map { "; provider \($0.name) (\($0.api.name)) \($0.config.baseURL)" }.joined()
+        if settings.defaultProvider != Provider.defaultName { text += "; default provider \(settings.defaultProvider)" }
         return text
     }
 

@@ -45,7 +45,7 @@ final class SettingsTests: XCTestCase {
         XCTAssertEqual(settings.upstream.apiKey, "sk-test")
         XCTAssertEqual(settings.upstream.temperature, 0.7)
         XCTAssertEqual(settings.upstream.maxTokens, 1024)
-        XCTAssertEqual(settings.limits.maxRetries, 2)
+        XCTAssertEqual(settings.upstream.maxRetries, 2)
         XCTAssertEqual(settings.limits.maxStreams, 16)
         XCTAssertFalse(settings.fsync)
         XCTAssertEqual(settings.allowedUIDs, [1001, 1002])

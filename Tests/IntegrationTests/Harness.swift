@@ -83,7 +83,10 @@ final class Harness {
     var daemonLog: String { directory + "/confabd.log" }
     var upstreamLog: String { directory + "/upstream-requests.jsonl" }
 
-    init(config extra: String = "", startUpstream: Bool = true, retries: Int = 0) throws {
+    /// `topLevel` goes before `[upstream]` (keys such as `default_provider`), `extra` after it (other
+    /// tables, such as `[providers.NAME]`); in both, `$UPSTREAM` is the fake upstream's
+    /// `http://127.0.0.1:PORT`, so a provider can point at it under a path of its own.
+    init(config extra: String = "", topLevel: String = "", startUpstream: Bool = true, retries: Int = 0) throws {
         var template = Array("/tmp/confab-test-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
         directory = String(cString: made)
@@ -92,10 +95,19 @@ final class Harness {
         configPath = directory + "/config.toml"
         if startUpstream { try startFake() }
         // No retries unless a test asks: most tests want a failure to show at once.
-        var config = "[upstream]\nbase_url = \"http://127.0.0.1:\(upstreamPort)/v1\"\nmodel = \"fake-model\"\ntimeout_seconds = 5\nmax_retries = \(retries)\n"
-        config += extra
-        try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        try writeConfig(extra, topLevel: topLevel, retries: retries)
         try startDaemon()
+    }
+
+    var upstreamURL: String { "http://127.0.0.1:\(upstreamPort)" }
+
+    /// The config file the harness starts confabd with (see `init`); for reloads, too.
+    func writeConfig(_ extra: String, topLevel: String = "", retries: Int = 0) throws {
+        var config = topLevel.isEmpty ? "" : topLevel + "\n"
+        config += "[upstream]\nbase_url = \"http://127.0.0.1:\(upstreamPort)/v1\"\nmodel = \"fake-model\"\ntimeout_seconds = 5\nmax_retries = \(retries)\n"
+        config += extra
+        config = config.replacingOccurrences(of: "$UPSTREAM", with: upstreamURL)
+        try config.write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
     private func startFake() throws {

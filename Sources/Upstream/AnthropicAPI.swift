@@ -1,0 +1,185 @@
+import ConfabProtocol
+
+/// Anthropic's Messages API, `POST {base_url}/messages`: the key in `x-api-key`, the API's
+/// version in `anthropic-version`, the system prompt as a top-level `system`, `max_tokens`
+/// always (the API requires it), and a stream of named events (`message_start`,
+/// `content_block_delta`, `message_delta`, `message_stop`, …).
+public struct AnthropicMessagesAPI: ChatAPI {
+    public var options: AnthropicOptions
+
+    public init(options: AnthropicOptions = AnthropicOptions()) {
+        self.options = options
+    }
+
+    public func missingConfiguration(_ config: UpstreamConfig) -> MessageError? {
+        guard (config.apiKey ?? "").isEmpty else { return nil }
+        return MessageError(code: .notConfigured,
+                            message: "no API key: set api_key, api_key_file or api_key_env in the provider's table, or ANTHROPIC_API_KEY in confabd's environment")
+    }
+
+    public func request(for chat: ChatRequest, config: UpstreamConfig) -> UpstreamRequest {
+        var headers = ["content-type: application/json", "accept: text/event-stream", "anthropic-version: \(options.version)"]
+        if let key = config.apiKey, !key.isEmpty { headers.append("x-api-key: \(key)") }
+        return UpstreamRequest(url: config.url("messages"), headers: headers, body: body(for: chat))
+    }
+
+    /// The turns the API accepts: user first, user and assistant alternating, none empty. The
+    /// system prompt leaves the turns for `system`; empty turns (a reply that failed before any
+    /// text) are left out and what then meets is joined by a blank line; a conversation that
+    /// starts with the assistant gets a user turn of "." before it, as LiteLLM sends. A reply
+    /// being continued is the last, assistant turn: the API goes on with it.
+    public func turns(of chat: ChatRequest) -> (system: String?, messages: [ChatMessage]) {
+        var system: [String] = []
+        var messages: [ChatMessage] = []
+        var conversation = chat.messages
+        // The API refuses a final assistant turn that ends in white space; the decoder drops
+        // the white space the continuation then starts with instead.
+        if let continuing = chat.continuing?.trimmingTrailingWhiteSpace, !continuing.isEmpty {
+            conversation.append(ChatMessage(role: .assistant, content: continuing))
+        }
+        for message in conversation {
+            if message.role == .system {
+                if !message.content.isEmpty { system.append(message.content) }
+                continue
+            }
+            guard !message.content.isEmpty else { continue }
+            if let last = messages.last, last.role == message.role {
+                messages[messages.count - 1].content += "\n\n" + message.content
+            } else {
+                messages.append(message)
+            }
+        }
+        if messages.first?.role == .assistant { messages.insert(ChatMessage(role: .user, content: "."), at: 0) }
+        return (system.isEmpty ? nil : system.joined(separator: "\n\n"), messages)
+    }
+
+    /// `{"model":..,"max_tokens":N,"system":..,"messages":[{"role":..,"content":..}],"stream":true}`,
+    /// `system` only when there is one, `temperature` when set.
+    public func body(for chat: ChatRequest) -> [UInt8] {
+        let (system, messages) = turns(of: chat)
+        var out: [UInt8] = []
+        out.append(contentsOf: #"{"model":"#.utf8)
+        JSON.writeString(chat.model, into: &out)
+        out.append(contentsOf: #","max_tokens":"#.utf8)
+        out.append(contentsOf: String(chat.maxTokens ?? AnthropicOptions.defaultMaxTokens).utf8)
+        if let system {
+            out.append(contentsOf: #","system":"#.utf8)
+            JSON.writeString(system, into: &out)
+        }
+        out.append(contentsOf: #","messages":["#.utf8)
+        for (index, message) in messages.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"role":"#.utf8)
+            JSON.writeString(message.role.rawValue, into: &out)
+            out.append(contentsOf: #","content":"#.utf8)
+            JSON.writeString(message.content, into: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(contentsOf: #"],"stream":true"#.utf8)
+        if let temperature = chat.temperature, temperature.isFinite {
+            out.append(contentsOf: #","temperature":"#.utf8)
+            out.append(contentsOf: temperature.description.utf8)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    public func makeDecoder(for request: ChatRequest) -> any ChatEventDecoder {
+        let continuing = request.continuing ?? ""
+        return AnthropicStreamDecoder(trimsLeadingWhiteSpace: continuing != continuing.trimmingTrailingWhiteSpace)
+    }
+
+    public func failure(status: Int, body: [UInt8]) -> MessageError { httpFailure(status: status, body: body) }
+}
+
+/// The Messages API's events as the stream events every API's decoder gives: text of
+/// `text_delta`s, the stop reason in OpenAI's words, usage (input tokens from `message_start`,
+/// output tokens from `message_delta`), `error` events, and `message_stop` as the end.
+public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
+    private var inputTokens = 0
+    private var outputTokens = 0
+    private var leadingWhiteSpace: LeadingWhiteSpace
+
+    public init(trimsLeadingWhiteSpace: Bool = false) {
+        leadingWhiteSpace = LeadingWhiteSpace(trimming: trimsLeadingWhiteSpace)
+    }
+
+    /// `stop_reason` as OpenAI's `finish_reason`; one with no counterpart is kept as it is.
+    public static func finishReason(_ stopReason: String) -> String {
+        switch stopReason {
+        case "end_turn", "stop_sequence": "stop"
+        case "max_tokens": "length"
+        case "tool_use": "tool_calls"
+        case "refusal": "content_filter"
+        default: stopReason
+        }
+    }
+
+    public mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent] {
+        try leadingWhiteSpace.apply(to: events(of: event))
+    }
+
+    private mutating func events(of event: SSEEvent) throws -> [ChatStreamEvent] {
+        let data = event.data.trimmingTrailingWhiteSpace
+        let payload: JSON
+        if data.isEmpty {
+            payload = .null
+        } else if let parsed = try? JSON.parse(data), parsed.object != nil {
+            payload = parsed
+        } else if event.type == "error" {
+            return [.error(UpstreamErrorInfo(message: String(data.prefix(1000))))]
+        } else {
+            throw ChatStreamError.malformedChunk(String(data.prefix(200)))
+        }
+        // The data names its type too: a proxy that drops `event:` lines still reads right.
+        let type = payload["type"]?.string ?? event.type
+        switch type {
+        case "message_start":
+            let usage = payload["message"]?["usage"]
+            inputTokens = Self.inputTokens(of: usage)
+            outputTokens = usage?["output_tokens"]?.int ?? 0
+            return []
+        case "content_block_start":
+            guard let text = payload["content_block"]?["text"]?.string, !text.isEmpty else { return [] }
+            return [.content(text)]
+        case "content_block_delta":
+            // Only text is shown; tool input, thinking and signatures are not reply text.
+            guard let delta = payload["delta"], delta["type"]?.string == "text_delta",
+                  let text = delta["text"]?.string, !text.isEmpty else { return [] }
+            return [.content(text)]
+        case "message_delta":
+            var out: [ChatStreamEvent] = []
+            if let reason = payload["delta"]?["stop_reason"]?.string { out.append(.finish(reason: Self.finishReason(reason))) }
+            if let usage = payload["usage"], usage.object != nil {
+                if let output = usage["output_tokens"]?.int { outputTokens = output }
+                // Newer servers repeat the input counts here, final where message_start's were not.
+                if usage["input_tokens"]?.int != nil { inputTokens = Self.inputTokens(of: usage) }
+                out.append(.usage(Usage(promptTokens: inputTokens, completionTokens: outputTokens,
+                                        totalTokens: inputTokens + outputTokens)))
+            }
+            return out
+        case "message_stop":
+            return [.done]
+        case "error":
+            let error = payload["error"]
+            let message = error?["message"]?.string ?? error?["type"]?.string ?? "upstream reported an error"
+            return [.error(UpstreamErrorInfo(message: String(message.prefix(1000)), type: error?["type"]?.string))]
+        default:
+            // `ping`, `content_block_stop`, and event types added later.
+            return []
+        }
+    }
+
+    /// Input tokens, counting those read from or written to the prompt cache: all of them are the prompt.
+    private static func inputTokens(of usage: JSON?) -> Int {
+        ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
+            .reduce(0) { $0 + (usage?[$1]?.int ?? 0) }
+    }
+}
+
+extension String {
+    var trimmingTrailingWhiteSpace: String {
+        guard let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
+        return String(self[...last])
+    }
+}

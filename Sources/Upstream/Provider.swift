@@ -1,0 +1,103 @@
+/// One extra header a provider sends with every request (`headers` in its config table).
+public struct HTTPHeader: Sendable, Equatable {
+    public var name: String
+    public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// Which wire format a provider speaks, with what is particular to it.
+public enum ProviderAPI: Sendable, Equatable {
+    /// OpenAI-compatible chat completions.
+    case chat
+    /// The legacy `POST /completions`: a transcript prompt, labelled turns, stop sequences.
+    case completions(CompletionsOptions)
+    /// Anthropic's Messages API.
+    case anthropic(AnthropicOptions)
+
+    /// The name the config file uses (`api = "…"`).
+    public var name: String {
+        switch self {
+        case .chat: "chat"
+        case .completions: "completions"
+        case .anthropic: "anthropic"
+        }
+    }
+
+    public var adapter: any ChatAPI {
+        switch self {
+        case .chat: OpenAIChatAPI()
+        case .completions(let options): OpenAICompletionsAPI(options: options)
+        case .anthropic(let options): AnthropicMessagesAPI(options: options)
+        }
+    }
+}
+
+public struct CompletionsOptions: Sendable, Equatable {
+    public var userLabel: String
+    public var assistantLabel: String
+    public var stop: [String]
+
+    public static let defaultUserLabel = "Human:"
+    public static let defaultAssistantLabel = "AI:"
+
+    public init(userLabel: String = Self.defaultUserLabel, assistantLabel: String = Self.defaultAssistantLabel, stop: [String]? = nil) {
+        self.userLabel = userLabel
+        self.assistantLabel = assistantLabel
+        self.stop = stop ?? [userLabel, assistantLabel]
+    }
+}
+
+public struct AnthropicOptions: Sendable, Equatable {
+    /// The `anthropic-version` header.
+    public var version: String
+
+    public static let defaultVersion = "2023-06-01"
+    /// The Messages API refuses a request without `max_tokens`: this one is sent when neither
+    /// the provider nor the request sets it.
+    public static let defaultMaxTokens = 1024
+
+    public init(version: String = Self.defaultVersion) {
+        self.version = version
+    }
+}
+
+/// A model server as the config names it: where it is, how it is spoken to, and the limits of
+/// talking to it. Conversations record a provider's name and look it up for every reply.
+public struct Provider: Sendable, Equatable {
+    /// `[upstream]` is the provider of this name.
+    public static let defaultName = "default"
+
+    public var name: String
+    public var api: ProviderAPI
+    public var config: UpstreamConfig
+
+    public init(name: String, api: ProviderAPI = .chat, config: UpstreamConfig) {
+        self.name = name
+        self.api = api
+        self.config = config
+    }
+}
+
+/// Every configured provider, and the one a conversation that names none gets.
+public struct ProviderTable: Sendable, Equatable {
+    public private(set) var providers: [String: Provider]
+    public let defaultName: String
+
+    /// `defaultName` must be one of `providers`.
+    public init(_ providers: [Provider], defaultName: String) {
+        self.providers = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { _, last in last })
+        precondition(self.providers[defaultName] != nil, "the default provider must be configured")
+        self.defaultName = defaultName
+    }
+
+    public subscript(name: String) -> Provider? { providers[name] }
+
+    public var defaultProvider: Provider { providers[defaultName]! }
+
+    /// Names in order, for messages and logs.
+    public var names: [String] { providers.keys.sorted() }
+}
