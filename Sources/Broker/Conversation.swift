@@ -140,7 +140,7 @@ final class Conversation {
     var info: ConversationInfo {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
                          messageCount: contents == .inMemory ? messages.count + (active?.continued == nil ? 0 : 1) : log.messageCount,
-                         forkedFrom: forkedFrom, provider: provider)
+                         forkedFrom: forkedFrom, provider: provider, usage: log.summary.usage.usage)
     }
 
     var queuedCount: Int { queue.count }

@@ -306,12 +306,16 @@ public struct ConversationInfo: Equatable, Sendable {
     public var forkedFrom: ForkOrigin?
     /// The configured provider its replies come from.
     public var provider: String
+    /// Tokens over all its replies (`estimated` when any reply's count was).
+    public var usage: Usage
 
     public static let defaultProvider = "default"
 
     public init(id: String, title: String, created: Timestamp, updated: Timestamp, model: String, system: String?, messageCount: Int,
-                forkedFrom: ForkOrigin? = nil, provider: String = Self.defaultProvider) {
+                forkedFrom: ForkOrigin? = nil, provider: String = Self.defaultProvider,
+                usage: Usage = Usage(promptTokens: 0, completionTokens: 0, totalTokens: 0)) {
         self.provider = provider
+        self.usage = usage
         self.id = id
         self.title = title
         self.created = created
@@ -326,7 +330,7 @@ public struct ConversationInfo: Equatable, Sendable {
         var object: [String: JSON] = [
             "id": .string(id), "title": .string(title), "created": .string(created.description),
             "updated": .string(updated.description), "model": .string(model), "message_count": .int(messageCount),
-            "provider": .string(provider),
+            "provider": .string(provider), "usage": usage.json,
         ]
         if let system { object["system"] = .string(system) }
         if let forkedFrom { object["forked_from"] = forkedFrom.json }
@@ -342,7 +346,8 @@ public struct ConversationInfo: Equatable, Sendable {
         self.init(id: id, title: title, created: created, updated: updated, model: model,
                   system: json["system"]?.string, messageCount: json["message_count"]?.int ?? 0,
                   forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:)),
-                  provider: json["provider"]?.string ?? Self.defaultProvider)
+                  provider: json["provider"]?.string ?? Self.defaultProvider,
+                  usage: json["usage"].flatMap(Usage.init(json:)) ?? Usage(promptTokens: 0, completionTokens: 0, totalTokens: 0))
     }
 }
 

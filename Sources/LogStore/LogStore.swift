@@ -622,13 +622,8 @@ public final class LogStore {
     /// Each entry is an array in this order (cheaper to read than an object: no keys to hash),
     /// and the first line names the fields, so the file still reads on its own with `jq`.
     static let indexFields: [String] = ["id", "size", "inode", "mtime_ns", "created_ms", "model", "header_title", "title",
-                                        "updated_ms", "message_count", "resume", "system", "forked_from", "provider"]
+                                        "updated_ms", "message_count", "resume", "system", "forked_from", "provider", "usage"]
     static let indexFormat: JSON = ["type": "confab-index", "v": 1, "fields": .array(indexFields.map(JSON.string))]
-    /// The index a confabd from before providers wrote: the same fields without `provider`. Its
-    /// entries are all of conversations that use the default provider, so it is read as it is
-    /// rather than thrown away (which would mean reading every log once).
-    static let formatBeforeProviders: JSON = ["type": "confab-index", "v": 1,
-                                              "fields": .array(indexFields.dropLast().map(JSON.string))]
 
     static func encode(_ entry: IndexEntry) -> JSON {
         let summary = entry.summary
@@ -640,11 +635,13 @@ public final class LogStore {
             summary.header.system.map(JSON.string) ?? .null,
             summary.header.forkedFrom?.json ?? .null,
             summary.header.provider.map(JSON.string) ?? .null,
+            .array([.int(summary.usage.promptTokens), .int(summary.usage.completionTokens), .int(summary.usage.totalTokens),
+                    .int(summary.usage.estimatedReplies)]),
         ])
     }
 
     static func decode(_ json: JSON) -> IndexEntry? {
-        guard case .array(var fields) = json, fields.count == indexFields.count || fields.count == indexFields.count - 1,
+        guard case .array(let fields) = json, fields.count == indexFields.count,
               let id = fields[0].string, ConversationID.isValid(id), let size = fields[1].int, let inode = fields[2].int,
               let modified = fields[3].int, let created = fields[4].int, let model = fields[5].string,
               let headerTitle = fields[6].string, let title = fields[7].string,
@@ -659,17 +656,19 @@ public final class LogStore {
             guard let origin = ForkOrigin(json: fields[12]) else { return nil }
             forkedFrom = origin
         }
-        if fields.count < indexFields.count { fields.append(.null) }
         var provider: String?
         if fields[13] != .null {
             guard let name = fields[13].string else { return nil }
             provider = name
         }
+        guard case .array(let counts) = fields[14], counts.count == 4, let prompt = counts[0].int, let completion = counts[1].int,
+              let total = counts[2].int, let estimated = counts[3].int else { return nil }
+        let usage = UsageTotals(promptTokens: prompt, completionTokens: completion, totalTokens: total, estimatedReplies: estimated)
         let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model,
                                         system: system, forkedFrom: forkedFrom, provider: provider)
         return IndexEntry(identity: FileIdentity(size: Int64(size), inode: UInt64(truncatingIfNeeded: inode), modifiedNanoseconds: Int64(modified)),
                           summary: LogSummary(header: header, title: title, updated: Timestamp(milliseconds: Int64(updated)),
-                                              messageCount: count, needsResume: resume))
+                                              messageCount: count, needsResume: resume, usage: usage))
     }
 
     /// One line of format, then one line per log, sorted by id; written whole to `temporary`
@@ -727,7 +726,7 @@ public final class LogStore {
         for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
             lineNumber += 1
             if lineNumber == 1 {
-                guard let format = try? JSON.parse(line), format == Self.indexFormat || format == Self.formatBeforeProviders else {
+                guard let format = try? JSON.parse(line), format == Self.indexFormat else {
                     problems.append(LoadProblem(file: indexPath, line: 1, message: "not an index this version reads: reading every log"))
                     return [:]
                 }

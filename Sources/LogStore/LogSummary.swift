@@ -12,6 +12,8 @@ public struct LogSummary: Equatable, Sendable {
     /// A reply left streaming, or a stored send whose reply never started: at start-up this
     /// conversation has work to resume, so it is read in full then.
     public var needsResume: Bool
+    /// Tokens over every reply's latest ending (superseded ones included: they were paid for).
+    public var usage = UsageTotals()
     /// What folding further records needs. Present only while the log is open for writing;
     /// a summary read from the index has none, and the log is folded afresh when it is opened.
     var fold: Fold?
@@ -24,6 +26,9 @@ public struct LogSummary: Equatable, Sendable {
         var sendsAfterLastReply: [Int] = []
         /// Regenerated replies recorded and not started yet.
         var owedReplies: Set<String> = []
+        /// Each reply's usage as its latest ending says, so an ending written again (a
+        /// continued reply) replaces its part of the totals rather than adding to it.
+        var replyUsage: [String: Usage] = [:]
     }
 
     /// A log holding only its header.
@@ -37,12 +42,13 @@ public struct LogSummary: Equatable, Sendable {
     }
 
     /// As the index recorded it.
-    init(header: ConversationHeader, title: String, updated: Timestamp, messageCount: Int, needsResume: Bool) {
+    init(header: ConversationHeader, title: String, updated: Timestamp, messageCount: Int, needsResume: Bool, usage: UsageTotals) {
         self.header = header
         self.title = title
         self.updated = updated
         self.messageCount = messageCount
         self.needsResume = needsResume
+        self.usage = usage
         fold = nil
     }
 
@@ -60,6 +66,9 @@ public struct LogSummary: Equatable, Sendable {
         case .replyFinished(let message):
             Self.note(message, in: &fold)
             fold.unfinishedReplies.remove(message.id)
+            if let old = fold.replyUsage[message.id] { usage.remove(old) }
+            fold.replyUsage[message.id] = message.usage
+            if let new = message.usage { usage.add(new) }
         case .superseded(_, let by):
             if !fold.messages.contains(by) { fold.owedReplies.insert(by) }
         }
@@ -101,5 +110,42 @@ extension ReplayedConversation {
     public init(new header: ConversationHeader) {
         self.init(header: header, title: header.title, updated: header.created, messages: [], interruptedReplies: [],
                   summary: LogSummary(header: header))
+    }
+}
+
+/// Token counts added up over a conversation's replies.
+public struct UsageTotals: Equatable, Sendable {
+    public var promptTokens = 0
+    public var completionTokens = 0
+    public var totalTokens = 0
+    /// Replies whose usage confabd estimated (the upstream reported none).
+    public var estimatedReplies = 0
+
+    public init() {}
+
+    public init(promptTokens: Int, completionTokens: Int, totalTokens: Int, estimatedReplies: Int) {
+        self.promptTokens = promptTokens
+        self.completionTokens = completionTokens
+        self.totalTokens = totalTokens
+        self.estimatedReplies = estimatedReplies
+    }
+
+    mutating func add(_ usage: Usage) {
+        promptTokens += usage.promptTokens
+        completionTokens += usage.completionTokens
+        totalTokens += usage.totalTokens
+        if usage.isEstimated { estimatedReplies += 1 }
+    }
+
+    mutating func remove(_ usage: Usage) {
+        promptTokens -= usage.promptTokens
+        completionTokens -= usage.completionTokens
+        totalTokens -= usage.totalTokens
+        if usage.isEstimated { estimatedReplies -= 1 }
+    }
+
+    /// As the protocol shows it: a `Usage`, `estimated` when any part was.
+    public var usage: Usage {
+        Usage(promptTokens: promptTokens, completionTokens: completionTokens, totalTokens: totalTokens, isEstimated: estimatedReplies > 0)
     }
 }

@@ -19,6 +19,9 @@ struct List: ClientCommand {
     var limit: Int?
     @Flag(help: "Show every conversation.") var all = false
     @Flag(help: "Print the raw conversations array as JSON.") var json = false
+    @Flag(name: [.customShort("l"), .customLong("long")],
+          help: "Also show each conversation's provider and the tokens its replies used (~ where estimated).")
+    var long = false
 
     func validate() throws {
         if let limit, !(1...10000).contains(limit) { throw ValidationError("-n must be between 1 and 10000") }
@@ -43,7 +46,7 @@ struct List: ClientCommand {
         }
         var total = conversations.count
         if let counting { total = try connection.answer(to: counting)["conversations"]?.int ?? total }
-        Out.stdout(Self.table(conversations, now: Timestamp.now(), width: TerminalSize.of(1)?.columns))
+        Out.stdout(Self.table(conversations, now: Timestamp.now(), width: TerminalSize.of(1)?.columns, long: long))
         if total > conversations.count {
             let more = total - conversations.count
             Out.stdout("… and \(Words.count(more, "more conversation")) (confab ls --all, or -n N)\n")
@@ -51,33 +54,41 @@ struct List: ClientCommand {
     }
 
     /// The listing: a header and one line per conversation, titles cut to `width` columns
-    /// (by display width) when writing to a terminal.
-    static func table(_ conversations: [JSON], now: Timestamp, width: Int?) -> String {
+    /// (by display width) when writing to a terminal; `long` adds the provider and the tokens.
+    static func table(_ conversations: [JSON], now: Timestamp, width: Int?, long: Bool = false) -> String {
         let rows = conversations.map { conversation in
-            [conversation["id"]?.string ?? "?",
-             RelativeTime.describe(LocalTime.parse(conversation["updated"]), now: now),
-             Words.count(conversation["message_count"]?.int ?? 0, "message"),
-             SafeText.singleLine(conversation["model"]?.string ?? ""),
-             SafeText.singleLine(conversation["title"]?.string ?? "")]
+            var cells = [conversation["id"]?.string ?? "?",
+                         RelativeTime.describe(LocalTime.parse(conversation["updated"]), now: now),
+                         Words.count(conversation["message_count"]?.int ?? 0, "message"),
+                         SafeText.singleLine(conversation["model"]?.string ?? "")]
+            if long {
+                cells.append(SafeText.singleLine(conversation["provider"]?.string ?? "default"))
+                cells.append(tokens(conversation["usage"]))
+            }
+            cells.append(SafeText.singleLine(conversation["title"]?.string ?? ""))
+            return cells
         }
-        let header = ["ID", "UPDATED", "MESSAGES", "MODEL", "TITLE"]
+        let header = long ? ["ID", "UPDATED", "MESSAGES", "MODEL", "PROVIDER", "TOKENS", "TITLE"]
+                          : ["ID", "UPDATED", "MESSAGES", "MODEL", "TITLE"]
+        let fixed = header.count - 1
+        // Counts read best right-aligned; the rest left.
+        let rightAligned: Set<Int> = long ? [2, 5] : [2]
         var widths = header.map { DisplayWidth.of($0) }
         for row in rows {
-            for column in 0..<4 { widths[column] = max(widths[column], DisplayWidth.of(row[column])) }
+            for column in 0..<fixed { widths[column] = max(widths[column], DisplayWidth.of(row[column])) }
         }
-        let leading = widths[0..<4].reduce(0, +) + 4 * 2
+        let leading = widths[0..<fixed].reduce(0, +) + fixed * 2
         func line(_ cells: [String]) -> String {
             var text = ""
-            for column in 0..<4 {
-                // The count reads best right-aligned; the rest left.
+            for column in 0..<fixed {
                 let cell = cells[column]
-                if column == 2 {
+                if rightAligned.contains(column) {
                     text += String(repeating: " ", count: widths[column] - DisplayWidth.of(cell)) + cell + "  "
                 } else {
                     text += DisplayWidth.pad(cell, to: widths[column]) + "  "
                 }
             }
-            let title = width.map { DisplayWidth.truncate(cells[4], to: max(8, $0 - leading)) } ?? cells[4]
+            let title = width.map { DisplayWidth.truncate(cells[fixed], to: max(8, $0 - leading)) } ?? cells[fixed]
             return text + title + "\n"
         }
         // Appended line by line: joined() on [String] looks up its generic witnesses at run
@@ -85,6 +96,18 @@ struct List: ClientCommand {
         var text = line(header)
         for row in rows { text += line(row) }
         return text
+    }
+
+    /// `12,345`, `~800` when any reply's count was estimated, `-` before any reply.
+    static func tokens(_ usage: JSON?) -> String {
+        guard let total = usage?["total_tokens"]?.int, total > 0 else { return "-" }
+        var digits = String(total)
+        var grouped = ""
+        while digits.count > 3 {
+            grouped = "," + digits.suffix(3) + grouped
+            digits.removeLast(3)
+        }
+        return (usage?["estimated"]?.bool == true ? "~" : "") + digits + grouped
     }
 }
 

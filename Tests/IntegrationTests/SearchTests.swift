@@ -92,3 +92,54 @@ final class SearchTests: XCTestCase {
         XCTAssertEqual(final["status"]?.string, "complete")
     }
 }
+
+/// The conversation object's `usage`: totals over its replies, the same live, listed from the
+/// index after a restart, and in `confab ls -l`.
+final class UsageTotalsTests: XCTestCase {
+    var harness: Harness!
+
+    override func setUpWithError() throws { harness = try Harness() }
+    override func tearDown() { harness?.tearDown() }
+
+    func testTotalsAddUpLiveAndAfterARestartAndShowInTheLongListing() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client, title: "counted")
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        var expected = (prompt: 0, completion: 0, total: 0)
+        var estimated = false
+        for text in ["[[reply:one two three]]", "[[reply:four]] [[no-usage]]"] {
+            let sent = try client.call("message.send", ["conversation": .string(id), "content": .string(text)])
+            let final = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string)).final
+            let usage = try XCTUnwrap(final["usage"])
+            expected.prompt += usage["prompt_tokens"]?.int ?? 0
+            expected.completion += usage["completion_tokens"]?.int ?? 0
+            expected.total += usage["total_tokens"]?.int ?? 0
+            estimated = estimated || usage["estimated"]?.bool == true
+        }
+        XCTAssertTrue(estimated, "the second reply's usage is estimated")
+        func totals(_ client: RPCClient) throws -> JSON? {
+            try client.call("conversation.get", ["conversation": .string(id)])["conversation"]?["usage"]
+        }
+        let live = try XCTUnwrap(totals(client))
+        XCTAssertEqual(live["prompt_tokens"]?.int, expected.prompt)
+        XCTAssertEqual(live["completion_tokens"]?.int, expected.completion)
+        XCTAssertEqual(live["total_tokens"]?.int, expected.total)
+        XCTAssertEqual(live["estimated"]?.bool, true)
+        let empty = try harness.createConversation(client, title: "nothing yet")
+        XCTAssertEqual(try client.call("conversation.get", ["conversation": .string(empty)])["conversation"]?["usage"]?["total_tokens"]?.int, 0)
+
+        client.close()
+        XCTAssertEqual(harness.stopDaemon(), 0)
+        try harness.startDaemon()
+        XCTAssertEqual(try totals(harness.client()), live, "from the index, the log unread")
+
+        let listed = try harness.runClient(["ls", "-l"])
+        XCTAssertEqual(listed.status, 0, listed.stderr)
+        let lines = listed.stdout.split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines.first?.contains("PROVIDER  TOKENS") == true, listed.stdout)
+        let row = try XCTUnwrap(lines.first { $0.hasPrefix(id) })
+        XCTAssertTrue(row.contains("default") && row.contains("~\(expected.total)  counted"), row)
+        let none = try XCTUnwrap(lines.first { $0.hasPrefix(empty) })
+        XCTAssertTrue(none.contains(" -  nothing yet"), none)
+    }
+}

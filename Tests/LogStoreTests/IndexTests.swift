@@ -329,7 +329,8 @@ final class LogIndexTests: XCTestCase {
         let header = Fixture.header(title: "first \"quoted\" é")
         let entry = LogStore.IndexEntry(
             identity: FileIdentity(size: 1234, inode: 987_654_321, modifiedNanoseconds: 1_795_320_930_123_456_789),
-            summary: LogSummary(header: header, title: "now\nthis", updated: Fixture.at(77), messageCount: 42, needsResume: true))
+            summary: LogSummary(header: header, title: "now\nthis", updated: Fixture.at(77), messageCount: 42, needsResume: true,
+                                usage: UsageTotals(promptTokens: 100, completionTokens: 20, totalTokens: 120, estimatedReplies: 2)))
         let json = try JSON.parse(LogStore.encode(entry).bytes)
         XCTAssertEqual(LogStore.decode(json), entry)
         var noSystem = entry

@@ -306,4 +306,26 @@ final class ReplayTests: XCTestCase {
         XCTAssertEqual(state.messages.map(\.supersededBy), ["m3", "m3", nil])
         XCTAssertTrue(state.summary.needsResume, "the new message's reply never started")
     }
+
+    func testUsageAddsUpOverRepliesAndAReplyEndedAgainReplacesItsPart() throws {
+        var estimated = Fixture.reply(4, "b", status: .complete)
+        estimated.usage = Usage(promptTokens: 20, completionTokens: 5, totalTokens: 25, isEstimated: true)
+        var continued = Fixture.reply(2, "a, longer", status: .complete)
+        continued.usage = Usage(promptTokens: 30, completionTokens: 8, totalTokens: 38)
+        let records: [LogRecord] = [
+            .message(Fixture.user(1, "q")), .replyFinished(Fixture.reply(2, "a", status: .complete)),
+            .message(Fixture.user(3, "q2")), .replyFinished(estimated),
+        ]
+        let state = try XCTUnwrap(fold(records))
+        XCTAssertEqual(state.summary.usage, UsageTotals(promptTokens: 29, completionTokens: 8, totalTokens: 37, estimatedReplies: 1))
+        XCTAssertEqual(state.summary.usage.usage.isEstimated, true)
+        // m2 continued: its new ending carries the usage of both requests and replaces the old.
+        let again = try XCTUnwrap(fold(records + [.replyStarted(Fixture.reply(2, "a", status: .streaming)), .replyFinished(continued)]))
+        XCTAssertEqual(again.summary.usage, UsageTotals(promptTokens: 50, completionTokens: 13, totalTokens: 63, estimatedReplies: 1))
+        // An ending without usage (cancelled before any text) takes its part away.
+        var cancelled = Fixture.reply(4, "", status: .cancelled)
+        cancelled.usage = nil
+        let gone = try XCTUnwrap(fold(records + [.replyFinished(cancelled)]))
+        XCTAssertEqual(gone.summary.usage, UsageTotals(promptTokens: 9, completionTokens: 3, totalTokens: 12, estimatedReplies: 0))
+    }
 }

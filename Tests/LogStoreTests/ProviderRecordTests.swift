@@ -21,19 +21,23 @@ final class ProviderRecordTests: XCTestCase {
         XCTAssertEqual(LogRecord(json: json), .header(header(provider: nil)))
     }
 
-    func testTheIndexKeepsTheProviderAndReadsAnIndexWrittenBeforeProviders() throws {
+    func testTheIndexKeepsTheProviderAndTheUsageTotals() throws {
         let identity = FileIdentity(size: 10, inode: 20, modifiedNanoseconds: 30)
-        let entry = LogStore.IndexEntry(identity: identity, summary: LogSummary(header: header(provider: "claude")))
+        var summary = LogSummary(header: header(provider: "claude"))
+        summary.usage = UsageTotals(promptTokens: 9, completionTokens: 3, totalTokens: 12, estimatedReplies: 1)
+        let entry = LogStore.IndexEntry(identity: identity, summary: summary)
         let encoded = LogStore.encode(entry)
         XCTAssertEqual(LogStore.decode(encoded)?.summary.header.provider, "claude")
+        XCTAssertEqual(LogStore.decode(encoded)?.summary.usage, summary.usage)
 
-        // A line of the index before providers: the same fields but the last.
         guard case .array(let fields) = encoded else { return XCTFail("not an array") }
-        let old = LogStore.decode(.array(Array(fields.dropLast())))
-        XCTAssertNotNil(old)
-        XCTAssertNil(old?.summary.header.provider)
-        XCTAssertNil(LogStore.decode(.array(fields + [.null])), "a line with more fields than either is not read")
-        XCTAssertNil(LogStore.decode(.array(Array(fields.dropLast()) + [.int(1)])), "a provider that is not a string")
-        XCTAssertEqual(LogStore.formatBeforeProviders["fields"]?.array?.count, LogStore.indexFields.count - 1)
+        XCTAssertNil(LogStore.decode(.array(Array(fields.dropLast()))), "a line with fewer fields is not read")
+        XCTAssertNil(LogStore.decode(.array(fields + [.null])), "a line with more fields is not read")
+        var badProvider = fields
+        badProvider[13] = .int(1)
+        XCTAssertNil(LogStore.decode(.array(badProvider)), "a provider that is not a string")
+        var badUsage = fields
+        badUsage[14] = .array([.int(1), .int(2)])
+        XCTAssertNil(LogStore.decode(.array(badUsage)), "usage that is not four counts")
     }
 }
