@@ -209,6 +209,7 @@ public final class Broker {
         for listener in listeners { listener.close() }
         listeners = []
         replies.interruptAll(in: conversations.values)
+        abandonSearches()
         let goodbye = OutboundBuffer(RPC.notification(.serverStopping, params: ["reason": .string(reason)]))
         let remaining = Array(clients.values)
         if remaining.isEmpty {

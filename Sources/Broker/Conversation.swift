@@ -115,7 +115,7 @@ final class Conversation {
         let present = Set(messages.map(\.sequence))
         // Regenerated replies recorded and never started are owed too, in id order.
         let owedSends = messages
-            .filter { $0.role == .user && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
+            .filter { $0.role == .user && $0.supersededBy == nil && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
             .map { $0.sequence + 1 }
         let owed = replayed.owedReplies.compactMap(MessageID.sequence(of:))
         queue = Set(owedSends + owed).sorted().map(MessageID.make)

@@ -53,7 +53,8 @@ final class ReplyRunner {
             message.status = .streaming
             message.finishReason = nil
             message.error = nil
-            message.usage = nil
+            // Kept until the continuation ends: an ending that never reached the upstream's
+            // answer (cancelled, failed, interrupted) still carries what earlier requests used.
             message.model = conversation.model
             continued = (stored.content.utf8.count, stored.usage)
         }
@@ -139,7 +140,9 @@ final class ReplyRunner {
 
     /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.
     private func shouldRetry(_ error: MessageError, _ reply: Conversation.ActiveReply, maxRetries: Int) -> Bool {
-        guard reply.message.content.isEmpty, reply.attempts <= maxRetries, !isStopping else { return false }
+        // Nothing streamed in this attempt: a continuation starts with the text it had.
+        let streamed = reply.message.content.utf8.count - (reply.continued?.bytes ?? 0)
+        guard streamed == 0, reply.attempts <= maxRetries, !isStopping else { return false }
         switch error.code {
         case .rateLimited, .upstreamConnection, .upstreamTimeout: return true
         case .upstreamHTTP: return (error.status ?? 0) >= 500
@@ -194,6 +197,7 @@ final class ReplyRunner {
         // The reply itself stays `streaming` until its ending is durable: a client that
         // attaches during the sync gets it as `pending` and then the ending, as it would earlier.
         var ending = reply.message
+        Self.keepContinuable(&ending, reply, status: status)
         ending.status = status
         ending.error = error
         reply.ending = ending
@@ -252,6 +256,7 @@ final class ReplyRunner {
             activeReplies -= 1
             reply.stop()
             reply.message.status = .interrupted
+            Self.keepContinuable(&reply.message, reply, status: .interrupted)
             do {
                 try conversation.log.write([.replyFinished(reply.message)])
                 if let error = conversation.log.syncNow() { throw error }
@@ -269,5 +274,12 @@ final class ReplyRunner {
             conversation.broadcast(.messageCompleted, ["message": reply.message.json])
             logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) interrupted by shutdown chars=\(reply.message.content.count)")
         }
+    }
+
+    /// A continuation that did not finish (cancelled, failed, interrupted) is still a reply cut
+    /// off for length: it can be continued again.
+    private static func keepContinuable(_ ending: inout Message, _ reply: Conversation.ActiveReply, status: MessageStatus) {
+        guard reply.continued != nil, status != .complete, ending.finishReason == nil else { return }
+        ending.finishReason = "length"
     }
 }

@@ -54,7 +54,10 @@ extension Broker {
                               status: .complete, created: .now(), author: client.author())
         let superseded = [original] + replaced
         conversation.sendsBeingStored += 1
-        conversation.log.append(superseded.map { .superseded(message: $0.id, by: ids.message) } + [.message(message)]) { [unowned self] error in
+        // The new message first: should a crash keep only part of this append, what survives
+        // is a message and perhaps some of its superseded records, never a `by` that names
+        // a message the log does not hold (which would read as a regenerated reply owed).
+        conversation.log.append([.message(message)] + superseded.map { .superseded(message: $0.id, by: ids.message) }) { [unowned self] error in
             conversation.sendsBeingStored -= 1
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store edit: \(error)")
@@ -97,6 +100,11 @@ extension Broker {
     /// answered, as a send would be.
     func fork(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
         try refuseWhenStopping()
+        // A reply being continued is out of the stored messages until it ends: a copy now
+        // would leave out a reply that has been stored all along.
+        guard conversation.continuing == nil, conversation.active?.continued == nil else {
+            throw .conflict("cannot fork while a reply is being continued: wait for it or cancel it (generation.cancel)")
+        }
         var at: Message?
         if let id = try params.optionalString("at") {
             guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"at\" is not a message id") }

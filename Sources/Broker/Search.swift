@@ -11,6 +11,7 @@ extension Broker {
     static let searchWorkers = 2
 
     func search(_ params: Params, _ respond: @escaping Respond) throws(RPCError) {
+        try refuseWhenStopping()
         let text = try params.string("query")
         guard text.utf8.count <= 1000 else { throw .invalidParams("parameter \"query\" must be at most 1000 bytes") }
         guard let query = SearchQuery(text) else { throw .invalidParams("parameter \"query\" must not be empty") }
@@ -54,6 +55,8 @@ extension Broker {
                             "created": .string(hit.created.description), "snippet": .string(hit.snippet)]
                 }
                 logger.info("search logs=\(job.logs.count) hits=\(answer.count) ms=\(Self.monotonicMilliseconds - started)")
+                // Shutdown may have answered it already.
+                guard pendingSearches.first === job else { return }
                 job.respond(.success(["hits": .array(answer)]))
                 pendingSearches.removeFirst()
                 runNextSearch()
@@ -73,5 +76,15 @@ final class SearchJob {
         self.limit = limit
         self.logs = logs
         self.respond = respond
+    }
+}
+
+extension Broker {
+    /// Shutdown: searches not answered yet are told so; one still running finishes on its
+    /// threads, which the loop waits for when it closes.
+    func abandonSearches() {
+        let abandoned = pendingSearches
+        pendingSearches = []
+        for job in abandoned { job.respond(.failure(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))) }
     }
 }

@@ -21,39 +21,53 @@ extension Loop {
             done(work())
             return
         }
+        backgroundJobs.append(job)
+    }
+
+    /// Waits for every background thread still working. Their async handles must outlive
+    /// them (each ends by signalling its handle), so `close()` calls this before it closes
+    /// any handle; their results are not delivered.
+    func joinBackgroundThreads() {
+        for job in backgroundJobs { job.join() }
+        backgroundJobs = []
     }
 }
 
 /// The loop's side of one background job: an async handle the thread signals when the result
 /// is ready. Non-generic, so libuv's C callback can find it.
 class AnyBackgroundJob: Handle {
+    fileprivate var thread: pthread_t?
+
     func deliver() {}
+
+    /// Waits for the thread to end (at once when it has signalled: that is its last act).
+    func join() {
+        guard let thread else { return }
+        self.thread = nil
+        pthread_join(thread, nil)
+    }
 }
 
 private final class BackgroundJob<T: Sendable>: AnyBackgroundJob {
     private var done: ((T) -> Void)?
-    private let thread: ThreadSide<T>
+    private let side: ThreadSide<T>
 
     init(loop: Loop, work: @escaping @Sendable () -> T, done: @escaping (T) -> Void) {
         self.done = done
-        thread = ThreadSide(work: work)
+        side = ThreadSide(work: work)
         super.init(loop: loop, type: UV_ASYNC)
         let raw = UnsafeMutablePointer<uv_async_t>(OpaquePointer(handle))
         uv_async_init(loop.raw, raw) { async in
             Handle.object(async!.pointee.data, as: AnyBackgroundJob.self).deliver()
         }
-        thread.async = raw
+        side.async = raw
     }
 
     func start(nice: Int32) -> Bool {
-        thread.nice = nice
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        side.nice = nice
         var id = pthread_t()
-        let argument = Unmanaged.passRetained(thread as AnyThreadSide).toOpaque()
-        let rc = pthread_create(&id, &attributes, { argument in
+        let argument = Unmanaged.passRetained(side as AnyThreadSide).toOpaque()
+        let rc = pthread_create(&id, nil, { argument in
             let side = Unmanaged<AnyThreadSide>.fromOpaque(argument!).takeRetainedValue()
             side.run()
             return nil
@@ -62,13 +76,16 @@ private final class BackgroundJob<T: Sendable>: AnyBackgroundJob {
             Unmanaged<AnyThreadSide>.fromOpaque(argument).release()
             return false
         }
+        thread = id
         return true
     }
 
     override func deliver() {
         // uv_async_send orders the thread's write of the result before this callback.
-        guard let done, let result = thread.result else { return }
+        guard let done, let result = side.result else { return }
         self.done = nil
+        join()
+        loop.backgroundJobs.removeAll { $0 === self }
         close()
         done(result)
     }

@@ -56,6 +56,8 @@ public final class Loop {
     public func stop() { uv_stop(raw) }
 
     private var nextTurnQueue: NextTurnQueue?
+    /// Background threads still working (`runOnBackgroundThread`).
+    var backgroundJobs: [AnyBackgroundJob] = []
 
     /// Runs `work` on the next loop turn, outside whatever callback is running now.
     public func onNextTurn(_ work: @escaping () -> Void) {
@@ -71,6 +73,7 @@ public final class Loop {
     public func close() {
         guard !isClosed else { return }
         isClosed = true
+        joinBackgroundThreads()
         nextTurnQueue = nil
         uv_walk(raw, { handle, _ in
             guard let handle, uv_is_closing(handle) == 0 else { return }

@@ -163,7 +163,10 @@ public enum Replay {
             state.interruptedReplies.append(state.messages[position])
         }
         state.messages.sort { $0.sequence < $1.sequence }
-        state.owedReplies = owed.sorted { (MessageID.sequence(of: $0) ?? 0) < (MessageID.sequence(of: $1) ?? 0) }
+        // A regenerated reply that never started is owed only while nothing came after it: once
+        // a later reply exists, running it would answer out of order (as for a stored send).
+        let lastReply = state.messages.filter { $0.role == .assistant }.map(\.sequence).max() ?? 0
+        state.owedReplies = owed.compactMap(MessageID.sequence(of:)).filter { $0 > lastReply }.sorted().map(MessageID.make)
         state.interruptedReplies.sort { $0.sequence < $1.sequence }
         return state
     }

@@ -69,8 +69,10 @@ public struct LogSummary: Equatable, Sendable {
             if let old = fold.replyUsage[message.id] { usage.remove(old) }
             fold.replyUsage[message.id] = message.usage
             if let new = message.usage { usage.add(new) }
-        case .superseded(_, let by):
-            if !fold.messages.contains(by) { fold.owedReplies.insert(by) }
+        case .superseded(let id, let by):
+            if !fold.messages.contains(by), (MessageID.sequence(of: by) ?? 0) > fold.lastReply { fold.owedReplies.insert(by) }
+            // A send replaced by an edit is not owed a reply any more.
+            if let sequence = MessageID.sequence(of: id) { fold.sendsAfterLastReply.removeAll { $0 == sequence } }
         }
         messageCount = fold.messages.count
         needsResume = !fold.unfinishedReplies.isEmpty || !fold.sendsAfterLastReply.isEmpty || !fold.owedReplies.isEmpty
@@ -85,6 +87,7 @@ public struct LogSummary: Equatable, Sendable {
             if sequence > fold.lastReply {
                 fold.lastReply = sequence
                 fold.sendsAfterLastReply.removeAll { $0 <= sequence }
+                fold.owedReplies = fold.owedReplies.filter { (MessageID.sequence(of: $0) ?? 0) > sequence }
             }
         } else if message.role == .user, sequence > fold.lastReply, !fold.sendsAfterLastReply.contains(sequence) {
             fold.sendsAfterLastReply.append(sequence)

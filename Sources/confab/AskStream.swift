@@ -21,6 +21,8 @@ final class AskStream {
     private var others: Set<String>
     /// What of the reply went to standard output, byte for byte.
     private var written: [UInt8] = []
+    /// The reply's text from before we followed it (a continued reply's), not ours to print.
+    private var before = 0
     private var outputOpen = true
     private var cancelling: Cancelling?
     private var cancelledBy: String?
@@ -172,6 +174,9 @@ final class AskStream {
         }
         guard params["conversation"]?.string == conversation else { return nil }
         switch method {
+        case "message.continued":
+            guard let message = params["message"], message["id"]?.string == reply else { return nil }
+            before = (message["content"]?.string ?? "").utf8.count
         case "message.delta":
             guard params["message"]?.string == reply, let piece = params["content"]?.string, !piece.isEmpty else { return nil }
             if !sawText {
@@ -220,7 +225,7 @@ final class AskStream {
     /// before sending), then a newline unless there is one.
     private func finish(_ message: JSON) throws(Failure) -> Int32? {
         guard !json else { return nil }
-        let content = Array((message["content"]?.string ?? "").utf8)
+        let content = Array((message["content"]?.string ?? "").utf8.dropFirst(before))
         if content.count > written.count, content.starts(with: written) {
             if let exit = try show(Array(content[written.count...])) { return exit }
         }

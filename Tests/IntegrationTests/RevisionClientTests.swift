@@ -90,6 +90,10 @@ final class RevisionClientTests: TmuxTestCase {
         try tmux.type(pane, "/continue")
         try tmux.send(pane, ["Enter"])
         try tmux.waitForText(pane, "assistant (continued): You said: Continue your last answer")
+        // Forking waits for the continuation to end (it is out of the stored messages meanwhile).
+        try tmux.waitForText(pane, "preamble.")
+        let deadline = Date().addingTimeInterval(10)
+        while try history(id).last?["status"]?.string != "complete", Date() < deadline { usleep(50_000) }
 
         try tmux.type(pane, "/fork m4")
         try tmux.send(pane, ["Enter"])

@@ -277,3 +277,35 @@ final class RevisionTests: XCTestCase {
         XCTAssertEqual(wholeCopy["messages"]?.array?.count, 2, "the superseded reply is not copied")
     }
 }
+
+/// A continuation that does not finish leaves the reply as it was: still cut off for length
+/// (so it can be continued again), with the usage it had, and `confab continue` prints none
+/// of the old text.
+final class ContinuationFailureTests: XCTestCase {
+    var harness: Harness!
+
+    override func setUpWithError() throws { harness = try Harness() }
+    override func tearDown() { harness?.tearDown() }
+
+    func testAFailedContinuationKeepsTheReplyContinuableWithItsUsage() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:The beginning]] [[finish:length]]"])
+        let cut = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string)).final
+        let usage = try XCTUnwrap(cut["usage"])
+
+        harness.fake?.stop()
+        let failed = try harness.runClient(["continue", id])
+        XCTAssertEqual(failed.status, 1)
+        XCTAssertEqual(failed.stdout, "", "nothing of the old text is printed again")
+        XCTAssertTrue(failed.stderr.contains("the reply failed"), failed.stderr)
+
+        let stored = try XCTUnwrap(client.call("conversation.history", ["conversation": .string(id)])["messages"]?.array?.last)
+        XCTAssertEqual(stored["status"]?.string, "failed")
+        XCTAssertEqual(stored["content"]?.string, "The beginning")
+        XCTAssertEqual(stored["finish_reason"]?.string, "length")
+        XCTAssertEqual(stored["usage"], usage)
+        XCTAssertEqual(try client.call("message.continue", ["conversation": .string(id)])["reply"]?.string, "m2", "still continuable")
+    }
+}

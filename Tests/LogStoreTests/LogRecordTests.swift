@@ -328,4 +328,30 @@ final class ReplayTests: XCTestCase {
         let gone = try XCTUnwrap(fold(records + [.replyFinished(cancelled)]))
         XCTAssertEqual(gone.summary.usage, UsageTotals(promptTokens: 9, completionTokens: 3, totalTokens: 12, estimatedReplies: 0))
     }
+
+    /// A regenerated reply that never started is not owed once a later reply exists: running
+    /// it then would answer out of order. Replay and the summary agree.
+    func testAnOwedRegenerateIsDroppedOnceALaterReplyExists() throws {
+        let records: [LogRecord] = [
+            .message(Fixture.user(1, "q")), .replyFinished(Fixture.reply(2, "a", status: .complete)),
+            .superseded(message: "m2", by: "m3"),
+            .message(Fixture.user(4, "later")), .replyFinished(Fixture.reply(5, "b", status: .complete)),
+        ]
+        let state = try XCTUnwrap(fold(records))
+        XCTAssertEqual(state.owedReplies, [])
+        XCTAssertFalse(state.summary.needsResume)
+    }
+
+    /// A user message an edit replaced is not owed a reply, even if its own never started.
+    func testASendReplacedByAnEditIsNotOwed() throws {
+        let state = try XCTUnwrap(fold([
+            .message(Fixture.user(1, "q")), .replyFinished(Fixture.reply(2, "a", status: .complete)),
+            .message(Fixture.user(3, "first try")),
+            .message(Fixture.user(5, "second try")), .superseded(message: "m3", by: "m5"),
+            .replyFinished(Fixture.reply(6, "answer", status: .complete)),
+        ]))
+        XCTAssertEqual(state.owedReplies, [])
+        XCTAssertFalse(state.summary.needsResume)
+        XCTAssertEqual(state.messages.map(\.supersededBy), [nil, nil, "m5", nil, nil])
+    }
 }

@@ -31,4 +31,23 @@ final class BackgroundThreadTests: XCTestCase {
         XCTAssertEqual(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0), before)
         loop.close()
     }
+
+    /// Closing the loop waits for a thread still at work (its async handle must outlive it) and
+    /// delivers nothing.
+    func testClosingTheLoopWaitsForAThreadStillWorking() throws {
+        let loop = try Loop()
+        let finished = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        defer { finished.deallocate() }
+        finished.pointee = 0
+        nonisolated(unsafe) let flag = finished
+        var delivered = false
+        loop.runOnBackgroundThread({ () -> Int in
+            usleep(200_000)
+            flag.pointee = 1
+            return 1
+        }, done: { _ in delivered = true })
+        loop.close()
+        XCTAssertEqual(finished.pointee, 1, "close returned before the thread ended")
+        XCTAssertFalse(delivered)
+    }
 }
