@@ -20,11 +20,7 @@ struct Retry: ReplyCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
-    @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
-    @Flag(name: [.customLong("plain"), .customLong("raw")],
-          help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
-    var plain = false
+    @OptionGroup var options: ReplyOptions
 }
 
 struct ContinueReply: ReplyCommand {
@@ -40,6 +36,18 @@ struct ContinueReply: ReplyCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
+    @OptionGroup var options: ReplyOptions
+}
+
+/// A command whose one request makes a reply in a conversation (`method`, answered with
+/// `reply`), which it then streams to standard output as `ask` does.
+protocol ReplyCommand: ClientCommand {
+    static var method: String { get }
+    var options: ReplyOptions { get }
+}
+
+/// What every `ReplyCommand` takes.
+struct ReplyOptions: ParsableArguments {
     @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
     @Flag(name: [.customLong("plain"), .customLong("raw")],
@@ -47,25 +55,16 @@ struct ContinueReply: ReplyCommand {
     var plain = false
 }
 
-/// A command whose one request makes a reply in a conversation (`method`, answered with
-/// `reply`), which it then streams to standard output as `ask` does.
-protocol ReplyCommand: ClientCommand {
-    static var method: String { get }
-    var id: String { get }
-    var json: Bool { get }
-    var plain: Bool { get }
-}
-
 extension ReplyCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: Self.configuration.commandName ?? "confab")
-        let conversation = try connection.resolveConversation(id)
+        let conversation = try connection.resolveConversation(options.id)
         // Quiet, as ask: following the reply is not joining the conversation.
         let attached = try connection.call("conversation.attach", ["conversation": .string(conversation), "history": 0, "quiet": true])
         guard let reply = try connection.call(Self.method, ["conversation": .string(conversation)])["reply"]?.string else {
             throw Failure.message("confabd's answer to \(Self.method) has no reply id")
         }
-        let stream = AskStream(connection: connection, conversation: conversation, reply: reply, json: json, render: !plain,
+        let stream = AskStream(connection: connection, conversation: conversation, reply: reply, json: options.json, render: !options.plain,
                                others: attached["clients"]?.array ?? [])
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }
