@@ -72,6 +72,9 @@ final class AttachSession {
     private var screen: ChatScreen?
     private var editor: LineEditor?
     private var title = ""
+    /// Roles of the messages seen here, and the messages that replaced an edited one.
+    private var roles: [String: String] = [:]
+    private var editedAs: Set<String> = []
 
     private enum Pending {
         case send, cancel, rename
@@ -254,6 +257,7 @@ final class AttachSession {
         switch method {
         case "message.created":
             guard let message = params["message"] else { return }
+            note(message)
             if message["role"]?.string == "assistant" && message["status"]?.string == "streaming" {
                 transcript.replyStarted(message)
             } else {
@@ -267,7 +271,17 @@ final class AttachSession {
             transcript.replyContinued(message)
         case "message.superseded":
             guard let id = params["message"]?.string, let newer = params["by"]?.string else { return }
-            transcript.notice("\(id) is replaced by \(newer) (/versions lists earlier replies)")
+            switch roles[id] {
+            case "user"?:
+                editedAs.insert(newer)
+                transcript.notice("\(id) was edited: \(newer) takes its place")
+            case "assistant"? where editedAs.contains(newer):
+                transcript.notice("the reply \(id) is left out: its question was edited")
+            case "assistant"?:
+                transcript.notice("the reply \(id) is replaced by \(newer) (/versions lists earlier replies)")
+            default:
+                transcript.notice("\(id) is replaced by \(newer)")
+            }
         case "message.retrying":
             guard let id = params["message"]?.string else { return }
             transcript.retrying(id: id, attempt: params["attempt"]?.int ?? 1, reason: Words.replyError(params["error"]),
@@ -461,6 +475,7 @@ final class AttachSession {
     /// (a regenerated reply, an edited message) is left out, and a reply with earlier versions
     /// says so.
     private func showHistory(_ messages: [JSON]) {
+        for message in messages { note(message) }
         let replaced = Set(messages.compactMap { $0["superseded_by"]?.string })
         for message in messages where message["superseded_by"] == nil {
             transcript.message(message)
@@ -468,6 +483,11 @@ final class AttachSession {
                 transcript.notice("an earlier version exists: /versions")
             }
         }
+    }
+
+    /// Remembers who wrote a message, to say what a `message.superseded` means.
+    private func note(_ message: JSON) {
+        if let id = message["id"]?.string, let role = message["role"]?.string { roles[id] = role }
     }
 
     /// /versions: the replies a reply replaced, oldest first, then which one is current.

@@ -70,7 +70,7 @@ final class RevisionClientTests: TmuxTestCase {
 
         try tmux.type(pane, "/retry")
         try tmux.send(pane, ["Enter"])
-        try tmux.waitForText(pane, "-- m2 is replaced by m3 (/versions lists earlier replies) --")
+        try tmux.waitForText(pane, "-- the reply m2 is replaced by m3 (/versions lists earlier replies) --")
         try tmux.waitForScreen(pane, "a second reply") { $0.components(separatedBy: "assistant: version one").count == 3 }
         try tmux.type(pane, "/versions")
         try tmux.send(pane, ["Enter"])
@@ -80,6 +80,8 @@ final class RevisionClientTests: TmuxTestCase {
         try tmux.type(pane, "/edit-last")
         try tmux.send(pane, ["Enter"])
         try tmux.waitForText(pane, "assistant: version two")
+        try tmux.waitForText(pane, "-- m1 was edited: m4 takes its place --")
+        try tmux.waitForText(pane, "-- the reply m3 is left out: its question was edited --")
         let edited = try history(id)
         XCTAssertEqual(edited.map { $0["superseded_by"]?.string ?? "-" }, ["m4", "m3", "m4", "-", "-"])
         XCTAssertEqual(edited[3]["content"]?.string, "q [[reply:version two]]")
@@ -104,7 +106,7 @@ final class RevisionClientTests: TmuxTestCase {
 
         // A new pane shows the conversation as it reads now: replaced messages left out.
         let second = try tmux.start(harness.confabCommand(["attach", id, "--name", "bob"]), width: 100, height: 40)
-        let now = try tmux.waitForText(second, "here: bob (you)")
+        let now = try tmux.waitForText(second, "preamble.")
         XCTAssertFalse(now.contains("version one"), now)
         XCTAssertTrue(now.contains("assistant: version two"), now)
         XCTAssertTrue(now.contains("You said: Continue your last answer"), now)
