@@ -225,6 +225,11 @@ private func modelListing(_ config: Config, connection: Connection, keepAlive: B
     var ids = config.models
     if let path = config.modelsFile, let text = try? String(contentsOfFile: path, encoding: .utf8) {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        if let line = lines.first?.trimmingCharacters(in: .whitespaces), line.hasPrefix("delay "),
+           let ms = Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces)), ms >= 0 {
+            sleepMilliseconds(min(ms, 600_000))
+            lines.removeFirst()
+        }
         let first = lines.first?.trimmingCharacters(in: .whitespaces) ?? ""
         if first == "raw" {
             return sendJSON(connection, status: 200, body: lines.dropFirst().joined(separator: "\n"), keepAlive: keepAlive)

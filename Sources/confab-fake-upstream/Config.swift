@@ -31,7 +31,8 @@ let usageText = """
       --exit-with-parent       also exit as soon as the parent process goes away
       --models A,B,...         the ids GET /models lists (default fake-model,fake-model-2)
       --models-file FILE       read at every GET /models, when it exists: ids one a line,
-                               or "status N" (fail with N) or "raw" (the rest is the body)
+                               or "status N" (fail with N) or "raw" (the rest is the body),
+                               after an optional first line "delay MS" (wait before answering)
       -h, --help               show this help
 
     Prints "listening HOST PORT" on stdout once ready. See docs/fake-upstream.md.

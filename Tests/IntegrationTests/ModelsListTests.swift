@@ -174,6 +174,23 @@ final class ModelsListTests: XCTestCase {
         XCTAssertEqual(pairs(try client.call("models.list")), ["default fake-model", "default fake-model-2"])
     }
 
+    func testASlowListingIsATimeoutAndCallersFromTwoClientsMeanwhileShareEachFetch() throws {
+        harness = try Harness(config: "[providers.slow]\nbase_url = \"$UPSTREAM/slow/v1\"\nmodel = \"m\"\ntimeout_seconds = 1\nconnect_timeout_seconds = 1\n")
+        try "delay 2500\nslow-one\n".write(toFile: harness.upstreamModelsFile, atomically: true, encoding: .utf8)
+        let first = try harness.client(), second = try harness.client()
+        try first.sendRaw(#"{"jsonrpc":"2.0","id":"a","method":"models.list"}"# + "\n")
+        Thread.sleep(forTimeInterval: 0.5)
+        try second.sendRaw(#"{"jsonrpc":"2.0","id":"b","method":"models.list"}"# + "\n")
+        for (client, id) in [(first, "a"), (second, "b")] {
+            let result = try XCTUnwrap(try client.response(to: .string(id))["result"])
+            XCTAssertEqual(pairs(result), ["default slow-one"])
+            let errors = try XCTUnwrap(result["errors"]?.array)
+            XCTAssertEqual(errors.map { $0["provider"]?.string }, ["slow"], "\(errors)")
+            XCTAssertEqual(errors.first?["code"]?.string, "upstream_timeout", "\(errors)")
+        }
+        XCTAssertEqual(listings().count, 2)
+    }
+
     func testAnUnknownProviderIsRefusedByName() throws {
         harness = try Harness()
         let client = try harness.client()
