@@ -216,6 +216,7 @@ public final class Broker {
         listeners = []
         replies.interruptAll(in: conversations.values)
         abandonSearches()
+        models.abandonAll(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))
         let goodbye = OutboundBuffer(RPC.notification(.serverStopping, params: ["reason": .string(reason)]))
         let remaining = Array(clients.values)
         if remaining.isEmpty {

@@ -28,6 +28,9 @@ final class ModelCatalog {
     private var inFlight: [String: Pending] = [:]
     /// Told about each fetch that failed, for the daemon's log.
     var onFailure: ((String, MessageError) -> Void)?
+    /// How to answer each `models.list` still waiting, should the daemon stop first.
+    private var waitingCalls: [Int: (RPCError) -> Void] = [:]
+    private var nextCall = 0
 
     init(loop: Loop, upstream: UpstreamClient) {
         self.loop = loop
@@ -62,4 +65,23 @@ final class ModelCatalog {
         }
     }
 
+
+    /// Notes a call waiting on listings; `abandon` answers it if the daemon stops first.
+    func track(_ abandon: @escaping (RPCError) -> Void) -> Int {
+        nextCall += 1
+        waitingCalls[nextCall] = abandon
+        return nextCall
+    }
+
+    func untrack(_ call: Int) { waitingCalls[call] = nil }
+
+    /// At shutdown: stops every fetch and gives each waiting call `error`, so its client's
+    /// answers are not held up behind it while the daemon waits for them to drain.
+    func abandonAll(_ error: RPCError) {
+        for pending in inFlight.values { pending.request?.cancel() }
+        inFlight = [:]
+        let calls = waitingCalls
+        waitingCalls = [:]
+        for abandon in calls.values { abandon(error) }
+    }
 }

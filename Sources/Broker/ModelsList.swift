@@ -15,11 +15,19 @@ extension Broker {
             chosen = providers.names.compactMap { providers[$0] }
         }
         var answers: [String: ModelListing] = [:]
+        var answered = false
+        let call = models.track { error in
+            answered = true
+            respond(.failure(error))
+        }
         for provider in chosen {
-            models.listing(of: provider) { listing in
+            models.listing(of: provider) { [unowned self] listing in
+                guard !answered else { return }
                 answers[provider.name] = listing
                 // Kept listings answer at once, so this may be the last one before the loop ends.
                 guard answers.count == chosen.count else { return }
+                answered = true
+                models.untrack(call)
                 respond(.success(Self.modelsResult(chosen.map(\.name), answers)))
             }
         }

@@ -191,6 +191,18 @@ final class ModelsListTests: XCTestCase {
         XCTAssertEqual(listings().count, 2)
     }
 
+    func testAListingStillOnItsWayAtShutdownIsAnsweredThatTheDaemonIsStopping() throws {
+        harness = try Harness()
+        try "delay 5000\nlate\n".write(toFile: harness.upstreamModelsFile, atomically: true, encoding: .utf8)
+        let client = try harness.client()
+        try client.sendRaw(#"{"jsonrpc":"2.0","id":"x","method":"models.list"}"# + "\n")
+        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertEqual(listings().count, 1)
+        harness.daemon?.signal(SIGTERM)
+        let answer = try client.response(to: "x")
+        XCTAssertEqual(answer["error"]?["code"]?.int, RPCError.shuttingDown, answer.text)
+    }
+
     func testAnUnknownProviderIsRefusedByName() throws {
         harness = try Harness()
         let client = try harness.client()
