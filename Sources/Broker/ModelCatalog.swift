@@ -65,7 +65,6 @@ final class ModelCatalog {
         }
     }
 
-
     /// Notes a call waiting on listings; `abandon` answers it if the daemon stops first.
     func track(_ abandon: @escaping (RPCError) -> Void) -> Int {
         nextCall += 1

@@ -24,7 +24,7 @@ extension Broker {
             models.listing(of: provider) { [unowned self] listing in
                 guard !answered else { return }
                 answers[provider.name] = listing
-                // Kept listings answer at once, so this may be the last one before the loop ends.
+                // A kept listing answers before `listing` returns: the last answer may come from this loop.
                 guard answers.count == chosen.count else { return }
                 answered = true
                 models.untrack(call)
