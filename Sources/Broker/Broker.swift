@@ -45,6 +45,8 @@ public final class Broker {
         didSet { replies.logger = logger }
     }
     let replies: ReplyRunner
+    /// `models.list`'s listings, fetched and kept per provider.
+    let models: ModelCatalog
     /// uids besides our own that may connect.
     public var allowedUIDs: Set<UInt32>
     var conversations: [String: Conversation] = [:]
@@ -63,12 +65,16 @@ public final class Broker {
         self.loop = loop
         self.store = store
         replies = ReplyRunner(loop: loop, upstream: upstream, providers: providers, limits: limits, logger: logger)
+        models = ModelCatalog(loop: loop, upstream: upstream)
         self.limits = limits
         self.logger = logger
         self.allowedUIDs = allowedUIDs
         startedAt = loop.now
         flusher = OutputFlusher(loop: loop)
         upstream.onTransportError = { [unowned self] message in self.logger.error("upstream transport: \(message)") }
+        models.onFailure = { [unowned self] provider, error in
+            self.logger.warning("provider=\(provider) model listing failed: \(error.code.rawValue): \(error.message)")
+        }
     }
 
     // MARK: - Start-up
@@ -210,6 +216,7 @@ public final class Broker {
         listeners = []
         replies.interruptAll(in: conversations.values)
         abandonSearches()
+        models.abandonAll(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))
         let goodbye = OutboundBuffer(RPC.notification(.serverStopping, params: ["reason": .string(reason)]))
         let remaining = Array(clients.values)
         if remaining.isEmpty {

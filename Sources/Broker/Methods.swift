@@ -76,6 +76,9 @@ extension Broker {
                 try refuseWhenStopping()
                 try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try fork(c, params, client, respond) }
             case .conversationSearch: try search(params, later())
+            case .modelsList:
+                try refuseWhenStopping()
+                try listModels(params, later())
             case .generationCancel:
                 try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
             }

@@ -20,6 +20,7 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case messageContinue = "message.continue"
     case conversationFork = "conversation.fork"
     case conversationSearch = "conversation.search"
+    case modelsList = "models.list"
 }
 
 /// A notification the daemon sends.

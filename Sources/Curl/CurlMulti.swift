@@ -35,8 +35,10 @@ public final class CurlTransfer {
     /// to `onData` once it has returned.
     fileprivate var received: [UInt8] = []
 
-    /// A POST with a body. `stallSeconds`: abort when less than one byte arrives for that long.
-    public init(url: String, body: [UInt8], headers: [String], connectTimeoutSeconds: Int, stallSeconds: Int) {
+    /// A POST with `body`, or a GET when it is nil. `stallSeconds`: abort when less than one byte
+    /// arrives for that long; `totalSeconds`, when above 0: abort when the whole transfer takes
+    /// longer (for a short answer, where a trickle that never ends is as bad as a stall).
+    public init(url: String, body: [UInt8]?, headers: [String], connectTimeoutSeconds: Int, stallSeconds: Int, totalSeconds: Int = 0) {
         easy = curl_easy_init()!
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
@@ -50,8 +52,13 @@ public final class CurlTransfer {
         confab_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, stallSeconds)
         confab_easy_setopt_string(easy, CURLOPT_USERAGENT, "confabd")
         confab_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        confab_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
-        body.withUnsafeBytes { _ = confab_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress) }
+        if totalSeconds > 0 { confab_easy_setopt_long(easy, CURLOPT_TIMEOUT, totalSeconds) }
+        if let body {
+            confab_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            body.withUnsafeBytes { _ = confab_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress) }
+        } else {
+            confab_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        }
         // "Expect:" keeps curl from waiting for 100-continue on large prompts.
         for header in headers + ["Expect:"] { headerList = curl_slist_append(headerList, header) }
         confab_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, headerList)

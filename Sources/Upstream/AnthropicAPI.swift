@@ -90,6 +90,14 @@ public struct AnthropicMessagesAPI: ChatAPI {
     }
 
     public func failure(status: Int, body: [UInt8]) -> MessageError { httpFailure(status: status, body: body) }
+
+    /// `GET {base_url}/models` with the key and version headers. The listing is paged, 20 a page
+    /// unless asked: `limit=1000`, the most the API gives, so one request holds them all.
+    public func modelsRequest(config: UpstreamConfig) -> UpstreamRequest {
+        var headers = ["accept: application/json", "anthropic-version: \(options.version)"]
+        if let key = config.apiKey, !key.isEmpty { headers.append("x-api-key: \(key)") }
+        return UpstreamRequest(url: config.url("models?limit=1000"), headers: headers, body: [])
+    }
 }
 
 /// The Messages API's events as the stream events every API's decoder gives: text of

@@ -45,6 +45,14 @@ public protocol ChatAPI: Sendable {
     func makeDecoder(for request: ChatRequest) -> any ChatEventDecoder
     /// The failure a non-2xx answer stands for.
     func failure(status: Int, body: [UInt8]) -> MessageError
+    /// `GET` asking which models the provider has (no body).
+    func modelsRequest(config: UpstreamConfig) -> UpstreamRequest
+    /// What the answer to `modelsRequest` says: its ids, or the reply error it stands for.
+    func models(status: Int, body: [UInt8]) -> ModelListing
+}
+
+extension ChatAPI {
+    public func models(status: Int, body: [UInt8]) -> ModelListing { modelListing(status: status, body: body) }
 }
 
 /// OpenAI-compatible chat completions: `POST {base_url}/chat/completions`, bearer key,
@@ -67,6 +75,12 @@ public struct OpenAIChatAPI: ChatAPI {
     public func makeDecoder(for request: ChatRequest) -> any ChatEventDecoder { ChatStreamDecoder() }
 
     public func failure(status: Int, body: [UInt8]) -> MessageError { httpFailure(status: status, body: body) }
+
+    public func modelsRequest(config: UpstreamConfig) -> UpstreamRequest {
+        var headers = ["Accept: application/json"]
+        if let key = config.apiKey, !key.isEmpty { headers.append("Authorization: Bearer \(key)") }
+        return UpstreamRequest(url: config.url("models"), headers: headers, body: [])
+    }
 }
 
 /// The reply error a non-2xx answer stands for, with the server's own message: the same

@@ -68,6 +68,9 @@ public struct OpenAICompletionsAPI: ChatAPI {
     }
 
     public func failure(status: Int, body: [UInt8]) -> MessageError { httpFailure(status: status, body: body) }
+
+    /// The same `GET {base_url}/models` as chat completions: one server usually serves both.
+    public func modelsRequest(config: UpstreamConfig) -> UpstreamRequest { OpenAIChatAPI().modelsRequest(config: config) }
 }
 
 /// Chunks of the completions API: OpenAI's chunk format with the text in `choices[0].text`.

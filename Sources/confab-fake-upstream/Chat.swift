@@ -172,6 +172,15 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
     let keepAlive = request.wantsKeepAlive
     let path = request.path
 
+    // The listing is asked for with either API's key header, so either one will do.
+    if request.method == "GET" && path.hasSuffix("/models") {
+        if let key = shared.config.apiKey, !isAuthorized(authorization, key: key), request.header("x-api-key") != key {
+            return sendJSON(connection, status: 401,
+                            body: errorBody(message: "Incorrect API key provided", type: "invalid_request_error", code: "invalid_api_key"),
+                            keepAlive: keepAlive)
+        }
+        return modelListing(shared.config, connection: connection, keepAlive: keepAlive)
+    }
     // Anthropic's API takes its key in x-api-key and answers in its own error shape.
     if request.method == "POST" && path.hasSuffix("/messages") {
         if let key = shared.config.apiKey, request.header("x-api-key") != key {
@@ -198,13 +207,6 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
             legacyCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
         }
     }
-    if request.method == "GET" && path.hasSuffix("/models") {
-        let list = JSON.object([
-            ("object", .string("list")),
-            ("data", .array([.object([("id", .string("fake-model")), ("object", .string("model"))])])),
-        ])
-        return sendJSON(connection, status: 200, body: list.encoded(), keepAlive: keepAlive)
-    }
     if request.method == "GET" && path.hasSuffix("/stats") {
         let counts = shared.counts()
         let stats = JSON.object([("connections", .int(counts.connections)), ("requests", .int(counts.requests)),
@@ -215,6 +217,37 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
                     body: errorBody(message: "Invalid URL (\(request.method) \(path))", type: "invalid_request_error",
                                     code: "unknown_url"),
                     keepAlive: keepAlive)
+}
+
+/// `GET …/models`: `--models-file` when it exists (read now, so a test can change it between
+/// requests), else the `--models` ids, in OpenAI's list shape.
+private func modelListing(_ config: Config, connection: Connection, keepAlive: Bool) -> Bool {
+    var ids = config.models
+    if let path = config.modelsFile, let text = try? String(contentsOfFile: path, encoding: .utf8) {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        if let line = lines.first?.trimmingCharacters(in: .whitespaces), line.hasPrefix("delay "),
+           let ms = Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces)), ms >= 0 {
+            sleepMilliseconds(min(ms, 600_000))
+            lines.removeFirst()
+        }
+        let first = lines.first?.trimmingCharacters(in: .whitespaces) ?? ""
+        if first == "raw" {
+            return sendJSON(connection, status: 200, body: lines.dropFirst().joined(separator: "\n"), keepAlive: keepAlive)
+        }
+        if first.hasPrefix("status "), let status = Int(first.dropFirst(7).trimmingCharacters(in: .whitespaces)),
+           (400...599).contains(status) {
+            let (type, code) = statusError(status)
+            return sendJSON(connection, status: status, body: errorBody(message: "listing refused (\(status))", type: type, code: code),
+                            keepAlive: keepAlive)
+        }
+        lines = lines.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        ids = lines
+    }
+    let list = JSON.object([
+        ("object", .string("list")),
+        ("data", .array(ids.map { .object([("id", .string($0)), ("object", .string("model")), ("owned_by", .string("fake"))]) })),
+    ])
+    return sendJSON(connection, status: 200, body: list.encoded(), keepAlive: keepAlive)
 }
 
 /// The text of a message's content: a string, or the `text` of each part of an array, joined by spaces.

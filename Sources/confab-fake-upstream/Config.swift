@@ -13,6 +13,8 @@ struct Config: Sendable {
     var maxLifetimeSeconds: Double = 1800
     var defaultDelayMs = 2
     var exitWithParent = false
+    var models = ["fake-model", "fake-model-2"]
+    var modelsFile: String?
 }
 
 let usageText = """
@@ -27,6 +29,10 @@ let usageText = """
       --max-lifetime SECONDS   exit by itself after SECONDS (default 1800)
       --default-delay-ms N     delay between streamed pieces (default 2)
       --exit-with-parent       also exit as soon as the parent process goes away
+      --models A,B,...         the ids GET /models lists (default fake-model,fake-model-2)
+      --models-file FILE       read at every GET /models, when it exists: ids one a line,
+                               or "status N" (fail with N) or "raw" (the rest is the body),
+                               after an optional first line "delay MS" (wait before answering)
       -h, --help               show this help
 
     Prints "listening HOST PORT" on stdout once ready. See docs/fake-upstream.md.
@@ -122,6 +128,13 @@ func parseArguments(_ arguments: [String]) -> Config {
         case "--exit-with-parent":
             if inlineValue != nil { die("--exit-with-parent takes no value") }
             config.exitWithParent = true
+        case "--models":
+            let v = value()
+            let ids = v.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !ids.contains(where: \.isEmpty) else { die("invalid --models '\(v)' (ids separated by commas)") }
+            config.models = ids
+        case "--models-file":
+            config.modelsFile = value()
         default:
             die("unknown argument '\(arg)' (try --help)")
         }

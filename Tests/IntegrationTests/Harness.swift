@@ -82,6 +82,8 @@ final class Harness {
     private(set) var upstreamPort = 0
     var daemonLog: String { directory + "/confabd.log" }
     var upstreamLog: String { directory + "/upstream-requests.jsonl" }
+    /// The fake upstream's `--models-file`: what its `GET …/models` answers, while it exists.
+    var upstreamModelsFile: String { directory + "/upstream-models.txt" }
 
     /// `topLevel` goes before `[upstream]` (keys such as `default_provider`), `extra` after it (other
     /// tables, such as `[providers.NAME]`); in both, `$UPSTREAM` is the fake upstream's
@@ -112,7 +114,8 @@ final class Harness {
 
     private func startFake() throws {
         let fake = try Child(Binaries.path("confab-fake-upstream"),
-                             ["--port", "0", "--log", upstreamLog, "--max-lifetime", "600", "--default-delay-ms", "1"],
+                             ["--port", "0", "--log", upstreamLog, "--max-lifetime", "600", "--default-delay-ms", "1",
+                              "--models-file", upstreamModelsFile],
                              captureOutput: true, logFile: directory + "/upstream.log")
         self.fake = fake
         // First line: "listening 127.0.0.1 PORT".

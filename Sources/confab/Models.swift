@@ -1,0 +1,54 @@
+import ArgumentParser
+import ConfabProtocol
+import Terminal
+
+struct ModelsCommand: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "models",
+        abstract: "List the models each configured provider offers.",
+        discussion: """
+            Asks every provider (or the one named) for its model listing; confabd keeps each \
+            listing for a minute. A provider that cannot answer is reported on stderr; the exit \
+            status is 1 only when none could.
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Option(help: ArgumentHelp("Only this provider's models.", valueName: "name")) var provider: String?
+    @Flag(help: "Print the raw result object as JSON.") var json = false
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "models")
+        var params: [String: JSON] = [:]
+        if let provider { params["provider"] = .string(provider) }
+        let result = try connection.call("models.list", .object(params))
+        let models = result["models"]?.array ?? []
+        let errors = result["errors"]?.array ?? []
+        if json {
+            Out.stdout(result.text + "\n")
+        } else {
+            Out.stdout(Self.table(models))
+            for error in errors {
+                let name = error["provider"]?.string ?? "?"
+                let status = error["status"]?.int.map { " (HTTP \($0))" } ?? ""
+                Out.error(SafeText.singleLine("provider \(name): \(error["code"]?.string ?? "error")\(status): \(error["message"]?.string ?? "")"))
+            }
+        }
+        let failed = Set(errors.compactMap { $0["provider"]?.string })
+        let answered = Set(models.compactMap { $0["provider"]?.string })
+        if !failed.isEmpty && answered.isEmpty { throw Failure.exit(1) }
+    }
+
+    /// `PROVIDER  MODEL`, one model a line; nothing at all when there are none. Names come from
+    /// model servers, so each is made a safe single line before it is measured.
+    static func table(_ models: [JSON]) -> String {
+        guard !models.isEmpty else { return "" }
+        let rows = models.map { model in
+            (SafeText.singleLine(model["provider"]?.string ?? "?"), SafeText.singleLine(model["id"]?.string ?? "?"))
+        }
+        let width = max(DisplayWidth.of("PROVIDER"), rows.map { DisplayWidth.of($0.0) }.max() ?? 0)
+        var text = DisplayWidth.pad("PROVIDER", to: width) + "  MODEL\n"
+        for (provider, id) in rows { text += DisplayWidth.pad(provider, to: width) + "  " + id + "\n" }
+        return text
+    }
+}
