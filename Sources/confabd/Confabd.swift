@@ -202,6 +202,8 @@ struct Confabd: ParsableCommand {
     static func describe(_ settings: Settings) -> String {
         var text = settings.providers.map { "; provider \($0.name) (\($0.api.name)) \($0.config.baseURL)" }.joined()
         if settings.defaultProvider != Provider.defaultName { text += "; default provider \(settings.defaultProvider)" }
+        if !settings.profiles.isEmpty { text += "; profiles \(settings.profiles.map(\.name).joined(separator: ", "))" }
+        if let profile = settings.defaultProfile { text += "; default profile \(profile)" }
         return text
     }
 
