@@ -93,7 +93,7 @@ struct New: ClientCommand {
     @Option(help: "The conversation's title.") var title: String?
     @Option(help: "A system prompt.") var system: String?
     @Option(help: "The model (default: the profile's, else the daemon's).") var model: String?
-    @Option(help: "The profile to start from (confab profiles lists them; default: the daemon's).") var profile: String?
+    @Option(help: "The profile to start from (confab profiles lists them; default: the config's default_profile, if any).") var profile: String?
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "new")

@@ -62,6 +62,9 @@ final class ProfileClientTests: TmuxTestCase {
 
             """)
 
+        let json = try harness.runClient(["profiles", "--json"])
+        XCTAssertEqual(try JSON.parse(json.stdout).array?.map { $0["name"]?.string }, ["guide", "terse"])
+
         let id = try harness.runClient(["new", "--profile", "terse"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let info = try harness.client().call("conversation.get", ["conversation": .string(id)])["conversation"]
         XCTAssertEqual(info?["profile"]?.string, "terse")

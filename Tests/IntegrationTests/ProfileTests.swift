@@ -10,6 +10,7 @@ private let profiles = """
     base_url = "$UPSTREAM/anthropic/v1"
     api_key = "sk-ant-claude"
     model = "claude-test"
+    max_tokens = 500
     timeout_seconds = 5
 
     [profiles.tuned]
@@ -107,6 +108,14 @@ final class ProfileTests: XCTestCase {
         XCTAssertEqual(body["max_tokens"], .int(99))
         XCTAssertEqual(body["stop_sequences"], .array(["~~~"]))
         XCTAssertNil(body["stop"])
+
+        // The provider's max_tokens is the default beneath a conversation's own.
+        let (plain, _) = try create(client, ["provider": "claude"])
+        try send(client, plain, "[[reply:ok]]")
+        let plainBody = try lastBody(to: "/messages")
+        XCTAssertEqual(plainBody["max_tokens"], .int(500))
+        XCTAssertNil(plainBody["top_p"])
+        XCTAssertNil(plainBody["stop_sequences"])
     }
 
     func testParamsOverrideTheProfilesAndOnlyWhatIsSetIsSent() throws {
