@@ -56,7 +56,7 @@ let package = Package(
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
         .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol"], swiftSettings: strict),
-        .target(name: "Config", dependencies: ["TOML", "Broker", "Upstream", "Posix"], swiftSettings: strict),
+        .target(name: "Config", dependencies: ["TOML", "Broker", "Upstream", "ConfabProtocol", "Posix"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
             "Broker", "Config", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",

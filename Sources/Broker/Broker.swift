@@ -37,6 +37,9 @@ public final class Broker {
         get { replies.providers }
         set { replies.providers = newValue }
     }
+    /// Replaced on reload: conversations created from then on use the new table; those
+    /// created before keep what they recorded.
+    public var profiles: ProfileTable
     /// Replaced on reload; a higher `maxStreams` lets replies waiting for a stream start now.
     public var limits: BrokerLimits {
         didSet { replies.limits = limits }
@@ -60,9 +63,10 @@ public final class Broker {
     let ownUID = UInt32(getuid())
     let flusher: OutputFlusher
 
-    public init(loop: Loop, store: LogStore, upstream: UpstreamClient, providers: ProviderTable, limits: BrokerLimits, logger: Logger,
-                allowedUIDs: Set<UInt32> = []) {
+    public init(loop: Loop, store: LogStore, upstream: UpstreamClient, providers: ProviderTable, profiles: ProfileTable = ProfileTable(),
+                limits: BrokerLimits, logger: Logger, allowedUIDs: Set<UInt32> = []) {
         self.loop = loop
+        self.profiles = profiles
         self.store = store
         replies = ReplyRunner(loop: loop, upstream: upstream, providers: providers, limits: limits, logger: logger)
         models = ModelCatalog(loop: loop, upstream: upstream)

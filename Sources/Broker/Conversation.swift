@@ -21,6 +21,9 @@ final class Conversation {
     let forkedFrom: ForkOrigin?
     /// The name of the configured provider its replies come from.
     let provider: String
+    let profile: String?
+    /// Asked for with every reply, over the provider's defaults.
+    let params: SamplingParameters
     let log: ConversationLog
     /// Stored messages in id order, when in memory; the reply in flight is in `active`, not here.
     private(set) var messages: [Message] = []
@@ -88,6 +91,8 @@ final class Conversation {
         system = summary.header.system
         forkedFrom = summary.header.forkedFrom
         provider = summary.header.provider ?? ConversationInfo.defaultProvider
+        profile = summary.header.profile
+        params = summary.header.params
         self.log = log
     }
 
@@ -140,7 +145,8 @@ final class Conversation {
     var info: ConversationInfo {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
                          messageCount: contents == .inMemory ? messages.count + (active?.continued == nil ? 0 : 1) : log.messageCount,
-                         forkedFrom: forkedFrom, provider: provider, usage: log.summary.usage.usage)
+                         forkedFrom: forkedFrom, provider: provider, usage: log.summary.usage.usage,
+                         profile: profile, params: params)
     }
 
     var queuedCount: Int { queue.count }

@@ -48,6 +48,7 @@ extension Broker {
             case .hello: respond(.success(try hello(params, client)))
             case .status: respond(.success(status()))
             case .conversationCreate: try create(params, client, later())
+            case .profilesList: respond(.success(profilesList()))
             case .conversationList: respond(.success(try list(params)))
             case .conversationGet: respond(.success(["conversation": try conversation(params).info.json]))
             case .conversationRename:
@@ -164,34 +165,80 @@ extension Broker {
     private func create(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
         try refuseWhenStopping()
         let title = try title(try params.optionalString("title") ?? "untitled")
-        let system = try params.optionalString("system")
-        let providerName = try params.optionalString("provider") ?? providers.defaultName
+        var profile: Profile?
+        if let name = try params.optionalString("profile") {
+            guard let named = profiles[name] else {
+                let known = profiles.sorted.map(\.name)
+                throw .invalidParams("no profile \"\(name)\": " + (known.isEmpty ? "the config has none" : "the config has \(known.joined(separator: ", "))"))
+            }
+            profile = named
+        } else if try params.optionalString("provider") == nil {
+            // The default profile is where a conversation that names nothing starts; one that
+            // names its provider has chosen elsewhere.
+            profile = profiles.defaultProfile
+        }
+        let system = try params.optionalString("system") ?? profile?.system
+        let providerName = try params.optionalString("provider") ?? profile?.provider ?? providers.defaultName
         guard let provider = providers[providerName] else {
             throw .invalidParams("no provider \"\(providerName)\": the config has \(providers.names.joined(separator: ", "))")
         }
-        guard let model = try params.optionalString("model") ?? provider.config.model else {
+        // A profile's model is one of its provider's: with another provider named, that one's applies.
+        let profileModel = profile?.provider == providerName ? profile?.model : nil
+        guard let model = try params.optionalString("model") ?? profileModel ?? provider.config.model else {
             throw .invalidParams("provider \"\(providerName)\" has no default model: name one with \"model\"")
         }
         guard !model.isEmpty, model.count <= 200, !model.contains(where: { $0.isWhitespace }) else {
             throw .invalidParams("parameter \"model\" must be 1 to 200 characters without spaces")
         }
+        var given = SamplingParameters()
+        if let value = params.members["params"], !value.isNull {
+            do {
+                given = try SamplingParameters(json: value, prefix: "params.")
+            } catch {
+                throw .invalidParams("parameter \(error.message)")
+            }
+        }
+        let sampling = (profile?.params ?? SamplingParameters()).overridden(by: given)
+        if let key = sampling.keys.first(where: provider.api.unsupportedParameters.contains) {
+            throw .invalidParams("parameter params.\(key.rawValue) is not one the \(provider.api.name) API takes (provider \"\(providerName)\")")
+        }
         var id = ConversationID.make()
         while conversations[id] != nil { id = ConversationID.make() }
-        let header = ConversationHeader(id: id, created: .now(), title: title, model: model, system: system, provider: providerName)
-        store.create(header) { [unowned self] result in
+        let created = Timestamp.now()
+        let header = ConversationHeader(id: id, created: created, title: title, model: model, system: system, provider: providerName,
+                                        profile: profile?.name, params: sampling)
+        // The profile's welcome is what the assistant says first: stored complete, never asked for.
+        let welcome = (profile?.welcome ?? []).enumerated().map { index, text in
+            Message(id: MessageID.make(index + 1), conversation: id, role: .assistant, content: text, status: .complete, created: created,
+                    quickReplies: index == (profile?.welcome.count ?? 0) - 1 && profile?.quickReplies.isEmpty == false ? profile?.quickReplies : nil)
+        }
+        store.create(header, records: welcome.map(LogRecord.message)) { [unowned self] result in
             switch result {
             case .success(let log):
                 let conversation = Conversation(log: log)
-                conversation.take(ReplayedConversation(new: header))
+                var replayed = ReplayedConversation(new: header)
+                replayed.messages = welcome
+                conversation.take(replayed)
                 conversation.lastUsed = loop.now
                 conversations[id] = conversation
-                logger.info("conversation=\(id) created client=\(client.id) provider=\(providerName) model=\(model)")
+                logger.info("conversation=\(id) created client=\(client.id) provider=\(providerName) model=\(model)\(profile.map { " profile=\($0.name)" } ?? "")")
                 respond(.success(["conversation": conversation.info.json]))
             case .failure(let error):
                 logger.error("conversation=\(id) client=\(client.id) cannot create: \(error)")
                 respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
             }
         }
+    }
+
+    private func profilesList() -> JSON {
+        let list: [JSON] = profiles.sorted.map { profile in
+            var object: [String: JSON] = ["name": .string(profile.name), "provider": .string(profile.provider),
+                                          "params": profile.params.json, "default": .bool(profile.name == profiles.defaultName)]
+            if let model = profile.model ?? providers[profile.provider]?.config.model { object["model"] = .string(model) }
+            if let system = profile.system { object["system"] = .string(system) }
+            return .object(object)
+        }
+        return ["profiles": .array(list)]
     }
 
     private func list(_ params: Params) throws(RPCError) -> JSON {

@@ -42,7 +42,7 @@ final class ReplyRunner {
         }
         guard let replyID = conversation.takeNextReply() else { return }
         var message = Message(id: replyID, conversation: conversation.id, role: .assistant, content: "", status: .streaming,
-                              created: .now(), model: conversation.model)
+                              created: .now(), model: conversation.model, params: conversation.params.isEmpty ? nil : conversation.params)
         var continued: (bytes: Int, usage: Usage?)?
         if conversation.continuing == replyID {
             conversation.continuing = nil
@@ -56,12 +56,14 @@ final class ReplyRunner {
             // Kept until the continuation ends: an ending that never reached the upstream's
             // answer (cancelled, failed, interrupted) still carries what earlier requests used.
             message.model = conversation.model
+            message.params = conversation.params.isEmpty ? nil : conversation.params
             continued = (stored.content.utf8.count, stored.usage)
         }
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
         let provider = providers[conversation.provider]
-        request.temperature = provider?.config.temperature
-        request.maxTokens = provider?.config.maxTokens
+        // The provider's temperature and max_tokens are defaults beneath the conversation's own.
+        request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens)
+            .overridden(by: conversation.params)
         if continued != nil { request.continuing = message.content }
         let reply = Conversation.ActiveReply(message: message, request: request, now: loop.now)
         reply.continued = continued

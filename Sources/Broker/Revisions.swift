@@ -121,7 +121,8 @@ extension Broker {
         while conversations[id] != nil { id = ConversationID.make() }
         let origin = ForkOrigin(conversation: conversation.id, message: last.id)
         let header = ConversationHeader(id: id, created: .now(), title: title, model: conversation.model,
-                                        system: conversation.system, forkedFrom: origin, provider: conversation.provider)
+                                        system: conversation.system, forkedFrom: origin, provider: conversation.provider,
+                                        profile: conversation.profile, params: conversation.params)
         let messages = copied.enumerated().map { index, original in
             var message = original
             message.id = MessageID.make(index + 1)

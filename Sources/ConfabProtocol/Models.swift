@@ -228,10 +228,17 @@ public struct Message: Equatable, Sendable {
     /// A newer message took this one's place (a regenerated reply, an edited message and
     /// the replies to it): it stays in the history and is left out of the model's context.
     public var supersededBy: String?
+    /// The sampling parameters a reply was made with; nil when none was set.
+    public var params: SamplingParameters?
+    /// Answers a client offers to send with one keystroke (a profile's, under its last welcome message).
+    public var quickReplies: [String]?
 
     public init(id: String, conversation: String, role: Role, content: String, status: MessageStatus,
                 created: Timestamp, author: Author? = nil, model: String? = nil, finishReason: String? = nil,
-                usage: Usage? = nil, error: MessageError? = nil, supersededBy: String? = nil) {
+                usage: Usage? = nil, error: MessageError? = nil, supersededBy: String? = nil,
+                params: SamplingParameters? = nil, quickReplies: [String]? = nil) {
+        self.params = params
+        self.quickReplies = quickReplies
         self.id = id
         self.conversation = conversation
         self.role = role
@@ -259,6 +266,8 @@ public struct Message: Equatable, Sendable {
         if let usage { object["usage"] = usage.json }
         if let error { object["error"] = error.json }
         if let supersededBy { object["superseded_by"] = .string(supersededBy) }
+        if let params, !params.isEmpty { object["params"] = params.json }
+        if let quickReplies { object["quick_replies"] = .array(quickReplies.map(JSON.string)) }
         return .object(object)
     }
 
@@ -273,7 +282,9 @@ public struct Message: Equatable, Sendable {
                   author: json["author"].flatMap(Author.init(json:)), model: json["model"]?.string,
                   finishReason: json["finish_reason"]?.string, usage: json["usage"].flatMap(Usage.init(json:)),
                   error: json["error"].flatMap(MessageError.init(json:)),
-                  supersededBy: json["superseded_by"]?.string.flatMap { MessageID.sequence(of: $0) == nil ? nil : $0 })
+                  supersededBy: json["superseded_by"]?.string.flatMap { MessageID.sequence(of: $0) == nil ? nil : $0 },
+                  params: json["params"].flatMap { try? SamplingParameters(json: $0) },
+                  quickReplies: json["quick_replies"]?.array.map { $0.compactMap(\.string) })
     }
 }
 
@@ -308,12 +319,19 @@ public struct ConversationInfo: Equatable, Sendable {
     public var provider: String
     /// Tokens over all its replies (`estimated` when any reply's count was).
     public var usage: Usage
+    /// The profile it was created from, if any.
+    public var profile: String?
+    /// The sampling parameters its replies are asked for with.
+    public var params: SamplingParameters
 
     public static let defaultProvider = "default"
 
     public init(id: String, title: String, created: Timestamp, updated: Timestamp, model: String, system: String?, messageCount: Int,
                 forkedFrom: ForkOrigin? = nil, provider: String = Self.defaultProvider,
-                usage: Usage = Usage(promptTokens: 0, completionTokens: 0, totalTokens: 0)) {
+                usage: Usage = Usage(promptTokens: 0, completionTokens: 0, totalTokens: 0),
+                profile: String? = nil, params: SamplingParameters = SamplingParameters()) {
+        self.profile = profile
+        self.params = params
         self.provider = provider
         self.usage = usage
         self.id = id
@@ -330,8 +348,9 @@ public struct ConversationInfo: Equatable, Sendable {
         var object: [String: JSON] = [
             "id": .string(id), "title": .string(title), "created": .string(created.description),
             "updated": .string(updated.description), "model": .string(model), "message_count": .int(messageCount),
-            "provider": .string(provider), "usage": usage.json,
+            "provider": .string(provider), "usage": usage.json, "params": params.json,
         ]
+        if let profile { object["profile"] = .string(profile) }
         if let system { object["system"] = .string(system) }
         if let forkedFrom { object["forked_from"] = forkedFrom.json }
         return .object(object)
@@ -347,7 +366,9 @@ public struct ConversationInfo: Equatable, Sendable {
                   system: json["system"]?.string, messageCount: json["message_count"]?.int ?? 0,
                   forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:)),
                   provider: json["provider"]?.string ?? Self.defaultProvider,
-                  usage: json["usage"].flatMap(Usage.init(json:)) ?? Usage(promptTokens: 0, completionTokens: 0, totalTokens: 0))
+                  usage: json["usage"].flatMap(Usage.init(json:)) ?? Usage(promptTokens: 0, completionTokens: 0, totalTokens: 0),
+                  profile: json["profile"]?.string,
+                  params: json["params"].flatMap { try? SamplingParameters(json: $0) } ?? SamplingParameters())
     }
 }
 

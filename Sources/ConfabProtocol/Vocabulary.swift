@@ -21,6 +21,7 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case conversationFork = "conversation.fork"
     case conversationSearch = "conversation.search"
     case modelsList = "models.list"
+    case profilesList = "profiles.list"
 }
 
 /// A notification the daemon sends.

@@ -1,4 +1,5 @@
 import Broker
+import ConfabProtocol
 import Posix
 import TOML
 import Upstream
@@ -47,9 +48,22 @@ struct ConfigFile {
         var stop: [String]?
         var anthropic_version: String?
     }
+    /// One `[profiles.NAME]` table, with the table itself for errors at its keys' lines.
+    struct ProfileSection {
+        var name: String
+        var table: ConfigTable
+        var provider: String?
+        var model: String?
+        var system: String?
+        var params: SamplingParameters
+        var welcome: [String]?
+        var quick_replies: [String]?
+    }
     var upstream: UpstreamSection?
     var providers: [ProviderSection] = []
     var default_provider: String?
+    var profiles: [ProfileSection] = []
+    var default_profile: String?
     var limits: LimitsSection?
     var fsync: Bool?
     var allow_uids: [Int]?
@@ -91,6 +105,24 @@ struct ConfigFile {
                 anthropic_version: try table.string("anthropic_version"))
         } ?? []
         default_provider = try root.string("default_provider")
+        profiles = try root.tables("profiles") { (name: String, table: inout ConfigTable) throws(ConfigError) in
+            ProfileSection(
+                name: name, table: table,
+                provider: try table.string("provider"),
+                model: try table.string("model"),
+                system: try table.string("system"),
+                params: SamplingParameters(
+                    temperature: try table.number("temperature"),
+                    topP: try table.number("top_p"),
+                    maxTokens: try table.integer("max_tokens"),
+                    presencePenalty: try table.number("presence_penalty"),
+                    frequencyPenalty: try table.number("frequency_penalty"),
+                    stop: try table.strings("stop"),
+                    seed: try table.integer("seed")),
+                welcome: try table.strings("welcome"),
+                quick_replies: try table.strings("quick_replies"))
+        } ?? []
+        default_profile = try root.string("default_profile")
         limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
             LimitsSection(
                 max_line_bytes: try table.integer("max_line_bytes"),
@@ -117,6 +149,10 @@ public struct Settings {
     public var providers: [Provider] = []
     /// Which provider a new conversation that names none uses.
     public var defaultProvider = Provider.defaultName
+    /// `[profiles.NAME]` tables, in the order written.
+    public var profiles: [Profile] = []
+    /// Which profile a new conversation that names none uses; nil: none.
+    public var defaultProfile: String?
     public var limits = BrokerLimits()
     public var fsync = true
     public var allowedUIDs: Set<UInt32> = []
@@ -127,6 +163,10 @@ public struct Settings {
     /// Every provider, `[upstream]` as `default` among them.
     public var providerTable: ProviderTable {
         ProviderTable([Provider(name: Provider.defaultName, config: upstream)] + providers, defaultName: defaultProvider)
+    }
+
+    public var profileTable: ProfileTable {
+        ProfileTable(profiles, defaultName: defaultProfile)
     }
 
     /// Reads `path` (a missing file is fine unless `required`) and the environment.
@@ -227,6 +267,18 @@ public struct Settings {
             }
             settings.defaultProvider = name
         }
+        let table = settings.providerTable
+        for section in file.profiles {
+            settings.profiles.append(try profile(section, providers: table))
+        }
+        if let name = file.default_profile {
+            guard settings.profiles.contains(where: { $0.name == name }) else {
+                let known = settings.profiles.map(\.name)
+                let problem = "names no configured profile: \"\(name)\"" + (known.isEmpty ? " (there are none)" : " (there are: \(known.joined(separator: ", ")))")
+                throw file.root?.error("default_profile", problem) ?? ConfigError(description: "default_profile \(problem)")
+            }
+            settings.defaultProfile = name
+        }
         settings.fsync = file.fsync ?? true
         settings.allowedUIDs = Set((file.allow_uids ?? []).compactMap { UInt32(exactly: $0) })
         return settings
@@ -242,9 +294,7 @@ public struct Settings {
             let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
             return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
         }
-        guard !name.isEmpty, name.count <= 64,
-              name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") })
-        else { throw tableError("is not a provider name: 1 to 64 letters, digits, - or _") }
+        guard isName(name) else { throw tableError("is not a provider name: 1 to 64 letters, digits, - or _") }
         guard name != Provider.defaultName else {
             throw tableError("cannot be: the provider named default is [upstream]")
         }
@@ -368,6 +418,46 @@ public struct Settings {
             throw tableError("needs an API key: set api_key, api_key_file or api_key_env\(fallback)")
         }
         return Provider(name: name, api: api, config: config)
+    }
+
+    /// A `[profiles.NAME]` table, checked against the providers: errors name the key and its line.
+    private static func profile(_ section: ConfigFile.ProfileSection, providers: ProviderTable) throws(ConfigError) -> Profile {
+        let table = section.table
+        let name = section.name
+        guard isName(name) else {
+            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
+            throw ConfigError(description: "\(table.file): \(line)\(table.path) is not a profile name: 1 to 64 letters, digits, - or _")
+        }
+        let providerName = section.provider ?? providers.defaultName
+        guard let provider = providers[providerName] else {
+            throw table.error("provider", "names no configured provider: \"\(providerName)\" (there are: \(providers.names.joined(separator: ", ")))")
+        }
+        if let model = section.model, model.isEmpty || model.count > 200 || model.contains(where: \.isWhitespace) {
+            throw table.error("model", "must be 1 to 200 characters without spaces")
+        }
+        if let found = section.params.problem() {
+            throw table.error(found.key.rawValue, found.problem)
+        }
+        for key in section.params.keys where provider.api.unsupportedParameters.contains(key) {
+            throw table.error(key.rawValue, "is not a parameter of the \(provider.api.name) API, which provider \"\(provider.name)\" speaks")
+        }
+        for key in [("welcome", section.welcome), ("quick_replies", section.quick_replies)] {
+            if let texts = key.1, texts.contains(where: { $0.trimmingWhitespace.isEmpty }) {
+                throw table.error(key.0, "must not hold an empty string")
+            }
+        }
+        // Quick replies are offered under the last welcome message: with none, nothing would show them.
+        if section.quick_replies?.isEmpty == false, section.welcome?.isEmpty ?? true {
+            throw table.error("quick_replies", "needs a welcome message to be offered under")
+        }
+        return Profile(name: name, provider: provider.name, model: section.model, system: section.system,
+                       params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [])
+    }
+
+    /// 1 to 64 ASCII letters, digits, - or _: what a provider or profile may be called.
+    static func isName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 64
+            && name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") })
     }
 
     /// Whether the URL's host is this machine: a server there usually takes no key.

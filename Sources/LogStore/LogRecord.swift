@@ -30,6 +30,8 @@ public enum LogRecord: Equatable, Sendable {
                       "title": .string(header.title), "model": .string(header.model)]
             if let system = header.system { object["system"] = .string(system) }
             if let provider = header.provider { object["provider"] = .string(provider) }
+            if let profile = header.profile { object["profile"] = .string(profile) }
+            if !header.params.isEmpty { object["params"] = header.params.json }
             if let forkedFrom = header.forkedFrom { object["forked_from"] = forkedFrom.json }
         case .message(let message): object = ["type": "message", "message": message.json]
         case .replyStarted(let message): object = ["type": "reply.started", "message": message.json]
@@ -52,7 +54,8 @@ public enum LogRecord: Equatable, Sendable {
                   let title = json["title"]?.string, let model = json["model"]?.string else { return nil }
             self = .header(ConversationHeader(id: id, created: created, title: title, model: model, system: json["system"]?.string,
                                               forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:)),
-                                              provider: json["provider"]?.string))
+                                              provider: json["provider"]?.string, profile: json["profile"]?.string,
+                                              params: json["params"].flatMap { try? SamplingParameters(json: $0) } ?? SamplingParameters()))
         case "message":
             guard let message = json["message"].flatMap(Message.init(json:)) else { return nil }
             self = .message(message)
@@ -87,9 +90,15 @@ public struct ConversationHeader: Equatable, Sendable {
     public var forkedFrom: ForkOrigin?
     /// The provider its replies come from; nil in logs from before providers, which means `default`.
     public var provider: String?
+    /// The profile it was created from.
+    public var profile: String?
+    /// The sampling parameters its replies are asked for with (the profile's, with the creator's over them).
+    public var params: SamplingParameters
 
     public init(id: String, created: Timestamp, title: String, model: String, system: String?, forkedFrom: ForkOrigin? = nil,
-                provider: String? = nil) {
+                provider: String? = nil, profile: String? = nil, params: SamplingParameters = SamplingParameters()) {
+        self.profile = profile
+        self.params = params
         self.id = id
         self.created = created
         self.title = title

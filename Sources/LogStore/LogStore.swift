@@ -622,7 +622,8 @@ public final class LogStore {
     /// Each entry is an array in this order (cheaper to read than an object: no keys to hash),
     /// and the first line names the fields, so the file still reads on its own with `jq`.
     static let indexFields: [String] = ["id", "size", "inode", "mtime_ns", "created_ms", "model", "header_title", "title",
-                                        "updated_ms", "message_count", "resume", "system", "forked_from", "provider", "usage"]
+                                        "updated_ms", "message_count", "resume", "system", "forked_from", "provider", "usage",
+                                        "profile", "params"]
     static let indexFormat: JSON = ["type": "confab-index", "v": 1, "fields": .array(indexFields.map(JSON.string))]
 
     static func encode(_ entry: IndexEntry) -> JSON {
@@ -637,6 +638,8 @@ public final class LogStore {
             summary.header.provider.map(JSON.string) ?? .null,
             .array([.int(summary.usage.promptTokens), .int(summary.usage.completionTokens), .int(summary.usage.totalTokens),
                     .int(summary.usage.estimatedReplies)]),
+            summary.header.profile.map(JSON.string) ?? .null,
+            summary.header.params.json,
         ])
     }
 
@@ -664,8 +667,14 @@ public final class LogStore {
         guard case .array(let counts) = fields[14], counts.count == 4, let prompt = counts[0].int, let completion = counts[1].int,
               let total = counts[2].int, let estimated = counts[3].int else { return nil }
         let usage = UsageTotals(promptTokens: prompt, completionTokens: completion, totalTokens: total, estimatedReplies: estimated)
+        var profile: String?
+        if fields[15] != .null {
+            guard let name = fields[15].string else { return nil }
+            profile = name
+        }
+        guard let params = try? SamplingParameters(json: fields[16]) else { return nil }
         let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model,
-                                        system: system, forkedFrom: forkedFrom, provider: provider)
+                                        system: system, forkedFrom: forkedFrom, provider: provider, profile: profile, params: params)
         return IndexEntry(identity: FileIdentity(size: Int64(size), inode: UInt64(truncatingIfNeeded: inode), modifiedNanoseconds: Int64(modified)),
                           summary: LogSummary(header: header, title: title, updated: Timestamp(milliseconds: Int64(updated)),
                                               messageCount: count, needsResume: resume, usage: usage))

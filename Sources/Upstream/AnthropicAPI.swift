@@ -54,7 +54,9 @@ public struct AnthropicMessagesAPI: ChatAPI {
     }
 
     /// `{"model":..,"max_tokens":N,"system":..,"messages":[{"role":..,"content":..}],"stream":true}`,
-    /// `system` only when there is one, `temperature` when set.
+    /// `system` only when there is one; `temperature`, `top_p` and `stop_sequences` when set.
+    /// The penalties and `seed` have no field here: the config and the protocol refuse them
+    /// for this API, so none reaches a request.
     public func body(for chat: ChatRequest) -> [UInt8] {
         let (system, messages) = turns(of: chat)
         var out: [UInt8] = []
@@ -76,9 +78,14 @@ public struct AnthropicMessagesAPI: ChatAPI {
             out.append(UInt8(ascii: "}"))
         }
         out.append(contentsOf: #"],"stream":true"#.utf8)
-        if let temperature = chat.temperature, temperature.isFinite {
-            out.append(contentsOf: #","temperature":"#.utf8)
-            out.append(contentsOf: temperature.description.utf8)
+        for (name, value) in [("temperature", chat.params.temperature), ("top_p", chat.params.topP)] {
+            guard let value, value.isFinite else { continue }
+            out.append(contentsOf: ",\"\(name)\":".utf8)
+            out.append(contentsOf: value.description.utf8)
+        }
+        if let stop = chat.params.stop {
+            out.append(contentsOf: #","stop_sequences":"#.utf8)
+            JSON.array(stop.map(JSON.string)).write(into: &out)
         }
         out.append(UInt8(ascii: "}"))
         return out

@@ -139,9 +139,17 @@ public struct ChatMessage: Equatable, Sendable {
 public struct ChatRequest: Equatable, Sendable {
     public var model: String
     public var messages: [ChatMessage]
-    public var temperature: Double?
+    /// Only those set are sent, each in its API's own name.
+    public var params: SamplingParameters
+    public var temperature: Double? {
+        get { params.temperature }
+        set { params.temperature = newValue }
+    }
     /// Sent as `max_tokens`.
-    public var maxTokens: Int?
+    public var maxTokens: Int? {
+        get { params.maxTokens }
+        set { params.maxTokens = newValue }
+    }
     /// The text of a reply that stopped for length and is to be continued (`message.continue`).
     /// Chat completions have no way to extend a final assistant turn, so the chat body sends it
     /// as an assistant turn followed by `continuationInstruction` as a user turn; what streams
@@ -154,8 +162,7 @@ public struct ChatRequest: Equatable, Sendable {
     public init(model: String, messages: [ChatMessage], temperature: Double? = nil, maxTokens: Int? = nil, continuing: String? = nil) {
         self.model = model
         self.messages = messages
-        self.temperature = temperature
-        self.maxTokens = maxTokens
+        self.params = SamplingParameters(temperature: temperature, maxTokens: maxTokens)
         self.continuing = continuing
     }
 
@@ -168,7 +175,7 @@ public struct ChatRequest: Equatable, Sendable {
 
     /// The JSON body for `POST {base}/chat/completions`:
     /// `{"model":..,"messages":[{"role":..,"content":..}],"stream":true,"stream_options":{"include_usage":true}}`
-    /// plus `"temperature"` and `"max_tokens"` when set (a non-finite temperature is omitted).
+    /// plus each sampling parameter set (a non-finite number is omitted).
     /// Compact, UTF-8.
     public func jsonBody() -> [UInt8] {
         var out: [UInt8] = []
@@ -186,14 +193,7 @@ public struct ChatRequest: Equatable, Sendable {
             out.append(UInt8(ascii: "}"))
         }
         out.append(contentsOf: #"],"stream":true,"stream_options":{"include_usage":true}"#.utf8)
-        if let temperature, temperature.isFinite {
-            out.append(contentsOf: #","temperature":"#.utf8)
-            out.append(contentsOf: temperature.description.utf8)
-        }
-        if let maxTokens {
-            out.append(contentsOf: #","max_tokens":"#.utf8)
-            out.append(contentsOf: String(maxTokens).utf8)
-        }
+        writeSamplingParameters(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -44,7 +44,8 @@ public struct OpenAICompletionsAPI: ChatAPI {
     }
 
     /// `{"model":..,"prompt":..,"stream":true,"stream_options":{"include_usage":true},"stop":[..]}`
-    /// plus `temperature` and `max_tokens` when set. No `stop` when the list is empty.
+    /// plus the sampling parameters set. A profile's `stop` adds to the provider's, which end
+    /// the transcript's turns; no `stop` when both are empty.
     public func body(for chat: ChatRequest) -> [UInt8] {
         var out: [UInt8] = []
         out.append(contentsOf: #"{"model":"#.utf8)
@@ -52,11 +53,13 @@ public struct OpenAICompletionsAPI: ChatAPI {
         out.append(contentsOf: #","prompt":"#.utf8)
         JSON.writeString(transcript(of: chat), into: &out)
         out.append(contentsOf: #","stream":true,"stream_options":{"include_usage":true}"#.utf8)
-        if !options.stop.isEmpty {
+        var stop = options.stop
+        for sequence in chat.params.stop ?? [] where !stop.contains(sequence) { stop.append(sequence) }
+        if !stop.isEmpty {
             out.append(contentsOf: #","stop":"#.utf8)
-            JSON.array(options.stop.map(JSON.string)).write(into: &out)
+            JSON.array(stop.map(JSON.string)).write(into: &out)
         }
-        chat.writeSamplingParameters(into: &out)
+        chat.writeSamplingParameters(into: &out, stop: false)
         out.append(UInt8(ascii: "}"))
         return out
     }
@@ -106,15 +109,29 @@ struct LeadingWhiteSpace: Sendable {
 }
 
 extension ChatRequest {
-    /// `"temperature"` (when finite) and `"max_tokens"`, each only when set, each with its comma.
-    func writeSamplingParameters(into out: inout [UInt8]) {
-        if let temperature, temperature.isFinite {
-            out.append(contentsOf: #","temperature":"#.utf8)
-            out.append(contentsOf: temperature.description.utf8)
+    /// OpenAI's names for the parameters set (`temperature`, `top_p`, `max_tokens`,
+    /// `presence_penalty`, `frequency_penalty`, `stop`, `seed`), each with its comma; a
+    /// non-finite number is left out, as JSON cannot hold it.
+    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true) {
+        func number(_ name: String, _ value: Double?) {
+            guard let value, value.isFinite else { return }
+            out.append(contentsOf: ",\"\(name)\":".utf8)
+            out.append(contentsOf: value.description.utf8)
         }
-        if let maxTokens {
-            out.append(contentsOf: #","max_tokens":"#.utf8)
-            out.append(contentsOf: String(maxTokens).utf8)
+        func integer(_ name: String, _ value: Int?) {
+            guard let value else { return }
+            out.append(contentsOf: ",\"\(name)\":".utf8)
+            out.append(contentsOf: String(value).utf8)
         }
+        number("temperature", params.temperature)
+        number("top_p", params.topP)
+        integer("max_tokens", params.maxTokens)
+        number("presence_penalty", params.presencePenalty)
+        number("frequency_penalty", params.frequencyPenalty)
+        if includesStop, let stop = params.stop {
+            out.append(contentsOf: #","stop":"#.utf8)
+            JSON.array(stop.map(JSON.string)).write(into: &out)
+        }
+        integer("seed", params.seed)
     }
 }

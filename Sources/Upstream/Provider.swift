@@ -1,3 +1,5 @@
+import ConfabProtocol
+
 /// One extra header a provider sends with every request (`headers` in its config table).
 public struct HTTPHeader: Sendable, Equatable {
     public var name: String
@@ -100,4 +102,14 @@ public struct ProviderTable: Sendable, Equatable {
 
     /// Names in order, for messages and logs.
     public var names: [String] { providers.keys.sorted() }
+}
+
+extension ProviderAPI {
+    /// The sampling parameters this API has no field for: asking for one is refused, not dropped.
+    public var unsupportedParameters: [SamplingParameters.Key] {
+        switch self {
+        case .chat, .completions: []
+        case .anthropic: [.presence_penalty, .frequency_penalty, .seed]
+        }
+    }
 }

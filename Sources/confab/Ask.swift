@@ -34,7 +34,8 @@ struct Ask: ClientCommand {
     var last = false
     @Option(help: "Title of the new conversation (default: the prompt's first line; implies --new).") var title: String?
     @Option(help: "System prompt of the new conversation (implies --new).") var system: String?
-    @Option(help: "Model of the new conversation (default: the daemon's; implies --new).") var model: String?
+    @Option(help: "Model of the new conversation (default: the profile's, else the daemon's; implies --new).") var model: String?
+    @Option(help: "Profile of the new conversation (confab profiles lists them; implies --new).") var profile: String?
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
     @Flag(name: [.customLong("plain"), .customLong("raw")],
           help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
@@ -44,13 +45,13 @@ struct Ask: ClientCommand {
     func validate() throws {
         let targets = [conversation != nil, continuing, new].filter { $0 }.count
         if targets > 1 { throw ValidationError("-c, -C and --new each choose the conversation; give one of them") }
-        if conversation != nil || continuing, title != nil || system != nil || model != nil {
-            throw ValidationError("--title, --system and --model make a new conversation; they cannot go with -c or -C")
+        if conversation != nil || continuing, title != nil || system != nil || model != nil || profile != nil {
+            throw ValidationError("--title, --system, --model and --profile make a new conversation; they cannot go with -c or -C")
         }
     }
 
     /// A new conversation is made for --new and for any of its settings.
-    private var makesNew: Bool { new || title != nil || system != nil || model != nil }
+    private var makesNew: Bool { new || title != nil || system != nil || model != nil || profile != nil }
 
     func run() throws {
         var prompt = try readPrompt()
@@ -63,7 +64,7 @@ struct Ask: ClientCommand {
         } else if continuing {
             id = try ConversationChoice.continuing(connection)
         } else if makesNew {
-            id = try createConversation(connection, title: title ?? Self.title(from: prompt), system: system, model: model).id
+            id = try createConversation(connection, title: title ?? Self.title(from: prompt), system: system, model: model, profile: profile).id
             Out.errorLine("conversation \(id)")
         } else {
             id = try ConversationChoice.today(connection)

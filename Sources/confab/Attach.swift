@@ -75,6 +75,8 @@ final class AttachSession {
     /// Roles of the messages seen here, and the messages that replaced an edited one.
     private var roles: [String: String] = [:]
     private var editedAs: Set<String> = []
+    /// The quick replies under the newest message, which `/1`, `/2`… send.
+    private var offered: [String] = []
 
     private enum Pending {
         case send, cancel, rename
@@ -141,11 +143,15 @@ final class AttachSession {
         let info = result["conversation"]
         title = info?["title"]?.string ?? "untitled"
         editor?.setPrompt(prompt)
-        transcript.header("\(title) (\(id))", who: whoLine())
+        var heading = "\(title) (\(id))"
+        if let profile = info?["profile"]?.string { heading += " · profile \(profile)" }
+        if let model = info?["model"]?.string { heading += " · \(model)" }
+        transcript.header(heading, who: whoLine())
         let messages = result["messages"]?.array ?? []
         oldestShown = messages.first?["id"]?.string
         moreHistory = (info?["message_count"]?.int ?? 0) > messages.count
-        showHistory(messages)
+        offered = []
+        showHistory(messages, newest: result["pending"]?["id"]?.string == nil)
         if let pending = result["pending"], pending["id"]?.string != nil {
             transcript.replyStarted(pending)
         }
@@ -258,6 +264,8 @@ final class AttachSession {
         case "message.created":
             guard let message = params["message"] else { return }
             note(message)
+            // What was offered answered the message before this one.
+            offered = []
             if message["role"]?.string == "assistant" && message["status"]?.string == "streaming" {
                 transcript.replyStarted(message)
             } else {
@@ -351,7 +359,11 @@ final class AttachSession {
         // A paste that ended with a line break does not send it.
         while text.hasSuffix("\n") { text.removeLast() }
         if text.isBlank { return }
-        if text.hasPrefix("//") {
+        // The number alone picks a quick reply, as /N does, but only while some are offered:
+        // otherwise a number is a message like any other.
+        if !offered.isEmpty, let number = Int(text.trimmed), (1...offered.count).contains(number) {
+            try send(offered[number - 1])
+        } else if text.hasPrefix("//") {
             try send(String(text.dropFirst()))
         } else if text.hasPrefix("/") {
             try command(text)
@@ -382,6 +394,7 @@ final class AttachSession {
         /edit-last       change your last message in $EDITOR and get a new reply
         /continue        continue a reply cut off at the model's length limit
         /fork [MSG]      copy the conversation (up to message MSG) into a new one
+        /N               send quick reply N (the number alone on a line does too)
         /quit            detach and leave (Ctrl-D does too)
         //text           send a line that starts with a slash
         """
@@ -445,6 +458,14 @@ final class AttachSession {
         case "quit", "exit":
             leave()
         default:
+            if let number = Int(name), argument.isEmpty {
+                guard (1...max(1, offered.count)).contains(number), !offered.isEmpty else {
+                    transcript.error(offered.isEmpty ? "no quick replies are offered" : "/\(number): the quick replies are /1 to /\(offered.count)")
+                    return
+                }
+                try send(offered[number - 1])
+                return
+            }
             transcript.error("unknown command /\(name) (/help lists them; // sends a line starting with a slash)")
         }
     }
@@ -474,11 +495,17 @@ final class AttachSession {
     /// Stored messages, the way the conversation reads now: a message replaced by a newer one
     /// (a regenerated reply, an edited message) is left out, and a reply with earlier versions
     /// says so.
-    private func showHistory(_ messages: [JSON]) {
+    private func showHistory(_ messages: [JSON], newest: Bool = false) {
         for message in messages { note(message) }
         let replaced = Set(messages.compactMap { $0["superseded_by"]?.string })
-        for message in messages where message["superseded_by"] == nil {
+        let shown = messages.filter { $0["superseded_by"] == nil }
+        for message in shown {
             transcript.message(message)
+            // Offered only under the newest message: once answered they are history.
+            if newest, message["id"] == shown.last?["id"], let replies = message["quick_replies"]?.array?.compactMap(\.string), !replies.isEmpty {
+                offered = replies
+                transcript.quickReplies(replies)
+            }
             if let id = message["id"]?.string, message["role"]?.string == "assistant", replaced.contains(id) {
                 transcript.notice("an earlier version exists: /versions")
             }

@@ -47,7 +47,7 @@ struct Confab: ParsableCommand {
             """,
         version: ProtocolVersion.confabVersion,
         subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, Rename.self, Remove.self, Cancel.self, Status.self,
-                      Retry.self, ContinueReply.self, Fork.self, Search.self, ModelsCommand.self,
+                      Retry.self, ContinueReply.self, Fork.self, Search.self, ModelsCommand.self, Profiles.self,
                       ShellInit.self, ShellKey.self, Completions.self])
 
     static func main() {
@@ -92,18 +92,21 @@ struct New: ClientCommand {
     @ParentCommand var root: Confab
     @Option(help: "The conversation's title.") var title: String?
     @Option(help: "A system prompt.") var system: String?
-    @Option(help: "The model (default: the daemon's).") var model: String?
+    @Option(help: "The model (default: the profile's, else the daemon's).") var model: String?
+    @Option(help: "The profile to start from (confab profiles lists them; default: the config's default_profile, if any).") var profile: String?
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "new")
-        let info = try createConversation(connection, title: title, system: system, model: model)
+        let info = try createConversation(connection, title: title, system: system, model: model, profile: profile)
         Out.stdout(info.id + "\n")
     }
 }
 
 /// `conversation.create`; the new conversation.
-func createConversation(_ connection: Connection, title: String?, system: String?, model: String?) throws(Failure) -> (id: String, json: JSON) {
+func createConversation(_ connection: Connection, title: String?, system: String?, model: String?,
+                        profile: String? = nil) throws(Failure) -> (id: String, json: JSON) {
     var params: [String: JSON] = [:]
+    if let profile { params["profile"] = .string(profile) }
     if let title { params["title"] = .string(title) }
     if let system { params["system"] = .string(system) }
     if let model { params["model"] = .string(model) }

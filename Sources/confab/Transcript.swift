@@ -236,6 +236,13 @@ final class Transcript {
         emit(styled(SafeText.singleLine(who), .quiet) + "\n")
     }
 
+    /// The quick replies offered under a message, numbered as `/1`, `/2`… pick them: `[1] yes  [2] no`.
+    func quickReplies(_ replies: [String]) {
+        breakLine()
+        let items = replies.enumerated().map { "[\($0.offset + 1)] \(SafeText.singleLine($0.element))" }
+        emit(styled(items.joined(separator: "  "), .quiet) + "\n")
+    }
+
     /// `-- text --`, quietly.
     func notice(_ text: String) {
         breakLine()

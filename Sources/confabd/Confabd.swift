@@ -69,7 +69,7 @@ struct Confabd: ParsableCommand {
             throw StartupError(description: "data directory \(dataDirectory): \(error)")
         }
         let upstream = UpstreamClient(loop: loop)
-        let broker = Broker(loop: loop, store: store, upstream: upstream, providers: settings.providerTable, limits: settings.limits,
+        let broker = Broker(loop: loop, store: store, upstream: upstream, providers: settings.providerTable, profiles: settings.profileTable, limits: settings.limits,
                             logger: logger, allowedUIDs: settings.allowedUIDs)
 
         let listener = try UnixListener(loop: loop)
@@ -161,6 +161,7 @@ struct Confabd: ParsableCommand {
                 let fresh = try Settings.load(path: configPath, required: config != nil, environment: environment)
                 for warning in fresh.warnings { logger.warning(warning) }
                 broker.providers = fresh.providerTable
+                broker.profiles = fresh.profileTable
                 broker.limits = fresh.limits
                 broker.allowedUIDs = fresh.allowedUIDs
                 if fresh.fsync != settings.fsync {
@@ -202,6 +203,8 @@ struct Confabd: ParsableCommand {
     static func describe(_ settings: Settings) -> String {
         var text = settings.providers.map { "; provider \($0.name) (\($0.api.name)) \($0.config.baseURL)" }.joined()
         if settings.defaultProvider != Provider.defaultName { text += "; default provider \(settings.defaultProvider)" }
+        if !settings.profiles.isEmpty { text += "; profiles \(settings.profiles.map(\.name).joined(separator: ", "))" }
+        if let profile = settings.defaultProfile { text += "; default profile \(profile)" }
         return text
     }
 

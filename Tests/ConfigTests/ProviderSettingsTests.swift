@@ -100,6 +100,10 @@ final class ProviderSettingsTests: XCTestCase {
         XCTAssertEqual(table["legacy"]?.api, .completions(CompletionsOptions(stop: ["\nHuman:", "\nAI:"])))
         XCTAssertEqual(table["legacy"]?.config.headers, [HTTPHeader(name: "X-Team", value: "research")])
         XCTAssertEqual(table["local"]?.config.timeoutSeconds, 300)
+        let profiles = settings.profileTable
+        XCTAssertEqual(profiles.sorted.map(\.name), ["ada", "coder"])
+        XCTAssertEqual(profiles["coder"]?.provider, "claude")
+        XCTAssertEqual(profiles["ada"]?.quickReplies.count, 3)
     }
 
     func testDefaults() throws {

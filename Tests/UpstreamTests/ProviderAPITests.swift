@@ -298,3 +298,25 @@ final class ProviderHeadersTests: XCTestCase {
         XCTAssertTrue(ProviderAPI.anthropic(AnthropicOptions()).adapter is AnthropicMessagesAPI)
     }
 }
+
+final class SamplingParameterBodyTests: XCTestCase {
+    private func json(_ bytes: [UInt8]) throws -> JSON { try JSON.parse(bytes) }
+
+    func testAProfilesStopAddsToTheTranscriptsLabels() throws {
+        var chat = ChatRequest(model: "davinci", messages: [ChatMessage(role: .user, content: "hi")])
+        chat.params.stop = ["\n\n", "AI:"]
+        chat.params.seed = 5
+        let body = try json(OpenAICompletionsAPI().body(for: chat))
+        XCTAssertEqual(body["stop"], ["Human:", "AI:", "\n\n"])
+        XCTAssertEqual(body["seed"], 5)
+    }
+
+    func testNonFiniteNumbersAreLeftOut() throws {
+        var chat = ChatRequest(model: "m", messages: [])
+        chat.params = SamplingParameters(topP: .nan, presencePenalty: .infinity, frequencyPenalty: 0.5)
+        let body = try json(chat.jsonBody())
+        XCTAssertNil(body["top_p"])
+        XCTAssertNil(body["presence_penalty"])
+        XCTAssertEqual(body["frequency_penalty"], 0.5)
+    }
+}

@@ -1,0 +1,48 @@
+import ConfabProtocol
+
+/// A named starting point for conversations (`[profiles.NAME]`): which provider and model,
+/// the system prompt, sampling parameters, and what the assistant says before anyone asks.
+public struct Profile: Sendable, Equatable {
+    public var name: String
+    /// Always a configured provider's name: one left out in the file is the default provider.
+    public var provider: String
+    /// nil: the provider's model.
+    public var model: String?
+    public var system: String?
+    public var params: SamplingParameters
+    /// Assistant messages a new conversation starts with.
+    public var welcome: [String]
+    /// Offered under the last welcome message.
+    public var quickReplies: [String]
+
+    public init(name: String, provider: String, model: String? = nil, system: String? = nil,
+                params: SamplingParameters = SamplingParameters(), welcome: [String] = [], quickReplies: [String] = []) {
+        self.name = name
+        self.provider = provider
+        self.model = model
+        self.system = system
+        self.params = params
+        self.welcome = welcome
+        self.quickReplies = quickReplies
+    }
+}
+
+/// Every configured profile, and the one a conversation that names none gets (if any).
+public struct ProfileTable: Sendable, Equatable {
+    public private(set) var profiles: [String: Profile]
+    public let defaultName: String?
+
+    /// `defaultName`, when given, must be one of `profiles`.
+    public init(_ profiles: [Profile] = [], defaultName: String? = nil) {
+        self.profiles = Dictionary(profiles.map { ($0.name, $0) }, uniquingKeysWith: { _, last in last })
+        self.defaultName = defaultName
+        if let defaultName { precondition(self.profiles[defaultName] != nil, "the default profile must be configured") }
+    }
+
+    public subscript(name: String) -> Profile? { profiles[name] }
+
+    public var defaultProfile: Profile? { defaultName.flatMap { profiles[$0] } }
+
+    /// Sorted by name, for listings.
+    public var sorted: [Profile] { profiles.values.sorted { $0.name < $1.name } }
+}
