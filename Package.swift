@@ -90,6 +90,7 @@ let package = Package(
         .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Markdown"], swiftSettings: strict),
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
+        .testTarget(name: "BrokerTests", dependencies: ["Broker", "ConfabProtocol", "Upstream"], swiftSettings: strict),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [

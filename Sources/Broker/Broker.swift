@@ -38,8 +38,10 @@ public final class Broker {
         set { replies.providers = newValue }
     }
     /// Replaced on reload: conversations created from then on use the new table; those
-    /// created before keep what they recorded.
-    public var profiles: ProfileTable
+    /// created before keep what they recorded, but for `context_tokens`, read per reply.
+    public var profiles: ProfileTable {
+        didSet { replies.profiles = profiles }
+    }
     /// Replaced on reload; a higher `maxStreams` lets replies waiting for a stream start now.
     public var limits: BrokerLimits {
         didSet { replies.limits = limits }
@@ -69,6 +71,7 @@ public final class Broker {
         self.profiles = profiles
         self.store = store
         replies = ReplyRunner(loop: loop, upstream: upstream, providers: providers, limits: limits, logger: logger)
+        replies.profiles = profiles
         models = ModelCatalog(loop: loop, upstream: upstream)
         self.limits = limits
         self.logger = logger

@@ -34,6 +34,9 @@ final class Conversation {
     private(set) var queue: [String] = []
     private(set) var active: ActiveReply?
     var isDeleted = false
+    /// Reported over estimated prompt tokens of its last reply whose upstream reported usage:
+    /// corrects the context budget's estimate. In memory only; nil until such a reply.
+    var contextRatio: Double?
 
     enum Contents {
         /// Only the summary is in memory.

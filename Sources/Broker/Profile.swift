@@ -14,9 +14,13 @@ public struct Profile: Sendable, Equatable {
     public var welcome: [String]
     /// Offered under the last welcome message.
     public var quickReplies: [String]
+    /// The context budget of its conversations, over the provider's.
+    public var contextTokens: Int?
 
     public init(name: String, provider: String, model: String? = nil, system: String? = nil,
-                params: SamplingParameters = SamplingParameters(), welcome: [String] = [], quickReplies: [String] = []) {
+                params: SamplingParameters = SamplingParameters(), welcome: [String] = [], quickReplies: [String] = [],
+                contextTokens: Int? = nil) {
+        self.contextTokens = contextTokens
         self.name = name
         self.provider = provider
         self.model = model

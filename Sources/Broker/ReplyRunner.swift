@@ -15,6 +15,8 @@ final class ReplyRunner {
     private let loop: Loop
     let upstream: UpstreamClient
     var providers: ProviderTable
+    /// For each reply's context budget, looked up by the conversation's profile name.
+    var profiles = ProfileTable()
     var limits: BrokerLimits {
         didSet { admitWaiting() }
     }
@@ -57,6 +59,7 @@ final class ReplyRunner {
             // answer (cancelled, failed, interrupted) still carries what earlier requests used.
             message.model = conversation.model
             message.params = conversation.params.isEmpty ? nil : conversation.params
+            message.context = nil
             continued = (stored.content.utf8.count, stored.usage)
         }
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
@@ -65,6 +68,20 @@ final class ReplyRunner {
         request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens)
             .overridden(by: conversation.params)
         if continued != nil { request.continuing = message.content }
+        var tooLarge: MessageError?
+        if let contextTokens = contextTokens(of: conversation) {
+            let budget = ContextBudget(contextTokens: contextTokens, maxTokens: request.params.maxTokens,
+                                       ratio: conversation.contextRatio ?? 1)
+            switch budget.fit(request.messages, continuing: request.continuing) {
+            case .success(let fitted):
+                request.messages = fitted.messages
+                message.context = fitted.info
+            case .failure(.tooLarge(let needed, let available)):
+                tooLarge = MessageError(code: .contextTooLarge, message: "the system prompt, the newest message"
+                    + (continued == nil ? "" : ", the reply so far") + " and \(budget.maxTokens) tokens for the reply need about \(needed) tokens;"
+                    + " this conversation's context_tokens is \(available)")
+            }
+        }
         let reply = Conversation.ActiveReply(message: message, request: request, now: loop.now)
         reply.continued = continued
         conversation.begin(reply)
@@ -80,8 +97,19 @@ final class ReplyRunner {
             return
         }
         conversation.broadcast(announcement, ["message": message.json])
+        if let tooLarge {
+            // Refused before any request: the upstream would only cut the context itself or fail.
+            logger.warning("conversation=\(conversation.id) reply=\(replyID) context too large: \(tooLarge.message)")
+            finish(in: conversation, status: .failed, error: tooLarge)
+            return
+        }
         logger.info("conversation=\(conversation.id) reply=\(replyID) \(continued == nil ? "started" : "continued") provider=\(conversation.provider) model=\(conversation.model) context=\(request.messages.count)")
         askUpstream(for: reply, in: conversation)
+    }
+
+    /// A profile's `context_tokens` over its provider's; nil when neither sets one.
+    private func contextTokens(of conversation: Conversation) -> Int? {
+        conversation.profile.flatMap { profiles[$0]?.contextTokens } ?? providers[conversation.provider]?.config.contextTokens
     }
 
     /// Cancels the reply in flight, if it can still be cancelled; returns its id.
@@ -124,6 +152,10 @@ final class ReplyRunner {
                     return
                 }
                 reply.message.finishReason = finishReason
+                if let usage, !usage.isEstimated, let ratio = ContextBudget.calibrated(
+                    reported: usage.promptTokens, estimated: ContextBudget.rawEstimate(reply.request.chatMessages)) {
+                    conversation.contextRatio = ratio
+                }
                 reply.message.usage = Usage.sum(reply.continued?.usage, usage ?? estimatedUsage(of: reply))
                 finish(in: conversation, status: error == nil ? .complete : .failed, error: error)
             }

@@ -187,6 +187,31 @@ public struct Usage: Equatable, Sendable {
     }
 }
 
+/// What a reply's request held when a context budget applied: the messages sent (the system
+/// prompt included, a continuation's own two not), the stored turns left out, and the estimated
+/// prompt tokens of what was sent.
+public struct ContextInfo: Equatable, Sendable {
+    public var messages: Int
+    public var dropped: Int
+    public var estimatedTokens: Int
+
+    public init(messages: Int, dropped: Int, estimatedTokens: Int) {
+        self.messages = messages
+        self.dropped = dropped
+        self.estimatedTokens = estimatedTokens
+    }
+
+    public var json: JSON {
+        ["messages": .int(messages), "dropped": .int(dropped), "estimated_tokens": .int(estimatedTokens)]
+    }
+
+    public init?(json: JSON) {
+        guard let messages = json["messages"]?.int, let dropped = json["dropped"]?.int,
+              let estimated = json["estimated_tokens"]?.int else { return nil }
+        self.init(messages: messages, dropped: dropped, estimatedTokens: estimated)
+    }
+}
+
 /// Why a reply did not complete.
 public struct MessageError: Equatable, Sendable, Error {
     public var code: ReplyErrorCode
@@ -232,11 +257,14 @@ public struct Message: Equatable, Sendable {
     public var params: SamplingParameters?
     /// Answers a client offers to send with one keystroke (a profile's, under its last welcome message).
     public var quickReplies: [String]?
+    /// What the reply's request held, when a context budget applied.
+    public var context: ContextInfo?
 
     public init(id: String, conversation: String, role: Role, content: String, status: MessageStatus,
                 created: Timestamp, author: Author? = nil, model: String? = nil, finishReason: String? = nil,
                 usage: Usage? = nil, error: MessageError? = nil, supersededBy: String? = nil,
-                params: SamplingParameters? = nil, quickReplies: [String]? = nil) {
+                params: SamplingParameters? = nil, quickReplies: [String]? = nil, context: ContextInfo? = nil) {
+        self.context = context
         self.params = params
         self.quickReplies = quickReplies
         self.id = id
@@ -268,6 +296,7 @@ public struct Message: Equatable, Sendable {
         if let supersededBy { object["superseded_by"] = .string(supersededBy) }
         if let params, !params.isEmpty { object["params"] = params.json }
         if let quickReplies { object["quick_replies"] = .array(quickReplies.map(JSON.string)) }
+        if let context { object["context"] = context.json }
         return .object(object)
     }
 
@@ -284,7 +313,8 @@ public struct Message: Equatable, Sendable {
                   error: json["error"].flatMap(MessageError.init(json:)),
                   supersededBy: json["superseded_by"]?.string.flatMap { MessageID.sequence(of: $0) == nil ? nil : $0 },
                   params: json["params"].flatMap { try? SamplingParameters(json: $0) },
-                  quickReplies: json["quick_replies"]?.array.map { $0.compactMap(\.string) })
+                  quickReplies: json["quick_replies"]?.array.map { $0.compactMap(\.string) },
+                  context: json["context"].flatMap(ContextInfo.init(json:)))
     }
 }
 

@@ -67,6 +67,9 @@ public enum ReplyErrorCode: String, CaseIterable, Sendable {
     case notConfigured = "not_configured"
     /// The reply could not be written to the log.
     case storage
+    /// The system prompt, the newest user message and room for the reply do not fit in the
+    /// conversation's `context_tokens`: no request was made.
+    case contextTooLarge = "context_too_large"
 }
 
 extension RPC {

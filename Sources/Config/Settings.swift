@@ -7,6 +7,18 @@ import Upstream
 import Glibc
 #endif
 
+extension ConfigTable {
+    /// `context_tokens`, the same in every table that has it: a whole number of tokens, big
+    /// enough for a system prompt and a short question.
+    mutating func contextTokens() throws(ConfigError) -> Int? {
+        guard let tokens = try integer("context_tokens") else { return nil }
+        guard tokens >= ContextBudget.minimumTokens else {
+            throw error("context_tokens", "must be at least \(ContextBudget.minimumTokens) tokens, not \(tokens)")
+        }
+        return tokens
+    }
+}
+
 /// `config.toml`, as documented in the README, as written: nothing checked but the types.
 struct ConfigFile {
     struct UpstreamSection {
@@ -19,6 +31,7 @@ struct ConfigFile {
         var temperature: Double?
         var max_tokens: Int?
         var max_retries: Int?
+        var context_tokens: Int?
     }
     struct LimitsSection {
         var max_line_bytes: Int?
@@ -47,6 +60,7 @@ struct ConfigFile {
         var assistant_label: String?
         var stop: [String]?
         var anthropic_version: String?
+        var context_tokens: Int?
     }
     /// One `[profiles.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProfileSection {
@@ -58,6 +72,7 @@ struct ConfigFile {
         var params: SamplingParameters
         var welcome: [String]?
         var quick_replies: [String]?
+        var context_tokens: Int?
     }
     var upstream: UpstreamSection?
     var providers: [ProviderSection] = []
@@ -83,7 +98,8 @@ struct ConfigFile {
                 connect_timeout_seconds: try table.integer("connect_timeout_seconds"),
                 temperature: try table.number("temperature"),
                 max_tokens: try table.integer("max_tokens"),
-                max_retries: try table.integer("max_retries"))
+                max_retries: try table.integer("max_retries"),
+                context_tokens: try table.contextTokens())
         }
         providers = try root.tables("providers") { (name: String, table: inout ConfigTable) throws(ConfigError) in
             ProviderSection(
@@ -102,7 +118,8 @@ struct ConfigFile {
                 user_label: try table.string("user_label"),
                 assistant_label: try table.string("assistant_label"),
                 stop: try table.strings("stop"),
-                anthropic_version: try table.string("anthropic_version"))
+                anthropic_version: try table.string("anthropic_version"),
+                context_tokens: try table.contextTokens())
         } ?? []
         default_provider = try root.string("default_provider")
         profiles = try root.tables("profiles") { (name: String, table: inout ConfigTable) throws(ConfigError) in
@@ -120,7 +137,8 @@ struct ConfigFile {
                     stop: try table.strings("stop"),
                     seed: try table.integer("seed")),
                 welcome: try table.strings("welcome"),
-                quick_replies: try table.strings("quick_replies"))
+                quick_replies: try table.strings("quick_replies"),
+                context_tokens: try table.contextTokens())
         } ?? []
         default_profile = try root.string("default_profile")
         limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
@@ -238,6 +256,7 @@ public struct Settings {
         }
         settings.upstream.temperature = upstream?.temperature
         settings.upstream.maxTokens = upstream?.max_tokens
+        settings.upstream.contextTokens = upstream?.context_tokens
 
         func positive(_ value: Int?, _ name: String) throws(ConfigError) -> Int? {
             guard let value else { return nil }
@@ -364,6 +383,14 @@ public struct Settings {
             guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
             config.maxTokens = tokens
         }
+        if let tokens = section.context_tokens {
+            let reply = config.maxTokens ?? ContextBudget.defaultMaxTokens
+            // Otherwise every reply would fail with context_too_large.
+            guard tokens > reply else {
+                throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
+            }
+            config.contextTokens = tokens
+        }
         if let given = section.headers, case .table(let inner)? = table.table["headers"] {
             // For errors at each header's own line.
             let headers = ConfigTable(file: table.file, path: table.name("headers"), table: inner)
@@ -446,12 +473,20 @@ public struct Settings {
                 throw table.error(key.0, "must not hold an empty string")
             }
         }
+        if let tokens = section.context_tokens {
+            let reply = section.params.maxTokens ?? provider.config.maxTokens ?? ContextBudget.defaultMaxTokens
+            // Otherwise every reply would fail with context_too_large.
+            guard tokens > reply else {
+                throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
+            }
+        }
         // Quick replies are offered under the last welcome message: with none, nothing would show them.
         if section.quick_replies?.isEmpty == false, section.welcome?.isEmpty ?? true {
             throw table.error("quick_replies", "needs a welcome message to be offered under")
         }
         return Profile(name: name, provider: provider.name, model: section.model, system: section.system,
-                       params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [])
+                       params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [],
+                       contextTokens: section.context_tokens)
     }
 
     /// 1 to 64 ASCII letters, digits, - or _: what a provider or profile may be called.

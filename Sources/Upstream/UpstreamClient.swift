@@ -17,6 +17,8 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var maxRetries: Int
     /// Sent with every request, in this order; one named like a header the API sets replaces it.
     public var headers: [HTTPHeader]
+    /// The context budget of conversations on this provider whose profile sets none.
+    public var contextTokens: Int?
 
     public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String? = "gpt-4o-mini",
                 timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil,

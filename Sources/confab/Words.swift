@@ -23,6 +23,7 @@ enum Words {
         case "upstream_protocol": return protocolProblem(detail)
         case "not_configured": return with("confabd has no API key for the model server", detail)
         case "storage": return with("confabd could not save the reply", detail)
+        case "context_too_large": return with("the message does not fit in the conversation's context budget", detail)
         default: return detail.isEmpty ? "unknown error" : detail
         }
     }

@@ -1,0 +1,90 @@
+import ConfabProtocol
+import Upstream
+
+/// Fits a reply's request into `context_tokens`: the system prompt, then as many of the latest
+/// turns as fit beside room for the reply's `max_tokens`.
+///
+/// Tokens are estimated as `Usage.estimate` counts a prompt (about 4 bytes of UTF-8 per token,
+/// 4 per message, 3 for the reply's priming), times `ratio`, rounded up: the ratio corrects the
+/// estimate for the model's real tokenizer (see `calibrated`).
+public struct ContextBudget: Sendable, Equatable {
+    /// The reply's room when nobody sets `max_tokens`: the request sends none, but the model
+    /// still needs somewhere to put its answer.
+    public static let defaultMaxTokens = 1024
+    /// Below this a system prompt and one short question barely fit.
+    public static let minimumTokens = 256
+    /// How far the upstream's reported prompt tokens may move the estimate: a tokenizer is
+    /// not 4 times off, and a bogus report must not starve or flood the request.
+    public static let ratioBounds: ClosedRange<Double> = 0.5...2.0
+
+    public var contextTokens: Int
+    public var maxTokens: Int
+    public var ratio: Double
+
+    public init(contextTokens: Int, maxTokens: Int?, ratio: Double = 1) {
+        self.contextTokens = contextTokens
+        self.maxTokens = maxTokens ?? Self.defaultMaxTokens
+        self.ratio = min(max(ratio, Self.ratioBounds.lowerBound), Self.ratioBounds.upperBound)
+    }
+
+    /// The ratio to use after a request whose prompt was estimated at `estimated` (uncorrected)
+    /// and reported by the upstream as `reported` tokens, bounded.
+    public static func calibrated(reported: Int, estimated: Int) -> Double? {
+        guard reported > 0, estimated > 0 else { return nil }
+        return min(max(Double(reported) / Double(estimated), ratioBounds.lowerBound), ratioBounds.upperBound)
+    }
+
+    /// Uncorrected tokens of a prompt made of these messages.
+    public static func rawEstimate(_ messages: [ChatMessage]) -> Int {
+        Usage.estimate(prompt: messages.map(\.content), completion: "").promptTokens
+    }
+
+    func estimate(_ messages: [ChatMessage]) -> Int {
+        Int((Double(Self.rawEstimate(messages)) * ratio).rounded(.up))
+    }
+
+    public struct Fitted: Equatable, Sendable {
+        public var messages: [ChatMessage]
+        public var info: ContextInfo
+    }
+
+    public enum Failure: Error, Equatable {
+        /// The smallest request (system prompt, newest turn, a continuation's text) and the
+        /// reply's room need `needed` tokens.
+        case tooLarge(needed: Int, budget: Int)
+    }
+
+    /// `context` as `Conversation.context(before:)` builds it; `continuing`, the text of a reply
+    /// being continued, goes after it (with the instruction `ChatRequest.chatMessages` adds), so
+    /// it must fit too. The oldest turns go first, a user turn with the assistant turns answering
+    /// it, so what is left still starts with a user turn and alternates.
+    public func fit(_ context: [ChatMessage], continuing: String? = nil) -> Result<Fitted, Failure> {
+        let system = context.first?.role == .system ? [context[0]] : []
+        let turns = Array(context.dropFirst(system.count))
+        // Units that go together: each starts at a user turn; assistant turns before the first
+        // user turn (welcome messages) are a unit of their own.
+        var starts: [Int] = []
+        for (index, turn) in turns.enumerated() where index == 0 || turn.role == .user {
+            if starts.last != index { starts.append(index) }
+        }
+        let extra = continuing.map { [ChatMessage(role: .assistant, content: $0), ChatMessage(role: .user, content: ChatRequest.continuationInstruction)] } ?? []
+        let room = contextTokens - maxTokens
+        // The last unit holds the newest user message and is never dropped.
+        for (dropUnits, start) in starts.enumerated() {
+            let kept = system + turns[start...] + extra
+            let estimated = estimate(kept)
+            if estimated <= room {
+                let sent = system.count + turns.count - start
+                return .success(Fitted(messages: Array(system + turns[start...]),
+                                       info: ContextInfo(messages: sent, dropped: start, estimatedTokens: estimated)))
+            }
+            if dropUnits == starts.count - 1 {
+                return .failure(.tooLarge(needed: estimated + maxTokens, budget: contextTokens))
+            }
+        }
+        // No turns at all: only the system prompt.
+        let estimated = estimate(system + extra)
+        guard estimated <= room else { return .failure(.tooLarge(needed: estimated + maxTokens, budget: contextTokens)) }
+        return .success(Fitted(messages: system, info: ContextInfo(messages: system.count, dropped: 0, estimatedTokens: estimated)))
+    }
+}

@@ -1,0 +1,101 @@
+import XCTest
+
+import Broker
+import ConfabProtocol
+import Upstream
+
+final class ContextBudgetTests: XCTestCase {
+    private func user(_ text: String) -> ChatMessage { ChatMessage(role: .user, content: text) }
+    private func assistant(_ text: String) -> ChatMessage { ChatMessage(role: .assistant, content: text) }
+    /// 40 bytes: 10 tokens of text, 14 with the message's own 4.
+    private let forty = String(repeating: "x", count: 40)
+
+    /// system (14) + 3 pairs (28 each) + newest user (14) = 3 priming + 14 + 84 + 14 = 115 tokens.
+    private var context: [ChatMessage] {
+        [ChatMessage(role: .system, content: forty), user("1" + forty.dropFirst()), assistant(forty), user("2" + forty.dropFirst()),
+         assistant(forty), user("3" + forty.dropFirst()), assistant(forty), user("newest" + forty.dropFirst(6))]
+    }
+
+    private func fitted(_ result: Result<ContextBudget.Fitted, ContextBudget.Failure>, file: StaticString = #filePath, line: UInt = #line) -> ContextBudget.Fitted? {
+        guard case .success(let fitted) = result else { XCTFail("expected a fit, got \(result)", file: file, line: line); return nil }
+        return fitted
+    }
+
+    func testEverythingFits() throws {
+        XCTAssertEqual(ContextBudget.rawEstimate(context), 115)
+        let fit = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1115, maxTokens: 1000).fit(context)))
+        XCTAssertEqual(fit.messages, context)
+        XCTAssertEqual(fit.info, ContextInfo(messages: 8, dropped: 0, estimatedTokens: 115))
+    }
+
+    func testTheExactBoundary() throws {
+        // One token short of everything: the oldest pair goes, both its turns.
+        let fit = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1114, maxTokens: 1000).fit(context)))
+        XCTAssertEqual(fit.messages, [context[0]] + context[3...])
+        XCTAssertEqual(fit.info, ContextInfo(messages: 6, dropped: 2, estimatedTokens: 87))
+        let exact = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1087, maxTokens: 1000).fit(context)))
+        XCTAssertEqual(exact.info.dropped, 2, "a request that fills the budget exactly fits")
+        let under = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1086, maxTokens: 1000).fit(context)))
+        XCTAssertEqual(under.info, ContextInfo(messages: 4, dropped: 4, estimatedTokens: 59))
+    }
+
+    func testSystemAndNewestAreKeptAndPairsGoWhole() throws {
+        // system + newest = 3 + 14 + 14 = 31.
+        let fit = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1031, maxTokens: 1000).fit(context)))
+        XCTAssertEqual(fit.messages, [context[0], context[7]])
+        XCTAssertEqual(fit.info, ContextInfo(messages: 2, dropped: 6, estimatedTokens: 31))
+        for budget in 1031...1115 {
+            let messages = try XCTUnwrap(fitted(ContextBudget(contextTokens: budget, maxTokens: 1000).fit(context))).messages
+            XCTAssertEqual(messages.first, context[0], "budget \(budget)")
+            XCTAssertEqual(messages.last, context[7], "budget \(budget)")
+            XCTAssertEqual(messages.dropFirst().first?.role, .user, "budget \(budget): the turns left start with a user turn")
+            XCTAssertEqual(messages.count % 2, 0, "budget \(budget): whole pairs only")
+        }
+    }
+
+    func testTooLarge() {
+        XCTAssertEqual(ContextBudget(contextTokens: 1030, maxTokens: 1000).fit(context), .failure(.tooLarge(needed: 1031, budget: 1030)))
+        XCTAssertEqual(ContextBudget(contextTokens: 1030, maxTokens: nil).fit(context),
+                       .failure(.tooLarge(needed: 31 + ContextBudget.defaultMaxTokens, budget: 1030)),
+                       "without max_tokens the reply keeps the documented default")
+    }
+
+    func testWelcomeMessagesBeforeTheFirstQuestionGoAlone() throws {
+        let context = [assistant(forty), user(forty), assistant(forty), user("newest")]
+        // 3 + 14 + 14 + 14 + 6 = 51; without the welcome: 37.
+        let fit = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1040, maxTokens: 1000).fit(context)))
+        XCTAssertEqual(fit.messages, Array(context[1...]))
+        XCTAssertEqual(fit.info, ContextInfo(messages: 3, dropped: 1, estimatedTokens: 37))
+    }
+
+    func testRecalibration() throws {
+        XCTAssertEqual(ContextBudget.calibrated(reported: 230, estimated: 115), 2)
+        XCTAssertEqual(ContextBudget.calibrated(reported: 1000, estimated: 115), 2, "bounded above")
+        XCTAssertEqual(ContextBudget.calibrated(reported: 10, estimated: 115), 0.5, "bounded below")
+        XCTAssertNil(ContextBudget.calibrated(reported: 0, estimated: 115), "a zero report says nothing")
+        // At 1.5 tokens per estimated token everything costs ceil(115 × 1.5) = 173.
+        let budget = ContextBudget(contextTokens: 1172, maxTokens: 1000, ratio: 1.5)
+        let fit = try XCTUnwrap(fitted(budget.fit(context)))
+        XCTAssertEqual(fit.info, ContextInfo(messages: 6, dropped: 2, estimatedTokens: 131))
+        XCTAssertEqual(try XCTUnwrap(fitted(ContextBudget(contextTokens: 1173, maxTokens: 1000, ratio: 1.5).fit(context))).info.dropped, 0)
+        XCTAssertEqual(ContextBudget(contextTokens: 1000, maxTokens: 1000, ratio: 9).ratio, 2, "a ratio is bounded when applied too")
+    }
+
+    func testAContinuationCountsTheReplySoFar() throws {
+        // The reply so far (40 bytes: 14) and the instruction to go on count as well.
+        let instruction = ContextBudget.rawEstimate([user(ChatRequest.continuationInstruction)]) - 3
+        let full = 115 + 14 + instruction
+        let fit = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1000 + full, maxTokens: 1000).fit(context, continuing: forty)))
+        XCTAssertEqual(fit.info, ContextInfo(messages: 8, dropped: 0, estimatedTokens: full))
+        XCTAssertEqual(fit.messages, context, "the continuation's own turns are added by the request, not here")
+        let short = try XCTUnwrap(fitted(ContextBudget(contextTokens: 999 + full, maxTokens: 1000).fit(context, continuing: forty)))
+        XCTAssertEqual(short.info.dropped, 2)
+        XCTAssertEqual(ContextBudget(contextTokens: 1030 + 14 + instruction, maxTokens: 1000).fit(context, continuing: forty),
+                       .failure(.tooLarge(needed: 1031 + 14 + instruction, budget: 1030 + 14 + instruction)))
+    }
+
+    func testNoTurns() throws {
+        let fit = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1100, maxTokens: 1000).fit([ChatMessage(role: .system, content: forty)])))
+        XCTAssertEqual(fit.info, ContextInfo(messages: 1, dropped: 0, estimatedTokens: 17))
+    }
+}
