@@ -16,14 +16,14 @@ final class Conversation {
     /// When its log was last written to: the same rule whether the conversation is in memory,
     /// only summarised, or read back after a restart, so `conversation.list` keeps one order.
     var updated: Timestamp { log.updated }
-    let model: String
-    let system: String?
+    var model: String
+    var system: String?
     let forkedFrom: ForkOrigin?
     /// The name of the configured provider its replies come from.
     let provider: String
-    let profile: String?
+    var profile: String?
     /// Asked for with every reply, over the provider's defaults.
-    let params: SamplingParameters
+    var params: SamplingParameters
     let log: ConversationLog
     /// Stored messages in id order, when in memory; the reply in flight is in `active`, not here.
     private(set) var messages: [Message] = []

@@ -53,6 +53,8 @@ extension Broker {
             case .conversationGet: respond(.success(["conversation": try conversation(params).info.json]))
             case .conversationRename:
                 try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try rename(c, params, client, respond) }
+            case .conversationConfigure:
+                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try configure(c, params, client, respond) }
             case .conversationDelete:
                 try on(params, needsMessages: false, now: later, later: later) { [unowned self] c, respond throws(RPCError) in delete(c, respond) }
             case .conversationAttach:

@@ -22,6 +22,7 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case conversationSearch = "conversation.search"
     case modelsList = "models.list"
     case profilesList = "profiles.list"
+    case conversationConfigure = "conversation.configure"
 }
 
 /// A notification the daemon sends.

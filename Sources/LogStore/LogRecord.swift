@@ -19,6 +19,8 @@ public enum LogRecord: Equatable, Sendable {
     /// which may not have started yet: it is then owed), or an edited user message and the
     /// replies to it (`by` is the new user message, written in the same append).
     case superseded(message: String, by: String)
+    /// The conversation's settings change for the replies that start after it (`conversation.configure`).
+    case settings(ConversationSettings)
 
     public static let formatVersion = 1
 
@@ -39,6 +41,12 @@ public enum LogRecord: Equatable, Sendable {
         case .replyFinished(let message): object = ["type": "reply.finished", "message": message.json]
         case .title(let title): object = ["type": "title", "title": .string(title)]
         case .superseded(let id, let by): object = ["type": "superseded", "message": .string(id), "by": .string(by)]
+        case .settings(let settings):
+            object = ["type": "settings"]
+            if let model = settings.model { object["model"] = .string(model) }
+            if let system = settings.system { object["system"] = .string(system) }
+            if let profile = settings.profile { object["profile"] = .string(profile) }
+            if let params = settings.params { object["params"] = params.json }
         }
         object["v"] = .int(Self.formatVersion)
         object["at"] = .string(time.description)
@@ -75,6 +83,25 @@ public enum LogRecord: Equatable, Sendable {
             guard let id = json["message"]?.string, MessageID.sequence(of: id) != nil,
                   let by = json["by"]?.string, MessageID.sequence(of: by) != nil else { return nil }
             self = .superseded(message: id, by: by)
+        case "settings":
+            var settings = ConversationSettings()
+            if let value = json["model"] {
+                guard let model = value.string, !model.isEmpty else { return nil }
+                settings.model = model
+            }
+            if let value = json["system"] {
+                guard let system = value.string else { return nil }
+                settings.system = system
+            }
+            if let value = json["profile"] {
+                guard let profile = value.string else { return nil }
+                settings.profile = profile
+            }
+            if let value = json["params"] {
+                guard let params = try? SamplingParameters(json: value) else { return nil }
+                settings.params = params
+            }
+            self = .settings(settings)
         default:
             return nil
         }
@@ -106,6 +133,36 @@ public struct ConversationHeader: Equatable, Sendable {
         self.system = system
         self.forkedFrom = forkedFrom
         self.provider = provider
+    }
+}
+
+/// What a `settings` record changes; nil leaves a setting as it was.
+public struct ConversationSettings: Equatable, Sendable {
+    public var model: String?
+    /// `""` clears the system prompt: the record needs a value that means "none" apart from "unchanged".
+    public var system: String?
+    public var profile: String?
+    /// All the parameters from now on, not only those that changed.
+    public var params: SamplingParameters?
+
+    public init(model: String? = nil, system: String? = nil, profile: String? = nil, params: SamplingParameters? = nil) {
+        self.model = model
+        self.system = system
+        self.profile = profile
+        self.params = params
+    }
+
+    public var isEmpty: Bool { model == nil && system == nil && profile == nil && params == nil }
+}
+
+extension ConversationHeader {
+    /// The header as the conversation stands after `settings`: the list and the replies to come
+    /// go by the latest settings, not those it was created with.
+    public mutating func apply(_ settings: ConversationSettings) {
+        if let model = settings.model { self.model = model }
+        if let system = settings.system { self.system = system.isEmpty ? nil : system }
+        if let profile = settings.profile { self.profile = profile }
+        if let params = settings.params { self.params = params }
     }
 }
 
@@ -161,6 +218,7 @@ public enum Replay {
                 upsert(message)
                 unfinished.remove(message.id)
             case .title(let title): state.title = title
+            case .settings(let settings): state.header.apply(settings)
             case .superseded(let id, let by):
                 if let position = index[id] { state.messages[position].supersededBy = by }
                 if index[by] == nil { owed.insert(by) }

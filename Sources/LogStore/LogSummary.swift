@@ -1,6 +1,7 @@
 import ConfabProtocol
 
-/// What the conversation list needs of a conversation: its header and latest state. It is
+/// What the conversation list needs of a conversation: its header (with the latest settings
+/// folded in, so the index records them) and latest state. It is
 /// folded record by record from the same records the log holds, by the same rules as
 /// `Replay.fold`, so at any moment it says exactly what a full read of the log would.
 public struct LogSummary: Equatable, Sendable {
@@ -59,6 +60,7 @@ public struct LogSummary: Equatable, Sendable {
         switch record {
         case .header, .replyText: break
         case .title(let title): self.title = title
+        case .settings(let settings): header.apply(settings)
         case .message(let message): Self.note(message, in: &fold)
         case .replyStarted(let message):
             Self.note(message, in: &fold)

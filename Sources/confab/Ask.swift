@@ -33,8 +33,10 @@ struct Ask: ClientCommand {
     @Flag(help: "Include the previous command line and its exit status (set by the shell-init snippet).")
     var last = false
     @Option(help: "Title of the new conversation (default: the prompt's first line; implies --new).") var title: String?
-    @Option(help: "System prompt of the new conversation (implies --new).") var system: String?
-    @Option(help: "Model of the new conversation (default: the profile's, else the daemon's; implies --new).") var model: String?
+    @Option(help: "System prompt of the new conversation (implies --new); with -c or -C, the conversation's from now on (\"\" clears it).")
+    var system: String?
+    @Option(help: "Model of the new conversation (default: the profile's, else the daemon's; implies --new); with -c or -C, the conversation's from now on.")
+    var model: String?
     @Option(help: "Profile of the new conversation (confab profiles lists them; implies --new).") var profile: String?
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
     @Flag(name: [.customLong("plain"), .customLong("raw")],
@@ -45,13 +47,17 @@ struct Ask: ClientCommand {
     func validate() throws {
         let targets = [conversation != nil, continuing, new].filter { $0 }.count
         if targets > 1 { throw ValidationError("-c, -C and --new each choose the conversation; give one of them") }
-        if conversation != nil || continuing, title != nil || system != nil || model != nil || profile != nil {
-            throw ValidationError("--title, --system, --model and --profile make a new conversation; they cannot go with -c or -C")
+        if conversation != nil || continuing, title != nil || profile != nil {
+            throw ValidationError("--title and --profile make a new conversation; they cannot go with -c or -C "
+                + "(confab rename and confab configure --profile change an existing one)")
         }
     }
 
+    /// With -c or -C, --system and --model change the conversation before the prompt goes.
+    private var choosesExisting: Bool { conversation != nil || continuing }
+
     /// A new conversation is made for --new and for any of its settings.
-    private var makesNew: Bool { new || title != nil || system != nil || model != nil || profile != nil }
+    private var makesNew: Bool { new || (!choosesExisting && (title != nil || system != nil || model != nil || profile != nil)) }
 
     func run() throws {
         var prompt = try readPrompt()
@@ -68,6 +74,9 @@ struct Ask: ClientCommand {
             Out.errorLine("conversation \(id)")
         } else {
             id = try ConversationChoice.today(connection)
+        }
+        if choosesExisting, system != nil || model != nil {
+            try configureConversation(connection, id, model: model, system: system, profile: nil)
         }
         // Quiet: following our own reply is not joining the conversation. (A chosen
         // conversation is attached already, as quietly: attaching again is harmless.)

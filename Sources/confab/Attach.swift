@@ -72,6 +72,11 @@ final class AttachSession {
     private var screen: ChatScreen?
     private var editor: LineEditor?
     private var title = ""
+    /// The model and system prompt as last announced, to say which of them a `conversation.updated` changed.
+    private var model: String?
+    private var system: String?
+    private var profile: String?
+    private var sampling: String?
     /// Roles of the messages seen here, and the messages that replaced an edited one.
     private var roles: [String: String] = [:]
     private var editedAs: Set<String> = []
@@ -80,6 +85,8 @@ final class AttachSession {
 
     private enum Pending {
         case send, cancel, rename
+        /// /model, /system: the change is shown when `conversation.updated` comes.
+        case configure
         /// /retry, /edit-last, /continue: what follows comes as notifications.
         case revision
         case fork
@@ -142,6 +149,10 @@ final class AttachSession {
         }
         let info = result["conversation"]
         title = info?["title"]?.string ?? "untitled"
+        model = info?["model"]?.string
+        system = info?["system"]?.string
+        profile = info?["profile"]?.string
+        sampling = info?["params"]?.text
         editor?.setPrompt(prompt)
         var heading = "\(title) (\(id))"
         if let profile = info?["profile"]?.string { heading += " · profile \(profile)" }
@@ -304,9 +315,25 @@ final class AttachSession {
             guard let message = params["message"] else { return }
             transcript.replyEnded(message, error: Words.replyError(params["error"] ?? message["error"]))
         case "conversation.updated":
-            title = params["info"]?["title"]?.string ?? title
+            let info = params["info"]
+            let newTitle = info?["title"]?.string ?? title
+            let newModel = info?["model"]?.string ?? model
+            let newSystem = info?["system"]?.string
+            let newProfile = info?["profile"]?.string
+            let newParams = info?["params"]?.text
+            let configured = newModel != model || newSystem != system || newProfile != profile || newParams != sampling
+            if newProfile != profile { transcript.notice("profile: \(newProfile ?? "none")") }
+            if newModel != model { transcript.notice("model: \(newModel ?? "?")") }
+            if newSystem != system { transcript.notice(newSystem.map { "system prompt: \($0)" } ?? "system prompt cleared") }
+            // A rename says its title even when unchanged: it was asked for.
+            if newTitle != title || !configured { transcript.notice("title: \(newTitle)") }
+            title = newTitle
+            model = newModel
+            system = newSystem
+            profile = newProfile
+            if newParams != sampling { transcript.notice("parameters: \(newParams ?? "{}")") }
+            sampling = newParams
             editor?.setPrompt(prompt)
-            transcript.notice("title: \(title)")
         case "conversation.deleted":
             transcript.notice("the conversation was deleted")
             throw .exit(0)
@@ -386,6 +413,8 @@ final class AttachSession {
         /history [N]     show N (default 20) earlier messages
         /who             who is attached
         /rename TITLE    retitle the conversation
+        /model NAME      ask the next replies of the model NAME
+        /system [TEXT]   the system prompt for the next replies (nothing clears it)
         /switch ID       attach to another conversation instead
         /new [TITLE]     start a conversation and switch to it
         /edit            write a message in $EDITOR, then send it
@@ -424,6 +453,14 @@ final class AttachSession {
             }
             let id = try connection.send("conversation.rename", ["conversation": .string(conversation), "title": .string(argument)])
             outstanding[id] = .rename
+        case "model":
+            guard !argument.isEmpty, !argument.contains(where: \.isWhitespace) else {
+                transcript.error("/model needs a model name (confab models lists them)")
+                return
+            }
+            outstanding[try connection.send("conversation.configure", ["conversation": .string(conversation), "model": .string(argument)])] = .configure
+        case "system":
+            outstanding[try connection.send("conversation.configure", ["conversation": .string(conversation), "system": .string(argument)])] = .configure
         case "switch":
             guard !argument.isEmpty else {
                 transcript.error("/switch needs a conversation id")

@@ -46,7 +46,7 @@ struct Confab: ParsableCommand {
             (for ask --last, set by shell-init), NO_COLOR, XDG_RUNTIME_DIR.
             """,
         version: ProtocolVersion.confabVersion,
-        subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, Rename.self, Remove.self, Cancel.self, Status.self,
+        subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, Rename.self, Configure.self, Remove.self, Cancel.self, Status.self,
                       Retry.self, ContinueReply.self, Fork.self, Search.self, ModelsCommand.self, Profiles.self,
                       ShellInit.self, ShellKey.self, Completions.self])
 
@@ -135,6 +135,39 @@ struct Rename: ClientCommand {
         _ = try connection.call("conversation.rename",
                                 ["conversation": .string(conversation), "title": .string(title.joined(separator: " "))])
     }
+}
+
+struct Configure: ClientCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "configure",
+        abstract: "Change the model, system prompt or profile a conversation's next replies use.",
+        discussion: "A reply already streaming keeps the settings it started with. Prints nothing on success.")
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: Confab
+    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
+    @Option(help: "The model.") var model: String?
+    @Option(help: "The system prompt (\"\" clears it).") var system: String?
+    @Option(help: "A profile whose model, system prompt and parameters to take (confab profiles lists them); --model and --system win over it.")
+    var profile: String?
+
+    func validate() throws {
+        if model == nil, system == nil, profile == nil { throw ValidationError("give at least one of --model, --system and --profile") }
+    }
+
+    func run() throws {
+        let connection = try Connection.start(socketPath, command: "configure")
+        try configureConversation(connection, try connection.resolveConversation(id), model: model, system: system, profile: profile)
+    }
+}
+
+/// `conversation.configure`.
+func configureConversation(_ connection: Connection, _ id: String, model: String?, system: String?, profile: String?) throws(Failure) {
+    var params: [String: JSON] = ["conversation": .string(id)]
+    if let profile { params["profile"] = .string(profile) }
+    if let system { params["system"] = .string(system) }
+    if let model { params["model"] = .string(model) }
+    _ = try connection.call("conversation.configure", .object(params))
 }
 
 struct Status: ClientCommand {
