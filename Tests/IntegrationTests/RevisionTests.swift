@@ -236,10 +236,16 @@ final class RevisionTests: XCTestCase {
         let partialID = try XCTUnwrap(partial["conversation"]?["id"]?.string)
         XCTAssertEqual(partial["conversation"]?["title"]?.string, "branch")
         XCTAssertEqual(partial["reply"]?.string, "m4")
-        try client.call("conversation.attach", ["conversation": .string(partialID)])
-        let answered = try client.awaitReply("m4").final
-        XCTAssertEqual(answered["conversation"]?.string, partialID)
-        XCTAssertEqual(answered["content"]?.string, "r2")
+        // The fork's reply starts before anyone can attach to it: wait for it in the history.
+        var answered: JSON?
+        let deadline = Date().addingTimeInterval(10)
+        repeat {
+            let last = try client.call("conversation.history", ["conversation": .string(partialID)])["messages"]?.array?.last
+            if last?["id"]?.string == "m4", last?["status"]?.string == "complete" { answered = last }
+            if answered == nil { usleep(20_000) }
+        } while answered == nil && Date() < deadline
+        XCTAssertEqual(answered?["conversation"]?.string, partialID)
+        XCTAssertEqual(answered?["content"]?.string, "r2")
 
         _ = expectError(RPCError.notFound) { try client.call("conversation.fork", ["conversation": .string(id), "at": "m40"]) }
         _ = expectError(RPCError.invalidParams) { try client.call("conversation.fork", ["conversation": .string(id), "at": "x1"]) }
