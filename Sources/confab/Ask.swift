@@ -35,7 +35,8 @@ struct Ask: ClientCommand {
     @Option(help: "Title of the new conversation (default: the prompt's first line; implies --new).") var title: String?
     @Option(help: "System prompt of the new conversation (implies --new); with -c or -C, the conversation's from now on (\"\" clears it).")
     var system: String?
-    @Option(help: "Model of the new conversation (default: the profile's, else the daemon's; implies --new); with -c or -C, the conversation's from now on.")
+    @Option(name: [.customShort("m"), .customLong("model")],
+            help: "Model of the new conversation (default: the profile's, else the daemon's; implies --new); with -c or -C, the conversation's from now on.")
     var model: String?
     @Option(help: "Profile of the new conversation (confab profiles lists them; implies --new).") var profile: String?
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false

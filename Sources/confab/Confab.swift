@@ -92,7 +92,7 @@ struct New: ClientCommand {
     @ParentCommand var root: Confab
     @Option(help: "The conversation's title.") var title: String?
     @Option(help: "A system prompt.") var system: String?
-    @Option(help: "The model (default: the profile's, else the daemon's).") var model: String?
+    @Option(name: [.customShort("m"), .customLong("model")], help: "The model (default: the profile's, else the daemon's).") var model: String?
     @Option(help: "The profile to start from (confab profiles lists them; default: the config's default_profile, if any).") var profile: String?
 
     func run() throws {
@@ -146,7 +146,7 @@ struct Configure: ClientCommand {
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
     @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
-    @Option(help: "The model.") var model: String?
+    @Option(name: [.customShort("m"), .customLong("model")], help: "The model.") var model: String?
     @Option(help: "The system prompt (\"\" clears it).") var system: String?
     @Option(help: "A profile whose model, system prompt and parameters to take (confab profiles lists them); --model and --system win over it.")
     var profile: String?

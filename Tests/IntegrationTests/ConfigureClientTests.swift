@@ -17,7 +17,7 @@ final class ConfigureClientTests: TmuxTestCase {
         XCTAssertEqual(body["model"]?.string, "shell-model")
         XCTAssertEqual(body["messages"]?.array?.first?["content"]?.string, "Shell.")
 
-        let configured = try harness.runClient(["configure", String(id.prefix(6)), "--model", "other-model", "--system", ""])
+        let configured = try harness.runClient(["configure", String(id.prefix(6)), "-m", "other-model", "--system", ""])
         XCTAssertEqual(configured.status, 0, configured.stderr)
         XCTAssertEqual(configured.stdout, "")
         XCTAssertEqual(try harness.runClient(["ask", "-c", id, "[[reply:again]]"]).status, 0)
