@@ -69,14 +69,7 @@ public struct AnthropicMessagesAPI: ChatAPI {
             JSON.writeString(system, into: &out)
         }
         out.append(contentsOf: #","messages":["#.utf8)
-        for (index, message) in messages.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: #"{"role":"#.utf8)
-            JSON.writeString(message.role.rawValue, into: &out)
-            out.append(contentsOf: #","content":"#.utf8)
-            JSON.writeString(message.content, into: &out)
-            out.append(UInt8(ascii: "}"))
-        }
+        ChatMessage.write(messages, into: &out)
         out.append(contentsOf: #"],"stream":true"#.utf8)
         for (name, value) in [("temperature", chat.params.temperature), ("top_p", chat.params.topP)] {
             guard let value, value.isFinite else { continue }

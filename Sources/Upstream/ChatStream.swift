@@ -134,6 +134,19 @@ public struct ChatMessage: Equatable, Sendable {
         self.role = role
         self.content = content
     }
+
+    /// `{"role":..,"content":..}` objects separated by commas: the turns of a chat body and of
+    /// an Anthropic Messages body alike.
+    static func write(_ messages: [ChatMessage], into out: inout [UInt8]) {
+        for (index, message) in messages.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"role":"#.utf8)
+            JSON.writeString(message.role.rawValue, into: &out)
+            out.append(contentsOf: #","content":"#.utf8)
+            JSON.writeString(message.content, into: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+    }
 }
 
 public struct ChatRequest: Equatable, Sendable {
@@ -184,14 +197,7 @@ public struct ChatRequest: Equatable, Sendable {
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(model, into: &out)
         out.append(contentsOf: #","messages":["#.utf8)
-        for (index, message) in messages.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: #"{"role":"#.utf8)
-            JSON.writeString(message.role.rawValue, into: &out)
-            out.append(contentsOf: #","content":"#.utf8)
-            JSON.writeString(message.content, into: &out)
-            out.append(UInt8(ascii: "}"))
-        }
+        ChatMessage.write(messages, into: &out)
         out.append(contentsOf: #"],"stream":true,"stream_options":{"include_usage":true}"#.utf8)
         writeSamplingParameters(into: &out)
         out.append(UInt8(ascii: "}"))
