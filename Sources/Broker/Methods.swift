@@ -138,6 +138,24 @@ extension Broker {
         return value
     }
 
+    func unusedConversationID() -> String {
+        var id = ConversationID.make()
+        while conversations[id] != nil { id = ConversationID.make() }
+        return id
+    }
+
+    /// A conversation whose log was just created holding `messages` (a welcome, a fork's
+    /// copy): in memory and listed, any reply its messages are owed queued.
+    func adopt(_ log: ConversationLog, header: ConversationHeader, messages: [Message]) -> Conversation {
+        let conversation = Conversation(log: log)
+        var replayed = ReplayedConversation(new: header)
+        replayed.messages = messages
+        conversation.take(replayed)
+        conversation.lastUsed = loop.now
+        conversations[header.id] = conversation
+        return conversation
+    }
+
     func refuseWhenStopping() throws(RPCError) {
         if isStopping { throw RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down") }
     }
@@ -204,8 +222,7 @@ extension Broker {
         if let key = sampling.keys.first(where: provider.api.unsupportedParameters.contains) {
             throw .invalidParams("parameter params.\(key.rawValue) is not one the \(provider.api.name) API takes (provider \"\(providerName)\")")
         }
-        var id = ConversationID.make()
-        while conversations[id] != nil { id = ConversationID.make() }
+        let id = unusedConversationID()
         let created = Timestamp.now()
         let header = ConversationHeader(id: id, created: created, title: title, model: model, system: system, provider: providerName,
                                         profile: profile?.name, params: sampling)
@@ -217,12 +234,7 @@ extension Broker {
         store.create(header, records: welcome.map(LogRecord.message)) { [unowned self] result in
             switch result {
             case .success(let log):
-                let conversation = Conversation(log: log)
-                var replayed = ReplayedConversation(new: header)
-                replayed.messages = welcome
-                conversation.take(replayed)
-                conversation.lastUsed = loop.now
-                conversations[id] = conversation
+                let conversation = adopt(log, header: header, messages: welcome)
                 logger.info("conversation=\(id) created client=\(client.id) provider=\(providerName) model=\(model)\(profile.map { " profile=\($0.name)" } ?? "")")
                 respond(.success(["conversation": conversation.info.json]))
             case .failure(let error):

@@ -117,8 +117,7 @@ extension Broker {
         guard let last = copied.last else { throw .conflict("nothing to fork: the conversation has no stored messages yet") }
         var title = String(("fork of " + conversation.title).prefix(200))
         if let given = try params.optionalString("title") { title = try self.title(given) }
-        var id = ConversationID.make()
-        while conversations[id] != nil { id = ConversationID.make() }
+        let id = unusedConversationID()
         let origin = ForkOrigin(conversation: conversation.id, message: last.id)
         let header = ConversationHeader(id: id, created: .now(), title: title, model: conversation.model,
                                         system: conversation.system, forkedFrom: origin, provider: conversation.provider,
@@ -133,12 +132,7 @@ extension Broker {
         store.create(header, records: messages.map { $0.role == .user ? .message($0) : .replyFinished($0) }) { [unowned self] result in
             switch result {
             case .success(let log):
-                let fork = Conversation(log: log)
-                var replayed = ReplayedConversation(new: header)
-                replayed.messages = messages
-                fork.take(replayed)
-                fork.lastUsed = loop.now
-                conversations[id] = fork
+                let fork = adopt(log, header: header, messages: messages)
                 logger.info("conversation=\(id) forked from \(conversation.id) at \(last.id) messages=\(messages.count) client=\(client.id)")
                 var result: [String: JSON] = ["conversation": fork.info.json]
                 if let reply = fork.queue.first { result["reply"] = .string(reply) }
