@@ -193,10 +193,15 @@ private func isAuthorized(_ header: String?, key: String) -> Bool {
 func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool {
     let authorization = request.header("authorization")
     let body: JSON? = request.body.isEmpty ? nil : try? JSON.parse(request.body)
-    shared.log(method: request.method, path: request.target, connection: connection.number,
-               authorization: authorization != nil, headers: request.headers, body: body)
-    let keepAlive = request.wantsKeepAlive
     let path = request.path
+    let tool = toolRoute(path)
+    let rawBody = tool != nil && body == nil && !request.body.isEmpty ? String(decoding: request.body, as: UTF8.self) : nil
+    shared.log(method: request.method, path: request.target, connection: connection.number,
+               authorization: authorization != nil, headers: request.headers, body: body, rawBody: rawBody)
+    let keepAlive = request.wantsKeepAlive
+
+    // The tools a model asks for are another server: any method, no --api-key.
+    if let tool { return serveTool(request, route: tool, body: body, connection: connection, keepAlive: keepAlive) }
 
     // The listing is asked for with either API's key header, so either one will do.
     if request.method == "GET" && path.hasSuffix("/models") {
