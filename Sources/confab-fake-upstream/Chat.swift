@@ -31,6 +31,18 @@ struct Script {
     var stamp = false
     var delayMicroseconds: Int?
     var endDelayMs: Int?
+    /// `[[finish:…]]` was given: it then also wins over a tool-call reply's `tool_calls`/`tool_use`.
+    var finishGiven = false
+    /// `[[tool:NAME ARGS]]`, every one in order: the reply asks for these calls.
+    var toolCalls: [ScriptedToolCall] = []
+    /// `[[tool-text:…]]`: text streamed before the calls.
+    var toolText: String?
+    /// `[[tool-style:llamacpp]]`: every argument piece repeats the call's id, type and name.
+    var toolStyleLlamacpp = false
+    /// `[[tool-style:parallel-chunk]]`: all calls opened in one chunk, their pieces interleaved.
+    var toolStyleParallel = false
+    /// `[[tool-loop]]`: ask for the calls again even when the request ends with their results.
+    var toolLoop = false
 
     init(directives: [(name: String, value: String?)], defaultDelayMs: Int) {
         delayMs = defaultDelayMs
@@ -53,7 +65,7 @@ struct Script {
             case "no-done": noDone = true
             case "no-usage": noUsage = true
             case "no-finish": noFinish = true
-            case "finish": if let value, !value.isEmpty { finishReason = value }
+            case "finish": if let value, !value.isEmpty { finishReason = value; finishGiven = true }
             case "crlf": eol = "\r\n"
             case "cr": eol = "\r"
             case "split": if let n = number, n >= 1 { split = n }
@@ -63,6 +75,20 @@ struct Script {
             case "stamp": stamp = true
             case "delay-us": if let n = number, n >= 0 { delayMicroseconds = min(n, 600_000_000) }
             case "end-delay": if let n = number, n >= 0 { endDelayMs = min(n, 600_000) }
+            case "tool": if let value, let call = ScriptedToolCall(directive: value) { toolCalls.append(call) }
+            case "tool-text": if let value { toolText = value }
+            case "tool-style":
+                // Styles may be combined: [[tool-style:llamacpp,parallel-chunk]].
+                toolStyleLlamacpp = false
+                toolStyleParallel = false
+                for style in (value ?? "").lowercased().split(separator: ",") {
+                    switch style.trimmingCharacters(in: .whitespaces) {
+                    case "llamacpp": toolStyleLlamacpp = true
+                    case "parallel-chunk": toolStyleParallel = true
+                    default: break
+                    }
+                }
+            case "tool-loop": toolLoop = true
             default: break  // unknown directives are ignored (but still removed from the text)
             }
         }
@@ -167,10 +193,15 @@ private func isAuthorized(_ header: String?, key: String) -> Bool {
 func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool {
     let authorization = request.header("authorization")
     let body: JSON? = request.body.isEmpty ? nil : try? JSON.parse(request.body)
-    shared.log(method: request.method, path: request.target, connection: connection.number,
-               authorization: authorization != nil, headers: request.headers, body: body)
-    let keepAlive = request.wantsKeepAlive
     let path = request.path
+    let tool = toolRoute(path)
+    let rawBody = tool != nil && body == nil && !request.body.isEmpty ? String(decoding: request.body, as: UTF8.self) : nil
+    shared.log(method: request.method, path: request.target, connection: connection.number,
+               authorization: authorization != nil, headers: request.headers, body: body, rawBody: rawBody)
+    let keepAlive = request.wantsKeepAlive
+
+    // The tools a model asks for are another server: any method, no --api-key.
+    if let tool { return serveTool(request, route: tool, body: body, connection: connection, keepAlive: keepAlive) }
 
     // The listing is asked for with either API's key header, so either one will do.
     if request.method == "GET" && path.hasSuffix("/models") {
@@ -312,6 +343,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
 
     if let ms = script.slowHeadersMs { sleepMilliseconds(ms) }
     if model.hasPrefix("missing") { return sendJSON(connection, status: 404, body: modelNotFoundBody(model), keepAlive: keepAlive) }
+    if let problem = chatToolProblem(messageList) {
+        return sendJSON(connection, status: 400,
+                        body: errorBody(message: problem, type: "invalid_request_error", code: "invalid_request_error"),
+                        keepAlive: keepAlive)
+    }
 
     // [[fail-first:N]]: the first N requests with this exact message fail (503, or [[status]]), later ones succeed.
     var failing = script.status
@@ -341,8 +377,16 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         return false
     }
 
+    // A request that ends with tool results gets them back as text, unless [[tool-loop]] asks
+    // for the calls again.
+    let toolResults = trailingChatToolResults(messageList)
+    let toolCalls = toolResults == nil || script.toolLoop ? script.toolCalls : []
     let replyText: String
-    if let reply = script.reply {
+    if !toolCalls.isEmpty {
+        replyText = script.toolText ?? ""
+    } else if let toolResults {
+        replyText = toolResultsText(toolResults)
+    } else if let reply = script.reply {
         replyText = reply
     } else if let words = script.words {
         replyText = words == 0 ? "" : (1...words).map { "w\($0)" }.joined(separator: " ")
@@ -352,19 +396,27 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     } else {
         replyText = "You said: " + remaining.trimmingCharacters(in: .whitespacesAndNewlines)
     }
+    let n = shared.nextID()
+    let id = "chatcmpl-fake-\(n)"
+    let created = Int(time(nil))
+    let callIDs = toolCalls.indices.map { "call_\(n)_\($0)" }
+    // A reply that asks for tools streams one delta per chunk: text pieces, then each call's
+    // opening and argument pieces (of random length, seeded like the other endpoints' splits).
+    var random = SeededRandom(seed: script.seed ?? UInt64(n))
+    let toolDeltas: [[(String, JSON)]]? = toolCalls.isEmpty ? nil : chatToolCallDeltas(
+        toolCalls, ids: callIDs, text: script.toolText, chunk: script.chunk,
+        llamacpp: script.toolStyleLlamacpp, parallel: script.toolStyleParallel, random: &random)
+    let burst = toolDeltas == nil ? script.burst : nil
     // [[burst:N]]: N one-word pieces, made as they are sent rather than all in advance.
-    let pieces = script.burst == nil ? splitIntoPieces(replyText, size: script.chunk) : []
-    let pieceCount = script.burst ?? pieces.count
+    let pieces = burst == nil ? splitIntoPieces(replyText, size: script.chunk) : []
+    let pieceCount = burst ?? toolDeltas?.count ?? pieces.count
+    let finishReason = toolDeltas != nil && !script.finishGiven ? "tool_calls" : script.finishReason
     let promptTokens = messages.reduce(0) { $0 + $1.text.split(whereSeparator: { $0.isWhitespace }).count }
     let usage = JSON.object([
         ("prompt_tokens", .int(promptTokens)),
         ("completion_tokens", .int(pieceCount)),
         ("total_tokens", .int(promptTokens + pieceCount)),
     ])
-    let n = shared.nextID()
-    let id = "chatcmpl-fake-\(n)"
-    let created = Int(time(nil))
-
     if !stream {
         if script.drop != nil { return false }  // close without answering
         if script.stall != nil {
@@ -378,8 +430,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
             ("model", .string(model)),
             ("choices", .array([.object([
                 ("index", .int(0)),
-                ("message", .object([("role", .string("assistant")), ("content", .string(replyText))])),
-                ("finish_reason", .string(script.finishReason)),
+                ("message", .object(toolCalls.isEmpty
+                    ? [("role", .string("assistant")), ("content", .string(replyText))]
+                    : [("role", .string("assistant")), ("content", script.toolText.map(JSON.string) ?? .null),
+                       ("tool_calls", chatToolCallsJSON(toolCalls, ids: callIDs))])),
+                ("finish_reason", .string(finishReason)),
             ])])),
             ("usage", usage),
         ])
@@ -415,14 +470,15 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     }
 
     guard writer.write(": keep-alive" + eol + eol),
-          writer.write(chunk(choices: [choice(delta: [("role", .string("assistant")), ("content", .string(""))])]))
+          writer.write(chunk(choices: [choice(delta: [("role", .string("assistant")),
+                                                      ("content", toolDeltas == nil ? .string("") : .null)])]))
     else { return false }
 
     let dropAt = script.drop.map { min($0, pieceCount) }
     let stallAt = script.stall.map { min($0, pieceCount) }
     let errorAt = script.errorMid.map { min($0, pieceCount) }
     let badAt = script.badChunk.map { min($0, pieceCount) }
-    let pieceText: (Int) -> String = script.burst == nil ? { pieces[$0] } : { index in
+    let pieceText: (Int) -> String = burst == nil ? { pieces[$0] } : { index in
         script.stamp ? "\(monotonicNanoseconds()) " : "w\(index + 1) "
     }
     // The one chunk that varies, as its text before and after the content, so a burst does
@@ -431,7 +487,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         .components(separatedBy: "\\u0001")
     // Unstamped bursts go out in writes of about 64 KiB; everything else piece by piece, so a
     // piece leaves the moment it is made (and a stamp says when it left).
-    let batchBytes = script.burst != nil && !script.stamp ? 65_536 : 0
+    let batchBytes = burst != nil && !script.stamp ? 65_536 : 0
     var batch: [UInt8] = []
     var index = 0
     while true {
@@ -468,9 +524,13 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         if index > 0 {
             if let us = script.delayMicroseconds { sleepMicroseconds(us) } else { sleepMilliseconds(script.delayMs) }
         }
-        let event = script.burst != nil && template.count == 2
-            ? template[0] + pieceText(index) + template[1]
-            : chunk(choices: [choice(delta: [("content", .string(pieceText(index)))])])
+        let event = if let toolDeltas {
+            chunk(choices: [choice(delta: toolDeltas[index])])
+        } else if burst != nil && template.count == 2 {
+            template[0] + pieceText(index) + template[1]
+        } else {
+            chunk(choices: [choice(delta: [("content", .string(pieceText(index)))])])
+        }
         if batchBytes > 0 {
             batch += event.utf8
         } else {
@@ -479,7 +539,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         index += 1
     }
     if !script.noFinish {
-        guard writer.write(chunk(choices: [choice(delta: [], finish: .string(script.finishReason))])) else { return false }
+        guard writer.write(chunk(choices: [choice(delta: [], finish: .string(finishReason))])) else { return false }
     }
     if includeUsage && !script.noUsage {
         guard writer.write(chunk(choices: [], usage: usage)) else { return false }

@@ -20,7 +20,8 @@ struct Config: Sendable {
 let usageText = """
     usage: confab-fake-upstream [options]
 
-    A fake OpenAI-compatible chat-completions server for tests (loopback only).
+    A fake OpenAI-compatible chat-completions server for tests (loopback only),
+    with tool endpoints under /tool/ for the tools its replies ask for.
 
       --port N                 port to listen on (default 0 = ephemeral)
       --host ADDR              127.0.0.0/8 address or ::1 (default 127.0.0.1)

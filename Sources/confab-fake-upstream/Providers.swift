@@ -184,13 +184,20 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
                         keepAlive: keepAlive)
     }
     let messages = messageList.map { (role: $0["role"]?.stringValue ?? "", text: contentText($0["content"])) }
-    let lastUser = messages.last(where: { $0.role == "user" })?.text ?? ""
+    // A user turn that hands back tool results is not where the directives are: they are in the
+    // question that led to the calls.
+    let lastUser = messageList.last(where: { $0["role"]?.stringValue == "user" && !holdsToolResults($0) })
+        .map { contentText($0["content"]) } ?? ""
     let (remaining, directives) = extractDirectives(lastUser)
     let script = Script(directives: directives, defaultDelayMs: shared.config.defaultDelayMs)
     let model = body["model"]?.stringValue ?? "fake-model"
     if let ms = script.slowHeadersMs { sleepMilliseconds(ms) }
     if model.hasPrefix("missing") {
         return sendJSON(connection, status: 404, body: anthropicErrorBody(type: "not_found_error", message: "model: \(model)"),
+                        keepAlive: keepAlive)
+    }
+    if let problem = anthropicToolProblem(messageList) {
+        return sendJSON(connection, status: 400, body: anthropicErrorBody(type: "invalid_request_error", message: problem),
                         keepAlive: keepAlive)
     }
     if let status = scriptedFailure(script, key: lastUser, shared: shared) {
@@ -204,9 +211,18 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
     let roles = (system.isEmpty ? [] : ["system"]) + messages.map(\.role)
     let texts = (system.isEmpty ? [] : [system]) + messages.map(\.text)
     let context = "context: " + roles.joined(separator: " ") + " | " + texts.joined(separator: " / ")
-    let pieces = splitIntoPieces(replyText(script, remaining: remaining, context: context), size: script.chunk)
     let inputTokens = (messages.map(\.text) + [system]).reduce(0) { $0 + $1.split(whereSeparator: { $0.isWhitespace }).count }
     let n = shared.nextID()
+    // A request that ends with tool results gets them back as text, unless [[tool-loop]] asks
+    // for the calls again.
+    let toolResults = trailingAnthropicToolResults(messageList)
+    let toolCalls = toolResults == nil || script.toolLoop ? script.toolCalls : []
+    if !toolCalls.isEmpty {
+        return anthropicToolUse(toolCalls, script: script, body: body, model: model, requestID: n, inputTokens: inputTokens,
+                                connection: connection, keepAlive: keepAlive)
+    }
+    let text = toolResults.map(toolResultsText) ?? replyText(script, remaining: remaining, context: context)
+    let pieces = splitIntoPieces(text, size: script.chunk)
     let stopReason = script.finishReason == "stop" ? "end_turn" : script.finishReason
     guard body["stream"]?.boolValue == true else {
         let message = JSON.object([
@@ -217,17 +233,10 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
         ])
         return sendJSON(connection, status: 200, body: message.encoded(), keepAlive: keepAlive)
     }
-    func event(_ type: String, _ members: [(String, JSON)]) -> String {
-        "event: \(type)\ndata: " + JSON.object([("type", .string(type))] + members).encoded() + "\n\n"
-    }
+    let event = anthropicEvent
     guard connection.send(eventStreamHead(keepAlive: keepAlive, requestID: n)) else { return false }
     var writer = ChunkedWriter(connection: connection, split: script.split, randomSeed: script.seed ?? UInt64(n))
-    let start = event("message_start", [("message", .object([
-        ("id", .string("msg_fake_\(n)")), ("type", .string("message")), ("role", .string("assistant")), ("content", .array([])),
-        ("model", .string(model)), ("stop_reason", .null), ("stop_sequence", .null),
-        ("usage", .object([("input_tokens", .int(inputTokens)), ("output_tokens", .int(1))])),
-    ]))])
-    guard writer.write(start),
+    guard writer.write(event("message_start", anthropicStart(requestID: n, model: model, inputTokens: inputTokens))),
           writer.write(event("content_block_start", [("index", .int(0)), ("content_block", .object([("type", .string("text")), ("text", .string(""))]))])),
           writer.write(event("ping", []))
     else { return false }
@@ -244,6 +253,85 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
     }
     if !script.noDone {
         guard writer.write(event("message_stop", [])) else { return false }
+    }
+    return writer.finish() && keepAlive
+}
+
+/// `message_start`'s event for a streamed message.
+private func anthropicStart(requestID n: Int, model: String, inputTokens: Int) -> [(String, JSON)] {
+    [("message", .object([
+        ("id", .string("msg_fake_\(n)")), ("type", .string("message")), ("role", .string("assistant")), ("content", .array([])),
+        ("model", .string(model)), ("stop_reason", .null), ("stop_sequence", .null),
+        ("usage", .object([("input_tokens", .int(inputTokens)), ("output_tokens", .int(1))])),
+    ]))]
+}
+
+private func anthropicEvent(_ type: String, _ members: [(String, JSON)]) -> String {
+    "event: \(type)\ndata: " + JSON.object([("type", .string(type))] + members).encoded() + "\n\n"
+}
+
+/// A reply that asks for tool calls: `[[tool-text]]` as a text block, then one `tool_use` block
+/// per call, its `input` streamed as `input_json_delta` pieces of random length (seeded), and
+/// `stop_reason` `tool_use`. Streamed, every event after `message_start` up to the last block's
+/// `content_block_stop` counts as a piece for `drop`, `stall` and `error-mid`.
+private func anthropicToolUse(_ calls: [ScriptedToolCall], script: Script, body: JSON, model: String, requestID n: Int,
+                              inputTokens: Int, connection: Connection, keepAlive: Bool) -> Bool {
+    let ids = calls.indices.map { "toolu_fake_\(n)_\($0)" }
+    let stopReason = script.finishGiven ? (script.finishReason == "stop" ? "end_turn" : script.finishReason) : "tool_use"
+    var random = SeededRandom(seed: script.seed ?? UInt64(n))
+    let textPieces = script.toolText.map { splitIntoPieces($0, size: script.chunk) }
+    let arguments = calls.map { argumentPieces($0.arguments, random: &random) }
+    let outputTokens = (textPieces?.count ?? 0) + arguments.reduce(0) { $0 + $1.count }
+    guard body["stream"]?.boolValue == true else {
+        var content: [JSON] = []
+        if let text = script.toolText { content.append(.object([("type", .string("text")), ("text", .string(text))])) }
+        for k in calls.indices {
+            content.append(.object([("type", .string("tool_use")), ("id", .string(ids[k])), ("name", .string(calls[k].name)),
+                                    ("input", anthropicToolInput(calls[k].arguments))]))
+        }
+        let message = JSON.object([
+            ("id", .string("msg_fake_\(n)")), ("type", .string("message")), ("role", .string("assistant")), ("model", .string(model)),
+            ("content", .array(content)), ("stop_reason", .string(stopReason)), ("stop_sequence", .null),
+            ("usage", .object([("input_tokens", .int(inputTokens)), ("output_tokens", .int(outputTokens))])),
+        ])
+        return sendJSON(connection, status: 200, body: message.encoded(), keepAlive: keepAlive)
+    }
+    var events: [String] = []
+    var index = 0
+    func block(_ start: JSON, deltas: [JSON]) {
+        events.append(anthropicEvent("content_block_start", [("index", .int(index)), ("content_block", start)]))
+        if index == 0 { events.append(anthropicEvent("ping", [])) }
+        for delta in deltas {
+            events.append(anthropicEvent("content_block_delta", [("index", .int(index)), ("delta", delta)]))
+        }
+        events.append(anthropicEvent("content_block_stop", [("index", .int(index))]))
+        index += 1
+    }
+    if let textPieces {
+        block(.object([("type", .string("text")), ("text", .string(""))]),
+              deltas: textPieces.map { .object([("type", .string("text_delta")), ("text", .string($0))]) })
+    }
+    for k in calls.indices {
+        block(.object([("type", .string("tool_use")), ("id", .string(ids[k])), ("name", .string(calls[k].name)), ("input", .object([]))]),
+              deltas: arguments[k].map { .object([("type", .string("input_json_delta")), ("partial_json", .string($0))]) })
+    }
+    guard connection.send(eventStreamHead(keepAlive: keepAlive, requestID: n)) else { return false }
+    var writer = ChunkedWriter(connection: connection, split: script.split, randomSeed: script.seed ?? UInt64(n))
+    guard writer.write(anthropicEvent("message_start", anthropicStart(requestID: n, model: model, inputTokens: inputTokens)))
+    else { return false }
+    let errorEvent = anthropicEvent("error", [("error", .object([("type", .string("overloaded_error")),
+                                                                 ("message", .string("fake mid-stream error"))]))])
+    guard let completed = streamPieces(events, script: script, writer: &writer, connection: connection, event: { $0 },
+                                       errorEvent: errorEvent) else { return false }
+    guard completed else { return false }
+    if !script.noFinish {
+        let usage: [(String, JSON)] = script.noUsage ? [] : [("usage", .object([("output_tokens", .int(outputTokens))]))]
+        guard writer.write(anthropicEvent("message_delta", [("delta", .object([("stop_reason", .string(stopReason)),
+                                                                                ("stop_sequence", .null)]))] + usage))
+        else { return false }
+    }
+    if !script.noDone {
+        guard writer.write(anthropicEvent("message_stop", [])) else { return false }
     }
     return writer.finish() && keepAlive
 }

@@ -59,27 +59,35 @@ final class Shared: Sendable {
     }
 
     /// Counts a request and appends one JSON line describing it (never the key itself).
-    func log(method: String, path: String, connection: Int, authorization: Bool, headers: [(String, String)], body: JSON?) {
+    /// `rawBody`, when given, is logged as `raw_body` (a body that is not JSON, sent to a tool endpoint).
+    func log(method: String, path: String, connection: Int, authorization: Bool, headers: [(String, String)], body: JSON?,
+             rawBody: String? = nil) {
         requests.withLock { $0 += 1 }
-        var names: [String] = []
-        for (name, _) in headers where !names.contains(name) { names.append(name) }
-        let headerObject = names.map { name in
-            let value = headers.filter { $0.0 == name }.map(\.1).joined(separator: ", ")
-            return (name, JSON.string(secretHeaders.contains(name) ? redacted(value) : value))
-        }
-        let record = JSON.object([
+        var members: [(String, JSON)] = [
             ("method", .string(method)),
             ("path", .string(path)),
             ("connection", .int(connection)),
             ("authorization", .bool(authorization)),
-            ("headers", .object(headerObject)),
+            ("headers", loggedHeaders(headers)),
             ("body", body ?? .null),
-        ])
-        let line = record.encoded() + "\n"
+        ]
+        if let rawBody { members.append(("raw_body", .string(rawBody))) }
+        let line = JSON.object(members).encoded() + "\n"
         logFD.withLock { fd in
             if fd >= 0 { writeFD(fd, line) }
         }
     }
+}
+
+/// Request headers as an object by lower-case name (repeated ones joined with ", "), the
+/// values of `secretHeaders` hashed.
+func loggedHeaders(_ headers: [(String, String)]) -> JSON {
+    var names: [String] = []
+    for (name, _) in headers where !names.contains(name) { names.append(name) }
+    return .object(names.map { name in
+        let value = headers.filter { $0.0 == name }.map(\.1).joined(separator: ", ")
+        return (name, JSON.string(secretHeaders.contains(name) ? redacted(value) : value))
+    })
 }
 
 /// Headers that carry keys: logged only as a hash a test can compare with its own.
