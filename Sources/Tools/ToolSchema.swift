@@ -62,7 +62,7 @@ public enum ToolSchema {
         if let properties = members["properties"] {
             guard let schemas = properties.object else { return "\(name("properties")) must be an object of schemas" }
             for key in schemas.keys.sorted() {
-                if let found = problem(inNode: schemas[key]!, at: name("properties") + "." + key) { return found }
+                if let found = problem(inNode: schemas[key]!, at: name("properties") + "." + shown(key)) { return found }
             }
             propertyNames = Set(schemas.keys)
         }
@@ -114,7 +114,7 @@ public enum ToolSchema {
         }
         // Keywords we do not use still reach the model: one that hides a $ref is refused too.
         for key in members.keys.sorted() where !knownKeywords.contains(key) && !dataKeywords.contains(key) {
-            if let found = hiddenReference(in: members[key]!, at: name(key)) { return found }
+            if let found = hiddenReference(in: members[key]!, at: name(shown(key))) { return found }
         }
         return nil
     }
@@ -124,12 +124,22 @@ public enum ToolSchema {
         "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems",
     ]
 
+    /// A key as a schema problem names it: quoted with escapes when it is empty or holds a dot,
+    /// a quote, or a control or format character, so a message never carries those to a terminal.
+    static func shown(_ key: String) -> String {
+        let plain = !key.isEmpty && key.unicodeScalars.allSatisfy { scalar in
+            ![.control, .format, .lineSeparator, .paragraphSeparator].contains(scalar.properties.generalCategory)
+                && scalar != "." && scalar != "\""
+        }
+        return plain ? key : "\"" + key.unicodeScalars.map { $0.escaped(asASCII: true) }.joined() + "\""
+    }
+
     private static func hiddenReference(in value: JSON, at place: String) -> String? {
         switch value {
         case .object(let members):
             if members["$ref"] != nil { return "\(place).$ref is not supported: write the schema out in full" }
             for key in members.keys.sorted() where !dataKeywords.contains(key) {
-                if let found = hiddenReference(in: members[key]!, at: place + "." + key) { return found }
+                if let found = hiddenReference(in: members[key]!, at: place + "." + shown(key)) { return found }
             }
         case .array(let elements):
             for (index, element) in elements.enumerated() {

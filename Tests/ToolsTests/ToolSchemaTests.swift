@@ -72,6 +72,15 @@ final class ToolSchemaProblemTests: XCTestCase {
                       "properties.a.type must be one of object, array, string, number, integer, boolean, null, not \"a\"")
     }
 
+    func testOddPropertyNamesAreQuotedWithEscapes() {
+        assertProblem(object(["a.b": ["type": "x"]]),
+                      "properties.\"a.b\".type must be one of object, array, string, number, integer, boolean, null, not \"x\"")
+        assertProblem(object(["\u{1B}[31m": ["$ref": "#"]]), "properties.\"\\u{1B}[31m\".$ref is not supported: write the schema out in full")
+        assertProblem(object(["": ["$ref": "#"]]), "properties.\"\".$ref is not supported: write the schema out in full")
+        assertProblem(object(["ok": ["x-\u{202E}": ["$ref": "#"]]]),
+                      "properties.ok.\"x-\\u{202E}\".$ref is not supported: write the schema out in full")
+    }
+
     func testRequired() {
         var schema = object(["city": ["type": "string"]])
         schema = schema.merging(["required": ["city"]])
