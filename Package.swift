@@ -49,14 +49,17 @@ let package = Package(
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
+        // Pure Swift, daemon only: the HTTP tools the model may call, as the config describes them
+        // (schema checks, the request a call becomes, what the model is given back).
+        .target(name: "Tools", dependencies: ["ConfabProtocol"], swiftSettings: strict),
         // Pure Swift, client only: the shell snippets and what the key binding does with a reply.
         .target(name: "ShellIntegration", swiftSettings: strict),
 
         // Daemon internals.
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
-        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol"], swiftSettings: strict),
-        .target(name: "Config", dependencies: ["TOML", "Broker", "Upstream", "ConfabProtocol", "Posix"], swiftSettings: strict),
+        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "Tools"], swiftSettings: strict),
+        .target(name: "Config", dependencies: ["TOML", "Broker", "Upstream", "ConfabProtocol", "Posix", "Tools"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
             "Broker", "Config", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
@@ -91,7 +94,8 @@ let package = Package(
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "BrokerTests", dependencies: ["Broker", "ConfabProtocol", "Upstream"], swiftSettings: strict),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML"], swiftSettings: strict),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML", "Tools", "ConfabProtocol"], swiftSettings: strict),
+        .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [
             "ConfabProtocol", "confabd", "confab", "confab-fake-upstream", "confab-loggen",

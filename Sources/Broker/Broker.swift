@@ -21,6 +21,10 @@ public struct BrokerLimits: Sendable, Equatable {
     public var retryBaseMilliseconds: UInt64 = 1000
     /// A conversation nobody has touched for this long, with nothing in flight, leaves memory.
     public var unloadIdleMilliseconds: UInt64 = 60_000
+    /// Model turns that call tools, in one reply, before it must answer without them.
+    public var maxToolRounds = 8
+    /// How long a tool call that needs approval waits for someone to allow it.
+    public var toolApprovalTimeoutSeconds = 600
     public init() {}
 }
 

@@ -16,11 +16,14 @@ public struct Profile: Sendable, Equatable {
     public var quickReplies: [String]
     /// The context budget of its conversations, over the provider's.
     public var contextTokens: Int?
+    /// Configured tools (`[tools.NAME]`) its conversations' replies may call, by name.
+    public var tools: [String]
 
     public init(name: String, provider: String, model: String? = nil, system: String? = nil,
                 params: SamplingParameters = SamplingParameters(), welcome: [String] = [], quickReplies: [String] = [],
-                contextTokens: Int? = nil) {
+                contextTokens: Int? = nil, tools: [String] = []) {
         self.contextTokens = contextTokens
+        self.tools = tools
         self.name = name
         self.provider = provider
         self.model = model

@@ -55,6 +55,11 @@ public struct ConfigTable {
         error(key, "must be \(expected), not \(value.kindDescription)")
     }
 
+    /// The value as written, whatever its type (a schema, read as data): nil when absent.
+    public mutating func untyped(_ key: String) -> TOMLValue? {
+        value(key)
+    }
+
     public mutating func string(_ key: String) throws(ConfigError) -> String? {
         guard let value = value(key) else { return nil }
         guard case .string(let text) = value else { throw wrongType(key, value, expected: "a string") }

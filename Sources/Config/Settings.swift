@@ -2,6 +2,7 @@ import Broker
 import ConfabProtocol
 import Posix
 import TOML
+import Tools
 import Upstream
 #if canImport(Glibc)
 import Glibc
@@ -34,12 +35,15 @@ struct ConfigFile {
         var context_tokens: Int?
     }
     struct LimitsSection {
+        var table: ConfigTable
         var max_line_bytes: Int?
         var max_client_buffer_bytes: Int?
         var max_clients: Int?
         var max_queued_sends: Int?
         var max_streams: Int?
         var unload_idle_seconds: Int?
+        var max_tool_rounds: Int?
+        var tool_approval_timeout_seconds: Int?
     }
     /// One `[providers.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProviderSection {
@@ -73,12 +77,36 @@ struct ConfigFile {
         var welcome: [String]?
         var quick_replies: [String]?
         var context_tokens: Int?
+        var tools: [String]?
+    }
+    /// One `[tools.NAME]` table, with the table itself for errors at its keys' lines.
+    struct ToolSection {
+        var name: String
+        var table: ConfigTable
+        var description: String?
+        /// A JSON Schema written in TOML: converted when checked, for errors at nested lines.
+        var parameters: TOMLValue?
+        var parameters_file: String?
+        var approval: String?
+        var request: ToolRequestSection?
+    }
+    /// `[tools.NAME.request]`, or `request = {…}`.
+    struct ToolRequestSection {
+        var table: ConfigTable
+        var method: String?
+        var url: String?
+        var headers: [(key: String, value: String)]?
+        var header_env: [(key: String, value: String)]?
+        var header_file: [(key: String, value: String)]?
+        var timeout_seconds: Int?
+        var max_response_bytes: Int?
     }
     var upstream: UpstreamSection?
     var providers: [ProviderSection] = []
     var default_provider: String?
     var profiles: [ProfileSection] = []
     var default_profile: String?
+    var tools: [ToolSection] = []
     var limits: LimitsSection?
     var fsync: Bool?
     var allow_uids: [Int]?
@@ -138,17 +166,40 @@ struct ConfigFile {
                     seed: try table.integer("seed")),
                 welcome: try table.strings("welcome"),
                 quick_replies: try table.strings("quick_replies"),
-                context_tokens: try table.contextTokens())
+                context_tokens: try table.contextTokens(),
+                tools: try table.strings("tools"))
         } ?? []
         default_profile = try root.string("default_profile")
+        tools = try root.tables("tools") { (name: String, table: inout ConfigTable) throws(ConfigError) in
+            ToolSection(
+                name: name, table: table,
+                description: try table.string("description"),
+                parameters: table.untyped("parameters"),
+                parameters_file: try table.string("parameters_file"),
+                approval: try table.string("approval"),
+                request: try table.table("request") { (request: inout ConfigTable) throws(ConfigError) in
+                    ToolRequestSection(
+                        table: request,
+                        method: try request.string("method"),
+                        url: try request.string("url"),
+                        headers: try request.stringTable("headers"),
+                        header_env: try request.stringTable("header_env"),
+                        header_file: try request.stringTable("header_file"),
+                        timeout_seconds: try request.integer("timeout_seconds"),
+                        max_response_bytes: try request.integer("max_response_bytes"))
+                })
+        } ?? []
         limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
             LimitsSection(
+                table: table,
                 max_line_bytes: try table.integer("max_line_bytes"),
                 max_client_buffer_bytes: try table.integer("max_client_buffer_bytes"),
                 max_clients: try table.integer("max_clients"),
                 max_queued_sends: try table.integer("max_queued_sends"),
                 max_streams: try table.integer("max_streams"),
-                unload_idle_seconds: try table.integer("unload_idle_seconds"))
+                unload_idle_seconds: try table.integer("unload_idle_seconds"),
+                max_tool_rounds: try table.integer("max_tool_rounds"),
+                tool_approval_timeout_seconds: try table.integer("tool_approval_timeout_seconds"))
         }
         fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
         allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in try table.integers("allow_uids") } ?? nil
@@ -171,6 +222,8 @@ public struct Settings {
     public var profiles: [Profile] = []
     /// Which profile a new conversation that names none uses; nil: none.
     public var defaultProfile: String?
+    /// `[tools.NAME]` tables: HTTP tools a profile's conversations may let the model call.
+    public var tools = ToolTable()
     public var limits = BrokerLimits()
     public var fsync = true
     public var allowedUIDs: Set<UInt32> = []
@@ -271,6 +324,16 @@ public struct Settings {
         if let value = try positive(file.limits?.unload_idle_seconds, "unload_idle_seconds") {
             settings.limits.unloadIdleMilliseconds = UInt64(value) * 1000
         }
+        if let limits = file.limits {
+            for (key, value, range) in [("max_tool_rounds", limits.max_tool_rounds, 1...100),
+                                        ("tool_approval_timeout_seconds", limits.tool_approval_timeout_seconds, 1...86400)] {
+                if let value, !range.contains(value) {
+                    throw limits.table.error(key, "must be between \(range.lowerBound) and \(range.upperBound)")
+                }
+            }
+            if let rounds = limits.max_tool_rounds { settings.limits.maxToolRounds = rounds }
+            if let seconds = limits.tool_approval_timeout_seconds { settings.limits.toolApprovalTimeoutSeconds = seconds }
+        }
         if let retries = upstream?.max_retries {
             guard (0...10).contains(retries) else { throw ConfigError(description: "upstream.max_retries must be between 0 and 10") }
             settings.upstream.maxRetries = retries
@@ -286,9 +349,14 @@ public struct Settings {
             }
             settings.defaultProvider = name
         }
+        var tools: [ToolDefinition] = []
+        for section in file.tools {
+            tools.append(try tool(section, environment: environment, warnings: &settings.warnings))
+        }
+        settings.tools = ToolTable(tools)
         let table = settings.providerTable
         for section in file.profiles {
-            settings.profiles.append(try profile(section, providers: table))
+            settings.profiles.append(try profile(section, providers: table, tools: settings.tools))
         }
         if let name = file.default_profile {
             guard settings.profiles.contains(where: { $0.name == name }) else {
@@ -448,7 +516,7 @@ public struct Settings {
     }
 
     /// A `[profiles.NAME]` table, checked against the providers: errors name the key and its line.
-    private static func profile(_ section: ConfigFile.ProfileSection, providers: ProviderTable) throws(ConfigError) -> Profile {
+    private static func profile(_ section: ConfigFile.ProfileSection, providers: ProviderTable, tools: ToolTable) throws(ConfigError) -> Profile {
         let table = section.table
         let name = section.name
         guard isName(name) else {
@@ -484,9 +552,21 @@ public struct Settings {
         if section.quick_replies?.isEmpty == false, section.welcome?.isEmpty ?? true {
             throw table.error("quick_replies", "needs a welcome message to be offered under")
         }
+        let toolNames = section.tools ?? []
+        if !toolNames.isEmpty, case .completions = provider.api {
+            throw table.error("tools", "cannot be used with provider \"\(provider.name)\": the completions API has no tool calls")
+        }
+        var listed: Set<String> = []
+        for tool in toolNames {
+            guard tools[tool] != nil else {
+                let known = tools.names
+                throw table.error("tools", "names no configured tool: \"\(tool)\"" + (known.isEmpty ? " (there are none)" : " (there are: \(known.joined(separator: ", ")))"))
+            }
+            guard listed.insert(tool).inserted else { throw table.error("tools", "names \"\(tool)\" twice") }
+        }
         return Profile(name: name, provider: provider.name, model: section.model, system: section.system,
                        params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [],
-                       contextTokens: section.context_tokens)
+                       contextTokens: section.context_tokens, tools: toolNames)
     }
 
     /// 1 to 64 ASCII letters, digits, - or _: what a provider or profile may be called.
@@ -514,14 +594,14 @@ public struct Settings {
     }
 
     /// RFC 9110's token characters.
-    private static func isHeaderName(_ name: String) -> Bool {
+    static func isHeaderName(_ name: String) -> Bool {
         !name.isEmpty && name.unicodeScalars.allSatisfy { scalar in
             scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar))
         }
     }
 
     /// Nothing that could end the header line or smuggle another one in.
-    private static func isHeaderValue(_ value: String) -> Bool {
+    static func isHeaderValue(_ value: String) -> Bool {
         !value.unicodeScalars.contains { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }
     }
 
@@ -537,7 +617,7 @@ public struct Settings {
     }
 
     /// The whole file as UTF-8, through plain reads so that /dev/null and pipes work too.
-    private static func readText(_ path: String, _ what: String) throws(ConfigError) -> String {
+    static func readText(_ path: String, _ what: String) throws(ConfigError) -> String {
         let bytes: [UInt8]
         do {
             bytes = try Files.readAll(path: path, limit: 1 << 20)

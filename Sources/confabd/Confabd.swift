@@ -205,6 +205,7 @@ struct Confabd: ParsableCommand {
         if settings.defaultProvider != Provider.defaultName { text += "; default provider \(settings.defaultProvider)" }
         if !settings.profiles.isEmpty { text += "; profiles \(settings.profiles.map(\.name).joined(separator: ", "))" }
         if let profile = settings.defaultProfile { text += "; default profile \(profile)" }
+        if !settings.tools.isEmpty { text += "; tools \(settings.tools.names.joined(separator: ", "))" }
         return text
     }
 
