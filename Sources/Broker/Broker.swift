@@ -1,6 +1,7 @@
 import ConfabProtocol
 import EventLoop
 import LogStore
+import Tools
 import Posix
 import Upstream
 #if canImport(Glibc)
@@ -21,9 +22,9 @@ public struct BrokerLimits: Sendable, Equatable {
     public var retryBaseMilliseconds: UInt64 = 1000
     /// A conversation nobody has touched for this long, with nothing in flight, leaves memory.
     public var unloadIdleMilliseconds: UInt64 = 60_000
-    /// Model turns that call tools, in one reply, before it must answer without them.
+    /// Turns of one reply that may ask for tools; a turn asking again after that fails the reply.
     public var maxToolRounds = 8
-    /// How long a tool call that needs approval waits for someone to allow it.
+    /// A call waiting for approval this long is denied.
     public var toolApprovalTimeoutSeconds = 600
     public init() {}
 }
@@ -45,6 +46,11 @@ public final class Broker {
     /// created before keep what they recorded, but for `context_tokens`, read per reply.
     public var profiles: ProfileTable {
         didSet { replies.profiles = profiles }
+    }
+    /// Replaced on reload: turns that start from then on offer the new tools.
+    public var tools: ToolTable {
+        get { replies.tools }
+        set { replies.tools = newValue }
     }
     /// Replaced on reload; a higher `maxStreams` lets replies waiting for a stream start now.
     public var limits: BrokerLimits {

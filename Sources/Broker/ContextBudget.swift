@@ -36,7 +36,7 @@ public struct ContextBudget: Sendable, Equatable {
 
     /// Uncorrected tokens of a prompt made of these messages.
     public static func rawEstimate(_ messages: [ChatMessage]) -> Int {
-        Usage.estimate(prompt: messages.map(\.content), completion: "").promptTokens
+        Usage.estimate(prompt: messages.map(\.estimatedText), completion: "").promptTokens
     }
 
     func estimate(_ messages: [ChatMessage]) -> Int {
@@ -86,5 +86,13 @@ public struct ContextBudget: Sendable, Equatable {
         let estimated = estimate(system + extra)
         guard estimated <= room else { return .failure(.tooLarge(needed: estimated + maxTokens, budget: contextTokens)) }
         return .success(Fitted(messages: system, info: ContextInfo(messages: system.count, dropped: 0, estimatedTokens: estimated)))
+    }
+}
+
+extension ChatMessage {
+    /// What of a turn the model reads as text: its content, and the name and arguments of each
+    /// tool call it made.
+    var estimatedText: String {
+        toolCalls.isEmpty ? content : toolCalls.reduce(content) { $0 + $1.name + $1.arguments }
     }
 }

@@ -1,6 +1,7 @@
 import ConfabProtocol
 import EventLoop
 import LogStore
+import Tools
 import Upstream
 
 /// A conversation: its summary always, its messages once read, its log, who is attached, and
@@ -69,18 +70,65 @@ final class Conversation {
         var continued: (bytes: Int, usage: Usage?)?
         /// The final record is being made durable; the reply can no longer be cancelled.
         var isFinishing: Bool { ending != nil }
+        /// The sequence number every message of this reply has (`m2`, `m2.1`, …).
+        let chain: Int
+        /// The step the next message of the reply gets.
+        var nextStep: Int
+        /// Turns that asked for tools so far.
+        var toolRounds = 0
+        /// The calls of the turn that asked for tools, while any has not been stored.
+        var toolRuns: [ToolRun] = []
+        var isRunningTools: Bool { !toolRuns.isEmpty }
+
         init(message: Message, request: ChatRequest, now: UInt64) {
             self.message = message
             self.request = request
             self.lastSave = now
+            chain = message.order.sequence
+            nextStep = message.order.step + 1
         }
 
-        /// Stops whatever is talking to the upstream for this reply, or waiting to.
+        /// Stops whatever is talking to the upstream or to a tool for this reply, or waiting to.
         func stop() {
             stream?.cancel()
             stream = nil
             retryTimer?.close()
             retryTimer = nil
+            for run in toolRuns { run.stop() }
+        }
+    }
+
+    /// One tool call of a reply: its message (role `tool`) from the moment it is asked for to
+    /// the moment its ending is stored.
+    final class ToolRun {
+        let call: ToolCall
+        var message: Message
+        /// nil when the conversation does not offer the tool.
+        let definition: ToolDefinition?
+        /// The checked arguments; nil when they failed the check (`refusal` says why).
+        var arguments: JSON?
+        /// Why the call will not be made, decided before anything is sent.
+        var refusal: MessageError?
+        var http: ToolHTTPCall?
+        var approvalTimer: Timer?
+        /// Its ending is decided (being stored, or stored).
+        var ending: Message?
+        /// Its ending is stored and announced.
+        var isStored = false
+
+        init(call: ToolCall, message: Message, definition: ToolDefinition?) {
+            self.call = call
+            self.message = message
+            self.definition = definition
+        }
+
+        var isWaitingForApproval: Bool { ending == nil && message.tool?.approval == .pending }
+
+        func stop() {
+            http?.cancel()
+            http = nil
+            approvalTimer?.close()
+            approvalTimer = nil
         }
     }
 
@@ -177,10 +225,10 @@ final class Conversation {
 
     /// Puts a message in its place by id, replacing the one with the same id (a continued reply).
     func insert(_ message: Message) {
-        let sequence = message.sequence
-        if let last = messages.last, last.sequence >= sequence {
-            let position = messages.firstIndex { $0.sequence >= sequence }!
-            if messages[position].sequence == sequence {
+        let order = message.order
+        if let last = messages.last, last.order >= order {
+            let position = messages.firstIndex { $0.order >= order }!
+            if messages[position].order == order {
                 messages[position] = message
             } else {
                 messages.insert(message, at: position)
@@ -233,24 +281,57 @@ final class Conversation {
     /// out, which would put two user turns in a row; turns of one role that still end up next to
     /// each other (a reply that never got a record, after a crash or a full disk) are sent as one,
     /// joined by a blank line.
+    ///
+    /// An assistant turn that asked for tools is followed by exactly one tool turn per call, as
+    /// the APIs require: a call whose result was never stored (a crash, a turn over the round
+    /// limit) is given as not made, and a result that answers no call before it is left out.
     func context(before reply: String) -> [ChatMessage] {
-        let limit = MessageID.sequence(of: reply) ?? Int.max
+        Self.context(of: messages, system: system, before: reply)
+    }
+
+    static func context(of messages: [Message], system: String?, before reply: String) -> [ChatMessage] {
+        let limit = MessageID.order(of: reply) ?? MessageOrder(sequence: Int.max)
         var context: [ChatMessage] = []
         if let system, !system.isEmpty { context.append(ChatMessage(role: .system, content: system)) }
-        for message in messages where message.sequence < limit && message.supersededBy == nil
-            && (!message.content.isEmpty || message.role == .assistant) {
-            if let last = context.last, last.role == message.role, message.role != .system {
-                let joined = [last.content, message.content].filter { !$0.isEmpty }.joined(separator: "\n\n")
-                context[context.count - 1] = ChatMessage(role: last.role, content: joined)
-            } else {
-                context.append(ChatMessage(role: message.role, content: message.content))
+        /// Calls of the last assistant turn still owed a result, in call order.
+        var owed: [ToolCall] = []
+        func notMade(_ calls: some Sequence<ToolCall>) {
+            for call in calls {
+                context.append(ChatMessage(role: .tool, content: "This call was not made: the reply stopped before it ran.",
+                                           toolCallID: call.id, toolName: call.name, isError: true))
             }
         }
+        func settleOwed() {
+            notMade(owed)
+            owed = []
+        }
+        for message in messages where message.order < limit && message.supersededBy == nil {
+            if message.role == .tool {
+                guard let tool = message.tool, let position = owed.firstIndex(where: { $0.id == tool.callID }) else { continue }
+                // Results go in call order: a call before this one without a result was not made.
+                notMade(owed[..<position])
+                owed.removeFirst(position + 1)
+                context.append(ChatMessage(role: .tool, content: message.content, toolCallID: tool.callID, toolName: tool.name,
+                                           isError: message.status != .complete))
+                continue
+            }
+            settleOwed()
+            guard !message.content.isEmpty || message.role == .assistant else { continue }
+            let calls = message.role == .assistant ? message.toolCalls ?? [] : []
+            if let last = context.last, last.role == message.role, message.role != .system, last.toolCalls.isEmpty {
+                let joined = [last.content, message.content].filter { !$0.isEmpty }.joined(separator: "\n\n")
+                context[context.count - 1] = ChatMessage(role: last.role, content: joined, toolCalls: calls)
+            } else {
+                context.append(ChatMessage(role: message.role, content: message.content, toolCalls: calls))
+            }
+            owed = calls
+        }
+        settleOwed()
         return context
     }
 
-    func lastMessages(_ count: Int, before: Int? = nil) -> (messages: [Message], more: Bool) {
-        let eligible = before.map { limit in messages.prefix { $0.sequence < limit } } ?? messages[...]
+    func lastMessages(_ count: Int, before: MessageOrder? = nil) -> (messages: [Message], more: Bool) {
+        let eligible = before.map { limit in messages.prefix { $0.order < limit } } ?? messages[...]
         let slice = eligible.suffix(count)
         return (Array(slice), slice.startIndex > eligible.startIndex)
     }

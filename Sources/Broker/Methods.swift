@@ -82,6 +82,8 @@ extension Broker {
             case .modelsList:
                 try refuseWhenStopping()
                 try listModels(params, later())
+            case .toolApprove:
+                try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try approve(c, params, client))) }
             case .generationCancel:
                 try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
             }
@@ -307,7 +309,9 @@ extension Broker {
         let result: JSON = [
             "conversation": conversation.info.json,
             "messages": .array(conversation.lastMessages(count).messages.map(\.json)),
-            "pending": conversation.active.map { $0.message.json } ?? .null,
+            // While its tool calls run, the reply's last turn is stored; the calls are in `tools`.
+            "pending": conversation.active.flatMap { $0.isRunningTools ? nil : $0.message.json } ?? .null,
+            "tools": .array(conversation.active?.toolRuns.filter { !$0.isStored }.map { ($0.ending ?? $0.message).json } ?? []),
             "clients": .array(others),
         ]
         if conversation.attach(client, quiet: quiet) {
@@ -330,10 +334,10 @@ extension Broker {
 
     private func history(_ conversation: Conversation, _ params: Params) throws(RPCError) -> JSON {
         let limit = try params.optionalInt("limit", in: 1...limits.maxHistory) ?? 50
-        var before: Int?
+        var before: MessageOrder?
         if let id = try params.optionalString("before") {
-            guard let sequence = MessageID.sequence(of: id) else { throw .invalidParams("parameter \"before\" is not a message id") }
-            before = sequence
+            guard let order = MessageID.order(of: id) else { throw .invalidParams("parameter \"before\" is not a message id") }
+            before = order
         }
         let page = conversation.lastMessages(limit, before: before)
         return ["messages": .array(page.messages.map(\.json)), "more": .bool(page.more)]
@@ -377,7 +381,8 @@ extension Broker {
         if let only, MessageID.sequence(of: only) == nil { throw .invalidParams("parameter \"message\" is not a message id") }
         guard let reply = conversation.active, !reply.isFinishing else { return ["cancelled": .null] }
         // A client stopping the reply it asked for must not stop the next one instead.
-        if let only, only != reply.message.id { return ["cancelled": .null] }
+        // Any message of the reply's chain names it: `m2` stops `m2` and the turns after its tool calls.
+        if let only, MessageID.sequence(of: only) != reply.chain { return ["cancelled": .null] }
         conversation.broadcast(.generationCancelled, ["message": .string(reply.message.id), "by": client.info.json])
         return ["cancelled": replies.cancel(in: conversation).map(JSON.string) ?? .null]
     }

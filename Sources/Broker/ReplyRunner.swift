@@ -1,6 +1,7 @@
 import ConfabProtocol
 import EventLoop
 import LogStore
+import Tools
 import Upstream
 
 /// Every reply's life, from its turn in a conversation's queue to its announced ending:
@@ -12,11 +13,13 @@ import Upstream
 /// (`startNext`), when a client cancels (`cancel`), when a conversation goes (`forget`), and
 /// at shutdown (`interruptAll`). Everything here runs on the loop thread.
 final class ReplyRunner {
-    private let loop: Loop
+    let loop: Loop
     let upstream: UpstreamClient
     var providers: ProviderTable
-    /// For each reply's context budget, looked up by the conversation's profile name.
+    /// For each reply's context budget and tools, looked up by the conversation's profile name.
     var profiles = ProfileTable()
+    /// The configured tools; a conversation offers those its profile lists.
+    var tools = ToolTable()
     var limits: BrokerLimits {
         didSet { admitWaiting() }
     }
@@ -62,11 +65,27 @@ final class ReplyRunner {
             message.context = nil
             continued = (stored.content.utf8.count, stored.usage)
         }
-        var request = ChatRequest(model: conversation.model, messages: conversation.context(before: replyID))
+        let reply = Conversation.ActiveReply(message: message, request: ChatRequest(model: conversation.model, messages: []), now: loop.now)
+        reply.continued = continued
+        conversation.begin(reply)
+        activeReplies += 1
+        startTurn(of: reply, in: conversation)
+    }
+
+    /// Asks the upstream for the reply's message as it stands (a new reply, a continuation, or
+    /// the next turn after tool calls): the request from the context before it, the budget, the
+    /// start record, the announcement, then the stream.
+    func startTurn(of reply: Conversation.ActiveReply, in conversation: Conversation) {
+        var message = reply.message
+        let continued = reply.continued
+        var request = ChatRequest(model: conversation.model, messages: conversation.context(before: message.id))
         let provider = providers[conversation.provider]
         // The provider's temperature and max_tokens are defaults beneath the conversation's own.
         request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens)
             .overridden(by: conversation.params)
+        request.tools = offeredTools(in: conversation).map {
+            ToolDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
+        }
         if continued != nil { request.continuing = message.content }
         var tooLarge: MessageError?
         if let contextTokens = contextTokens(of: conversation) {
@@ -82,10 +101,8 @@ final class ReplyRunner {
                     + " this conversation's context_tokens is \(available)")
             }
         }
-        let reply = Conversation.ActiveReply(message: message, request: request, now: loop.now)
-        reply.continued = continued
-        conversation.begin(reply)
-        activeReplies += 1
+        reply.message = message
+        reply.request = request
         // A continuation is announced as such: clients already show its text and append to it.
         let announcement: RPCNotification = continued == nil ? .messageCreated : .messageContinued
         do {
@@ -99,12 +116,18 @@ final class ReplyRunner {
         conversation.broadcast(announcement, ["message": message.json])
         if let tooLarge {
             // Refused before any request: the upstream would only cut the context itself or fail.
-            logger.warning("conversation=\(conversation.id) reply=\(replyID) context too large: \(tooLarge.message)")
+            logger.warning("conversation=\(conversation.id) reply=\(message.id) context too large: \(tooLarge.message)")
             finish(in: conversation, status: .failed, error: tooLarge)
             return
         }
-        logger.info("conversation=\(conversation.id) reply=\(replyID) \(continued == nil ? "started" : "continued") provider=\(conversation.provider) model=\(conversation.model) context=\(request.messages.count)")
+        logger.info("conversation=\(conversation.id) reply=\(message.id) \(continued == nil ? "started" : "continued") provider=\(conversation.provider) model=\(conversation.model) context=\(request.messages.count)")
         askUpstream(for: reply, in: conversation)
+    }
+
+    /// The tools the conversation's profile lists, as configured now (a reload applies to the next turn).
+    func offeredTools(in conversation: Conversation) -> [ToolDefinition] {
+        guard let name = conversation.profile, let profile = profiles[name] else { return [] }
+        return profile.tools.compactMap { tools[$0] }
     }
 
     /// A profile's `context_tokens` over its provider's; nil when neither sets one.
@@ -117,7 +140,11 @@ final class ReplyRunner {
         guard let reply = conversation.active, !reply.isFinishing else { return nil }
         let id = reply.message.id
         logger.info("conversation=\(conversation.id) reply=\(id) cancelled")
-        finish(in: conversation, status: .cancelled, error: nil)
+        if reply.isRunningTools {
+            closeChain(of: reply, in: conversation, status: .cancelled)
+        } else {
+            finish(in: conversation, status: .cancelled, error: nil)
+        }
         return id
     }
 
@@ -145,13 +172,21 @@ final class ReplyRunner {
             guard let reply, conversation.active === reply else { return }
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
-            case .finished(let finishReason, let usage, let error, let retryAfter):
+            case .finished(let finishReason, let usage, let error, let retryAfter, let toolCalls):
                 reply.stream = nil
                 if let error, shouldRetry(error, reply, maxRetries: provider.config.maxRetries) {
                     scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
                     return
                 }
                 reply.message.finishReason = finishReason
+                var error = error
+                if !toolCalls.isEmpty {
+                    reply.message.toolCalls = toolCalls
+                    if reply.toolRounds >= limits.maxToolRounds {
+                        error = MessageError(code: .toolRounds, message: "the model asked for tools again after \(reply.toolRounds) rounds"
+                            + " of tool calls; limits.max_tool_rounds is \(limits.maxToolRounds)")
+                    }
+                }
                 if let usage, !usage.isEstimated, let ratio = ContextBudget.calibrated(
                     reported: usage.promptTokens, estimated: ContextBudget.rawEstimate(reply.request.chatMessages)) {
                     conversation.contextRatio = ratio
@@ -168,8 +203,9 @@ final class ReplyRunner {
         // A continuation's own completion is the text after what it started with.
         let completion = reply.continued.map { String(decoding: reply.message.content.utf8.dropFirst($0.bytes), as: UTF8.self) }
             ?? reply.message.content
-        guard !completion.isEmpty else { return nil }
-        return Usage.estimate(prompt: reply.request.chatMessages.map(\.content), completion: completion)
+        guard !completion.isEmpty || reply.message.toolCalls != nil else { return nil }
+        return Usage.estimate(prompt: reply.request.chatMessages.map(\.estimatedText),
+                              completion: completion + (reply.message.toolCalls ?? []).reduce("") { $0 + $1.name + $1.arguments })
     }
 
     /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.
@@ -225,7 +261,7 @@ final class ReplyRunner {
     }
 
     /// Ends the reply in flight: records it durably, then announces it, then moves on.
-    private func finish(in conversation: Conversation, status: MessageStatus, error: MessageError?) {
+    func finish(in conversation: Conversation, status: MessageStatus, error: MessageError?) {
         guard let reply = conversation.active, !reply.isFinishing else { return }
         reply.stop()
         // The reply itself stays `streaming` until its ending is durable: a client that
@@ -238,17 +274,29 @@ final class ReplyRunner {
         conversation.log.append([.replyFinished(ending)]) { [unowned self] storeError in
             // Deleted meanwhile, or already settled by shutdown: nothing left to announce.
             guard !conversation.isDeleted, conversation.active === reply else { return }
-            announce(ending, of: conversation, storeError: storeError)
-            startNext(in: conversation)
-            admitWaiting()
+            let final = announce(ending, of: conversation, storeError: storeError)
+            // A turn that asked for tools is not the end of the reply: the calls and the next turn follow.
+            if final.status == .complete, let calls = final.toolCalls, !calls.isEmpty, !isStopping {
+                reply.ending = nil
+                runTools(calls, of: reply, in: conversation)
+                return
+            }
+            endReply(in: conversation)
         }
     }
 
-    /// Announces how the reply in flight ended, once its final record is durable or could not
-    /// be made so (then it is a `storage` failure: only what is stored is called completed).
-    private func announce(_ ending: Message, of conversation: Conversation, storeError: StoreError?) {
+    /// The reply's chain is over: its stream is free, and what waits goes ahead.
+    func endReply(in conversation: Conversation) {
         _ = conversation.end()
         activeReplies -= 1
+        startNext(in: conversation)
+        admitWaiting()
+    }
+
+    /// Announces how a message of the reply in flight ended, once its final record is durable or
+    /// could not be made so (then it is a `storage` failure: only what is stored is called completed).
+    @discardableResult
+    func announce(_ ending: Message, of conversation: Conversation, storeError: StoreError?) -> Message {
         var final = ending
         if let storeError {
             logger.error("conversation=\(conversation.id) reply=\(final.id) cannot store reply: \(storeError)")
@@ -260,13 +308,15 @@ final class ReplyRunner {
             logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code.rawValue ?? "")")
             conversation.broadcast(.messageFailed, ["message": final.json, "error": final.error?.json ?? .null])
         } else {
-            logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)")
+            logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)"
+                + (final.toolCalls.map { " tool_calls=\($0.count)" } ?? ""))
             conversation.broadcast(.messageCompleted, ["message": final.json])
         }
+        return final
     }
 
     /// Lets conversations that waited for a free stream start, oldest first.
-    private func admitWaiting() {
+    func admitWaiting() {
         while activeReplies < limits.maxStreams, !waitingForStream.isEmpty {
             startNext(in: waitingForStream.removeFirst())
         }
@@ -283,7 +333,17 @@ final class ReplyRunner {
             if let reply = conversation.active, let ending = reply.ending {
                 // Its final record is written and its sync is on the thread pool: sync here
                 // and announce now, before `server.stopping`, not after the clients are gone.
-                announce(ending, of: conversation, storeError: conversation.log.syncNow())
+                let storeError = conversation.log.syncNow()
+                announceStoredCalls(of: reply, in: conversation, storeError: storeError)
+                announce(ending, of: conversation, storeError: storeError)
+                _ = conversation.end()
+                activeReplies -= 1
+                continue
+            }
+            if let reply = conversation.active, reply.isRunningTools {
+                interruptCalls(of: reply, in: conversation)
+                _ = conversation.end()
+                activeReplies -= 1
                 continue
             }
             guard let reply = conversation.end() else { continue }

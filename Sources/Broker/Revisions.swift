@@ -13,19 +13,24 @@ extension Broker {
         guard let question = current.last(where: { $0.role == .user }),
               let previous = current.last(where: { $0.role == .assistant && $0.sequence > question.sequence })
         else { throw .conflict("nothing to regenerate: the last message has no reply yet") }
+        // A reply that called tools is all the messages of its chain (`m2`, `m2.1`, …): all are replaced.
+        let replaced = current.filter { $0.role != .user && $0.sequence == previous.sequence }
         let replyID = conversation.reserveReply()
+        let replacedID = MessageID.make(previous.sequence)
         conversation.sendsBeingStored += 1
-        conversation.log.append([.superseded(message: previous.id, by: replyID)]) { [unowned self] error in
+        conversation.log.append(replaced.map { .superseded(message: $0.id, by: replyID) }) { [unowned self] error in
             conversation.sendsBeingStored -= 1
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store regenerate: \(error)")
                 return respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, nothing was regenerated: \(error)")))
             }
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
-            conversation.markSuperseded(previous.id, by: replyID)
-            logger.info("conversation=\(conversation.id) reply=\(previous.id) regenerated as \(replyID) client=\(client.id)")
-            respond(.success(["reply": .string(replyID), "replaces": .string(previous.id)]))
-            conversation.broadcast(.messageSuperseded, ["message": .string(previous.id), "by": .string(replyID)])
+            for old in replaced { conversation.markSuperseded(old.id, by: replyID) }
+            logger.info("conversation=\(conversation.id) reply=\(replacedID) regenerated as \(replyID) client=\(client.id)")
+            respond(.success(["reply": .string(replyID), "replaces": .string(replacedID)]))
+            for old in replaced {
+                conversation.broadcast(.messageSuperseded, ["message": .string(old.id), "by": .string(replyID)])
+            }
             conversation.enqueueReply(replyID)
             replies.startNext(in: conversation)
         }
@@ -48,7 +53,7 @@ extension Broker {
                 + "before it (conversation.fork with at: the message before \(id)) and send the new text there")
         }
         try refuseUnlessSettled(conversation, doing: "edit a message")
-        let replaced = current.filter { $0.role == .assistant && $0.sequence > original.sequence }
+        let replaced = current.filter { $0.role != .user && $0.sequence > original.sequence }
         let ids = conversation.reserveSend()
         let message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
                               status: .complete, created: .now(), author: client.author())
@@ -107,7 +112,7 @@ extension Broker {
         }
         var at: Message?
         if let id = try params.optionalString("at") {
-            guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"at\" is not a message id") }
+            guard MessageID.order(of: id) != nil else { throw .invalidParams("parameter \"at\" is not a message id") }
             guard let message = conversation.messages.first(where: { $0.id == id }) else {
                 throw .notFound("no message \(id) in conversation \(conversation.id)")
             }
@@ -122,9 +127,14 @@ extension Broker {
         let header = ConversationHeader(id: id, created: .now(), title: title, model: conversation.model,
                                         system: conversation.system, forkedFrom: origin, provider: conversation.provider,
                                         profile: conversation.profile, params: conversation.params)
-        let messages = copied.enumerated().map { index, original in
+        // Renumbered from m1, a reply's tool-call chain kept together: `m5`, `m5.1` become `m2`, `m2.1`.
+        var renumbered: [Int: Int] = [:]
+        let messages = copied.map { original in
             var message = original
-            message.id = MessageID.make(index + 1)
+            let order = original.order
+            let sequence = renumbered[order.sequence] ?? (renumbered.count + 1)
+            renumbered[order.sequence] = sequence
+            message.id = MessageID.make(sequence, step: order.step)
             message.conversation = id
             message.supersededBy = nil
             return message
@@ -151,10 +161,10 @@ extension Broker {
     static func forkedHistory(_ messages: [Message], at: Message?) -> [Message] {
         guard let at else { return messages.filter { $0.supersededBy == nil } }
         return messages.filter { message in
-            guard message.sequence <= at.sequence else { return false }
+            guard message.order <= at.order else { return false }
             if message.id == at.id { return true }
-            guard let newer = message.supersededBy.flatMap(MessageID.sequence(of:)) else { return true }
-            return newer > at.sequence
+            guard let newer = message.supersededBy.flatMap(MessageID.order(of:)) else { return true }
+            return newer > at.order
         }
     }
 

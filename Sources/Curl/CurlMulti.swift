@@ -38,7 +38,9 @@ public final class CurlTransfer {
     /// A POST with `body`, or a GET when it is nil. `stallSeconds`: abort when less than one byte
     /// arrives for that long; `totalSeconds`, when above 0: abort when the whole transfer takes
     /// longer (for a short answer, where a trickle that never ends is as bad as a stall).
-    public init(url: String, body: [UInt8]?, headers: [String], connectTimeoutSeconds: Int, stallSeconds: Int, totalSeconds: Int = 0) {
+    /// `method`, when given, replaces the request's method (PUT, PATCH, DELETE) with the body as above.
+    public init(url: String, body: [UInt8]?, headers: [String], connectTimeoutSeconds: Int, stallSeconds: Int, totalSeconds: Int = 0,
+                method: String? = nil) {
         easy = curl_easy_init()!
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
@@ -59,6 +61,7 @@ public final class CurlTransfer {
         } else {
             confab_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
         }
+        if let method { confab_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method) }
         // "Expect:" keeps curl from waiting for 100-continue on large prompts.
         for header in headers + ["Expect:"] { headerList = curl_slist_append(headerList, header) }
         confab_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, headerList)

@@ -80,8 +80,8 @@ public enum LogRecord: Equatable, Sendable {
             guard let title = json["title"]?.string else { return nil }
             self = .title(title)
         case "superseded":
-            guard let id = json["message"]?.string, MessageID.sequence(of: id) != nil,
-                  let by = json["by"]?.string, MessageID.sequence(of: by) != nil else { return nil }
+            guard let id = json["message"]?.string, MessageID.order(of: id) != nil,
+                  let by = json["by"]?.string, MessageID.order(of: by) != nil else { return nil }
             self = .superseded(message: id, by: by)
         case "settings":
             var settings = ConversationSettings()
@@ -229,12 +229,12 @@ public enum Replay {
             state.messages[position].status = .interrupted
             state.interruptedReplies.append(state.messages[position])
         }
-        state.messages.sort { $0.sequence < $1.sequence }
+        state.messages.sort { $0.order < $1.order }
         // A regenerated reply that never started is owed only while nothing came after it: once
         // a later reply exists, running it would answer out of order (as for a stored send).
         let lastReply = state.messages.filter { $0.role == .assistant }.map(\.sequence).max() ?? 0
         state.owedReplies = owed.compactMap(MessageID.sequence(of:)).filter { $0 > lastReply }.sorted().map(MessageID.make)
-        state.interruptedReplies.sort { $0.sequence < $1.sequence }
+        state.interruptedReplies.sort { $0.order < $1.order }
         return state
     }
 }

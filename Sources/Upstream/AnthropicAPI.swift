@@ -25,12 +25,14 @@ public struct AnthropicMessagesAPI: ChatAPI {
 
     /// The turns the API accepts: user first, user and assistant alternating, none empty. The
     /// system prompt leaves the turns for `system`; empty turns (a reply that failed before any
-    /// text) are left out and what then meets is joined by a blank line; a conversation that
-    /// starts with the assistant gets a user turn of "." before it, as LiteLLM sends. A reply
-    /// being continued is the last, assistant turn: the API goes on with it.
-    public func turns(of chat: ChatRequest) -> (system: String?, messages: [ChatMessage]) {
+    /// text) are left out and what then meets is joined (texts by a blank line); a conversation
+    /// that starts with the assistant gets a user turn of "." before it, as LiteLLM sends. A reply
+    /// being continued is the last, assistant turn: the API goes on with it. Tool calls are
+    /// `tool_use` blocks of the assistant's turn; their results are `tool_result` blocks of the
+    /// user turn after it, before any text of that turn.
+    public func turns(of chat: ChatRequest) -> (system: String?, messages: [AnthropicTurn]) {
         var system: [String] = []
-        var messages: [ChatMessage] = []
+        var turns: [AnthropicTurn] = []
         var conversation = chat.messages
         // The API refuses a final assistant turn that ends in white space; the decoder drops
         // the white space the continuation then starts with instead.
@@ -38,23 +40,36 @@ public struct AnthropicMessagesAPI: ChatAPI {
             conversation.append(ChatMessage(role: .assistant, content: continuing))
         }
         for message in conversation {
-            if message.role == .system {
+            var turn: AnthropicTurn
+            switch message.role {
+            case .system:
                 if !message.content.isEmpty { system.append(message.content) }
                 continue
+            case .tool:
+                turn = AnthropicTurn(role: .user, blocks: [.toolResult(id: message.toolCallID ?? "", content: message.content, isError: message.isError)])
+            case .user, .assistant:
+                turn = AnthropicTurn(role: message.role, blocks: message.content.isEmpty ? [] : [.text(message.content)])
+                for call in message.toolCalls {
+                    // The API takes the input as an object: arguments that are not one (the call
+                    // then failed, and its result says why) go as an empty one.
+                    let input = (try? JSON.parse(call.arguments)).flatMap { $0.object == nil ? nil : $0 } ?? .object([:])
+                    turn.blocks.append(.toolUse(id: call.id, name: call.name, input: input))
+                }
             }
-            guard !message.content.isEmpty else { continue }
-            if let last = messages.last, last.role == message.role {
-                messages[messages.count - 1].content += "\n\n" + message.content
+            guard !turn.blocks.isEmpty else { continue }
+            if let last = turns.last, last.role == turn.role {
+                turns[turns.count - 1].append(turn.blocks)
             } else {
-                messages.append(message)
+                turns.append(turn)
             }
         }
-        if messages.first?.role == .assistant { messages.insert(ChatMessage(role: .user, content: "."), at: 0) }
-        return (system.isEmpty ? nil : system.joined(separator: "\n\n"), messages)
+        if turns.first?.role == .assistant { turns.insert(AnthropicTurn(role: .user, text: "."), at: 0) }
+        return (system.isEmpty ? nil : system.joined(separator: "\n\n"), turns)
     }
 
     /// `{"model":..,"max_tokens":N,"system":..,"messages":[{"role":..,"content":..}],"stream":true}`,
-    /// `system` only when there is one; `temperature`, `top_p` and `stop_sequences` when set.
+    /// `system` only when there is one; `tools` when the conversation offers any; `temperature`,
+    /// `top_p` and `stop_sequences` when set.
     /// The penalties and `seed` have no field here: the config and the protocol refuse them
     /// for this API, so none reaches a request.
     public func body(for chat: ChatRequest) -> [UInt8] {
@@ -69,8 +84,17 @@ public struct AnthropicMessagesAPI: ChatAPI {
             JSON.writeString(system, into: &out)
         }
         out.append(contentsOf: #","messages":["#.utf8)
-        ChatMessage.write(messages, into: &out)
+        for (position, turn) in messages.enumerated() {
+            if position > 0 { out.append(UInt8(ascii: ",")) }
+            turn.write(into: &out)
+        }
         out.append(contentsOf: #"],"stream":true"#.utf8)
+        if !chat.tools.isEmpty {
+            out.append(contentsOf: #","tools":"#.utf8)
+            JSON.array(chat.tools.map {
+                ["name": .string($0.name), "description": .string($0.description), "input_schema": $0.parameters]
+            }).write(into: &out)
+        }
         for (name, value) in [("temperature", chat.params.temperature), ("top_p", chat.params.topP)] {
             guard let value, value.isFinite else { continue }
             out.append(contentsOf: ",\"\(name)\":".utf8)
@@ -104,6 +128,8 @@ public struct AnthropicMessagesAPI: ChatAPI {
 /// `text_delta`s, the stop reason in OpenAI's words, usage (input tokens from `message_start`,
 /// output tokens from `message_delta`), `error` events, and `message_stop` as the end.
 public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
+    /// Content block index → the tool call it is, counted from 0 in the order calls begin.
+    private var toolBlocks: [Int: Int] = [:]
     private var inputTokens = 0
     private var outputTokens = 0
     private var leadingWhiteSpace: LeadingWhiteSpace
@@ -148,12 +174,25 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
             outputTokens = usage?["output_tokens"]?.int ?? 0
             return []
         case "content_block_start":
-            guard let text = payload["content_block"]?["text"]?.string, !text.isEmpty else { return [] }
+            let block = payload["content_block"]
+            if block?["type"]?.string == "tool_use" {
+                let call = toolBlocks.count
+                toolBlocks[payload["index"]?.int ?? -1 - call] = call
+                // The input arrives as `input_json_delta`s; one given whole here is taken as it is.
+                let input = block?["input"].flatMap { $0.object?.isEmpty == false ? $0.compactText : nil } ?? ""
+                return [.toolCall(ToolCallPiece(index: call, id: block?["id"]?.string, name: block?["name"]?.string, arguments: input))]
+            }
+            guard let text = block?["text"]?.string, !text.isEmpty else { return [] }
             return [.content(text)]
         case "content_block_delta":
-            // Only text is shown; tool input, thinking and signatures are not reply text.
-            guard let delta = payload["delta"], delta["type"]?.string == "text_delta",
-                  let text = delta["text"]?.string, !text.isEmpty else { return [] }
+            // Text is shown and tool input is gathered; thinking and signatures are neither.
+            guard let delta = payload["delta"] else { return [] }
+            if delta["type"]?.string == "input_json_delta" {
+                guard let index = payload["index"]?.int, let call = toolBlocks[index],
+                      let piece = delta["partial_json"]?.string, !piece.isEmpty else { return [] }
+                return [.toolCall(ToolCallPiece(index: call, id: nil, name: nil, arguments: piece))]
+            }
+            guard delta["type"]?.string == "text_delta", let text = delta["text"]?.string, !text.isEmpty else { return [] }
             return [.content(text)]
         case "message_delta":
             var out: [ChatStreamEvent] = []
@@ -182,6 +221,59 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
     private static func inputTokens(of usage: JSON?) -> Int {
         ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
             .reduce(0) { $0 + (usage?[$1]?.int ?? 0) }
+    }
+}
+
+/// One turn of a Messages body: a role and its content blocks.
+public struct AnthropicTurn: Equatable, Sendable {
+    public enum Block: Equatable, Sendable {
+        case text(String)
+        case toolUse(id: String, name: String, input: JSON)
+        case toolResult(id: String, content: String, isError: Bool)
+    }
+    public var role: Role
+    public var blocks: [Block]
+
+    public init(role: Role, blocks: [Block]) {
+        self.role = role
+        self.blocks = blocks
+    }
+
+    public init(role: Role, text: String) { self.init(role: role, blocks: [.text(text)]) }
+
+    /// A turn of the same role meeting this one: texts that meet are joined by a blank line,
+    /// and results of tool calls go before the text of a turn.
+    mutating func append(_ more: [Block]) {
+        for block in more {
+            if case .text(let text) = block, case .text(let previous)? = blocks.last {
+                blocks[blocks.count - 1] = .text(previous + "\n\n" + text)
+            } else if case .toolResult = block, let firstText = blocks.firstIndex(where: { if case .text = $0 { true } else { false } }) {
+                blocks.insert(block, at: firstText)
+            } else {
+                blocks.append(block)
+            }
+        }
+    }
+
+    /// `{"role":..,"content":"text"}` for a turn of text alone, else `content` as blocks.
+    func write(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"role":"#.utf8)
+        JSON.writeString(role.rawValue, into: &out)
+        out.append(contentsOf: #","content":"#.utf8)
+        if blocks.count == 1, case .text(let text) = blocks[0] {
+            JSON.writeString(text, into: &out)
+        } else {
+            JSON.array(blocks.map { block -> JSON in
+                switch block {
+                case .text(let text): ["type": "text", "text": .string(text)]
+                case .toolUse(let id, let name, let input): ["type": "tool_use", "id": .string(id), "name": .string(name), "input": input]
+                case .toolResult(let id, let content, let isError):
+                    isError ? ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content), "is_error": true]
+                        : ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content)]
+                }
+            }).write(into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
     }
 }
 

@@ -37,6 +37,69 @@ public enum ChatStreamEvent: Equatable, Sendable {
     case error(UpstreamErrorInfo)
     /// The `[DONE]` sentinel.
     case done
+    /// A piece of a tool call (`choices[0].delta.tool_calls[]`, Anthropic's `tool_use` blocks):
+    /// `ToolCallAssembler` puts the pieces of a reply together.
+    case toolCall(ToolCallPiece)
+}
+
+/// What one chunk says of one tool call. Servers differ: OpenAI sends the id and name once and
+/// then pieces of `arguments` by `index`; llama.cpp repeats the id and name in every chunk; some
+/// send several calls' first pieces in one chunk, or leave out `index`.
+public struct ToolCallPiece: Equatable, Sendable {
+    public var index: Int?
+    public var id: String?
+    public var name: String?
+    public var arguments: String
+
+    public init(index: Int?, id: String?, name: String?, arguments: String) {
+        self.index = index
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+    }
+}
+
+/// The tool calls of one reply, from their pieces in arrival order: by `index` when the server
+/// gives one, else by `id`, else the piece goes on the call before it. The first non-empty id and
+/// name of a call stand (a repeated one is the same); `arguments` pieces are joined.
+public struct ToolCallAssembler: Sendable {
+    private struct Call: Sendable {
+        var index: Int?
+        var id = ""
+        var name = ""
+        var arguments = ""
+    }
+    private var pending: [Call] = []
+
+    public init() {}
+
+    public var isEmpty: Bool { pending.isEmpty }
+
+    public mutating func add(_ piece: ToolCallPiece) {
+        let position: Int
+        if let index = piece.index {
+            position = pending.firstIndex { $0.index == index } ?? append(Call(index: index))
+        } else if let id = piece.id, !id.isEmpty {
+            position = pending.lastIndex { $0.id == id } ?? append(Call())
+        } else {
+            position = pending.isEmpty ? append(Call()) : pending.count - 1
+        }
+        if let id = piece.id, !id.isEmpty, pending[position].id.isEmpty { pending[position].id = id }
+        if let name = piece.name, !name.isEmpty, pending[position].name.isEmpty { pending[position].name = name }
+        pending[position].arguments += piece.arguments
+    }
+
+    private mutating func append(_ call: Call) -> Int {
+        pending.append(call)
+        return pending.count - 1
+    }
+
+    /// The calls in the order they began; a call whose server gave no id gets `call_<position>`.
+    public var calls: [ToolCall] {
+        pending.enumerated().map { position, call in
+            ToolCall(id: call.id.isEmpty ? "call_\(position)" : call.id, name: call.name, arguments: call.arguments)
+        }
+    }
 }
 
 public enum ChatStreamError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -101,6 +164,7 @@ public struct ChatStreamDecoder: Sendable {
                 let delta = choice.delta ?? choice.message
                 if let text = delta?.content, !text.isEmpty { out.append(.content(text)) }
                 if let text = delta?.refusal, !text.isEmpty { out.append(.content(text)) }
+                for piece in delta?.toolCalls ?? [] { out.append(.toolCall(piece)) }
             case .text:
                 if let text = choice.text, !text.isEmpty { out.append(.content(text)) }
             }
@@ -129,23 +193,71 @@ public struct ChatStreamDecoder: Sendable {
 public struct ChatMessage: Equatable, Sendable {
     public var role: Role
     public var content: String
+    /// An assistant turn that asked for tools.
+    public var toolCalls: [ToolCall]
+    /// A `tool` turn: the call it answers, the tool's name, and whether it is an error
+    /// (no answer: bad arguments, denied, timed out, …).
+    public var toolCallID: String?
+    public var toolName: String?
+    public var isError: Bool
 
-    public init(role: Role, content: String) {
+    public init(role: Role, content: String, toolCalls: [ToolCall] = [], toolCallID: String? = nil,
+                toolName: String? = nil, isError: Bool = false) {
         self.role = role
         self.content = content
+        self.toolCalls = toolCalls
+        self.toolCallID = toolCallID
+        self.toolName = toolName
+        self.isError = isError
     }
 
-    /// `{"role":..,"content":..}` objects separated by commas: the turns of a chat body and of
-    /// an Anthropic Messages body alike.
+    /// The chat-completions turns, separated by commas: `{"role":..,"content":..}`; an assistant
+    /// turn with `tool_calls` (its content null when empty, as OpenAI writes it); a tool turn
+    /// with its `tool_call_id`.
     static func write(_ messages: [ChatMessage], into out: inout [UInt8]) {
         for (index, message) in messages.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"role":"#.utf8)
             JSON.writeString(message.role.rawValue, into: &out)
+            if let callID = message.toolCallID, message.role == .tool {
+                out.append(contentsOf: #","tool_call_id":"#.utf8)
+                JSON.writeString(callID, into: &out)
+            }
             out.append(contentsOf: #","content":"#.utf8)
-            JSON.writeString(message.content, into: &out)
+            if message.content.isEmpty && !message.toolCalls.isEmpty {
+                out.append(contentsOf: "null".utf8)
+            } else {
+                JSON.writeString(message.content, into: &out)
+            }
+            if !message.toolCalls.isEmpty {
+                out.append(contentsOf: #","tool_calls":["#.utf8)
+                for (position, call) in message.toolCalls.enumerated() {
+                    if position > 0 { out.append(UInt8(ascii: ",")) }
+                    out.append(contentsOf: #"{"id":"#.utf8)
+                    JSON.writeString(call.id, into: &out)
+                    out.append(contentsOf: #","type":"function","function":{"name":"#.utf8)
+                    JSON.writeString(call.name, into: &out)
+                    out.append(contentsOf: #","arguments":"#.utf8)
+                    JSON.writeString(call.arguments, into: &out)
+                    out.append(contentsOf: "}}".utf8)
+                }
+                out.append(UInt8(ascii: "]"))
+            }
             out.append(UInt8(ascii: "}"))
         }
+    }
+}
+
+/// A tool as the model is told of it: its name, what it does, and its parameters' JSON Schema.
+public struct ToolDeclaration: Equatable, Sendable {
+    public var name: String
+    public var description: String
+    public var parameters: JSON
+
+    public init(name: String, description: String, parameters: JSON) {
+        self.name = name
+        self.description = description
+        self.parameters = parameters
     }
 }
 
@@ -168,6 +280,8 @@ public struct ChatRequest: Equatable, Sendable {
     /// as an assistant turn followed by `continuationInstruction` as a user turn; what streams
     /// back is appended to the same reply.
     public var continuing: String?
+    /// The tools the model may ask for; none is sent when empty.
+    public var tools: [ToolDeclaration] = []
 
     public static let continuationInstruction =
         "Continue your last answer exactly where it stopped, without repeating anything and without any preamble."
@@ -199,6 +313,17 @@ public struct ChatRequest: Equatable, Sendable {
         out.append(contentsOf: #","messages":["#.utf8)
         ChatMessage.write(messages, into: &out)
         out.append(contentsOf: #"],"stream":true,"stream_options":{"include_usage":true}"#.utf8)
+        if !tools.isEmpty {
+            out.append(contentsOf: #","tools":["#.utf8)
+            for (position, tool) in tools.enumerated() {
+                if position > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: #"{"type":"function","function":"#.utf8)
+                JSON.object(["name": .string(tool.name), "description": .string(tool.description), "parameters": tool.parameters])
+                    .write(into: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
+        }
         writeSamplingParameters(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
@@ -359,11 +484,12 @@ private struct Choice {
     }
 }
 
-/// `delta` (or `message`): `content` may be a string or a list of `{"type":"text","text":..}` parts.
-/// `tool_calls`, `role`, `reasoning_content` and the rest are ignored.
+/// `delta` (or `message`): `content` may be a string or a list of `{"type":"text","text":..}` parts;
+/// `tool_calls` pieces. `role`, `reasoning_content` and the rest are ignored.
 private struct Delta {
     var content: String?
     var refusal: String?
+    var toolCalls: [ToolCallPiece] = []
 
     init(_ scanner: inout JSONScanner) throws(JSONParseError) {
         guard try scanner.kind() == .object else {
@@ -389,8 +515,33 @@ private struct Delta {
                 guard !seenRefusal else { return }
                 seenRefusal = true
                 refusal = try scanner.readString()
+            } else if key == "tool_calls" {
+                guard toolCalls.isEmpty, case .array(let items) = try scanner.readValue() else { return }
+                toolCalls = items.compactMap(Self.toolCallPiece)
             }
         }
+    }
+
+    /// `{"index":0,"id":..,"type":"function","function":{"name":..,"arguments":..}}`, any part
+    /// missing; `arguments` given as an object (some servers) is taken as its JSON text.
+    private static func toolCallPiece(_ item: JSON) -> ToolCallPiece? {
+        guard item.object != nil else { return nil }
+        let function = item["function"]
+        let arguments: String = switch function?["arguments"] {
+            case .string(let text)?: text
+            case let value? where value.object != nil || value.array != nil: value.compactText
+            default: ""
+        }
+        return ToolCallPiece(index: item["index"]?.int, id: item["id"]?.string, name: function?["name"]?.string, arguments: arguments)
+    }
+}
+
+extension JSON {
+    /// Compact JSON text.
+    var compactText: String {
+        var out: [UInt8] = []
+        write(into: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

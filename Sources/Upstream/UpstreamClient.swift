@@ -53,8 +53,9 @@ public struct UpstreamConfig: Sendable, Equatable {
 public enum ReplyEvent {
     case text(String)
     /// The reply is over. `error` is nil when it completed. `retryAfterSeconds` is the
-    /// upstream's Retry-After, when it sent one with an error.
-    case finished(finishReason: String?, usage: TokenUsage?, error: MessageError?, retryAfterSeconds: Int?)
+    /// upstream's Retry-After, when it sent one with an error. `toolCalls`: what the reply
+    /// asked for, put together from its pieces (empty when it asked for none).
+    case finished(finishReason: String?, usage: TokenUsage?, error: MessageError?, retryAfterSeconds: Int?, toolCalls: [ToolCall])
 }
 
 /// One reply being streamed. Cancel it to stop; its handler then hears nothing more.
@@ -71,6 +72,7 @@ public final class ReplyStream {
     fileprivate var usage: TokenUsage?
     fileprivate var sawDone = false
     fileprivate var retryAfterSeconds: Int?
+    fileprivate var toolCalls = ToolCallAssembler()
     /// Fails the reply when the upstream sends no byte for `timeoutSeconds`. libcurl's
     /// low-speed check averages over several seconds and so fires late; this one is exact.
     fileprivate var stallTimer: Timer?
@@ -97,7 +99,8 @@ public final class ReplyStream {
         stopStallTimer()
         if let transfer, let client { client.multi.cancel(transfer) }
         transfer = nil
-        handler(.finished(finishReason: finishReason, usage: usage, error: error, retryAfterSeconds: error == nil ? nil : retryAfterSeconds))
+        handler(.finished(finishReason: finishReason, usage: usage, error: error, retryAfterSeconds: error == nil ? nil : retryAfterSeconds,
+                          toolCalls: error == nil ? toolCalls.calls : []))
     }
 
     /// The reply is over (`[DONE]`) but the HTTP body may not be: the transfer is left to read it
@@ -214,6 +217,7 @@ public final class UpstreamClient {
             case .content(let text): stream.handler?(.text(text))
             case .finish(let reason): stream.finishReason = reason
             case .usage(let usage): stream.usage = usage
+            case .toolCall(let piece): stream.toolCalls.add(piece)
             case .error(let info):
                 stream.finish(MessageError(code: .upstreamError, message: info.message))
                 return false

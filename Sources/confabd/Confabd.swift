@@ -71,6 +71,7 @@ struct Confabd: ParsableCommand {
         let upstream = UpstreamClient(loop: loop)
         let broker = Broker(loop: loop, store: store, upstream: upstream, providers: settings.providerTable, profiles: settings.profileTable, limits: settings.limits,
                             logger: logger, allowedUIDs: settings.allowedUIDs)
+        broker.tools = settings.tools
 
         let listener = try UnixListener(loop: loop)
         // Only a socket this process bound is ever removed by it; systemd's stays where it is.
@@ -162,6 +163,7 @@ struct Confabd: ParsableCommand {
                 for warning in fresh.warnings { logger.warning(warning) }
                 broker.providers = fresh.providerTable
                 broker.profiles = fresh.profileTable
+                broker.tools = fresh.tools
                 broker.limits = fresh.limits
                 broker.allowedUIDs = fresh.allowedUIDs
                 if fresh.fsync != settings.fsync {

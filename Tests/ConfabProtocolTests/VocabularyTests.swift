@@ -59,7 +59,7 @@ final class VocabularyTests: XCTestCase {
     func testRolesAndStatusesAreTheDocumentedOnes() throws {
         let document = try protocolDocument()
         for status in MessageStatus.allCases { XCTAssertTrue(document.contains("`\(status.rawValue)`"), status.rawValue) }
-        for role in [Role.user, .assistant] { XCTAssertTrue(document.contains("`\(role.rawValue)`"), role.rawValue) }
+        for role in [Role.user, .assistant, .tool] { XCTAssertTrue(document.contains("`\(role.rawValue)`"), role.rawValue) }
     }
 
     func testTypedEncodersWriteTheNames() throws {

@@ -304,3 +304,16 @@ final class ToolTableTests: XCTestCase {
         XCTAssertEqual(ToolTable([first, second]).count, 1)
     }
 }
+
+final class ToolSecretRedactionTests: XCTestCase {
+    func testSecretHeaderValuesAreRedactedFromText() {
+        let tool = ToolDefinition(name: "t", description: "d", url: "https://example.invalid/x",
+                                  headers: [ToolHeader(name: "X-Key", value: "k3y-value", isSecret: true),
+                                            ToolHeader(name: "X-Plain", value: "plain-value"),
+                                            ToolHeader(name: "X-Short", value: "abc", isSecret: true)])
+        XCTAssertEqual(tool.redactingSecrets(#"{"x-key":"k3y-value","again":"k3y-valuek3y-value","x-plain":"plain-value"}"#),
+                       #"{"x-key":"[secret]","again":"[secret][secret]","x-plain":"plain-value"}"#)
+        XCTAssertEqual(tool.redactingSecrets("abc stays: too short to tell from ordinary text"), "abc stays: too short to tell from ordinary text")
+        XCTAssertEqual(tool.redactingSecrets("héllo k3y-valu"), "héllo k3y-valu")
+    }
+}

@@ -211,7 +211,7 @@ final class ChatStreamDecoderTests: XCTestCase {
             [.content("last"), .finish(reason: "stop")])
     }
 
-    func testToolCallDeltasAreIgnored() throws {
+    func testToolCallDeltasAreToolCallPiecesNotText() throws {
         let text = """
             data: \(chunk(#"{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}"#))
 
@@ -225,7 +225,12 @@ final class ChatStreamDecoderTests: XCTestCase {
 
 
             """
-        XCTAssertEqual(try decodeStream(text), [.finish(reason: "tool_calls"), .done])
+        XCTAssertEqual(try decodeStream(text), [
+            .toolCall(ToolCallPiece(index: 0, id: "call_1", name: "get_weather", arguments: "")),
+            .toolCall(ToolCallPiece(index: 0, id: nil, name: nil, arguments: "{\"loc")),
+            .toolCall(ToolCallPiece(index: 0, id: nil, name: nil, arguments: "ation\":\"Paris\"}")),
+            .finish(reason: "tool_calls"), .done,
+        ])
     }
 
     func testUnknownKeysAreIgnored() throws {

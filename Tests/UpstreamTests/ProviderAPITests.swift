@@ -158,14 +158,14 @@ final class AnthropicMessagesAPITests: XCTestCase {
             ChatMessage(role: .user, content: "b"),
         ]))
         XCTAssertEqual(turns.system, "one\n\ntwo")
-        XCTAssertEqual(turns.messages, [ChatMessage(role: .user, content: "."), ChatMessage(role: .assistant, content: "Welcome!"),
-                                        ChatMessage(role: .user, content: "a\n\nb")])
+        XCTAssertEqual(turns.messages, [AnthropicTurn(role: .user, text: "."), AnthropicTurn(role: .assistant, text: "Welcome!"),
+                                        AnthropicTurn(role: .user, text: "a\n\nb")])
     }
 
     func testAContinuationIsTheFinalAssistantTurnWithoutTrailingWhiteSpace() throws {
         let api = AnthropicMessagesAPI()
         let chat = ChatRequest(model: "m", messages: Array(conversation.prefix(2)), continuing: "Once upon a time ")
-        XCTAssertEqual(api.turns(of: chat).messages.last, ChatMessage(role: .assistant, content: "Once upon a time"))
+        XCTAssertEqual(api.turns(of: chat).messages.last, AnthropicTurn(role: .assistant, text: "Once upon a time"))
         XCTAssertEqual(try json(api.body(for: chat))["messages"]?.array?.count, 2, "no instruction to continue: the API goes on by itself")
         // The white space cut off the turn is already in the reply: the continuation's own is dropped.
         var decoder = api.makeDecoder(for: chat)

@@ -1,0 +1,242 @@
+import ConfabProtocol
+import EventLoop
+import LogStore
+import Tools
+import Upstream
+
+/// A reply's tool calls: the turn that asked for them is stored, each call becomes a `tool`
+/// message (`m2.1`, `m2.2`, …), calls are checked, approved where the tool wants a person's
+/// yes, made over HTTP on the loop, all at once, and stored as they end; once every one is,
+/// the model's next turn starts. Cancel, shutdown and deletion stop them where they are.
+extension ReplyRunner {
+    /// Starts the calls a stored turn asked for.
+    func runTools(_ calls: [ToolCall], of reply: Conversation.ActiveReply, in conversation: Conversation) {
+        reply.toolRounds += 1
+        let offered = offeredTools(in: conversation)
+        var runs: [Conversation.ToolRun] = []
+        for call in calls {
+            let id = MessageID.make(reply.chain, step: reply.nextStep)
+            reply.nextStep += 1
+            let definition = offered.first { $0.name == call.name }
+            var result = ToolResult(callID: call.id, name: call.name)
+            var refusal: MessageError?
+            var arguments: JSON?
+            if let definition {
+                switch definition.validate(arguments: call.arguments) {
+                case .success(let value): arguments = value
+                case .failure(let problem): refusal = MessageError(code: .toolArguments, message: problem.message)
+                }
+                if refusal == nil, definition.approval == .always { result.approval = .pending }
+            } else {
+                let names = offered.map(\.name)
+                refusal = MessageError(code: .toolUnavailable, message: "there is no tool \"\(call.name)\" here"
+                    + (names.isEmpty ? "" : "; the tools are: " + names.joined(separator: ", ")))
+            }
+            let message = Message(id: id, conversation: conversation.id, role: .tool, content: "", status: .streaming,
+                                  created: .now(), tool: result)
+            let run = Conversation.ToolRun(call: call, message: message, definition: definition)
+            run.arguments = arguments
+            run.refusal = refusal
+            runs.append(run)
+        }
+        reply.toolRuns = runs
+        do {
+            try conversation.log.write(runs.map { .replyStarted($0.message) })
+        } catch {
+            logger.error("conversation=\(conversation.id) reply=\(reply.message.id) cannot store tool calls: \(error)")
+            closeChain(of: reply, in: conversation, status: .failed,
+                       error: MessageError(code: .storage, message: "cannot write the log: \(error)"))
+            return
+        }
+        for run in runs {
+            if run.isWaitingForApproval {
+                requestApproval(for: run, of: reply, in: conversation)
+            } else if let refusal = run.refusal {
+                conversation.broadcast(.toolStarted, ["message": run.message.json, "call": run.call.json])
+                logger.warning("conversation=\(conversation.id) call=\(run.call.id) tool=\(Self.loggable(run.call.name)) refused: \(refusal.code.rawValue)")
+                end(run, of: reply, in: conversation, status: .failed, error: refusal,
+                    content: "Error: \(refusal.message). The call was not made.")
+            } else {
+                startCall(run, of: reply, in: conversation)
+            }
+        }
+    }
+
+    private func requestApproval(for run: Conversation.ToolRun, of reply: Conversation.ActiveReply, in conversation: Conversation) {
+        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) waiting for approval")
+        conversation.broadcast(.toolApprovalRequested, [
+            "message": run.message.json, "call": .string(run.call.id), "tool": .string(run.call.name),
+            "arguments": .string(run.call.arguments),
+        ])
+        let timer = Timer(loop: loop)
+        run.approvalTimer = timer
+        let seconds = limits.toolApprovalTimeoutSeconds
+        timer.start(after: UInt64(seconds) * 1000) { [unowned self, unowned conversation, weak reply, weak run] in
+            timer.close()
+            guard let reply, let run, conversation.active === reply, run.isWaitingForApproval else { return }
+            run.approvalTimer = nil
+            decide(run, allow: false, by: nil, of: reply, in: conversation,
+                   reason: "nobody approved this call within \(seconds) s, so it was not made")
+        }
+    }
+
+    /// `tool.approve`: true when the call was waiting and this answer decided it.
+    func answerApproval(of callID: String, allow: Bool, in conversation: Conversation, by client: ClientSession) -> Bool {
+        guard let reply = conversation.active, !reply.isFinishing,
+              let run = reply.toolRuns.first(where: { $0.call.id == callID && $0.isWaitingForApproval }) else { return false }
+        decide(run, allow: allow, by: client, of: reply, in: conversation, reason: "the user denied this call, so it was not made")
+        return true
+    }
+
+    private func decide(_ run: Conversation.ToolRun, allow: Bool, by client: ClientSession?, of reply: Conversation.ActiveReply,
+                        in conversation: Conversation, reason: String) {
+        run.approvalTimer?.close()
+        run.approvalTimer = nil
+        run.message.tool?.approval = allow ? .approved : .denied
+        logger.info("conversation=\(conversation.id) call=\(run.call.id) \(allow ? "approved" : "denied") by \(client.map { "client=\($0.id)" } ?? "the approval timeout")")
+        conversation.broadcast(allow ? .toolApproved : .toolDenied, [
+            "call": .string(run.call.id), "client": client.map { $0.info.json } ?? .null,
+        ])
+        guard allow else {
+            end(run, of: reply, in: conversation, status: .failed, error: MessageError(code: .toolDenied, message: reason),
+                content: "Error: \(reason).")
+            return
+        }
+        // Should the daemon die during the call, the log says it had been approved.
+        try? conversation.log.write([.replyStarted(run.message)])
+        startCall(run, of: reply, in: conversation)
+    }
+
+    private func startCall(_ run: Conversation.ToolRun, of reply: Conversation.ActiveReply, in conversation: Conversation) {
+        guard let definition = run.definition, let arguments = run.arguments else { return }
+        let request = definition.httpRequest(arguments: arguments)
+        conversation.broadcast(.toolStarted, ["message": run.message.json, "call": run.call.json])
+        // The URL may hold arguments; headers are not logged (some are secrets).
+        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) \(request.method.rawValue) \(Self.loggable(request.url))")
+        run.http = upstream.callTool(method: request.method.rawValue, url: request.url, headers: request.headers, body: request.body,
+                                     timeoutSeconds: definition.timeoutSeconds, maxResponseBytes: definition.maxResponseBytes) {
+            [unowned self, unowned conversation, weak reply, weak run] outcome in
+            guard let reply, let run, conversation.active === reply, run.ending == nil else { return }
+            run.http = nil
+            run.message.tool?.durationMilliseconds = outcome.durationMilliseconds
+            run.message.tool?.httpStatus = outcome.status
+            if let error = outcome.error {
+                logger.warning("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) failed: \(error.code.rawValue) after \(outcome.durationMilliseconds) ms")
+                let error = MessageError(code: error.code, message: definition.redactingSecrets(error.message), status: error.status)
+                end(run, of: reply, in: conversation, status: .failed, error: error, content: "Error: \(error.message).")
+                return
+            }
+            let status = outcome.status ?? 0
+            let answer = ToolResponse.content(status: status, body: outcome.body, totalBytes: outcome.totalBytes, cap: definition.maxResponseBytes)
+            run.message.tool?.truncated = answer.truncated
+            let content = definition.redactingSecrets(answer.content)
+            logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) status=\(status) bytes=\(outcome.totalBytes) ms=\(outcome.durationMilliseconds)")
+            end(run, of: reply, in: conversation, status: .complete, error: nil, content: content)
+        }
+    }
+
+    /// Decides how a call ended and stores it; once every call of the turn is stored, the next turn starts.
+    private func end(_ run: Conversation.ToolRun, of reply: Conversation.ActiveReply, in conversation: Conversation,
+                     status: MessageStatus, error: MessageError?, content: String) {
+        guard run.ending == nil else { return }
+        run.stop()
+        var ending = run.message
+        ending.status = status
+        ending.error = error
+        ending.content = content
+        run.ending = ending
+        conversation.log.append([.replyFinished(ending)]) { [unowned self, weak reply, weak run] storeError in
+            guard let reply, let run, !conversation.isDeleted, conversation.active === reply, !run.isStored else { return }
+            store(run, storeError: storeError, in: conversation)
+            guard !reply.isFinishing, reply.toolRuns.allSatisfy(\.isStored) else { return }
+            reply.toolRuns = []
+            guard !isStopping else { return }
+            let next = Message(id: MessageID.make(reply.chain, step: reply.nextStep), conversation: conversation.id, role: .assistant,
+                               content: "", status: .streaming, created: .now(), model: conversation.model,
+                               params: conversation.params.isEmpty ? nil : conversation.params)
+            reply.nextStep += 1
+            reply.message = next
+            reply.attempts = 0
+            reply.unsavedText = ""
+            reply.continued = nil
+            startTurn(of: reply, in: conversation)
+        }
+    }
+
+    /// A call's ending is durable (or could not be made so: then it is a `storage` failure).
+    private func store(_ run: Conversation.ToolRun, storeError: StoreError?, in conversation: Conversation) {
+        guard var final = run.ending else { return }
+        run.isStored = true
+        if let storeError {
+            logger.error("conversation=\(conversation.id) call=\(run.call.id) cannot store the result: \(storeError)")
+            final.status = .failed
+            final.error = MessageError(code: .storage, message: "cannot write the log: \(storeError)")
+        }
+        conversation.insert(final)
+        conversation.broadcast(.toolCompleted, ["message": final.json])
+    }
+
+    /// Ends the reply while its calls run (cancel, or a log that cannot be written): every call
+    /// not ended yet ends with `status`, and an empty assistant turn with that status closes the
+    /// reply, so every client following it sees its end.
+    func closeChain(of reply: Conversation.ActiveReply, in conversation: Conversation, status: MessageStatus, error: MessageError? = nil) {
+        reply.stop()
+        var records: [LogRecord] = []
+        for run in reply.toolRuns where run.ending == nil {
+            var ending = run.message
+            ending.status = status
+            ending.error = error
+            ending.content = status == .cancelled ? "The call was cancelled by the user before it ended." : "The call did not end: \(error?.message ?? status.rawValue)."
+            run.ending = ending
+            records.append(.replyFinished(ending))
+        }
+        let closing = Message(id: MessageID.make(reply.chain, step: reply.nextStep), conversation: conversation.id, role: .assistant,
+                              content: "", status: status, created: .now(), model: conversation.model, error: error)
+        reply.nextStep += 1
+        reply.message = closing
+        reply.ending = closing
+        records.append(.replyFinished(closing))
+        conversation.log.append(records) { [unowned self, weak reply] storeError in
+            guard let reply, !conversation.isDeleted, conversation.active === reply else { return }
+            announceStoredCalls(of: reply, in: conversation, storeError: storeError)
+            announce(closing, of: conversation, storeError: storeError)
+            endReply(in: conversation)
+        }
+    }
+
+    /// Announces every call whose ending was written and not yet announced (it is durable now).
+    func announceStoredCalls(of reply: Conversation.ActiveReply, in conversation: Conversation, storeError: StoreError?) {
+        for run in reply.toolRuns where run.ending != nil && !run.isStored {
+            store(run, storeError: storeError, in: conversation)
+        }
+        reply.toolRuns = []
+    }
+
+    /// Shutdown while calls run: each unfinished one is stored `interrupted` now (blocking is
+    /// fine here) and announced; no further turn starts.
+    func interruptCalls(of reply: Conversation.ActiveReply, in conversation: Conversation) {
+        reply.stop()
+        var records: [LogRecord] = []
+        for run in reply.toolRuns where run.ending == nil {
+            var ending = run.message
+            ending.status = .interrupted
+            ending.content = "The call was interrupted: the daemon stopped before it ended."
+            run.ending = ending
+            records.append(.replyFinished(ending))
+        }
+        var storeError: StoreError?
+        do {
+            try conversation.log.write(records)
+            storeError = conversation.log.syncNow()
+        } catch {
+            storeError = error
+        }
+        announceStoredCalls(of: reply, in: conversation, storeError: storeError)
+        logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) tool calls interrupted by shutdown")
+    }
+
+    /// A URL as the log may show it: at most 300 characters, control characters as `?`.
+    static func loggable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.prefix(300).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
+    }
+}
