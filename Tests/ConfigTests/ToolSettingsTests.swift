@@ -491,3 +491,26 @@ private extension String {
         return inner.contains(".") ? self : inner
     }
 }
+
+final class ToolReadmeExampleTests: XCTestCase {
+    /// The README's worked example, read from the README itself so the two cannot drift apart.
+    func testTheREADMEToolsExampleLoads() throws {
+        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        let section = try XCTUnwrap(text.components(separatedBy: "### Tools").dropFirst().first)
+        let example = try XCTUnwrap(section.components(separatedBy: "```toml\n").dropFirst().first?.components(separatedBy: "```").first)
+        let settings = try Settings.load(text: example, path: "README.md", environment: ["TICKETS_TOKEN": "Bearer t0ken-from-env"])
+        XCTAssertEqual(settings.tools.names, ["tickets", "weather"])
+        let weather = try XCTUnwrap(settings.tools["weather"])
+        XCTAssertEqual(weather.timeoutSeconds, 5)
+        let request = weather.httpRequest(arguments: ["latitude": 38.72, "longitude": -9.14])
+        XCTAssertEqual(request.url, "https://api.open-meteo.com/v1/forecast?current=temperature_2m,wind_speed_10m,weather_code&latitude=38.72&longitude=-9.14")
+        if case .success = weather.validate(arguments: #"{"latitude": 95, "longitude": 0}"#) { XCTFail("latitude above 90 must be refused") }
+        let tickets = try XCTUnwrap(settings.tools["tickets"])
+        XCTAssertEqual(tickets.approval, .always)
+        XCTAssertEqual(tickets.headers.first?.isSecret, true)
+        XCTAssertEqual(tickets.httpRequest(arguments: ["query": "login fails", "state": "open"]).headers.first, "Authorization: Bearer t0ken-from-env")
+        XCTAssertEqual(settings.profileTable["desk"]?.tools, ["weather", "tickets"])
+    }
+}
