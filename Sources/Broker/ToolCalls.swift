@@ -220,7 +220,7 @@ extension ReplyRunner {
         for run in reply.toolRuns where run.ending == nil {
             var ending = run.message
             ending.status = .interrupted
-            ending.content = "The call was interrupted: the daemon stopped before it ended."
+            ending.content = Replay.interruptedCall
             run.ending = ending
             records.append(.replyFinished(ending))
         }

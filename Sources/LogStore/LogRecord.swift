@@ -182,6 +182,9 @@ public struct ReplayedConversation: Sendable {
 }
 
 public enum Replay {
+    /// A tool message's text when the daemon stopped or died during its call.
+    public static let interruptedCall = "The call was interrupted: the daemon stopped before it ended."
+
     /// Folds records into a conversation. Records are applied in file order; messages end up in id order.
     public static func fold(_ records: [(record: LogRecord, at: Timestamp?)]) -> ReplayedConversation? {
         guard case .header(let header)? = records.first?.record else { return nil }
@@ -227,6 +230,10 @@ public enum Replay {
         for id in unfinished {
             guard let position = index[id] else { continue }
             state.messages[position].status = .interrupted
+            // What the model is given for the call in later requests: say what happened.
+            if state.messages[position].role == .tool, state.messages[position].content.isEmpty {
+                state.messages[position].content = Self.interruptedCall
+            }
             state.interruptedReplies.append(state.messages[position])
         }
         state.messages.sort { $0.order < $1.order }

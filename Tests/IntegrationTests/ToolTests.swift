@@ -343,12 +343,14 @@ final class ToolTests: XCTestCase {
         let messages = try XCTUnwrap(attached["messages"]?.array)
         XCTAssertEqual(messages.map { $0["id"]?.string }, ["m1", "m2", "m2.1"])
         XCTAssertEqual(messages[2]["status"]?.string, "interrupted")
+        XCTAssertEqual(messages[2]["content"]?.string, "The call was interrupted: the daemon stopped before it ended.")
         XCTAssertEqual(attached["tools"]?.array, [])
         let (reply, _, final) = try sendAndFollow(again, id, "still there?")
         XCTAssertEqual(reply, "m4")
         XCTAssertEqual(final["status"]?.string, "complete", "\(final)")
         let turns = try XCTUnwrap(modelRequests().last?["body"]?["messages"]?.array)
         XCTAssertEqual(turns.map { $0["role"]?.string }, ["user", "assistant", "tool", "user"])
+        XCTAssertEqual(turns[2]["content"], messages[2]["content"], "the model is told the call was interrupted")
     }
 
     func testARoundLimitEndsAReplyThatKeepsAskingAndTheNextReplyStillWorks() throws {

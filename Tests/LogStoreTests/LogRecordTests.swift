@@ -355,3 +355,33 @@ final class ReplayTests: XCTestCase {
         XCTAssertEqual(state.messages.map(\.supersededBy), [nil, nil, "m5", nil, nil])
     }
 }
+
+/// A reply's tool-call chain in the log: the same records as replies, ordered by step.
+final class ToolChainReplayTests: XCTestCase {
+    func testAChainReplaysInStepOrderAndACallCutOffIsInterruptedWithAWordForTheModel() throws {
+        var asking = Fixture.reply(2, "", status: .complete)
+        asking.finishReason = "tool_calls"
+        asking.toolCalls = [ToolCall(id: "a", name: "weather", arguments: "{}"), ToolCall(id: "b", name: "weather", arguments: "{}")]
+        let first = Message(id: "m2.1", conversation: Fixture.conversation, role: .tool, content: "", status: .streaming,
+                            created: Fixture.at(2100), tool: ToolResult(callID: "a", name: "weather"))
+        let second = Message(id: "m2.2", conversation: Fixture.conversation, role: .tool, content: "", status: .streaming,
+                             created: Fixture.at(2100), tool: ToolResult(callID: "b", name: "weather"))
+        var secondDone = second
+        secondDone.status = .complete
+        secondDone.content = "rain"
+        secondDone.tool?.httpStatus = 200
+        // Written as the daemon writes them; the second call ends first.
+        let records: [LogRecord] = [.header(Fixture.header()), .message(Fixture.user(1, "weather?")), .replyStarted(Fixture.reply(2, "", status: .streaming)),
+                                    .replyFinished(asking), .replyStarted(first), .replyStarted(second), .replyFinished(secondDone)]
+        let state = try XCTUnwrap(Replay.fold(records.map { ($0, Fixture.at(3000)) }))
+        XCTAssertEqual(state.messages.map(\.id), ["m1", "m2", "m2.1", "m2.2"])
+        XCTAssertEqual(state.messages[2].status, .interrupted)
+        XCTAssertEqual(state.messages[2].content, Replay.interruptedCall)
+        XCTAssertEqual(state.messages[2].tool?.callID, "a")
+        XCTAssertEqual(state.messages[3].content, "rain")
+        XCTAssertEqual(state.interruptedReplies.map(\.id), ["m2.1"])
+        XCTAssertEqual(state.summary.messageCount, 4)
+        // A tool record round-trips through its JSON line.
+        for record in records { XCTAssertEqual(LogRecord(json: record.json(at: Fixture.at(1))), record) }
+    }
+}
