@@ -109,6 +109,47 @@ final class DiskFullTests: XCTestCase {
         try assertWholeRecords(logPath(other), daemonLog: restarted.log())
     }
 
+    func testAToolCallWhoseResultCannotBeStoredEndsTheReplyWithStorageAndLosesNothing() throws {
+        try harness.writeConfig("""
+            [tools.slow]
+            description = "Answers after a second and a half"
+            [tools.slow.request]
+            url = "$UPSTREAM/tool/slow?ms=1500"
+            [profiles.helper]
+            tools = ["slow"]
+            """)
+        let daemon = try start()
+        let client = try harness.client()
+        let created = try client.call("conversation.create", ["profile": "helper"])
+        let id = try XCTUnwrap(created["conversation"]?["id"]?.string)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        _ = try client.call("message.send", ["conversation": .string(id), "content": "[[tool:slow {}]]"])
+        _ = try client.collect(until: { method, _ in method == "tool.started" })
+        try daemon.setFileSizeLimit(try fileSize(logPath(id)))
+        let notes = try client.collect(until: { method, params in
+            (method == "message.failed" || method == "message.completed") && params["message"]?["id"]?.string == "m2.2"
+        }, timeout: 15)
+        let result = try XCTUnwrap(notes.first { $0.method == "tool.completed" }?.params["message"])
+        XCTAssertEqual(result["status"]?.string, "failed")
+        XCTAssertEqual(result["error"]?["code"]?.string, "storage")
+        XCTAssertEqual(notes.last?.method, "message.failed")
+        XCTAssertEqual(notes.last?.params["error"]?["code"]?.string, "storage")
+        XCTAssertEqual(try client.call("status")["streams"]?.int, 0, "the reply's stream is free")
+
+        // Room again: the conversation goes on, the call given to the model with a result.
+        try daemon.setFileSizeLimit(nil)
+        let next = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:on we go]]"])
+        XCTAssertEqual(try client.awaitReply(try XCTUnwrap(next["reply"]?.string)).final["content"]?.string, "on we go")
+        client.close()
+        daemon.stop()
+        let restarted = try start()
+        let again = try harness.client()
+        let messages = try history(again, id)
+        XCTAssertEqual(messages.map { $0["id"]?.string }, ["m1", "m2", "m2.1", "m3", "m4"])
+        XCTAssertEqual(messages[2]["status"]?.string, "interrupted", "the call's start was stored, its end was not")
+        try assertWholeRecords(logPath(id), daemonLog: restarted.log())
+    }
+
     func testReplyWhoseFinalRecordCannotBeWrittenFailsWithStorageForEveryClient() throws {
         let daemon = try start()
         let a = try harness.client(name: "a"), b = try harness.client(name: "b")
