@@ -99,17 +99,52 @@ public enum ConversationID {
     }
 }
 
-/// Message ids are `m` and a sequence number within the conversation: `m1`, `m2`, …
+/// Message ids are `m` and a sequence number within the conversation: `m1`, `m2`, …; the
+/// messages a reply's tool calls add share its number and count on after a dot: `m2.1`,
+/// `m2.2`, … (the reply `m2` asked for tools, `m2.1` is a result, `m2.2` the next turn).
 /// Their order is the conversation's order.
 public enum MessageID {
     public static func make(_ sequence: Int) -> String { "m\(sequence)" }
 
-    public static func sequence(of id: String) -> Int? {
-        guard id.utf8.count >= 2, id.utf8.count <= 16, id.utf8.first == UInt8(ascii: "m") else { return nil }
-        let digits = id.utf8.dropFirst()
-        guard digits.first != UInt8(ascii: "0"), digits.allSatisfy({ (48...57).contains($0) }) else { return nil }
-        return Int(String(decoding: digits, as: UTF8.self))
+    /// The `step`th message after the first of reply `sequence`; step 0 is `m<sequence>` itself.
+    public static func make(_ sequence: Int, step: Int) -> String { step == 0 ? "m\(sequence)" : "m\(sequence).\(step)" }
+
+    /// The sequence number of `m4` and of `m4.2` (4); nil for anything that is not a message id.
+    public static func sequence(of id: String) -> Int? { order(of: id)?.sequence }
+
+    /// Where the message stands in its conversation; nil for anything that is not a message id.
+    public static func order(of id: String) -> MessageOrder? {
+        let bytes = id.utf8
+        guard bytes.count >= 2, bytes.count <= 24, bytes.first == UInt8(ascii: "m") else { return nil }
+        let body = bytes.dropFirst()
+        let parts = body.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
+        func number(_ digits: Substring.UTF8View) -> Int? {
+            guard !digits.isEmpty, digits.count <= 15, digits.first != UInt8(ascii: "0"),
+                  digits.allSatisfy({ (48...57).contains($0) }) else { return nil }
+            return digits.reduce(0) { $0 * 10 + Int($1 - 48) }
+        }
+        guard let sequence = number(parts[0]) else { return nil }
+        if parts.count == 1 { return MessageOrder(sequence: sequence, step: 0) }
+        guard let step = number(parts[1]) else { return nil }
+        return MessageOrder(sequence: sequence, step: step)
     }
+}
+
+/// A message id's place: by sequence number, then by step within a reply's tool calls.
+public struct MessageOrder: Comparable, Hashable, Sendable {
+    public var sequence: Int
+    public var step: Int
+
+    public init(sequence: Int, step: Int = 0) {
+        self.sequence = sequence
+        self.step = step
+    }
+
+    public static func < (a: MessageOrder, b: MessageOrder) -> Bool {
+        (a.sequence, a.step) < (b.sequence, b.step)
+    }
+
+    public var id: String { MessageID.make(sequence, step: step) }
 }
 
 public enum MessageStatus: String, Sendable, CaseIterable {
@@ -238,6 +273,55 @@ public struct MessageError: Equatable, Sendable, Error {
     }
 }
 
+/// A tool the model asked to have called: `arguments` is the JSON text it wrote, kept as written.
+public struct ToolCall: Equatable, Sendable {
+    public var id: String
+    public var name: String
+    public var arguments: String
+
+    public init(id: String, name: String, arguments: String) {
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+    }
+
+    public var json: JSON { ["id": .string(id), "name": .string(name), "arguments": .string(arguments)] }
+
+    public init?(json: JSON) {
+        guard let id = json["id"]?.string, let name = json["name"]?.string, let arguments = json["arguments"]?.string else { return nil }
+        self.init(id: id, name: name, arguments: arguments)
+    }
+}
+
+/// Where a call that needs a person's yes stands.
+public enum ToolApprovalState: String, Sendable, CaseIterable {
+    case pending, approved, denied
+}
+
+/// What a tool message says beyond any message's fields: which call it answers and how it went.
+public struct ToolResult: Equatable, Sendable {
+    public var callID: String
+    public var name: String
+    /// The tool's HTTP status, when it answered.
+    public var httpStatus: Int?
+    /// From the start of the HTTP request to its end; nil until it ends, or when none was made.
+    public var durationMilliseconds: Int?
+    /// Set for a tool configured with `approval = "always"`.
+    public var approval: ToolApprovalState?
+    /// The answer was longer than the tool's `max_response_bytes`: `content` holds its start.
+    public var truncated: Bool
+
+    public init(callID: String, name: String, httpStatus: Int? = nil, durationMilliseconds: Int? = nil,
+                approval: ToolApprovalState? = nil, truncated: Bool = false) {
+        self.callID = callID
+        self.name = name
+        self.httpStatus = httpStatus
+        self.durationMilliseconds = durationMilliseconds
+        self.approval = approval
+        self.truncated = truncated
+    }
+}
+
 public struct Message: Equatable, Sendable {
     public var id: String
     public var conversation: String
@@ -259,11 +343,18 @@ public struct Message: Equatable, Sendable {
     public var quickReplies: [String]?
     /// What the reply's request held, when a context budget applied.
     public var context: ContextInfo?
+    /// The tools an assistant message asked for (it then ended with them; their results follow it).
+    public var toolCalls: [ToolCall]?
+    /// On a `tool` message: the call it answers and how the call went.
+    public var tool: ToolResult?
 
     public init(id: String, conversation: String, role: Role, content: String, status: MessageStatus,
                 created: Timestamp, author: Author? = nil, model: String? = nil, finishReason: String? = nil,
                 usage: Usage? = nil, error: MessageError? = nil, supersededBy: String? = nil,
-                params: SamplingParameters? = nil, quickReplies: [String]? = nil, context: ContextInfo? = nil) {
+                params: SamplingParameters? = nil, quickReplies: [String]? = nil, context: ContextInfo? = nil,
+                toolCalls: [ToolCall]? = nil, tool: ToolResult? = nil) {
+        self.toolCalls = toolCalls
+        self.tool = tool
         self.context = context
         self.params = params
         self.quickReplies = quickReplies
@@ -282,6 +373,7 @@ public struct Message: Equatable, Sendable {
     }
 
     public var sequence: Int { MessageID.sequence(of: id) ?? 0 }
+    public var order: MessageOrder { MessageID.order(of: id) ?? MessageOrder(sequence: 0) }
 
     public var json: JSON {
         var object: [String: JSON] = [
@@ -297,11 +389,20 @@ public struct Message: Equatable, Sendable {
         if let params, !params.isEmpty { object["params"] = params.json }
         if let quickReplies { object["quick_replies"] = .array(quickReplies.map(JSON.string)) }
         if let context { object["context"] = context.json }
+        if let toolCalls, !toolCalls.isEmpty { object["tool_calls"] = .array(toolCalls.map(\.json)) }
+        if let tool {
+            object["tool_call_id"] = .string(tool.callID)
+            object["name"] = .string(tool.name)
+            if let status = tool.httpStatus { object["http_status"] = .int(status) }
+            if let duration = tool.durationMilliseconds { object["duration_ms"] = .int(duration) }
+            if let approval = tool.approval { object["approval"] = .string(approval.rawValue) }
+            if tool.truncated { object["truncated"] = .bool(true) }
+        }
         return .object(object)
     }
 
     public init?(json: JSON) {
-        guard let id = json["id"]?.string, MessageID.sequence(of: id) != nil,
+        guard let id = json["id"]?.string, MessageID.order(of: id) != nil,
               let conversation = json["conversation"]?.string,
               let role = json["role"]?.string.flatMap(Role.init(rawValue:)), let content = json["content"]?.string,
               let status = json["status"]?.string.flatMap(MessageStatus.init(rawValue:)),
@@ -314,7 +415,20 @@ public struct Message: Equatable, Sendable {
                   supersededBy: json["superseded_by"]?.string.flatMap { MessageID.sequence(of: $0) == nil ? nil : $0 },
                   params: json["params"].flatMap { try? SamplingParameters(json: $0) },
                   quickReplies: json["quick_replies"]?.array.map { $0.compactMap(\.string) },
-                  context: json["context"].flatMap(ContextInfo.init(json:)))
+                  context: json["context"].flatMap(ContextInfo.init(json:)),
+                  toolCalls: json["tool_calls"]?.array.map { $0.compactMap(ToolCall.init(json:)) },
+                  tool: role == .tool ? ToolResult(json: json) : nil)
+    }
+}
+
+extension ToolResult {
+    /// The tool fields of a `tool` message's JSON; a message without `tool_call_id` has none.
+    init?(json: JSON) {
+        guard let callID = json["tool_call_id"]?.string else { return nil }
+        self.init(callID: callID, name: json["name"]?.string ?? "", httpStatus: json["http_status"]?.int,
+                  durationMilliseconds: json["duration_ms"]?.int,
+                  approval: json["approval"]?.string.flatMap(ToolApprovalState.init(rawValue:)),
+                  truncated: json["truncated"]?.bool == true)
     }
 }
 

@@ -23,6 +23,7 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case modelsList = "models.list"
     case profilesList = "profiles.list"
     case conversationConfigure = "conversation.configure"
+    case toolApprove = "tool.approve"
 }
 
 /// A notification the daemon sends.
@@ -35,6 +36,11 @@ public enum RPCNotification: String, CaseIterable, Sendable {
     case messageSuperseded = "message.superseded"
     case messageContinued = "message.continued"
     case generationCancelled = "generation.cancelled"
+    case toolApprovalRequested = "tool.approval_requested"
+    case toolApproved = "tool.approved"
+    case toolDenied = "tool.denied"
+    case toolStarted = "tool.started"
+    case toolCompleted = "tool.completed"
     case conversationUpdated = "conversation.updated"
     case conversationDeleted = "conversation.deleted"
     case clientAttached = "client.attached"
@@ -42,10 +48,10 @@ public enum RPCNotification: String, CaseIterable, Sendable {
     case serverStopping = "server.stopping"
 }
 
-/// Who wrote a message. Logs hold `user` and `assistant`; `system` is the conversation's
-/// system prompt as it is sent upstream.
+/// Who wrote a message. Logs hold `user`, `assistant` and `tool` (a tool's result); `system`
+/// is the conversation's system prompt as it is sent upstream.
 public enum Role: String, CaseIterable, Sendable {
-    case user, assistant, system
+    case user, assistant, system, tool
 }
 
 /// Why a reply failed: `error.code` of a failed message and of `message.failed`.
@@ -71,6 +77,19 @@ public enum ReplyErrorCode: String, CaseIterable, Sendable {
     /// The system prompt, the newest user message and room for the reply do not fit in the
     /// conversation's `context_tokens`: no request was made.
     case contextTooLarge = "context_too_large"
+    /// The model asked for tools more than `limits.max_tool_rounds` times in one reply.
+    case toolRounds = "tool_rounds"
+    // The codes below are a tool message's (`role: "tool"`): why a call gave no answer.
+    /// The arguments were not JSON, or did not match the tool's parameters.
+    case toolArguments = "tool_arguments"
+    /// The model named a tool this conversation does not offer.
+    case toolUnavailable = "tool_unavailable"
+    /// A person said no (`tool.approve` with `allow: false`), or nobody answered in time.
+    case toolDenied = "tool_denied"
+    /// The tool did not answer within its `timeout_seconds`.
+    case toolTimeout = "tool_timeout"
+    /// The tool's server could not be reached, or the transfer failed.
+    case toolConnection = "tool_connection"
 }
 
 extension RPC {
