@@ -84,6 +84,9 @@ extension Broker {
                 try listModels(params, later())
             case .generationCancel:
                 try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
+            case .toolApprove:
+                // The tool loop is not here yet: to a client, as unknown as any other method.
+                throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
             }
         } catch {
             // A method that reserved its place and then refused its params answers in that place.

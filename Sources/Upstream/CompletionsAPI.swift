@@ -32,6 +32,8 @@ public struct OpenAICompletionsAPI: ChatAPI {
             case .system: system.append(message.content)
             case .user: turns.append(labelled(options.userLabel, message.content))
             case .assistant: turns.append(labelled(options.assistantLabel, message.content))
+            // The legacy completions API offers no tools, so a transcript for it has no tool turns.
+            case .tool: continue
             }
         }
         turns.append(labelled(options.assistantLabel, chat.continuing ?? ""))
