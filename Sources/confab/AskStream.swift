@@ -9,10 +9,51 @@ import Terminal
 /// Ctrl-C cancels it (exit 130); a reader that goes away (`| head`) cancels it unless
 /// somebody else is watching the conversation; a closed terminal (SIGHUP, which kills us
 /// by default) or a lost connection leaves it running in the daemon.
+///
+/// A reply that asks for tools goes on after them: `m2` is followed by its results (`m2.1`,
+/// …) and the model's next turns (`m2.3`, …), until a turn ends without asking for tools
+/// or ends other than complete. Every turn's text goes to standard output, each ending on a
+/// line break before the next begins; each call goes to standard error as one line once
+/// it ends. A call that needs a yes is asked about on the terminal (standard input and
+/// error, else `/dev/tty`), and denied when there is none.
 final class AskStream {
     private let connection: Connection
     private let conversation: String
     private let reply: String
+    /// The reply's sequence number: every message `m<N>.<step>` belongs to it.
+    private let chain: Int?
+    /// The turn of the reply streaming now: the reply itself, then each turn after tool calls.
+    private var turn: String
+    /// What of the current turn went to standard output, byte for byte.
+    private var turnWritten: [UInt8] = []
+    /// Calls the reply asked for, by id.
+    private var calls: [String: ToolLines.Call] = [:]
+    /// Calls running now, oldest first (for the status line).
+    private var running: [ToolLines.Call] = []
+    /// Calls waiting for our yes or no, oldest first; the first is being asked.
+    private var questions: [ToolLines.Call] = []
+    /// The terminal the question is on, while one is asked.
+    private var asking: Question?
+    /// Where questions are asked, once looked for: nil inside when there is no terminal.
+    private var questionTerminal: QuestionTerminal??
+    /// Ctrl-C came while a question was on the terminal: its line is ended already.
+    private var afterQuestion = false
+    /// Our `tool.approve` requests, by request id: the call each answers.
+    private var approvals: [Int: ToolLines.Call] = [:]
+    private var cancelRequest: Int?
+    private let stderrIsTerminal = isatty(2) != 0
+    private let stderrColour = isatty(2) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
+
+    /// A terminal to ask on: read from `input`, write to `output`.
+    private struct QuestionTerminal {
+        var input: Int32
+        var output: Int32
+    }
+
+    private struct Question {
+        var call: ToolLines.Call
+        var line: [UInt8] = []
+    }
     /// Print the final message object instead of the text.
     private let json: Bool
     private let toTerminal = isatty(1) != 0
@@ -42,6 +83,8 @@ final class AskStream {
         self.connection = connection
         self.conversation = conversation
         self.reply = reply
+        chain = ToolLines.sequence(reply)
+        turn = reply
         self.json = json
         self.others = Set(others.compactMap { $0["id"]?.string })
         if render && !json, let size = TerminalSize.of(1) {
@@ -69,7 +112,11 @@ final class AskStream {
             // A pipe's writing end reports POLLERR once its reader is gone: `| head` has
             // had enough, even while no text is due.
             let watchOutput = outputOpen && !toTerminal
+            let outputIndex = fds.count
             if watchOutput { fds.append(pollfd(fd: 1, events: 0, revents: 0)) }
+            let questionIndex = fds.count
+            let questionInput = asking != nil ? questionTerminal??.input : nil
+            if let questionInput { fds.append(pollfd(fd: questionInput, events: Int16(POLLIN), revents: 0)) }
             let ready = poll(&fds, nfds_t(fds.count), status.nextTickMilliseconds)
             if ready < 0 {
                 if errno == EINTR { continue }
@@ -81,8 +128,11 @@ final class AskStream {
                 if caught.contains(SIGWINCH) { resized() }
                 if caught.contains(SIGINT), let exit = try interrupted() { return exit }
             }
-            if watchOutput, fds[2].revents & Int16(POLLERR | POLLHUP) != 0 {
+            if watchOutput, fds[outputIndex].revents & Int16(POLLERR | POLLHUP) != 0 {
                 if let exit = try outputClosed() { return exit }
+            }
+            if questionInput != nil, fds[questionIndex].revents != 0 {
+                try readAnswer()
             }
             if fds[0].revents != 0 {
                 guard try connection.receive() else {
@@ -100,17 +150,22 @@ final class AskStream {
     private func interrupted() throws(Failure) -> Int32? {
         if cancelling == .interrupted { return leaveInterrupted() }
         cancelling = .interrupted
+        // The ^C the terminal echoed after a question is followed by a line break already.
+        if asking != nil { afterQuestion = true }
+        dropQuestion(saying: nil)
         // Over rendered rows a status line would wipe one that is not drawn again.
         if markdown == nil || !sawText { status.spin("cancelling") }
-        try connection.send("generation.cancel", ["conversation": .string(conversation), "message": .string(reply)])
+        // Any id of the reply's chain stops the whole chain, and nothing else.
+        cancelRequest = try connection.send("generation.cancel", ["conversation": .string(conversation), "message": .string(reply)])
         return nil
     }
 
     private func leaveInterrupted() -> Int32 {
+        dropQuestion(saying: nil)
         status.clear()
         endLine()
         // The terminal echoed ^C after our text; the shell's prompt goes on a line of its own.
-        if isatty(2) != 0 { Out.errorLine("") }
+        if isatty(2) != 0, !afterQuestion { Out.errorLine("") }
         return 130
     }
 
@@ -120,7 +175,7 @@ final class AskStream {
         outputOpen = false
         if others.isEmpty && cancelling == nil {
             cancelling = .outputClosed
-            try connection.send("generation.cancel", ["conversation": .string(conversation), "message": .string(reply)])
+            cancelRequest = try connection.send("generation.cancel", ["conversation": .string(conversation), "message": .string(reply)])
             return nil
         }
         return diedOfSIGPIPE()
@@ -141,9 +196,13 @@ final class AskStream {
         case .fatal(let error):
             status.clear()
             throw .rpc(error)
-        case .response(_, let result):
-            // The only request in flight is our generation.cancel.
-            guard let cancelling else { return nil }
+        case .response(let id, let result):
+            if let call = approvals.removeValue(forKey: id) {
+                approvalAnswered(call, result)
+                return nil
+            }
+            // The only other request we send is generation.cancel.
+            guard let cancelling, id == cancelRequest else { return nil }
             if case .failure(let error) = result {
                 status.clear()
                 Out.error("could not cancel the reply: \(error.message)")
@@ -174,28 +233,69 @@ final class AskStream {
         }
         guard params["conversation"]?.string == conversation else { return nil }
         switch method {
+        case "message.created":
+            // The model's next turn, after the tool calls.
+            guard let message = params["message"], ours(message["id"]?.string), message["role"]?.string == "assistant",
+                  let id = message["id"]?.string else { return nil }
+            begin(id)
         case "message.continued":
-            guard let message = params["message"], message["id"]?.string == reply else { return nil }
+            guard let message = params["message"], message["id"]?.string == turn else { return nil }
             before = (message["content"]?.string ?? "").utf8.count
         case "message.delta":
-            guard params["message"]?.string == reply, let piece = params["content"]?.string, !piece.isEmpty else { return nil }
-            if !sawText {
-                sawText = true
-                if cancelling == nil { status.clear() }
-            }
+            guard let id = params["message"]?.string, ours(id), let piece = params["content"]?.string, !piece.isEmpty else { return nil }
+            begin(id)
+            sawText = true
+            // The status line (waiting for the model, for the tools) gives way to the text.
+            if cancelling == nil { status.clear() }
             if !json { return try show(Array(piece.utf8)) }
         case "message.retrying":
-            guard params["message"]?.string == reply else { return nil }
+            guard ours(params["message"]?.string) else { return nil }
             let attempt = params["attempt"]?.int ?? 1
             let delay = params["delay_ms"]?.int ?? 0
             status.countdown("\(Words.replyError(params["error"])); retry \(attempt) in", milliseconds: delay)
         case "generation.cancelled":
-            guard params["message"]?.string == reply else { return nil }
+            guard ours(params["message"]?.string) else { return nil }
             cancelledBy = Words.clientName(params["by"])
+        case "tool.approval_requested":
+            guard ours(params["message"]?["id"]?.string ?? params["message"]?.string), let id = params["call"]?.string else { return nil }
+            let call = ToolLines.Call(id: id, name: params["tool"]?.string ?? calls[id]?.name ?? "?",
+                                      arguments: params["arguments"]?.string ?? calls[id]?.arguments ?? "")
+            calls[id] = call
+            if !questions.contains(where: { $0.id == id }) { questions.append(call) }
+            try askNext()
+        case "tool.approved", "tool.denied":
+            guard let id = params["call"]?.string, questions.contains(where: { $0.id == id }) else { return nil }
+            // Somebody else answered first (ours is taken out of the questions when sent).
+            let verb = method == "tool.approved" ? "approved" : "denied"
+            let who = params["client"].flatMap { $0.isNull ? nil : Words.clientName($0) }
+            let said = "call \(calls[id]?.name ?? id) \(verb)" + (who.map { " by \($0)" } ?? ": nobody answered in time")
+            if asking?.call.id == id { dropQuestion(saying: said) } else { Out.error(said) }
+            questions.removeAll { $0.id == id }
+            try askNext()
+        case "tool.started":
+            guard ours(params["message"]?["id"]?.string), let call = ToolLines.call(params["call"]) else { return nil }
+            calls[call.id] = call
+            running.removeAll { $0.id == call.id }
+            running.append(call)
+            if asking == nil && cancelling == nil { status.spin(runningStatus) }
+        case "tool.completed":
+            guard let message = params["message"], ours(message["id"]?.string) else { return nil }
+            toolEnded(message)
         case "message.completed", "message.failed":
-            guard let message = params["message"], message["id"]?.string == reply else { return nil }
+            guard let message = params["message"], let id = message["id"]?.string, ours(id) else { return nil }
+            if ToolLines.isTool(message) {
+                toolEnded(message)
+                return nil
+            }
+            begin(id)
             status.clear()
             if let exit = try finish(message) { return exit }
+            if ToolLines.continuesAfter(message) {
+                // The reply goes on after its calls, whose lines come as each ends.
+                for call in ToolLines.calls(of: message) { calls[call.id] = call }
+                if cancelling == nil && asking == nil { status.spin("running tools") }
+                return nil
+            }
             if json { Out.stdout(message.text + "\n") }
             if cancelling == .interrupted { return leaveInterrupted() }
             switch message["status"]?.string ?? "complete" {
@@ -221,13 +321,13 @@ final class AskStream {
         return nil
     }
 
-    /// What the final message has beyond what we streamed (normally nothing: we attached
-    /// before sending), then a newline unless there is one.
+    /// What a turn's final message has beyond what we streamed (normally nothing: we
+    /// attached before sending), then a newline unless there is one.
     private func finish(_ message: JSON) throws(Failure) -> Int32? {
         guard !json else { return nil }
         let content = Array((message["content"]?.string ?? "").utf8.dropFirst(before))
-        if content.count > written.count, content.starts(with: written) {
-            if let exit = try show(Array(content[written.count...])) { return exit }
+        if content.count > turnWritten.count, content.starts(with: turnWritten) {
+            if let exit = try show(Array(content[turnWritten.count...])) { return exit }
         }
         if var markdown {
             writeRendered(live.replace(committing: markdown.finish(), live: []))
@@ -235,7 +335,157 @@ final class AskStream {
             renderPending = false
         }
         endLine()
+        // A turn after tool calls starts on a row of its own.
+        live = LiveRows()
         return nil
+    }
+
+    // MARK: Tools
+
+    /// A message of the reply we follow: the reply itself, its tool results, its later turns.
+    private func ours(_ id: String?) -> Bool {
+        guard let id else { return false }
+        guard let chain else { return id == reply }
+        return ToolLines.sequence(id) == chain
+    }
+
+    /// Text or an end for turn `id`: from now on it is the turn we write.
+    private func begin(_ id: String) {
+        guard id != turn else { return }
+        turn = id
+        turnWritten = []
+        before = 0
+    }
+
+    /// `running tool weather`, `running tools weather, echo`.
+    private var runningStatus: String {
+        let names = running.map(\.name)
+        if names.isEmpty { return "running tools" }
+        return (names.count == 1 ? "running tool " : "running tools ") + names.joined(separator: ", ")
+    }
+
+    /// Lines for standard error that wait while a question is on the terminal.
+    private var deferredLines: [String] = []
+
+    /// A call ended: one line on standard error (`⚙ weather {"city":"Paris"} → 200 · 84 ms`).
+    private func toolEnded(_ message: JSON) {
+        guard let id = ToolLines.callID(of: message) else { return }
+        running.removeAll { $0.id == id }
+        if asking?.call.id == id { dropQuestion(saying: nil) }
+        questions.removeAll { $0.id == id }
+        let call = calls[id] ?? ToolLines.Call(id: id, name: ToolLines.name(of: message), arguments: "")
+        let outcome = ToolLines.outcome(of: message)
+        let width = stderrIsTerminal ? (TerminalSize.of(2)?.columns ?? 80) : Int.max / 2
+        let line = ToolCallFormat.summary(name: call.name, arguments: call.arguments, outcome: outcome, width: width)
+        let styled = stderrColour ? "\u{1B}[\(outcome.isFailure ? "31" : "2")m" + line + "\u{1B}[0m" : line
+        if asking != nil {
+            deferredLines.append(styled)
+            return
+        }
+        status.clear()
+        writeError(styled)
+        if cancelling == nil { status.spin(running.isEmpty ? "waiting for the model" : runningStatus) }
+    }
+
+    /// A line of ours (made safe already) on standard error.
+    private func writeError(_ line: String) {
+        var text = line + "\n"
+        _ = text.withUTF8 { Out.writeAll(2, UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Asks about the oldest call waiting for a yes, unless a question is on already; with
+    /// no terminal to ask on, each is denied, and that is said.
+    private func askNext() throws(Failure) {
+        while asking == nil, cancelling == nil, let call = questions.first {
+            status.clear()
+            guard let terminal = openQuestionTerminal() else {
+                questions.removeFirst()
+                Out.error("denied tool call \(SafeText.singleLine(call.name)): no terminal to ask on")
+                try sendApproval(call, allow: false)
+                continue
+            }
+            asking = Question(call: call)
+            let width = TerminalSize.of(terminal.output)?.columns ?? 80
+            let name = SafeText.singleLine(call.name)
+            let tail = " — allow? [y/N] "
+            let room = max(10, width - 2 - DisplayWidth.of(name) - DisplayWidth.of(tail))
+            let arguments = DisplayWidth.truncate(ToolCallFormat.arguments(call.arguments), to: room)
+            var text = name + (arguments.isEmpty ? "" : " " + arguments) + tail
+            _ = text.withUTF8 { Out.writeAll(terminal.output, UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    /// Standard input and error when both are a terminal, else the controlling terminal
+    /// (`git diff | confab ask …` reads its prompt from a pipe); nil when there is none.
+    private func openQuestionTerminal() -> QuestionTerminal? {
+        if let known = questionTerminal { return known }
+        var found: QuestionTerminal?
+        if isatty(0) != 0 && isatty(2) != 0 {
+            found = QuestionTerminal(input: 0, output: 2)
+        } else {
+            let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+            if fd >= 0 { found = QuestionTerminal(input: fd, output: fd) }
+        }
+        questionTerminal = .some(found)
+        return found
+    }
+
+    /// The terminal has input for the question: once a whole line is in, `y` or `yes` allows
+    /// the call and anything else denies it (end of input too).
+    private func readAnswer() throws(Failure) {
+        guard var question = asking, let terminal = questionTerminal ?? nil else { return }
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let count = buffer.withUnsafeMutableBytes { read(terminal.input, $0.baseAddress, $0.count) }
+        if count < 0 && (errno == EINTR || errno == EAGAIN) { return }
+        if count > 0 {
+            question.line += buffer[0..<count]
+            guard let newline = question.line.firstIndex(of: 0x0A) else {
+                asking = question
+                return
+            }
+            question.line.removeSubrange(newline...)
+        } else {
+            // End of input, or the terminal is gone: no yes. The cursor is after the question.
+            var text = "\n"
+            _ = text.withUTF8 { Out.writeAll(terminal.output, UnsafeRawBufferPointer($0)) }
+        }
+        asking = nil
+        let answer = String(decoding: question.line, as: UTF8.self).trimmed.lowercased()
+        questions.removeAll { $0.id == question.call.id }
+        try sendApproval(question.call, allow: answer == "y" || answer == "yes")
+        flushDeferred()
+        try askNext()
+    }
+
+    /// Takes the question off the terminal (another client answered it, the call ended, or
+    /// we are leaving), saying why when there is something to say.
+    private func dropQuestion(saying text: String?) {
+        guard let question = asking, let terminal = questionTerminal ?? nil else { return }
+        asking = nil
+        questions.removeAll { $0.id == question.call.id }
+        // What was typed for it is not an answer to anything else.
+        tcflush(terminal.input, TCIFLUSH)
+        var out = "\n" + (text.map { "confab: " + SafeText.singleLine($0) + "\n" } ?? "")
+        _ = out.withUTF8 { Out.writeAll(terminal.output, UnsafeRawBufferPointer($0)) }
+        flushDeferred()
+    }
+
+    private func flushDeferred() {
+        for line in deferredLines { writeError(line) }
+        deferredLines = []
+    }
+
+    private func sendApproval(_ call: ToolLines.Call, allow: Bool) throws(Failure) {
+        let id = try connection.send("tool.approve", ["conversation": .string(conversation), "call": .string(call.id), "allow": .bool(allow)])
+        approvals[id] = call
+    }
+
+    /// A refused answer (-32006: somebody answered first, or the call ended) settles nothing
+    /// new: it is said, and the reply goes on.
+    private func approvalAnswered(_ call: ToolLines.Call, _ result: Result<JSON, RPCError>) {
+        guard case .failure(let error) = result else { return }
+        status.clear()
+        Out.error("call \(SafeText.singleLine(call.name)): \(error.message)")
     }
 
     // MARK: Rendering
@@ -274,6 +524,7 @@ final class AskStream {
     private func show(_ bytes: [UInt8]) throws(Failure) -> Int32? {
         guard outputOpen else { return nil }
         written += bytes
+        turnWritten += bytes
         if markdown != nil {
             markdown?.append(String(decoding: bytes, as: UTF8.self))
             renderPending = true

@@ -82,6 +82,25 @@ final class AttachSession {
     private var editedAs: Set<String> = []
     /// The quick replies under the newest message, which `/1`, `/2`… send.
     private var offered: [String] = []
+    /// Tool calls waiting for somebody's yes, oldest first: `y`, `n`, /approve and /deny answer the first.
+    private var awaitingApproval: [Waiting] = []
+    /// Replies (by sequence number) whose tool calls are under way, or whose next turn is
+    /// due after them: a reply in flight for Ctrl-C, though no text streams.
+    private var chainsInFlight: Set<Int> = []
+    /// Every call seen (in `tool_calls`, `tool.started`, `tool.approval_requested`), by call id.
+    private var callsSeen: [String: ToolLines.Call] = [:]
+    /// Tool messages seen, by id, and which answers which call, for /tool.
+    private var toolMessages: [String: JSON] = [:]
+    private var toolMessageOfCall: [String: String] = [:]
+    private var newestTool: String?
+    /// Replies whose replacement was said already: a whole chain is replaced at once.
+    private var announcedReplaced: Set<String> = []
+
+    private struct Waiting {
+        var call: ToolLines.Call
+        /// Its tool message's id.
+        var message: String?
+    }
 
     private enum Pending {
         case send, cancel, rename
@@ -90,6 +109,8 @@ final class AttachSession {
         /// /retry, /edit-last, /continue: what follows comes as notifications.
         case revision
         case fork
+        /// /approve, /deny, `y`, `n`: the answer is shown when `tool.approved` or `tool.denied` comes.
+        case approve(Waiting)
     }
 
     init(connection: Connection, me: JSON, colour: Bool, render: Bool) {
@@ -162,9 +183,28 @@ final class AttachSession {
         oldestShown = messages.first?["id"]?.string
         moreHistory = (info?["message_count"]?.int ?? 0) > messages.count
         offered = []
+        awaitingApproval = []
+        chainsInFlight = []
+        callsSeen = [:]
+        toolMessages = [:]
+        toolMessageOfCall = [:]
+        newestTool = nil
+        announcedReplaced = []
         showHistory(messages, newest: result["pending"]?["id"]?.string == nil)
         if let pending = result["pending"], pending["id"]?.string != nil {
             transcript.replyStarted(pending)
+        }
+        // The calls of the reply in flight that have not ended: running, or waiting for a yes.
+        for tool in result["tools"]?.array ?? [] {
+            note(tool)
+            guard let id = tool["id"]?.string, let callID = ToolLines.callID(of: tool) else { continue }
+            if let sequence = ToolLines.sequence(id) { chainsInFlight.insert(sequence) }
+            if tool["approval"]?.string == "pending" {
+                let call = callsSeen[callID] ?? ToolLines.Call(id: callID, name: ToolLines.name(of: tool), arguments: "")
+                askApproval(Waiting(call: call, message: id))
+            } else {
+                transcript.toolInFlight(tool)
+            }
         }
     }
 
@@ -218,7 +258,7 @@ final class AttachSession {
     private func caught(_ signal: Int32) throws(Failure) {
         switch signal {
         case SIGINT:
-            if transcript.replyInFlight {
+            if transcript.replyInFlight || !chainsInFlight.isEmpty {
                 try cancel()
             } else if let editor {
                 editor.clearLine()
@@ -250,7 +290,15 @@ final class AttachSession {
             guard let pending = outstanding.removeValue(forKey: id) else { return }
             switch (pending, result) {
             case (.send, .failure(let error)): transcript.error("not sent: \(error.message)")
-            case (.cancel, .success(let value)) where value["cancelled"]?.isNull ?? true: transcript.notice("nothing to cancel")
+            case (.cancel, .success(let value)) where value["cancelled"]?.isNull ?? true:
+                chainsInFlight = []
+                transcript.notice("nothing to cancel")
+            case (.approve(let waiting), .failure(let error)) where error.code == RPCError.conflict:
+                // Somebody answered first, or the call ended: not ours to worry about.
+                transcript.notice(error.message.contains(waiting.call.id) ? error.message : "call \(waiting.call.id): \(error.message)")
+            case (.approve(let waiting), .failure(let error)):
+                if !awaitingApproval.contains(where: { $0.call.id == waiting.call.id }) { awaitingApproval.insert(waiting, at: 0) }
+                transcript.error(error.message)
             case (.fork, .success(let value)):
                 let made = value["conversation"]?["id"]?.string ?? "?"
                 transcript.notice("forked as \(made): /switch \(made) to go there" + (value["reply"] != nil ? " (its last question is being answered)" : ""))
@@ -275,6 +323,11 @@ final class AttachSession {
         case "message.created":
             guard let message = params["message"] else { return }
             note(message)
+            if ToolLines.isTool(message) {
+                // A call is followed through tool.started and tool.completed.
+                if message["status"]?.string != "streaming" { toolEnded(message) }
+                return
+            }
             // What was offered answered the message before this one.
             offered = []
             if message["role"]?.string == "assistant" && message["status"]?.string == "streaming" {
@@ -289,8 +342,14 @@ final class AttachSession {
             guard let message = params["message"] else { return }
             transcript.replyContinued(message)
         case "message.superseded":
-            guard let id = params["message"]?.string, let newer = params["by"]?.string else { return }
-            switch roles[id] {
+            guard let message = params["message"]?.string, let by = params["by"]?.string else { return }
+            // A reply's whole chain (its results and later turns) is replaced with it: said
+            // once, of the reply's first message.
+            let id = ToolLines.head(message) ?? message
+            let newer = ToolLines.head(by) ?? by
+            guard !announcedReplaced.contains(id) else { return }
+            announcedReplaced.insert(id)
+            switch roles[id] ?? roles[message] {
             case "user"?:
                 editedAs.insert(newer)
                 transcript.notice("\(id) was edited: \(newer) takes its place")
@@ -308,12 +367,49 @@ final class AttachSession {
         case "generation.cancelled":
             guard let id = params["message"]?.string else { return }
             transcript.cancelled(id: id, by: params["by"]?["id"]?.string == myClientID ? "you" : Words.clientName(params["by"]))
-        case "message.completed":
+        case "message.completed", "message.failed":
             guard let message = params["message"] else { return }
-            transcript.replyEnded(message, error: nil)
-        case "message.failed":
+            note(message)
+            if ToolLines.isTool(message) {
+                toolEnded(message)
+                return
+            }
+            let error = method == "message.failed" ? Words.replyError(params["error"] ?? message["error"]) : nil
+            transcript.replyEnded(message, error: error)
+            followChain(message)
+        case "tool.approval_requested":
+            guard let callID = params["call"]?.string else { return }
+            let call = ToolLines.Call(id: callID, name: params["tool"]?.string ?? callsSeen[callID]?.name ?? "?",
+                                      arguments: params["arguments"]?.string ?? callsSeen[callID]?.arguments ?? "")
+            callsSeen[callID] = call
+            let message = params["message"]?["id"]?.string ?? params["message"]?.string
+            if let sequence = ToolLines.sequence(message) { chainsInFlight.insert(sequence) }
+            if let tool = params["message"], tool["id"] != nil { note(tool) }
+            askApproval(Waiting(call: call, message: message))
+        case "tool.approved", "tool.denied":
+            guard let callID = params["call"]?.string else { return }
+            awaitingApproval.removeAll { $0.call.id == callID }
+            transcript.toolAnswered(call: callID)
+            let verb = method == "tool.approved" ? "approved" : "denied"
+            if let client = params["client"], !client.isNull {
+                let who = client["id"]?.string == myClientID ? "you" : Words.clientName(client)
+                transcript.notice("call \(callID) \(verb) by \(who)")
+            } else {
+                transcript.notice("call \(callID) \(verb): nobody answered in time")
+            }
+        case "tool.started":
+            guard let call = ToolLines.call(params["call"]) else { return }
+            callsSeen[call.id] = call
+            awaitingApproval.removeAll { $0.call.id == call.id }
+            if let tool = params["message"] {
+                note(tool)
+                if let sequence = ToolLines.sequence(tool["id"]?.string) { chainsInFlight.insert(sequence) }
+            }
+            transcript.toolStarted(call: call.id, name: call.name)
+        case "tool.completed":
             guard let message = params["message"] else { return }
-            transcript.replyEnded(message, error: Words.replyError(params["error"] ?? message["error"]))
+            note(message)
+            toolEnded(message)
         case "conversation.updated":
             let info = params["info"]
             let newTitle = info?["title"]?.string ?? title
@@ -386,6 +482,11 @@ final class AttachSession {
         // A paste that ended with a line break does not send it.
         while text.hasSuffix("\n") { text.removeLast() }
         if text.isBlank { return }
+        // While a call waits for a yes, `y` or `n` alone answers it; anything longer is a message.
+        if !awaitingApproval.isEmpty, let allow = Self.yesOrNo(text) {
+            try answer(allow: allow, call: nil)
+            return
+        }
         // The number alone picks a quick reply, as /N does, but only while some are offered:
         // otherwise a number is a message like any other.
         if !offered.isEmpty, let number = Int(text.trimmed), (1...offered.count).contains(number) {
@@ -423,6 +524,9 @@ final class AttachSession {
         /edit-last       change your last message in $EDITOR and get a new reply
         /continue        continue a reply cut off at the model's length limit
         /fork [MSG]      copy the conversation (up to message MSG) into a new one
+        /tool [ID]       all a tool answered (ID: a call id or a message id such as m2.1; default the latest)
+        /approve [CALL]  let a tool call that waits for approval run (default the oldest; y alone does too)
+        /deny [CALL]     refuse it (n alone on a line does too)
         /N               send quick reply N (the number alone on a line does too)
         /quit            detach and leave (Ctrl-D does too)
         //text           send a line that starts with a slash
@@ -482,6 +586,10 @@ final class AttachSession {
             outstanding[try connection.send("message.continue", ["conversation": .string(conversation)])] = .revision
         case "versions":
             try versions(of: argument.isEmpty ? nil : argument)
+        case "approve", "deny":
+            try answer(allow: name == "approve", call: argument.isEmpty ? nil : argument)
+        case "tool":
+            try showTool(argument.isEmpty ? nil : argument)
         case "edit-last":
             try editLast()
         case "fork":
@@ -530,52 +638,159 @@ final class AttachSession {
     }
 
     /// Stored messages, the way the conversation reads now: a message replaced by a newer one
-    /// (a regenerated reply, an edited message) is left out, and a reply with earlier versions
-    /// says so.
+    /// (a regenerated reply with its tool calls and later turns, an edited message) is left
+    /// out, and a reply with earlier versions says so once it is shown whole.
     private func showHistory(_ messages: [JSON], newest: Bool = false) {
         for message in messages { note(message) }
-        let replaced = Set(messages.compactMap { $0["superseded_by"]?.string })
-        let shown = messages.filter { $0["superseded_by"] == nil }
-        for message in shown {
+        func head(_ message: JSON) -> String { message["id"]?.string.flatMap(ToolLines.head) ?? "" }
+        let replaced = Set(messages.compactMap { $0["superseded_by"]?.string.flatMap(ToolLines.head) })
+        // A reply replaced is replaced whole, whether or not each of its steps says so.
+        let replacedReplies = Set(messages.filter { $0["superseded_by"] != nil && !ToolLines.isStep($0["id"]?.string) }.map(head))
+        let shown = messages.filter { $0["superseded_by"] == nil && !(ToolLines.isStep($0["id"]?.string) && replacedReplies.contains(head($0))) }
+        for (index, message) in shown.enumerated() {
             transcript.message(message)
             // Offered only under the newest message: once answered they are history.
-            if newest, message["id"] == shown.last?["id"], let replies = message["quick_replies"]?.array?.compactMap(\.string), !replies.isEmpty {
+            if newest, index == shown.count - 1, let replies = message["quick_replies"]?.array?.compactMap(\.string), !replies.isEmpty {
                 offered = replies
                 transcript.quickReplies(replies)
             }
-            if let id = message["id"]?.string, message["role"]?.string == "assistant", replaced.contains(id) {
+            let endsItsReply = index == shown.count - 1 || head(shown[index + 1]) != head(message)
+            if endsItsReply, message["role"]?.string != "user", replaced.contains(head(message)) {
                 transcript.notice("an earlier version exists: /versions")
             }
         }
     }
 
-    /// Remembers who wrote a message, to say what a `message.superseded` means.
+    /// Remembers who wrote a message, to say what a `message.superseded` means, and the tool
+    /// calls and results it holds, for /tool and /approve.
     private func note(_ message: JSON) {
-        if let id = message["id"]?.string, let role = message["role"]?.string { roles[id] = role }
+        guard let id = message["id"]?.string else { return }
+        if let role = message["role"]?.string { roles[id] = role }
+        for call in ToolLines.calls(of: message) { callsSeen[call.id] = call }
+        guard ToolLines.isTool(message) else { return }
+        toolMessages[id] = message
+        if let call = ToolLines.callID(of: message) { toolMessageOfCall[call] = id }
+        if let order = MessageID.order(of: id), newestTool.flatMap(MessageID.order(of:)).map({ $0 < order }) ?? true {
+            newestTool = id
+        }
     }
 
-    /// /versions: the replies a reply replaced, oldest first, then which one is current.
+    /// /versions: the replies a reply replaced, oldest first, each with its tool calls and
+    /// later turns, then which one is current.
     private func versions(of given: String?) throws(Failure) {
         let messages = try wholeHistory(connection, conversation)
-        guard let current = given ?? messages.last(where: { $0["role"]?.string == "assistant" && $0["superseded_by"] == nil })?["id"]?.string else {
-            transcript.notice("no reply yet")
+        func head(_ id: String?) -> String? { id.flatMap(ToolLines.head) }
+        guard let current = head(given ?? messages.last(where: { $0["role"]?.string == "assistant" && $0["superseded_by"] == nil })?["id"]?.string) else {
+            transcript.notice(given == nil ? "no reply yet" : "/versions takes a reply's id, such as m4")
             return
         }
-        var chain: [JSON] = []
+        var chain: [String] = []
         var newer = current
-        while let older = messages.last(where: { $0["superseded_by"]?.string == newer && $0["role"]?.string == "assistant" }) {
+        while let older = head(messages.last(where: {
+            head($0["superseded_by"]?.string) == newer && $0["role"]?.string == "assistant" && !ToolLines.isStep($0["id"]?.string)
+        })?["id"]?.string), older != newer, !chain.contains(older) {
             chain.insert(older, at: 0)
-            newer = older["id"]?.string ?? ""
+            newer = older
         }
         guard !chain.isEmpty else {
             transcript.notice("\(current) has no earlier versions")
             return
         }
-        for (number, message) in chain.enumerated() {
-            transcript.notice("version \(number + 1) of \(chain.count + 1) (\(message["id"]?.string ?? "?"))")
-            transcript.message(message)
+        for (number, reply) in chain.enumerated() {
+            transcript.notice("version \(number + 1) of \(chain.count + 1) (\(reply))")
+            for message in messages where head(message["id"]?.string) == reply && message["role"]?.string != "user" {
+                transcript.message(message)
+            }
         }
         transcript.notice("version \(chain.count + 1) (\(current)) is the current one")
+    }
+
+    // MARK: Tools
+
+    /// `y` or `n` (either case) alone: an answer to the call waiting for one.
+    static func yesOrNo(_ text: String) -> Bool? {
+        switch text.trimmed.lowercased() {
+        case "y": return true
+        case "n": return false
+        default: return nil
+        }
+    }
+
+    /// A call waits for a yes: the question, saying how to answer it.
+    private func askApproval(_ waiting: Waiting) {
+        guard !awaitingApproval.contains(where: { $0.call.id == waiting.call.id }) else { return }
+        awaitingApproval.append(waiting)
+        // `y` and `n` answer the oldest; the others are named.
+        let how = awaitingApproval.count == 1 ? "/approve or /deny (or y/n)"
+            : "/approve \(waiting.call.id) or /deny \(waiting.call.id)"
+        transcript.toolApprovalRequested(call: waiting.call.id, name: waiting.call.name, arguments: waiting.call.arguments, how: how)
+    }
+
+    /// `tool.approve` for `given` (a call id, or the id of the tool message answering it), or
+    /// for the oldest call waiting.
+    private func answer(allow: Bool, call given: String?) throws(Failure) {
+        var waiting: Waiting
+        if let given {
+            var callID = given
+            if MessageID.order(of: given) != nil {
+                guard let known = ToolLines.callID(of: toolMessages[given]) else {
+                    transcript.error("\(given) is no tool call seen here (give the call's id)")
+                    return
+                }
+                callID = known
+            }
+            waiting = awaitingApproval.first { $0.call.id == callID }
+                ?? Waiting(call: callsSeen[callID] ?? ToolLines.Call(id: callID, name: "?", arguments: ""), message: nil)
+        } else {
+            guard let oldest = awaitingApproval.first else {
+                transcript.error("no tool call is waiting for approval")
+                return
+            }
+            waiting = oldest
+        }
+        // Answered as far as we are concerned: `y` again answers the next one.
+        awaitingApproval.removeAll { $0.call.id == waiting.call.id }
+        let id = try connection.send("tool.approve", ["conversation": .string(conversation), "call": .string(waiting.call.id),
+                                                      "allow": .bool(allow)])
+        outstanding[id] = .approve(waiting)
+    }
+
+    /// A call ended: its result under it, and it waits for nobody any more.
+    private func toolEnded(_ message: JSON) {
+        if let call = ToolLines.callID(of: message) { awaitingApproval.removeAll { $0.call.id == call } }
+        transcript.toolCompleted(message)
+    }
+
+    /// A reply turn ended: its reply goes on when it asked for tools, else it is over.
+    private func followChain(_ message: JSON) {
+        guard message["role"]?.string == "assistant", let id = message["id"]?.string, let sequence = ToolLines.sequence(id) else { return }
+        if ToolLines.continuesAfter(message) {
+            chainsInFlight.insert(sequence)
+        } else {
+            chainsInFlight.remove(sequence)
+            awaitingApproval.removeAll { ToolLines.sequence($0.message) == sequence }
+        }
+    }
+
+    /// /tool: everything a tool answered; the latest call's without an id.
+    private func showTool(_ given: String?) throws(Failure) {
+        func matches(_ message: JSON) -> Bool {
+            guard ToolLines.isTool(message) else { return false }
+            guard let given else { return true }
+            return message["id"]?.string == given || ToolLines.callID(of: message) == given
+        }
+        let known = given.map { toolMessages[$0] ?? toolMessageOfCall[$0].flatMap { toolMessages[$0] } } ?? newestTool.flatMap { toolMessages[$0] }
+        var found = known
+        if found == nil {
+            // Older than what this screen has seen: the conversation's history has it.
+            found = try wholeHistory(connection, conversation).last(where: matches)
+        }
+        guard let message = found else {
+            transcript.error(given.map { "no tool call \($0) in this conversation (give a call id, or a tool message id such as m2.1)" }
+                             ?? "no tool was called in this conversation yet")
+            return
+        }
+        transcript.toolDetail(message, arguments: ToolLines.callID(of: message).flatMap { callsSeen[$0]?.arguments })
     }
 
     /// /edit-last: your last message in `$EDITOR`; saved changed, it replaces the message and

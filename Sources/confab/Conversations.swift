@@ -158,12 +158,24 @@ struct Show: ClientCommand {
         let messages = try wholeHistory(connection, conversation)
         var out = "\(SafeText.singleLine(info?["title"]?.string ?? "untitled")) (\(conversation)) · "
             + Words.count(messages.count, "message") + "\n"
+        let width = TerminalSize.of(1)?.columns ?? Int.max / 2
         for message in messages {
             out += "\n" + Self.heading(message) + "\n"
-            out += SafeText.sanitized(message["content"]?.string ?? "")
-            if out.last != "\n" { out += "\n" }
+            out += Self.body(message, width: width)
         }
         Out.stdout(out)
+    }
+
+    /// A message's text; a tool's result as its one line (`⚙ weather → 200 · 84 ms · …`), and
+    /// the calls a reply asked for, one line each, after its text.
+    static func body(_ message: JSON, width: Int) -> String {
+        if ToolLines.isTool(message) { return ToolLines.result(message, width: width) + "\n" }
+        var out = SafeText.sanitized(message["content"]?.string ?? "")
+        if !out.isEmpty, out.last != "\n" { out += "\n" }
+        for call in ToolLines.calls(of: message) {
+            out += ToolCallFormat.call(name: call.name, arguments: call.arguments, width: width) + "\n"
+        }
+        return out
     }
 
     /// `ana · 2026-11-23 14:03 · m3` / `assistant (gpt-4o) · … · m4 · cancelled`, and which message
@@ -173,12 +185,16 @@ struct Show: ClientCommand {
         var who: String
         if message["role"]?.string == "assistant" {
             who = "assistant" + (message["model"]?.string.map { " (\($0))" } ?? "")
+        } else if ToolLines.isTool(message) {
+            // How the call went is its line: the heading says only which tool answered.
+            who = "tool " + ToolLines.name(of: message)
         } else {
             who = message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "user"
         }
         who = SafeText.singleLine(who) + " · " + time
         if let id = message["id"]?.string { who += " · " + SafeText.singleLine(id) }
         if let newer = message["superseded_by"]?.string { who += " · replaced by " + SafeText.singleLine(newer) }
+        if ToolLines.isTool(message) { return "── " + who }
         switch message["status"]?.string {
         case nil, "complete"?: break
         case "failed"?: who += " · failed: " + Words.replyError(message["error"])
@@ -221,6 +237,8 @@ struct Export: ClientCommand {
                 let header: String
                 if message["role"]?.string == "assistant" {
                     header = "assistant" + (message["model"]?.string.map { " (\($0))" } ?? "")
+                } else if ToolLines.isTool(message) {
+                    header = "tool: " + ToolLines.name(of: message) + " (" + (ToolLines.callID(of: message) ?? "?") + ")"
                 } else {
                     header = "user: " + (message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "unknown")
                 }
@@ -229,6 +247,10 @@ struct Export: ClientCommand {
                 out += "\n## \(header), \(time)\(status)\n\n"
                 out += message["content"]?.string ?? ""
                 if out.last != "\n" { out += "\n" }
+                let calls = ToolLines.calls(of: message)
+                if !calls.isEmpty {
+                    out += "\n" + calls.map { "- " + ToolCallFormat.call(name: $0.name, arguments: $0.arguments, width: Int.max / 2) + "\n" }.joined()
+                }
             }
         }
         // Into a file or a pipe, exactly the data; on a terminal, nothing that drives it.

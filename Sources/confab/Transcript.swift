@@ -42,6 +42,7 @@ final class Transcript {
     private var replies: [String: Reply] = [:]
     /// Replies already shown whole, so that a late or repeated announcement is not shown again.
     private var finished: Set<String> = []
+    /// Who stopped a reply, by the id of its first message (`m2` for `m2.3` too).
     private var cancelledBy: [String: String] = [:]
     /// The reply whose text is the last thing on standard output, if any.
     private var current: String?
@@ -285,7 +286,7 @@ final class Transcript {
         switch error != nil ? "failed" : message["status"]?.string {
         case nil, "complete"?, "streaming"?: return nil
         case "failed"?: text = "[failed: \(error ?? Words.replyError(message["error"]))]"
-        case "cancelled"?: text = "[cancelled" + (cancelledBy[id].map { " by \($0)" } ?? "") + "]"
+        case "cancelled"?: text = "[cancelled" + (cancelledBy[ToolLines.head(id) ?? id].map { " by \($0)" } ?? "") + "]"
         case let other?: text = "[\(other)]"
         }
         return (SafeText.singleLine(text), error != nil || message["status"]?.string == "failed" ? .error : .quiet)
@@ -303,13 +304,26 @@ final class Transcript {
     /// A whole message: history, and user messages as they are stored. `error` is the
     /// reason a reply failed, when it came beside the message rather than in it.
     func message(_ message: JSON, error: String? = nil) {
+        if ToolLines.isTool(message) {
+            if let id = message["id"]?.string { finished.insert(id) }
+            let outcome = ToolLines.outcome(of: message)
+            toolLine(ToolLines.result(message, width: width), outcome.isFailure ? .error : .quiet)
+            return
+        }
         let created = LocalTime.parse(message["created"])
         let isUser = message["role"]?.string != "assistant"
         let name = isUser ? (message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "user") : "assistant"
         if !isUser, let id = message["id"]?.string { finished.insert(id) }
         breakLine()
-        let head = prefix(created, name, tone(of: message))
         let content = message["content"]?.string ?? ""
+        // A turn that only asked for tools is its calls' lines alone, without an empty header.
+        let onlyCalls = content.isEmpty && ToolLines.continuesAfter(message) && marker(message, error: error) == nil
+        if !onlyCalls { writeMessage(message, name: name, created: created, isUser: isUser, content: content, error: error) }
+        toolCalls(of: message)
+    }
+
+    private func writeMessage(_ message: JSON, name: String, created: Timestamp, isUser: Bool, content: String, error: String?) {
+        let head = prefix(created, name, tone(of: message))
         if !isUser, let renderer {
             let rows = renderer.render(content, width: width, firstColumn: head.width)
             emit(head.text + rows.joined(separator: "\n"))
@@ -379,8 +393,9 @@ final class Transcript {
         waitForText(id)
     }
 
+    /// Who stopped reply `id`; said beside whichever message of its chain ends cancelled.
     func cancelled(id: String, by name: String) {
-        cancelledBy[id] = name
+        cancelledBy[ToolLines.head(id) ?? id] = name
     }
 
     /// A reply is over: whatever of it we have not shown, its marker, and the end of its line.
@@ -398,7 +413,9 @@ final class Transcript {
             rest = Array(content[reply.printed.count...])
         }
         let mark = marker(message, error: error)
-        if current == id || !rest.isEmpty || mark != nil || !reply.headerShown {
+        // A turn that said nothing and asked for tools shows only its calls.
+        let silent = content.isEmpty && reply.printed.isEmpty && mark == nil && ToolLines.continuesAfter(message)
+        if !silent, current == id || !rest.isEmpty || mark != nil || !reply.headerShown {
             open(id)
             if var open = replies[id] {
                 let restText = String(decoding: rest, as: UTF8.self)
@@ -423,5 +440,70 @@ final class Transcript {
             current = nil
             live = LiveRows()
         }
+        toolCalls(of: message)
+    }
+
+    // MARK: Tools
+
+    private func toolKey(_ call: String) -> String { "tool " + call }
+
+    /// One of our `⚙` lines (made safe by `ToolCallFormat`) on a line of its own.
+    private func toolLine(_ text: String, _ tone: Tone) {
+        breakLine()
+        emit(styled(text, tone) + "\n")
+    }
+
+    /// `⚙ weather {"city":"Paris"}` for each call a complete turn asked for: they run next.
+    private func toolCalls(of message: JSON) {
+        guard ToolLines.continuesAfter(message) else { return }
+        for call in ToolLines.calls(of: message) {
+            toolLine(ToolCallFormat.call(name: call.name, arguments: call.arguments, width: width), .quiet)
+        }
+    }
+
+    /// A call waits for somebody's yes: the question, and the status row says so.
+    func toolApprovalRequested(call: String, name: String, arguments: String, how: String) {
+        toolLine(ToolCallFormat.approvalRequest(name: name, arguments: arguments, how: how, width: width), .title)
+        waiting[toolKey(call)] = Spinner("waiting for approval of " + name)
+        redrawStatus()
+    }
+
+    /// Somebody answered: the call waits no more (it starts, or ends denied).
+    func toolAnswered(call: String) {
+        stopWaiting(toolKey(call))
+    }
+
+    /// A call began: the status row says which tool runs until it ends.
+    func toolStarted(call: String, name: String) {
+        waiting[toolKey(call)] = Spinner("running tool " + name)
+        redrawStatus()
+    }
+
+    /// A call already running when we attached (`… running`).
+    func toolInFlight(_ message: JSON) {
+        guard let call = ToolLines.callID(of: message) else { return }
+        toolLine(ToolLines.result(message, width: width), .quiet)
+        toolStarted(call: call, name: ToolLines.name(of: message))
+    }
+
+    /// A call ended: how it went, under its call.
+    func toolCompleted(_ message: JSON) {
+        if let call = ToolLines.callID(of: message) { stopWaiting(toolKey(call)) }
+        guard let id = message["id"]?.string, !finished.contains(id) else { return }
+        self.message(message)
+    }
+
+    /// `/tool`: which call a tool message answers, how it went, and everything the tool
+    /// answered, wrapped as people's messages are (it is another party's text, made safe).
+    func toolDetail(_ message: JSON, arguments: String?) {
+        let id = message["id"]?.string ?? "?"
+        let call = ToolLines.callID(of: message) ?? "?"
+        let summary = ToolCallFormat.summary(name: ToolLines.name(of: message), arguments: arguments ?? "",
+                                             outcome: ToolLines.outcome(of: message), width: Int.max / 2)
+        notice("\(id) · call \(call) · \(summary)")
+        var wrapper = Wrapper(width: width)
+        emit(wrapper.feed(SafeText.sanitized(message["content"]?.string ?? "")) + wrapper.flush())
+        if !atLineStart { emit("\n") }
+        if message["truncated"]?.bool == true { notice("the tool's answer was longer: this is its start") }
     }
 }

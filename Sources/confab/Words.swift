@@ -24,6 +24,12 @@ enum Words {
         case "not_configured": return with("confabd has no API key for the model server", detail)
         case "storage": return with("confabd could not save the reply", detail)
         case "context_too_large": return with("the message does not fit in the conversation's context budget", detail)
+        case "tool_rounds": return with("the model kept asking for tools past the limit of rounds", detail)
+        case "tool_arguments": return with("the model's arguments for the tool were not valid", detail)
+        case "tool_unavailable": return with("the model asked for a tool this conversation does not offer", detail)
+        case "tool_denied": return with("the tool call was denied", detail)
+        case "tool_timeout": return with("the tool did not answer in time", detail)
+        case "tool_connection": return with("the tool's server could not be reached", detail)
         default: return detail.isEmpty ? "unknown error" : detail
         }
     }
