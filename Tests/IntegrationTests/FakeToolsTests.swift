@@ -18,19 +18,8 @@ final class FakeToolsTests: XCTestCase {
         var template = Array("/tmp/confab-fake-tools-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw HarnessError(description: "mkdtemp failed") }
         directory = String(cString: made)
-        fake = try Child(Binaries.path("confab-fake-upstream"),
-                         ["--port", "0", "--log", logPath, "--max-lifetime", "300", "--default-delay-ms", "0"],
-                         captureOutput: true, logFile: directory + "/stderr.log")
-        var line = Data()
-        let handle = fake.output!.fileHandleForReading
-        while !line.contains(0x0A) {
-            let chunk = handle.availableData
-            if chunk.isEmpty { throw HarnessError(description: "fake upstream exited before listening") }
-            line.append(chunk)
-        }
-        let words = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard words.count >= 3, let port = Int(words[2]) else { throw HarnessError(description: "unexpected output: \(words)") }
-        self.port = port
+        (fake, port) = try Harness.startFakeUpstream(["--port", "0", "--log", logPath, "--max-lifetime", "300", "--default-delay-ms", "0"],
+                                                     logFile: directory + "/stderr.log")
     }
 
     override func tearDown() {

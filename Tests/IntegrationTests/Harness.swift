@@ -113,12 +113,14 @@ final class Harness {
     }
 
     private func startFake() throws {
-        let fake = try Child(Binaries.path("confab-fake-upstream"),
-                             ["--port", "0", "--log", upstreamLog, "--max-lifetime", "600", "--default-delay-ms", "1",
-                              "--models-file", upstreamModelsFile],
-                             captureOutput: true, logFile: directory + "/upstream.log")
-        self.fake = fake
-        // First line: "listening 127.0.0.1 PORT".
+        (fake, upstreamPort) = try Self.startFakeUpstream(["--port", "0", "--log", upstreamLog, "--max-lifetime", "600", "--default-delay-ms", "1",
+                                                           "--models-file", upstreamModelsFile], logFile: directory + "/upstream.log")
+    }
+
+    /// Starts `confab-fake-upstream` with `arguments` and waits for its first line,
+    /// `listening 127.0.0.1 PORT`; the process and its port.
+    static func startFakeUpstream(_ arguments: [String], logFile: String) throws -> (Child, Int) {
+        let fake = try Child(Binaries.path("confab-fake-upstream"), arguments, captureOutput: true, logFile: logFile)
         var line = Data()
         let handle = fake.output!.fileHandleForReading
         while !line.contains(0x0A) {
@@ -128,7 +130,7 @@ final class Harness {
         }
         let words = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
         guard words.count >= 3, let port = Int(words[2]) else { throw HarnessError(description: "unexpected fake upstream output: \(words)") }
-        upstreamPort = port
+        return (fake, port)
     }
 
     func startDaemon(extraArguments: [String] = [], environment: [String: String]? = nil) throws {

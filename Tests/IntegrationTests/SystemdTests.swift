@@ -543,18 +543,7 @@ final class SystemdTests: XCTestCase {
     }
 
     private func startFake(_ arguments: [String]) throws -> (Child, Int) {
-        let fake = try Child(Binaries.path("confab-fake-upstream"), ["--port", "0", "--max-lifetime", "300"] + arguments,
-                             captureOutput: true, logFile: harness.directory + "/fake-with-key.log")
-        var line = Data()
-        let handle = fake.output!.fileHandleForReading
-        while !line.contains(0x0A) {
-            let chunk = handle.availableData
-            if chunk.isEmpty { throw HarnessError(description: "fake upstream exited before listening") }
-            line.append(chunk)
-        }
-        let words = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard words.count >= 3, let port = Int(words[2]) else { throw HarnessError(description: "unexpected fake upstream output: \(words)") }
-        return (fake, port)
+        try Harness.startFakeUpstream(["--port", "0", "--max-lifetime", "300"] + arguments, logFile: harness.directory + "/fake-with-key.log")
     }
 
     /// Runs a command to completion (at most 120 s); stdout and stderr together.
