@@ -5,16 +5,6 @@ import ConfabProtocol
 import Config
 
 final class ContextTokensSettingsTests: XCTestCase {
-    private func load(_ text: String) throws -> Settings {
-        try Settings.load(text: text, path: "config.toml", environment: [:])
-    }
-
-    private func assertRejected(_ text: String, _ expected: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertThrowsError(try load(text), file: file, line: line) { error in
-            XCTAssertEqual((error as? ConfigError)?.description, expected, file: file, line: line)
-        }
-    }
-
     func testProfileProviderAndUpstreamKeys() throws {
         let settings = try load("""
             [upstream]

@@ -8,17 +8,6 @@ import Glibc
 #endif
 
 final class ProviderSettingsTests: XCTestCase {
-    private func load(_ text: String, environment: [String: String] = [:]) throws -> Settings {
-        try Settings.load(text: text, path: "config.toml", environment: environment)
-    }
-
-    private func assertRejected(_ text: String, _ expected: String, environment: [String: String] = [:],
-                                file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertThrowsError(try load(text, environment: environment), file: file, line: line) { error in
-            XCTAssertEqual((error as? ConfigError)?.description, expected, file: file, line: line)
-        }
-    }
-
     func testEveryKeyOfEveryAPI() throws {
         let settings = try load("""
             default_provider = "claude"

@@ -6,16 +6,6 @@ import Glibc
 #endif
 
 final class SettingsTests: XCTestCase {
-    private func load(_ text: String, environment: [String: String] = [:]) throws -> Settings {
-        try Settings.load(text: text, path: "config.toml", environment: environment)
-    }
-
-    private func assertRejected(_ text: String, _ expected: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertThrowsError(try load(text), file: file, line: line) { error in
-            XCTAssertEqual((error as? ConfigError)?.description, expected, file: file, line: line)
-        }
-    }
-
     func testTheREADMEExampleLoads() throws {
         let settings = try load("""
             [upstream]

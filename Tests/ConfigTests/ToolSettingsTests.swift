@@ -16,17 +16,6 @@ final class ToolSettingsTests: XCTestCase {
         super.tearDown()
     }
 
-    private func load(_ text: String, environment: [String: String] = [:]) throws -> Settings {
-        try Settings.load(text: text, path: "config.toml", environment: environment)
-    }
-
-    private func assertRejected(_ text: String, _ expected: String, environment: [String: String] = [:],
-                                file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertThrowsError(try load(text, environment: environment), file: file, line: line) { error in
-            XCTAssertEqual((error as? ConfigError)?.description, expected, file: file, line: line)
-        }
-    }
-
     /// A file holding `text`, removed after the test.
     private func temporaryFile(_ name: String, _ text: String, mode: mode_t = 0o600) -> String {
         let path = "/tmp/confab-tool-test-\(getpid())-\(name)"
