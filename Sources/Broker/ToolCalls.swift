@@ -111,8 +111,10 @@ extension ReplyRunner {
         guard let definition = run.definition, let arguments = run.arguments else { return }
         let request = definition.httpRequest(arguments: arguments)
         conversation.broadcast(.toolStarted, ["message": run.message.json, "call": run.call.json])
-        // The URL may hold arguments; headers are not logged (some are secrets).
-        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) \(request.method.rawValue) \(Self.loggable(request.url))")
+        // Neither the query (the model's arguments, perhaps a key written into the URL) nor the
+        // headers (some are secrets) are logged.
+        let path = request.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.url
+        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) \(request.method.rawValue) \(Self.loggable(path))")
         run.http = upstream.callTool(method: request.method.rawValue, url: request.url, headers: request.headers, body: request.body,
                                      timeoutSeconds: definition.timeoutSeconds, maxResponseBytes: definition.maxResponseBytes) {
             [unowned self, unowned conversation, weak reply, weak run] outcome in
@@ -235,7 +237,7 @@ extension ReplyRunner {
         logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) tool calls interrupted by shutdown")
     }
 
-    /// A URL as the log may show it: at most 300 characters, control characters as `?`.
+    /// Text from a URL or the model as the log may show it: at most 300 characters, control characters as `?`.
     static func loggable(_ text: String) -> String {
         String(String.UnicodeScalarView(text.unicodeScalars.prefix(300).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
     }
