@@ -339,4 +339,73 @@ final class LogIndexTests: XCTestCase {
         XCTAssertNil(LogStore.decode(["id": "k3v9q2m8x7ad"]))
         XCTAssertNil(LogStore.decode(["k3v9q2m8x7ad", 1, 2]), "too few fields")
     }
+
+    /// Start-up reads index lines straight from their bytes: it must take exactly the lines the
+    /// tree decoder takes, and read them the same.
+    func testLinesAreDecodedFromBytesAsFromTheTree() throws {
+        var full = LogStore.IndexEntry(
+            identity: FileIdentity(size: 1234, inode: 987_654_321, modifiedNanoseconds: 1_795_320_930_123_456_789),
+            summary: LogSummary(header: Fixture.header(title: "first \"quoted\" é \u{1F600}"), title: "now\nthis", updated: Fixture.at(77),
+                                messageCount: 42, needsResume: true,
+                                usage: UsageTotals(promptTokens: 100, completionTokens: 20, totalTokens: 120, estimatedReplies: 2)))
+        full.summary.header.forkedFrom = ForkOrigin(conversation: "k3v9q2m8x7ac", message: "m4")
+        full.summary.header.provider = "claude"
+        full.summary.header.profile = "coder"
+        full.summary.header.params = SamplingParameters(temperature: 0.5, maxTokens: 300)
+        var bare = full
+        bare.summary.header.system = nil
+        bare.summary.header.forkedFrom = nil
+        bare.summary.header.provider = nil
+        bare.summary.header.profile = nil
+        bare.summary.header.params = SamplingParameters()
+        bare.summary.usage = UsageTotals()
+        var lines = [LogStore.encode(full).bytes, LogStore.encode(bare).bytes]
+        let fields = try XCTUnwrap(LogStore.encode(full).array)
+        // Every field replaced by a value of each other kind, plus lines of the wrong length.
+        let others: [JSON] = [.null, .bool(true), .int(-3), .double(1.5), .double(7), .string("x"), .array([]), .object([:]),
+                              .array([1, 2, 3, 4]), ["conversation": "k3v9q2m8x7ac", "message": "m1"], ["temperature": 9]]
+        for position in fields.indices {
+            for other in others {
+                var changed = fields
+                changed[position] = other
+                lines.append(JSON.array(changed).bytes)
+            }
+        }
+        lines.append(JSON.array(Array(fields.dropLast())).bytes)
+        lines.append(JSON.array(fields + [.null]).bytes)
+        lines += ["", " ", "[]", "{}", "null", "[\"k3v9q2m8x7ad\"", "garbage", " \(String(decoding: LogStore.encode(bare).bytes, as: UTF8.self)) ",
+                  "\(String(decoding: LogStore.encode(bare).bytes, as: UTF8.self)) x"].map { Array($0.utf8) }
+        var taken = 0
+        for line in lines {
+            let fromTree = (try? JSON.parse(line)).flatMap(LogStore.decode)
+            let fromBytes = line.withUnsafeBufferPointer { LogStore.decode(line: $0) }
+            XCTAssertEqual(fromBytes, fromTree, String(decoding: line, as: UTF8.self))
+            if fromTree != nil { taken += 1 }
+        }
+        XCTAssertEqual(lines.first.flatMap { line in line.withUnsafeBufferPointer { LogStore.decode(line: $0) } }, full)
+        XCTAssertGreaterThan(taken, 10, "the changes that still make an entry (a whole double, an empty title) are taken by both")
+    }
+
+    /// The index is written in id order and start-up walks it beside the sorted listing; an index
+    /// put in another order by hand, or holding an id twice, still vouches for its logs.
+    func testAnIndexOutOfOrderOrWithAnIdTwiceStillVouchesForItsLogs() throws {
+        let store = try makeStore()
+        let logs = try populate(store, count: 4)
+        store.close()
+        let text = try String(contentsOfFile: store.indexPath, encoding: .utf8)
+        var lines = text.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 5)
+        // Reversed, with a stale copy of the first entry before its good one (the later line wins).
+        var stale = try XCTUnwrap(JSON.parse(Array(lines[1].utf8)).array)
+        stale[9] = .int(99)
+        lines = [lines[0], String(decoding: JSON.array(stale).bytes, as: UTF8.self)] + lines[1...].reversed()
+        try (lines.joined(separator: "\n") + "\n").write(toFile: store.indexPath, atomically: true, encoding: .utf8)
+
+        let opened = try makeStore().openConversations()
+        XCTAssertTrue(opened.problems.isEmpty, "\(opened.problems)")
+        XCTAssertEqual(opened.fromIndex, 4)
+        XCTAssertEqual(opened.read, 0)
+        XCTAssertEqual(summaries(opened), expectedSummaries(logs))
+        XCTAssertEqual(opened.items.map(\.log.id), (0..<4).map(id))
+    }
 }
