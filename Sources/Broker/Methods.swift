@@ -259,12 +259,9 @@ extension Broker {
 
     private func list(_ params: Params) throws(RPCError) -> JSON {
         let limit = try params.optionalInt("limit", in: 1...10_000) ?? 100
-        // Most recent first. Keys are read once into plain arrays and positions are sorted, so
-        // ten thousand conversations cost no reference counting per comparison.
-        let all = Array(conversations.values)
-        let keys = all.map(\.updated.milliseconds)
-        let order = all.indices.sorted { keys[$0] != keys[$1] ? keys[$0] > keys[$1] : all[$0].id > all[$1].id }
-        return ["conversations": .array(order.prefix(limit).map { all[$0].info.json })]
+        // Most recent first: the first `limit` of them, without sorting every conversation.
+        let listed = mostRecent(limit, of: conversations.values, updated: \.updated.milliseconds, id: \.id)
+        return ["conversations": .array(listed.map(\.info.json))]
     }
 
     private func rename(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
