@@ -155,6 +155,7 @@ extension Broker {
         conversation.take(replayed)
         conversation.lastUsed = loop.now
         conversations[header.id] = conversation
+        listOrder.changed(conversation)
         return conversation
     }
 
@@ -259,9 +260,8 @@ extension Broker {
 
     private func list(_ params: Params) throws(RPCError) -> JSON {
         let limit = try params.optionalInt("limit", in: 1...10_000) ?? 100
-        // Most recent first: the first `limit` of them, without sorting every conversation.
-        let listed = mostRecent(limit, of: conversations.values, updated: \.updated.milliseconds, id: \.id)
-        return ["conversations": .array(listed.map(\.info.json))]
+        // Most recent first, from the order kept between calls (`ListOrder`).
+        return ["conversations": .array(listOrder.first(limit, of: conversations.values).map(\.info.json))]
     }
 
     private func rename(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
@@ -285,6 +285,7 @@ extension Broker {
     private func delete(_ conversation: Conversation, _ respond: @escaping Respond) {
         conversation.isDeleted = true
         conversations[conversation.id] = nil
+        listOrder.changed(conversation)
         replies.forget(conversation)
         conversation.broadcast(.conversationDeleted, [:])
         for client in conversation.detachAll() { client.attached.remove(conversation.id) }

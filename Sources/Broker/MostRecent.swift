@@ -1,40 +1,62 @@
-/// The first `limit` of `items` in `conversation.list`'s order: most recently updated first, the
-/// greater id first between equal times. One pass keeps the best `limit` so far in a heap whose
-/// root is the worst of them, so 100 out of ten thousand costs about one comparison with the
-/// root per item, where sorting all ten thousand cost some fourteen comparisons each.
-func mostRecent<Item>(_ limit: Int, of items: some Collection<Item>, updated: (Item) -> Int64, id: (Item) -> String) -> [Item] {
-    typealias Kept = (updated: Int64, item: Item)
-    func before(_ a: Kept, _ b: Kept) -> Bool {
-        a.updated != b.updated ? a.updated > b.updated : id(a.item) > id(b.item)
+/// `conversation.list`'s order (most recently updated first, the greater id first between equal
+/// times), kept between calls. Reading every conversation's time means touching every
+/// conversation object: with ten thousand of them scattered over the heap that is mostly cache
+/// misses, milliseconds per call. So the order is kept, with each conversation's time and id
+/// beside it, and a call reads only the conversations changed since (`changed`), merging them
+/// in, and the first `limit` it lists. When many have changed it is rebuilt.
+final class ListOrder<Item: AnyObject> {
+    typealias Entry = (updated: Int64, id: String, item: Item)
+    private let updated: (Item) -> Int64
+    private let id: (Item) -> String
+    /// Whether an item has left (deleted): it is skipped wherever it still stands.
+    private let isGone: (Item) -> Bool
+    private var sorted: [Entry] = []
+    private var isBuilt = false
+    /// Items whose entry in `sorted` may be out of date or missing: changed since, or new.
+    private var stale: [ObjectIdentifier: Item] = [:]
+
+    init(updated: @escaping (Item) -> Int64, id: @escaping (Item) -> String, isGone: @escaping (Item) -> Bool) {
+        self.updated = updated
+        self.id = id
+        self.isGone = isGone
     }
-    var heap: [Kept] = []
-    heap.reserveCapacity(max(0, min(limit, items.count)))
-    for item in items {
-        let kept: Kept = (updated(item), item)
-        if heap.count < limit {
-            // Up from the bottom while it is worse than its parent.
-            heap.append(kept)
-            var child = heap.count - 1
-            while child > 0 {
-                let parent = (child - 1) / 2
-                guard before(heap[parent], heap[child]) else { break }
-                heap.swapAt(parent, child)
-                child = parent
-            }
-        } else if let root = heap.first, before(kept, root) {
-            // In place of the worst kept, then down while a child is worse.
-            heap[0] = kept
-            var parent = 0
-            while true {
-                let left = 2 * parent + 1, right = left + 1
-                var worst = parent
-                if left < heap.count, before(heap[worst], heap[left]) { worst = left }
-                if right < heap.count, before(heap[worst], heap[right]) { worst = right }
-                if worst == parent { break }
-                heap.swapAt(parent, worst)
-                parent = worst
+
+    /// The item's time changed, or it is new, or gone: read it again at the next call.
+    func changed(_ item: Item) {
+        if isBuilt { stale[ObjectIdentifier(item)] = item }
+    }
+
+    private static func before(_ a: Entry, _ b: Entry) -> Bool {
+        a.updated != b.updated ? a.updated > b.updated : a.id > b.id
+    }
+
+    private func entry(_ item: Item) -> Entry { (updated(item), id(item), item) }
+
+    /// The first `limit` of `items` (every item there is) in list order.
+    func first(_ limit: Int, of items: some Collection<Item>) -> [Item] {
+        if !isBuilt || stale.count > max(64, sorted.count / 8) {
+            sorted = items.map(entry)
+            sorted.sort(by: Self.before)
+            stale = [:]
+            isBuilt = true
+        }
+        // The changed ones at their new places, merged with the rest as they stood.
+        let fresh = stale.values.filter { !isGone($0) }.map(entry).sorted(by: Self.before)
+        var result: [Item] = []
+        result.reserveCapacity(min(limit, sorted.count + fresh.count))
+        var old = 0, new = 0
+        while result.count < limit {
+            while old < sorted.count, stale[ObjectIdentifier(sorted[old].item)] != nil || isGone(sorted[old].item) { old += 1 }
+            if old < sorted.count, new == fresh.count || Self.before(sorted[old], fresh[new]) {
+                result.append(sorted[old].item)
+                old += 1
+            } else if new < fresh.count {
+                result.append(fresh[new].item)
+                new += 1
+            } else {
+                break
             }
         }
+        return result
     }
-    return heap.sorted(by: before).map(\.item)
 }

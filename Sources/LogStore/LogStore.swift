@@ -80,6 +80,8 @@ public final class ConversationLog {
         self.summary = summary
         closeWhenIdle = false
         identity = nil
+        // Read again: its summary is what the file says now, whatever the last one said.
+        store?.onLogChanged(self)
     }
 
     /// The file's current identity, for the index; nil if it cannot be seen.
@@ -113,7 +115,7 @@ public final class ConversationLog {
         size += off_t(written)
         for record in records { summary.apply(record, at: time) }
         identity = nil
-        store?.indexChanged()
+        store?.changed(self)
     }
 
     /// Calls `done` once everything written so far is on stable storage, always on a later
@@ -212,6 +214,8 @@ public final class LogStore {
     private var indexWrites = 0
     /// How long after a change the index is written again.
     public var indexDelayMilliseconds: UInt64 = 1000
+    /// Told when a log's summary may have changed (written to, or read again), after the change.
+    public var onLogChanged: (ConversationLog) -> Void = { _ in }
     /// Told when the index cannot be written (the logs are intact; the next start reads more).
     public var onIndexProblem: (String) -> Void = { _ in }
 
@@ -589,7 +593,12 @@ public final class LogStore {
         if changesIndex { indexChanged() }
     }
 
-    func indexChanged() {
+    func changed(_ log: ConversationLog) {
+        indexChanged()
+        onLogChanged(log)
+    }
+
+    private func indexChanged() {
         indexStale = true
         guard !indexWriteScheduled, !indexWriteInFlight else { return }
         indexWriteScheduled = true
