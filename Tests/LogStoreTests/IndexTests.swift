@@ -168,6 +168,37 @@ final class LogIndexTests: XCTestCase {
         XCTAssertTrue(item.log.isOpen)
     }
 
+    /// The index is read on another thread while the logs are `stat`ed: a log replaced by a file
+    /// of the same size (another inode), or edited in place to the same size (another time), must
+    /// still be read, and its summary come from the file.
+    func testALogReplacedOrEditedToTheSameSizeIsReadAgain() throws {
+        let store = try makeStore()
+        let logs = try populate(store, count: 3)
+        store.close()
+        let replaced = try String(contentsOfFile: logs[1].path, encoding: .utf8)
+        XCTAssertTrue(replaced.contains("\"renamed\""))
+        try replaced.replacingOccurrences(of: "\"renamed\"", with: "\"xenamed\"").write(toFile: logs[1].path + ".new", atomically: false, encoding: .utf8)
+        XCTAssertEqual(rename(logs[1].path + ".new", logs[1].path), 0)
+        let edited = try String(contentsOfFile: logs[0].path, encoding: .utf8)
+        let fd = open(logs[0].path, O_WRONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let bytes = Array(edited.replacingOccurrences(of: "\"t0\"", with: "\"T0\"").utf8)
+        XCTAssertEqual(bytes.count, Array(edited.utf8).count)
+        XCTAssertEqual(pwrite(fd, bytes, bytes.count, 0), bytes.count)
+        // A time surely not the one the index holds, however coarse the file system's clock.
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
+        XCTAssertEqual(futimens(fd, &times), 0)
+        close(fd)
+
+        let opened = try makeStore().openConversations()
+        XCTAssertTrue(opened.problems.isEmpty, "\(opened.problems)")
+        XCTAssertEqual(opened.fromIndex, 1)
+        XCTAssertEqual(opened.read, 2)
+        XCTAssertEqual(summaries(opened)[id(1)]?.title, "xenamed")
+        XCTAssertEqual(summaries(opened)[id(0)]?.header.title, "T0")
+        XCTAssertEqual(summaries(opened)[id(2)], expectedSummaries(logs)[id(2)])
+    }
+
     func testATornLogIsReadAndCutBackAsWithoutAnIndex() throws {
         let store = try makeStore()
         let logs = try populate(store, count: 2)
