@@ -65,6 +65,9 @@ public final class Broker {
     /// uids besides our own that may connect.
     public var allowedUIDs: Set<UInt32>
     var conversations: [String: Conversation] = [:]
+    /// `conversation.list`'s order, kept between calls; told of every conversation whose time
+    /// may have changed (each log write, through the store), created or deleted.
+    let listOrder = ListOrder<Conversation>(updated: \.updated.milliseconds, id: \.id, isGone: \.isDeleted)
     var clients: [String: ClientSession] = [:]
     /// `conversation.search` requests, the first one running (`Search.swift`).
     var pendingSearches: [SearchJob] = []
@@ -105,6 +108,9 @@ public final class Broker {
         let opened = store.openConversations(progress: progress)
         for problem in opened.problems { logger.warning("log problem: \(problem)") }
         store.onIndexProblem = { [unowned self] problem in logger.warning("\(problem); the next start reads the logs instead") }
+        store.onLogChanged = { [unowned self] log in
+            if let conversation = conversations[log.id] { listOrder.changed(conversation) }
+        }
         conversations.reserveCapacity(opened.items.count)
         for item in opened.items {
             let conversation = Conversation(log: item.log)

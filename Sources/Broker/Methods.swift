@@ -155,6 +155,7 @@ extension Broker {
         conversation.take(replayed)
         conversation.lastUsed = loop.now
         conversations[header.id] = conversation
+        listOrder.changed(conversation)
         return conversation
     }
 
@@ -259,12 +260,8 @@ extension Broker {
 
     private func list(_ params: Params) throws(RPCError) -> JSON {
         let limit = try params.optionalInt("limit", in: 1...10_000) ?? 100
-        // Most recent first. Keys are read once into plain arrays and positions are sorted, so
-        // ten thousand conversations cost no reference counting per comparison.
-        let all = Array(conversations.values)
-        let keys = all.map(\.updated.milliseconds)
-        let order = all.indices.sorted { keys[$0] != keys[$1] ? keys[$0] > keys[$1] : all[$0].id > all[$1].id }
-        return ["conversations": .array(order.prefix(limit).map { all[$0].info.json })]
+        // Most recent first, from the order kept between calls (`ListOrder`).
+        return ["conversations": .array(listOrder.first(limit, of: conversations.values).map(\.info.json))]
     }
 
     private func rename(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
@@ -288,6 +285,7 @@ extension Broker {
     private func delete(_ conversation: Conversation, _ respond: @escaping Respond) {
         conversation.isDeleted = true
         conversations[conversation.id] = nil
+        listOrder.changed(conversation)
         replies.forget(conversation)
         conversation.broadcast(.conversationDeleted, [:])
         for client in conversation.detachAll() { client.attached.remove(conversation.id) }

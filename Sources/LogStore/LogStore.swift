@@ -26,7 +26,10 @@ public struct StoreError: Error, CustomStringConvertible, Equatable, Sendable {
 /// the index or from the last read) and where it is; reading it again opens it.
 public final class ConversationLog {
     public let id: String
-    public let path: String
+    /// The directory the log is in (one string shared by every log: start-up makes ten
+    /// thousand of these, and a path each would be ten thousand strings built and kept).
+    private let directory: String
+    public var path: String { directory + "/" + id + ".jsonl" }
     private let loop: Loop
     private let syncEnabled: Bool
     private var fd: Int32
@@ -43,12 +46,13 @@ public final class ConversationLog {
     public var messageCount: Int { summary.messageCount }
     /// The file as last seen by `stat`; nil once written to since.
     var identity: FileIdentity?
-    /// Told after every change, so the index is written again.
-    var changed: (ConversationLog) -> Void = { _ in }
+    /// Told after every change, so the index is written again (a reference, not a closure:
+    /// no allocation per log).
+    weak var store: LogStore?
 
-    init(id: String, path: String, fd: Int32, size: off_t, summary: LogSummary, loop: Loop, syncEnabled: Bool) {
+    init(id: String, directory: String, fd: Int32, size: off_t, summary: LogSummary, loop: Loop, syncEnabled: Bool) {
         self.id = id
-        self.path = path
+        self.directory = directory
         self.fd = fd
         self.size = size
         self.summary = summary
@@ -76,6 +80,8 @@ public final class ConversationLog {
         self.summary = summary
         closeWhenIdle = false
         identity = nil
+        // Read again: its summary is what the file says now, whatever the last one said.
+        store?.onLogChanged(self)
     }
 
     /// The file's current identity, for the index; nil if it cannot be seen.
@@ -109,7 +115,7 @@ public final class ConversationLog {
         size += off_t(written)
         for record in records { summary.apply(record, at: time) }
         identity = nil
-        changed(self)
+        store?.changed(self)
     }
 
     /// Calls `done` once everything written so far is on stable storage, always on a later
@@ -208,6 +214,8 @@ public final class LogStore {
     private var indexWrites = 0
     /// How long after a change the index is written again.
     public var indexDelayMilliseconds: UInt64 = 1000
+    /// Told when a log's summary may have changed (written to, or read again), after the change.
+    public var onLogChanged: (ConversationLog) -> Void = { _ in }
     /// Told when the index cannot be written (the logs are intact; the next start reads more).
     public var onIndexProblem: (String) -> Void = { _ in }
 
@@ -248,7 +256,7 @@ public final class LogStore {
             done(.failure(StoreError(errno: errno, operation: "create \(path)")))
             return
         }
-        let log = ConversationLog(id: header.id, path: path, fd: fd, size: 0, summary: LogSummary(header: header),
+        let log = ConversationLog(id: header.id, directory: conversationsDirectory, fd: fd, size: 0, summary: LogSummary(header: header),
                                   loop: loop, syncEnabled: syncEnabled)
         do {
             try log.write([.header(header)] + records, at: header.created)
@@ -323,8 +331,20 @@ public final class LogStore {
     public struct Opened {
         public struct Item {
             public let log: ConversationLog
+            /// Boxed: a conversation is large, and ten thousand items without one should not
+            /// each hold room for it.
+            private let resumed: Resumed?
             /// Read in full and kept open: the conversation has replies to resume.
-            public let conversation: ReplayedConversation?
+            public var conversation: ReplayedConversation? { resumed?.conversation }
+
+            init(log: ConversationLog, conversation: ReplayedConversation?) {
+                self.log = log
+                resumed = conversation.map(Resumed.init)
+            }
+        }
+        final class Resumed {
+            let conversation: ReplayedConversation
+            init(_ conversation: ReplayedConversation) { self.conversation = conversation }
         }
         /// Sorted by id.
         public var items: [Item] = []
@@ -341,32 +361,48 @@ public final class LogStore {
     public func openConversations(progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) -> Opened {
         var opened = Opened()
         removeUnfinishedIndexWrites()
-        let index = readIndex(problems: &opened.problems)
+        // The index is read and parsed on a thread of its own while this one lists and `stat`s
+        // the logs; the two meet below.
+        let indexPath = self.indexPath
+        let indexRead = SideThread { Self.readIndex(at: indexPath) }
         let ids: [String]
         do {
             ids = try logIDs(problems: &opened.problems)
         } catch {
+            opened.problems = indexRead.result().problems + opened.problems
             opened.problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: "\(error)"))
             return opened
         }
+        var identities: [FileIdentity?] = []
+        identities.reserveCapacity(ids.count)
+        do {
+            // Relative to the directory: one path lookup for it, not one per log.
+            let directoryFD = open(conversationsDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            defer { if directoryFD >= 0 { Glibc.close(directoryFD) } }
+            var info = stat()
+            for id in ids {
+                identities.append(fstatat(directoryFD, id + ".jsonl", &info, 0) == 0 ? FileIdentity(info) : nil)
+            }
+        }
+        let (index, indexProblems) = indexRead.result()
+        opened.problems = indexProblems + opened.problems
+        // Both in id order: each log meets its entry, if it has one, walking the two together.
+        var next = index.startIndex
         // In id order; the logs to read leave a hole where their item goes.
         var items: [Opened.Item?] = []
         items.reserveCapacity(ids.count)
         logs.reserveCapacity(ids.count)
         var toRead: [(id: String, position: Int)] = []
-        // Relative to the directory: one path lookup for it, not one per log.
-        let directoryFD = open(conversationsDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        defer { if directoryFD >= 0 { Glibc.close(directoryFD) } }
-        for id in ids {
-            var info = stat()
-            let path = path(of: id)
-            guard let entry = index[id], !entry.summary.needsResume, fstatat(directoryFD, id + ".jsonl", &info, 0) == 0,
-                  FileIdentity(info) == entry.identity, entry.identity.size > 0 else {
+        for (id, identity) in zip(ids, identities) {
+            while next < index.endIndex, index[next].summary.header.id < id { next += 1 }
+            let entry = next < index.endIndex && index[next].summary.header.id == id ? index[next] : nil
+            guard let entry, !entry.summary.needsResume, let identity,
+                  identity == entry.identity, entry.identity.size > 0 else {
                 toRead.append((id, items.count))
                 items.append(nil)
                 continue
             }
-            let log = ConversationLog(id: id, path: path, fd: -1, size: off_t(entry.identity.size), summary: entry.summary,
+            let log = ConversationLog(id: id, directory: conversationsDirectory, fd: -1, size: off_t(entry.identity.size), summary: entry.summary,
                                       loop: loop, syncEnabled: syncEnabled)
             log.identity = entry.identity
             register(log, changesIndex: false)
@@ -517,7 +553,7 @@ public final class LogStore {
             log = existing
             log.reopen(fd: read.fd, size: off_t(read.goodSize), summary: conversation.summary)
         } else {
-            log = ConversationLog(id: read.id, path: path, fd: read.fd, size: off_t(read.goodSize), summary: conversation.summary,
+            log = ConversationLog(id: read.id, directory: conversationsDirectory, fd: read.fd, size: off_t(read.goodSize), summary: conversation.summary,
                                   loop: loop, syncEnabled: syncEnabled)
             register(log)
         }
@@ -553,8 +589,13 @@ public final class LogStore {
 
     private func register(_ log: ConversationLog, changesIndex: Bool = true) {
         logs[log.id] = log
-        log.changed = { [weak self] _ in self?.indexChanged() }
+        log.store = self
         if changesIndex { indexChanged() }
+    }
+
+    func changed(_ log: ConversationLog) {
+        indexChanged()
+        onLogChanged(log)
     }
 
     private func indexChanged() {
@@ -664,9 +705,7 @@ public final class LogStore {
             guard let name = fields[13].string else { return nil }
             provider = name
         }
-        guard case .array(let counts) = fields[14], counts.count == 4, let prompt = counts[0].int, let completion = counts[1].int,
-              let total = counts[2].int, let estimated = counts[3].int else { return nil }
-        let usage = UsageTotals(promptTokens: prompt, completionTokens: completion, totalTokens: total, estimatedReplies: estimated)
+        guard let usage = usageTotals(fields[14]) else { return nil }
         var profile: String?
         if fields[15] != .null {
             guard let name = fields[15].string else { return nil }
@@ -716,41 +755,193 @@ public final class LogStore {
         }
     }
 
-    /// The index's entries by id; empty (everything is read) when it is missing or not ours.
-    /// Unreadable lines are skipped: their logs are read.
-    private func readIndex(problems: inout [LoadProblem]) -> [String: IndexEntry] {
+    /// The index's entries sorted by id, one per id (the last line wins); empty (everything is
+    /// read) when it is missing or not ours. Unreadable lines are skipped: their logs are read.
+    /// Touches nothing but the file, so start-up runs it on a thread of its own while the logs
+    /// are listed and `stat`ed.
+    static func readIndex(at indexPath: String) -> (entries: [IndexEntry], problems: [LoadProblem]) {
+        var problems: [LoadProblem] = []
         let bytes: [UInt8]
         do {
-            bytes = try Files.readAll(path: indexPath)
+            bytes = try readWholeFile(indexPath)
         } catch {
             if error.code != ENOENT {
                 problems.append(LoadProblem(file: indexPath, line: nil, message: "cannot read the index (\(error)): reading every log"))
             }
-            return [:]
+            return ([], problems)
         }
-        var entries: [String: IndexEntry] = [:]
-        entries.reserveCapacity(bytes.count / 200)
-        var lineNumber = 0
+        var entries: [IndexEntry] = []
+        var sorted = true
         var unreadable = 0
-        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
-            lineNumber += 1
-            if lineNumber == 1 {
-                guard let format = try? JSON.parse(line), format == Self.indexFormat else {
-                    problems.append(LoadProblem(file: indexPath, line: 1, message: "not an index this version reads: reading every log"))
-                    return [:]
+        let known = bytes.withUnsafeBufferPointer { buffer -> Bool in
+            guard let base = buffer.baseAddress else { return true }
+            var start = 0
+            var lineNumber = 0
+            while start < buffer.count {
+                let end = memchr(base + start, 0x0A, buffer.count - start).map { UnsafePointer<UInt8>($0.assumingMemoryBound(to: UInt8.self)) - base }
+                    ?? buffer.count
+                let line = UnsafeBufferPointer(rebasing: buffer[start..<end])
+                start = end + 1
+                lineNumber += 1
+                if lineNumber == 1 {
+                    guard let format = try? JSON.parse(line), format == Self.indexFormat else { return false }
+                    // About 180 bytes a line: hashed once at its final size.
+                    entries.reserveCapacity(buffer.count / 150)
+                    continue
                 }
-                continue
+                if line.isEmpty { continue }
+                guard let entry = Self.decode(line: line) else {
+                    unreadable += 1
+                    continue
+                }
+                // The index is written in id order; anything else (an edit by hand) is sorted below.
+                if let last = entries.last, last.summary.header.id >= entry.summary.header.id { sorted = false }
+                entries.append(entry)
             }
-            if line.isEmpty { continue }
-            guard let json = try? JSON.parse(line), let entry = Self.decode(json) else {
-                unreadable += 1
-                continue
-            }
-            entries[entry.summary.header.id] = entry
+            return lineNumber > 0
+        }
+        guard known else {
+            problems.append(LoadProblem(file: indexPath, line: 1, message: "not an index this version reads: reading every log"))
+            return ([], problems)
+        }
+        if !sorted {
+            var byID: [String: IndexEntry] = [:]
+            for entry in entries { byID[entry.summary.header.id] = entry }
+            entries = byID.values.sorted { $0.summary.header.id < $1.summary.header.id }
         }
         if unreadable > 0 {
             problems.append(LoadProblem(file: indexPath, line: nil, message: "\(unreadable) unreadable lines: their logs are read"))
         }
-        return entries
+        return (entries, problems)
+    }
+
+    /// A file read with one buffer of its size (the index is megabytes: growing an array
+    /// chunk by chunk would copy it over and over).
+    private static func readWholeFile(_ path: String) throws(Errno) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Errno.current }
+        defer { Glibc.close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw Errno.current }
+        let expected = Int(info.st_size)
+        var failure: Int32?
+        var bytes = [UInt8](unsafeUninitializedCapacity: expected + 1) { buffer, count in
+            while count < buffer.count {
+                let n = Glibc.read(fd, buffer.baseAddress! + count, buffer.count - count)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                if n == 0 { return }
+                count += n
+            }
+        }
+        if let failure { throw Errno(failure) }
+        if bytes.count > expected {
+            // Grew while being read: take the rest too.
+            bytes += try Files.readAll(fd)
+        }
+        return bytes
+    }
+
+    /// One line of the index as `decode(JSON.parse(line))` reads it, straight from the bytes:
+    /// no tree of values is built for the fields that are plain strings, numbers and nulls.
+    static func decode(line: UnsafeBufferPointer<UInt8>) -> IndexEntry? {
+        struct Fields {
+            var count = 0
+            var valid = true
+            var id = "", model = "", headerTitle = "", title = ""
+            var size = 0, inode = 0, modified = 0, created = 0, updated = 0, messages = 0
+            var resume = false
+            var system: String?, provider: String?, profile: String?
+            var forkedFrom: ForkOrigin?
+            var usage = UsageTotals()
+            var params = SamplingParameters()
+        }
+        func string(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> String {
+            guard let text = try scanner.readString() else {
+                valid = false
+                return ""
+            }
+            return text
+        }
+        func int(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> Int {
+            guard let value = try scanner.readInt() else {
+                valid = false
+                return 0
+            }
+            return value
+        }
+        func optionalString(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> String? {
+            if try scanner.readNull() { return nil }
+            return try string(&scanner, &valid)
+        }
+        let read = try? JSONScanner.read(line) { (scanner) throws(JSONParseError) -> Fields in
+            var f = Fields()
+            guard try scanner.kind() == .array else {
+                f.valid = false
+                try scanner.skipValue()
+                return f
+            }
+            try scanner.elements { (index, scanner) throws(JSONParseError) in
+                f.count = index + 1
+                guard f.valid else { return }
+                switch index {
+                case 0: f.id = try string(&scanner, &f.valid)
+                case 1: f.size = try int(&scanner, &f.valid)
+                case 2: f.inode = try int(&scanner, &f.valid)
+                case 3: f.modified = try int(&scanner, &f.valid)
+                case 4: f.created = try int(&scanner, &f.valid)
+                case 5: f.model = try string(&scanner, &f.valid)
+                case 6: f.headerTitle = try string(&scanner, &f.valid)
+                case 7: f.title = try string(&scanner, &f.valid)
+                case 8: f.updated = try int(&scanner, &f.valid)
+                case 9: f.messages = try int(&scanner, &f.valid)
+                case 10:
+                    guard let resume = try scanner.readValue().bool else {
+                        f.valid = false
+                        return
+                    }
+                    f.resume = resume
+                case 11: f.system = try optionalString(&scanner, &f.valid)
+                case 12:
+                    if try scanner.readNull() { return }
+                    guard let origin = ForkOrigin(json: try scanner.readValue()) else {
+                        f.valid = false
+                        return
+                    }
+                    f.forkedFrom = origin
+                case 13: f.provider = try optionalString(&scanner, &f.valid)
+                case 14:
+                    guard let usage = Self.usageTotals(try scanner.readValue()) else {
+                        f.valid = false
+                        return
+                    }
+                    f.usage = usage
+                case 15: f.profile = try optionalString(&scanner, &f.valid)
+                case 16:
+                    guard let params = try? SamplingParameters(json: try scanner.readValue()) else {
+                        f.valid = false
+                        return
+                    }
+                    f.params = params
+                default: f.valid = false
+                }
+            }
+            return f
+        }
+        guard let f = read, f.valid, f.count == indexFields.count, ConversationID.isValid(f.id), f.messages >= 0 else { return nil }
+        let header = ConversationHeader(id: f.id, created: Timestamp(milliseconds: Int64(f.created)), title: f.headerTitle, model: f.model,
+                                        system: f.system, forkedFrom: f.forkedFrom, provider: f.provider, profile: f.profile, params: f.params)
+        return IndexEntry(identity: FileIdentity(size: Int64(f.size), inode: UInt64(truncatingIfNeeded: f.inode), modifiedNanoseconds: Int64(f.modified)),
+                          summary: LogSummary(header: header, title: f.title, updated: Timestamp(milliseconds: Int64(f.updated)),
+                                              messageCount: f.messages, needsResume: f.resume, usage: f.usage))
+    }
+
+    static func usageTotals(_ json: JSON) -> UsageTotals? {
+        guard case .array(let counts) = json, counts.count == 4, let prompt = counts[0].int, let completion = counts[1].int,
+              let total = counts[2].int, let estimated = counts[3].int else { return nil }
+        return UsageTotals(promptTokens: prompt, completionTokens: completion, totalTokens: total, estimatedReplies: estimated)
     }
 }

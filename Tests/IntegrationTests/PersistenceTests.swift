@@ -36,6 +36,32 @@ final class PersistenceTests: XCTestCase {
         XCTAssertEqual(try listed(client), before)
     }
 
+    /// `conversation.list` keeps its order between calls and is told of every write, creation
+    /// and deletion: a list after each must show it, as a fresh sort would.
+    func testListOrderFollowsWritesCreationsAndDeletionsBetweenLists() throws {
+        let client = try harness.client()
+        // Apart by more than the list's millisecond times, so no two tie (ties go by id).
+        let first = try harness.createConversation(client, title: "first")
+        usleep(5000)
+        let second = try harness.createConversation(client, title: "second")
+        usleep(5000)
+        let third = try harness.createConversation(client, title: "third")
+        func listed() throws -> [String] {
+            try XCTUnwrap(client.call("conversation.list")["conversations"]?.array).compactMap { $0["id"]?.string }
+        }
+        XCTAssertEqual(try listed(), [third, second, first])
+        try client.call("conversation.attach", ["conversation": .string(first)])
+        let sent = try client.call("message.send", ["conversation": .string(first), "content": "[[reply:again]]"])
+        _ = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
+        XCTAssertEqual(try listed(), [first, third, second], "the conversation written to last comes first")
+        try client.call("conversation.delete", ["conversation": .string(third)])
+        XCTAssertEqual(try listed(), [first, second])
+        usleep(5000)
+        let fourth = try harness.createConversation(client, title: "fourth")
+        XCTAssertEqual(try listed(), [fourth, first, second])
+        XCTAssertEqual(try XCTUnwrap(client.call("conversation.list", ["limit": 1])["conversations"]?.array).count, 1)
+    }
+
     func testRestartKeepsEveryCompletedMessage() throws {
         var client = try harness.client()
         let id = try harness.createConversation(client, title: "kept", system: "sys")

@@ -168,6 +168,37 @@ final class LogIndexTests: XCTestCase {
         XCTAssertTrue(item.log.isOpen)
     }
 
+    /// The index is read on another thread while the logs are `stat`ed: a log replaced by a file
+    /// of the same size (another inode), or edited in place to the same size (another time), must
+    /// still be read, and its summary come from the file.
+    func testALogReplacedOrEditedToTheSameSizeIsReadAgain() throws {
+        let store = try makeStore()
+        let logs = try populate(store, count: 3)
+        store.close()
+        let replaced = try String(contentsOfFile: logs[1].path, encoding: .utf8)
+        XCTAssertTrue(replaced.contains("\"renamed\""))
+        try replaced.replacingOccurrences(of: "\"renamed\"", with: "\"xenamed\"").write(toFile: logs[1].path + ".new", atomically: false, encoding: .utf8)
+        XCTAssertEqual(rename(logs[1].path + ".new", logs[1].path), 0)
+        let edited = try String(contentsOfFile: logs[0].path, encoding: .utf8)
+        let fd = open(logs[0].path, O_WRONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let bytes = Array(edited.replacingOccurrences(of: "\"t0\"", with: "\"T0\"").utf8)
+        XCTAssertEqual(bytes.count, Array(edited.utf8).count)
+        XCTAssertEqual(pwrite(fd, bytes, bytes.count, 0), bytes.count)
+        // A time surely not the one the index holds, however coarse the file system's clock.
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
+        XCTAssertEqual(futimens(fd, &times), 0)
+        close(fd)
+
+        let opened = try makeStore().openConversations()
+        XCTAssertTrue(opened.problems.isEmpty, "\(opened.problems)")
+        XCTAssertEqual(opened.fromIndex, 1)
+        XCTAssertEqual(opened.read, 2)
+        XCTAssertEqual(summaries(opened)[id(1)]?.title, "xenamed")
+        XCTAssertEqual(summaries(opened)[id(0)]?.header.title, "T0")
+        XCTAssertEqual(summaries(opened)[id(2)], expectedSummaries(logs)[id(2)])
+    }
+
     func testATornLogIsReadAndCutBackAsWithoutAnIndex() throws {
         let store = try makeStore()
         let logs = try populate(store, count: 2)
@@ -338,5 +369,74 @@ final class LogIndexTests: XCTestCase {
         XCTAssertEqual(LogStore.decode(try JSON.parse(LogStore.encode(noSystem).bytes)), noSystem)
         XCTAssertNil(LogStore.decode(["id": "k3v9q2m8x7ad"]))
         XCTAssertNil(LogStore.decode(["k3v9q2m8x7ad", 1, 2]), "too few fields")
+    }
+
+    /// Start-up reads index lines straight from their bytes: it must take exactly the lines the
+    /// tree decoder takes, and read them the same.
+    func testLinesAreDecodedFromBytesAsFromTheTree() throws {
+        var full = LogStore.IndexEntry(
+            identity: FileIdentity(size: 1234, inode: 987_654_321, modifiedNanoseconds: 1_795_320_930_123_456_789),
+            summary: LogSummary(header: Fixture.header(title: "first \"quoted\" é \u{1F600}"), title: "now\nthis", updated: Fixture.at(77),
+                                messageCount: 42, needsResume: true,
+                                usage: UsageTotals(promptTokens: 100, completionTokens: 20, totalTokens: 120, estimatedReplies: 2)))
+        full.summary.header.forkedFrom = ForkOrigin(conversation: "k3v9q2m8x7ac", message: "m4")
+        full.summary.header.provider = "claude"
+        full.summary.header.profile = "coder"
+        full.summary.header.params = SamplingParameters(temperature: 0.5, maxTokens: 300)
+        var bare = full
+        bare.summary.header.system = nil
+        bare.summary.header.forkedFrom = nil
+        bare.summary.header.provider = nil
+        bare.summary.header.profile = nil
+        bare.summary.header.params = SamplingParameters()
+        bare.summary.usage = UsageTotals()
+        var lines = [LogStore.encode(full).bytes, LogStore.encode(bare).bytes]
+        let fields = try XCTUnwrap(LogStore.encode(full).array)
+        // Every field replaced by a value of each other kind, plus lines of the wrong length.
+        let others: [JSON] = [.null, .bool(true), .int(-3), .double(1.5), .double(7), .string("x"), .array([]), .object([:]),
+                              .array([1, 2, 3, 4]), ["conversation": "k3v9q2m8x7ac", "message": "m1"], ["temperature": 9]]
+        for position in fields.indices {
+            for other in others {
+                var changed = fields
+                changed[position] = other
+                lines.append(JSON.array(changed).bytes)
+            }
+        }
+        lines.append(JSON.array(Array(fields.dropLast())).bytes)
+        lines.append(JSON.array(fields + [.null]).bytes)
+        lines += ["", " ", "[]", "{}", "null", "[\"k3v9q2m8x7ad\"", "garbage", " \(String(decoding: LogStore.encode(bare).bytes, as: UTF8.self)) ",
+                  "\(String(decoding: LogStore.encode(bare).bytes, as: UTF8.self)) x"].map { Array($0.utf8) }
+        var taken = 0
+        for line in lines {
+            let fromTree = (try? JSON.parse(line)).flatMap(LogStore.decode)
+            let fromBytes = line.withUnsafeBufferPointer { LogStore.decode(line: $0) }
+            XCTAssertEqual(fromBytes, fromTree, String(decoding: line, as: UTF8.self))
+            if fromTree != nil { taken += 1 }
+        }
+        XCTAssertEqual(lines.first.flatMap { line in line.withUnsafeBufferPointer { LogStore.decode(line: $0) } }, full)
+        XCTAssertGreaterThan(taken, 10, "the changes that still make an entry (a whole double, an empty title) are taken by both")
+    }
+
+    /// The index is written in id order and start-up walks it beside the sorted listing; an index
+    /// put in another order by hand, or holding an id twice, still vouches for its logs.
+    func testAnIndexOutOfOrderOrWithAnIdTwiceStillVouchesForItsLogs() throws {
+        let store = try makeStore()
+        let logs = try populate(store, count: 4)
+        store.close()
+        let text = try String(contentsOfFile: store.indexPath, encoding: .utf8)
+        var lines = text.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 5)
+        // Reversed, with a stale copy of the first entry before its good one (the later line wins).
+        var stale = try XCTUnwrap(JSON.parse(Array(lines[1].utf8)).array)
+        stale[9] = .int(99)
+        lines = [lines[0], String(decoding: JSON.array(stale).bytes, as: UTF8.self)] + lines[1...].reversed()
+        try (lines.joined(separator: "\n") + "\n").write(toFile: store.indexPath, atomically: true, encoding: .utf8)
+
+        let opened = try makeStore().openConversations()
+        XCTAssertTrue(opened.problems.isEmpty, "\(opened.problems)")
+        XCTAssertEqual(opened.fromIndex, 4)
+        XCTAssertEqual(opened.read, 0)
+        XCTAssertEqual(summaries(opened), expectedSummaries(logs))
+        XCTAssertEqual(opened.items.map(\.log.id), (0..<4).map(id))
     }
 }
