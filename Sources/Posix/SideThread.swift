@@ -6,21 +6,21 @@ import Glibc
 /// `result()`. Start-up uses it to read the index while the loop thread lists and `stat`s the
 /// logs: on two cores the two overlap. Without a thread (resource limits) the work runs in
 /// `result()` instead.
-final class SideThread<T: Sendable>: SideThreadBody, @unchecked Sendable {
+public final class SideThread<T: Sendable>: SideThreadBody, @unchecked Sendable {
     private let work: @Sendable () -> T
     private var value: T?
     private var thread: pthread_t?
 
-    init(_ work: @escaping @Sendable () -> T) {
+    public init(_ work: @escaping @Sendable () -> T) {
         self.work = work
         super.init()
         thread = Self.start(self)
     }
 
-    override func run() { value = work() }
+    override public func run() { value = work() }
 
     /// Waits for the thread (pthread_join orders its writes before this read).
-    func result() -> T {
+    public func result() -> T {
         if let thread {
             self.thread = nil
             pthread_join(thread, nil)
@@ -33,8 +33,8 @@ final class SideThread<T: Sendable>: SideThreadBody, @unchecked Sendable {
 }
 
 /// The part the C thread function sees: not generic, so a plain C callback can call it.
-class SideThreadBody: @unchecked Sendable {
-    func run() {}
+public class SideThreadBody: @unchecked Sendable {
+    public func run() {}
 
     static func start(_ body: SideThreadBody) -> pthread_t? {
         var id = pthread_t()
