@@ -58,6 +58,29 @@ final class ToolClientTests: TmuxTestCase {
         try harness.client().call("conversation.history", ["conversation": .string(id)])["messages"]?.array ?? []
     }
 
+    /// The history once the latest reply has ended: its last turn stored complete and asking
+    /// for no more tools. A reply's first text is on screen long before its last arrives, and
+    /// whatever a screen prints meanwhile (a notice, a message) makes the reply go on under
+    /// `assistant (continued):` with its open block shown again, so a step that must not
+    /// interleave with a reply waits for this first.
+    @discardableResult
+    private func waitForReplyStored(_ id: String, messages count: Int, timeout: Double = 10,
+                                    file: StaticString = #filePath, line: UInt = #line) throws -> [JSON] {
+        let deadline = Date().addingTimeInterval(timeout)
+        var messages: [JSON] = []
+        while Date() < deadline {
+            messages = try history(id)
+            if messages.count >= count, let last = messages.last, last["role"]?.string == "assistant",
+               last["status"]?.string == "complete", last["tool_calls"]?.array?.isEmpty ?? true {
+                return messages
+            }
+            usleep(20_000)
+        }
+        XCTFail("no finished reply among \(count) messages within \(timeout) s: \(messages.map { $0["id"]?.string ?? "?" })",
+                file: file, line: line)
+        throw HarnessError(description: "the reply did not end")
+    }
+
     private func count(_ text: String, in screen: String) -> Int { screen.components(separatedBy: text).count - 1 }
 
     private func enter(_ pane: String, _ text: String) throws {
@@ -78,8 +101,9 @@ final class ToolClientTests: TmuxTestCase {
         let reply = try XCTUnwrap(screen.range(of: "tool results: [echo]"))
         XCTAssertTrue(call.lowerBound < result.lowerBound && result.lowerBound < reply.lowerBound, screen)
 
-        // One reply, four messages: the question, the turn asking for the tool, its result, the answer.
-        let messages = try history(id)
+        // One reply, four messages: the question, the turn asking for the tool, its result, the
+        // answer (which may still be streaming when its first words show).
+        let messages = try waitForReplyStored(id, messages: 4)
         XCTAssertEqual(messages.map { $0["id"]?.string }, ["m1", "m2", "m2.1", "m2.2"])
         XCTAssertEqual(messages.map { $0["role"]?.string }, ["user", "assistant", "tool", "assistant"])
         XCTAssertEqual(messages[1]["tool_calls"]?.array?.first?["name"]?.string, "echo")
@@ -116,6 +140,7 @@ final class ToolClientTests: TmuxTestCase {
         try tmux.waitForText(bob, "approved by you --", timeout: 10)
         try tmux.waitForText(ana, "⚙ guarded → 200 · ", timeout: 10)
         try tmux.waitForText(ana, "tool results: [guarded]", timeout: 10)
+        try waitForReplyStored(id, messages: 4)
 
         // Answering a call that has ended is a notice, and attach goes on.
         let firstCall = try XCTUnwrap(try history(id).first { $0["role"]?.string == "tool" }?["tool_call_id"]?.string)
@@ -131,6 +156,7 @@ final class ToolClientTests: TmuxTestCase {
         try tmux.waitForScreen(ana, timeout: 10, "a second approval and answer") { screen in
             self.count("approved by bob --", in: screen) == 2 && self.count("tool results: [guarded]", in: screen) == 2
         }
+        try waitForReplyStored(id, messages: 8)
 
         // n alone denies; the model is told and answers all the same.
         try enter(ana, "third [[tool:guarded {\"city\":\"Oslo\"}]]")
@@ -139,6 +165,7 @@ final class ToolClientTests: TmuxTestCase {
         try tmux.waitForText(ana, "denied by bob --", timeout: 10)
         try tmux.waitForText(ana, "⚙ guarded ✗ denied", timeout: 10)
         try tmux.waitForScreen(ana, timeout: 10, "the answer to the denied call") { self.count("tool results: [guarded]", in: $0) == 3 }
+        try waitForReplyStored(id, messages: 12)
         try enter(bob, "/deny")
         try tmux.waitForText(bob, "no tool call is waiting for approval", timeout: 10)
 
