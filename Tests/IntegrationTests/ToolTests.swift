@@ -210,6 +210,22 @@ final class ToolTests: XCTestCase {
         XCTAssertEqual(turns[3]["tool_call_id"], turns[1]["tool_calls"]?.array?[1]["id"])
     }
 
+    func testCallsAreMadeWhateverFinishReasonTheServerGivesWithThem() throws {
+        // Some servers end a turn of tool calls with "stop"; the calls decide, not the reason.
+        let client = try harness.client()
+        let id = try conversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        let (_, notes, final) = try sendAndFollow(client, id, #"[[finish:stop]] [[tool-text:Checking.]] [[tool:echo {"city":"Turku"}]]"#)
+        let asking = try XCTUnwrap(notes.first { $0.method == "message.completed" }?.params["message"])
+        XCTAssertEqual(asking["finish_reason"]?.string, "stop")
+        XCTAssertEqual(asking["content"]?.string, "Checking.", "text before the calls stays the turn's text")
+        XCTAssertEqual(asking["tool_calls"]?.array?.count, 1)
+        XCTAssertEqual(final["id"]?.string, "m2.2")
+        XCTAssertEqual(toolRequests().first?["path"]?.string, "/tool/echo/Turku")
+        let turns = try XCTUnwrap(modelRequests().last?["body"]?["messages"]?.array)
+        XCTAssertEqual(turns[1]["content"]?.string, "Checking.")
+    }
+
     func testBadArgumentsAndUnknownToolsGoBackToTheModelAsErrorsWithoutARequest() throws {
         let client = try harness.client()
         let id = try conversation(client)
