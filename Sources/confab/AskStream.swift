@@ -485,7 +485,8 @@ final class AskStream {
     private func approvalAnswered(_ call: ToolLines.Call, _ result: Result<JSON, RPCError>) {
         guard case .failure(let error) = result else { return }
         status.clear()
-        Out.error("call \(SafeText.singleLine(call.name)): \(error.message)")
+        // The message names the call by its id, which the model server chose: made safe like any of its text.
+        Out.error("call \(SafeText.singleLine(call.name)): \(SafeText.singleLine(error.message))")
     }
 
     // MARK: Rendering
