@@ -418,7 +418,7 @@ def bench_fanout(ctx):
     with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
         redis = Redis(tmp)
         try:
-            for readers in (1, 10, 100):
+            for readers in ctx.fanout_readers:
                 count = ctx.burst if readers < 100 else ctx.burst_100
                 # Alternating rounds, the median of each side: one slow moment of a shared
                 # machine should not decide the ratio.
@@ -714,6 +714,8 @@ def bench_profile(ctx):
             client.close()
         finally:
             daemon.stop()
+        if ctx.profile_data:
+            shutil.copyfile(data, ctx.profile_data)
         report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "symbol", "--stdio", "-g", "none",
                                  "--percent-limit", "1.5"], capture_output=True, text=True, timeout=300).stdout
         demangled = subprocess.run(["swift", "demangle", "--simplified"], input=report, capture_output=True, text=True).stdout \
@@ -734,6 +736,9 @@ def main():
     parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (search and profile only when named)")
     parser.add_argument("--burst", type=int, default=100_000, help="deltas per fan-out burst at 1 and 10 readers")
     parser.add_argument("--burst-100", type=int, default=100_000, help="deltas per fan-out burst at 100 readers")
+    parser.add_argument("--fanout-readers", type=lambda text: [int(n) for n in text.split(",")], default=[1, 10, 100],
+                        help="reader counts of the fan-out section, comma-separated (default 1,10,100)")
+    parser.add_argument("--profile-data", help="with --only profile: also keep perf.data at this path, for perf report")
     parser.add_argument("--rounds", type=int, default=3, help="alternating confab/Redis rounds per fan-out size")
     parser.add_argument("--latency-count", type=int, default=3000, help="stamped deltas per latency run")
     parser.add_argument("--latency-gap-us", type=int, default=2000, help="microseconds between stamped deltas")

@@ -149,8 +149,10 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
         }
     }
 
-    public mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent] {
-        try leadingWhiteSpace.apply(to: events(of: event))
+    public mutating func decode(_ event: SSEEventView, into events: inout [ChatStreamEvent]) throws {
+        let start = events.count
+        events.append(contentsOf: try self.events(of: SSEEvent(event)))
+        leadingWhiteSpace.apply(to: &events, from: start)
     }
 
     private mutating func events(of event: SSEEvent) throws -> [ChatStreamEvent] {

@@ -27,8 +27,18 @@ public struct UpstreamRequest: Sendable, Equatable {
 
 /// Reads one reply's Server-Sent Events in one wire format.
 public protocol ChatEventDecoder {
-    /// One SSE event in, zero or more stream events out, in order.
-    mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent]
+    /// One SSE event in, zero or more stream events appended to `events`, in order. (Appended to
+    /// the caller's array, reused from chunk to chunk: one is decoded per streamed token.)
+    mutating func decode(_ event: SSEEventView, into events: inout [ChatStreamEvent]) throws
+}
+
+extension ChatEventDecoder {
+    /// One event's stream events on their own (tests, and events not from the parser).
+    public mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent] {
+        var events: [ChatStreamEvent] = []
+        try event.withView { try decode($0, into: &events) }
+        return events
+    }
 }
 
 extension ChatStreamDecoder: ChatEventDecoder {}

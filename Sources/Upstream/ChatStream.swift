@@ -135,29 +135,36 @@ public struct ChatStreamDecoder: Sendable {
     ///   one, else from the raw text.
     /// - Events of any other type (`ping`, ...) are decoded like chunks when they carry a JSON
     ///   object and ignored otherwise.
-    public mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent] {
-        // The usual event, a JSON object, is read as it is: the scanner skips JSON's own white
-        // space, so the payload is trimmed (by Unicode's rules, which cost property look-ups
-        // per character) only for the rest.
+    public mutating func decode(_ event: SSEEventView, into out: inout [ChatStreamEvent]) throws {
+        // The usual event, a JSON object, is read from its bytes as they are: the scanner skips
+        // JSON's own white space, so the payload is made text and trimmed (by Unicode's rules)
+        // only for the rest.
         let isError = event.type == "error"
         let chunk: Envelope
-        if event.data.utf8.first(where: { !isJSONWhiteSpace($0) }) == UInt8(ascii: "{"), let envelope = Envelope(event.data) {
+        if event.data.first(where: { !isJSONWhiteSpace($0) }) == UInt8(ascii: "{"), let envelope = Envelope(event.data) {
             chunk = envelope
         } else {
-            let payload = trimmedSlice(event.data)
-            if payload == "[DONE]" && !isError { return [.done] }
+            let text = event.dataText
+            let payload = trimmedSlice(text)
+            if payload == "[DONE]" && !isError {
+                out.append(.done)
+                return
+            }
             if payload.isEmpty {
-                return isError ? [.error(UpstreamErrorInfo(message: "upstream reported an error"))] : []
+                if isError { out.append(.error(UpstreamErrorInfo(message: "upstream reported an error"))) }
+                return
             }
             guard let envelope = Envelope(String(payload)) else {
-                if isError { return [.error(UpstreamErrorInfo(message: capped(payload, to: 1000)))] }
+                if isError {
+                    out.append(.error(UpstreamErrorInfo(message: capped(payload, to: 1000))))
+                    return
+                }
                 if event.type == "message" { throw ChatStreamError.malformedChunk(capped(payload, to: 200)) }
-                return []
+                return
             }
             chunk = envelope
         }
 
-        var out: [ChatStreamEvent] = []
         if let choice = chunk.choice {
             switch textField {
             case .delta:
@@ -180,11 +187,10 @@ public struct ChatStreamDecoder: Sendable {
             let message = nonBlank(chunk.message) ?? nonBlank(chunk.detail)
             if message != nil || isError {
                 out.append(.error(UpstreamErrorInfo(
-                    message: capped(message ?? String(trimmedSlice(event.data)), to: 1000),
+                    message: capped(message ?? String(trimmedSlice(event.dataText)), to: 1000),
                     type: chunk.type, code: chunk.code)))
             }
         }
-        return out
     }
 }
 
@@ -377,19 +383,23 @@ private struct Envelope {
     var type: String?
     var code: String?
 
-    /// Nil unless the text is one JSON object. (Over the string's own UTF-8 buffer, so that
-    /// nothing here is generic at run time: this runs once per streamed token.)
+    /// Nil unless the text is one JSON object.
     init?(_ text: String) {
         var text = text
-        var envelope: Envelope?
-        text.withUTF8 { bytes in
-            envelope = try? JSONScanner.read(bytes) { (scanner) throws(JSONParseError) -> Envelope? in
-                guard try scanner.kind() == .object else {
-                    try scanner.skipValue()
-                    return nil
-                }
-                return try Envelope(&scanner)
-            }.flatMap { $0 }
+        guard let envelope = text.withUTF8({ Envelope(UnsafeRawBufferPointer($0)) }) else { return nil }
+        self = envelope
+    }
+
+    /// Nil unless the bytes are one JSON object. (Over bytes, so that nothing here is generic
+    /// at run time: this runs once per streamed token.)
+    init?(_ bytes: UnsafeRawBufferPointer) {
+        let envelope = try? JSONScanner.read(bytes.assumingMemoryBound(to: UInt8.self)) {
+            (scanner) throws(JSONParseError) -> Envelope? in
+            guard try scanner.kind() == .object else {
+                try scanner.skipValue()
+                return nil
+            }
+            return try Envelope(&scanner)
         }
         guard let envelope else { return nil }
         self = envelope

@@ -87,8 +87,10 @@ public struct CompletionsStreamDecoder: ChatEventDecoder, Sendable {
         leadingWhiteSpace = LeadingWhiteSpace(trimming: trimsLeadingWhiteSpace)
     }
 
-    public mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent] {
-        try leadingWhiteSpace.apply(to: chunks.decode(event))
+    public mutating func decode(_ event: SSEEventView, into events: inout [ChatStreamEvent]) throws {
+        let start = events.count
+        try chunks.decode(event, into: &events)
+        leadingWhiteSpace.apply(to: &events, from: start)
     }
 }
 
@@ -99,14 +101,16 @@ struct LeadingWhiteSpace: Sendable {
 
     init(trimming: Bool) { self.trimming = trimming }
 
-    mutating func apply(to events: [ChatStreamEvent]) -> [ChatStreamEvent] {
-        guard trimming else { return events }
-        return events.compactMap { event in
+    /// Trims `events[start...]` in place.
+    mutating func apply(to events: inout [ChatStreamEvent], from start: Int) {
+        guard trimming else { return }
+        let trimmed: [ChatStreamEvent] = events[start...].compactMap { event in
             guard trimming, case .content(let text) = event else { return event }
             guard let first = text.firstIndex(where: { !$0.isWhitespace }) else { return nil }
             trimming = false
             return .content(String(text[first...]))
         }
+        events.replaceSubrange(start..., with: trimmed)
     }
 }
 

@@ -22,6 +22,38 @@ public struct SSEEvent: Equatable, Sendable {
     }
 }
 
+/// One dispatched event as the parser hands it out, with its data borrowed from the parser's
+/// buffer: valid only during the call it is passed to. (A streamed token is one event; its data
+/// goes straight to the JSON reader, never through a `String`.)
+public struct SSEEventView {
+    /// The `event:` field; "message" when absent or empty.
+    public let type: String
+    /// The `data:` lines joined with "\n", as bytes (not checked as UTF-8: the JSON reader does).
+    public let data: UnsafeRawBufferPointer
+    public let id: String?
+
+    public init(type: String, data: UnsafeRawBufferPointer, id: String?) {
+        self.type = type
+        self.data = data
+        self.id = id
+    }
+
+    /// The data as text, invalid UTF-8 replaced (for the paths that are not a JSON chunk).
+    public var dataText: String { String(decoding: data, as: UTF8.self) }
+}
+
+extension SSEEvent {
+    /// The event lent out as a view, as the parser would pass it.
+    public func withView<Result>(_ body: (SSEEventView) throws -> Result) rethrows -> Result {
+        var bytes = Array(data.utf8)
+        return try bytes.withUnsafeMutableBytes { try body(SSEEventView(type: type, data: UnsafeRawBufferPointer($0), id: id)) }
+    }
+
+    public init(_ view: SSEEventView) {
+        self.init(type: view.type, data: view.dataText, id: view.id)
+    }
+}
+
 public enum SSEError: Error, Equatable, Sendable {
     /// A single line (terminator excluded) was longer than `limit` bytes.
     case lineTooLong(limit: Int)
@@ -61,7 +93,7 @@ public struct SSEParser: Sendable {
     /// Every event completed by these bytes is passed to `emit`, in order.
     /// Throws `SSEError.lineTooLong` as soon as the current line is known to exceed `maxLineBytes`;
     /// the parser is then reset (events already passed to `emit` stay delivered).
-    public mutating func feed(_ bytes: UnsafeRawBufferPointer, _ emit: (SSEEvent) -> Void) throws {
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, _ emit: (SSEEventView) -> Void) throws {
         let count = bytes.count
         var i = 0
         if count == 0 { return }
@@ -93,7 +125,18 @@ public struct SSEParser: Sendable {
         }
 
         var lineStart = i
+        let base = bytes.baseAddress!
         while i < count {
+            // Eight bytes at a time to the next CR or LF: a chunk line is a few hundred bytes.
+            while i + 8 <= count {
+                let found = Self.lineEnds(base + i)
+                if found != 0 {
+                    i += found.trailingZeroBitCount >> 3
+                    break
+                }
+                i += 8
+            }
+            guard i < count else { break }
             let byte = bytes[i]
             if byte != Self.lf && byte != Self.cr {
                 i += 1
@@ -118,11 +161,23 @@ public struct SSEParser: Sendable {
         }
     }
 
+    /// The 8 bytes at `start` tested at once for CR or LF: zero when there is neither, else the
+    /// lowest set bit is in the (little-endian) first of them. A byte equal to CR or LF becomes 0
+    /// after the XOR; subtracting 1 sets its high bit (and a borrow can only start at a true
+    /// find, so false ones come only after the first).
+    @inline(__always)
+    private static func lineEnds(_ start: UnsafeRawPointer) -> UInt64 {
+        let word = UInt64(littleEndian: start.loadUnaligned(as: UInt64.self))
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let lfs = word ^ (ones &* UInt64(lf)), crs = word ^ (ones &* UInt64(cr))
+        return ((lfs &- ones) & ~lfs | (crs &- ones) & ~crs) & highs
+    }
+
     /// Convenience for tests and small inputs: returns the events completed by `bytes`.
     public mutating func feed(_ bytes: [UInt8]) throws -> [SSEEvent] {
         var events: [SSEEvent] = []
         try bytes.withUnsafeBytes { buffer in
-            try self.feed(buffer) { events.append($0) }
+            try self.feed(buffer) { events.append(SSEEvent($0)) }
         }
         return events
     }
@@ -148,7 +203,7 @@ public struct SSEParser: Sendable {
 
     /// A line terminator was found at `end`; the line is `pending` + `bytes[start..<end]`.
     private mutating func completeLine(
-        _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, _ emit: (SSEEvent) -> Void
+        _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, _ emit: (SSEEventView) -> Void
     ) throws {
         if pending.isEmpty {
             if end - start > maxLineBytes { try fail() }
@@ -166,7 +221,7 @@ public struct SSEParser: Sendable {
         }
     }
 
-    private mutating func processLine(_ line: UnsafeRawBufferPointer, _ emit: (SSEEvent) -> Void) {
+    private mutating func processLine(_ line: UnsafeRawBufferPointer, _ emit: (SSEEventView) -> Void) {
         if line.isEmpty {
             dispatch(emit)
             return
@@ -200,7 +255,7 @@ public struct SSEParser: Sendable {
         }
     }
 
-    private mutating func dispatch(_ emit: (SSEEvent) -> Void) {
+    private mutating func dispatch(_ emit: (SSEEventView) -> Void) {
         defer {
             eventType = ""
             eventID = nil
@@ -212,10 +267,7 @@ public struct SSEParser: Sendable {
         }
         if dataBuffer.isEmpty { return }
         dataBuffer.removeLast()  // the "\n" appended after the last data line
-        let event = SSEEvent(
-            type: eventType.isEmpty ? "message" : eventType,
-            data: String(decoding: dataBuffer, as: UTF8.self),
-            id: eventID)
-        emit(event)
+        let type = eventType.isEmpty ? "message" : eventType
+        dataBuffer.withUnsafeBytes { emit(SSEEventView(type: type, data: $0, id: eventID)) }
     }
 }

@@ -73,6 +73,8 @@ public final class ReplyStream {
     fileprivate var sawDone = false
     fileprivate var retryAfterSeconds: Int?
     fileprivate var toolCalls = ToolCallAssembler()
+    /// The events of one read, kept between reads for its capacity.
+    fileprivate var spareEvents: [ChatStreamEvent] = []
     /// Fails the reply when the upstream sends no byte for `timeoutSeconds`. libcurl's
     /// low-speed check averages over several seconds and so fires late; this one is exact.
     fileprivate var stallTimer: Timer?
@@ -198,13 +200,19 @@ public final class UpstreamClient {
             if room > 0 { stream.errorBody.append(contentsOf: bytes.prefix(room)) }
             return true
         }
-        var events: [ChatStreamEvent] = []
+        // Decoded first, acted on after: acting may end the stream, which resets the parser.
+        var events = stream.spareEvents
+        stream.spareEvents = []
+        defer {
+            events.removeAll(keepingCapacity: true)
+            stream.spareEvents = events
+        }
         var failure: MessageError?
         do {
             try stream.parser.feed(bytes) { event in
                 guard failure == nil else { return }
                 do {
-                    events.append(contentsOf: try stream.decoder.decode(event))
+                    try stream.decoder.decode(event, into: &events)
                 } catch {
                     failure = MessageError(code: .upstreamProtocol, message: "unreadable event from upstream: \(error)")
                 }

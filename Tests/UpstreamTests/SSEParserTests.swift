@@ -174,6 +174,26 @@ final class SSEParserTests: XCTestCase {
         }
     }
 
+    /// Line ends are found eight bytes at a time in a feed of eight bytes or more, one byte at a
+    /// time in a shorter one: random streams of lines of every length, with bytes that differ
+    /// from CR or LF by one bit, read whole and byte by byte, give the same events.
+    func testLineEndsAtEveryPositionOfAWordAreFound() throws {
+        var rng = SplitMix64(seed: 0x11E5)
+        let alphabet: [UInt8] = Array("data: x".utf8) + [0x0B, 0x0C, 0x09, 0x0E, 0x8A, 0x8D, 0x4A, 0x4D, 0x2A, 0x2D, 0xFF, 0x00]
+        for _ in 0..<400 {
+            var bytes: [UInt8] = []
+            for _ in 0..<Int(rng.next() % 12) {
+                bytes += Array("data: ".utf8)
+                for _ in 0..<Int(rng.next() % 20) { bytes.append(alphabet[Int(rng.next() % UInt64(alphabet.count))]) }
+                bytes += [[0x0A], [0x0D], [0x0D, 0x0A]][Int(rng.next() % 3)]
+                if rng.next() % 2 == 0 { bytes += [0x0A] }
+            }
+            bytes += [0x0A, 0x0A]
+            var whole = SSEParser()
+            XCTAssertEqual(try whole.feed(bytes), try parse(chunks: bytes.map { [$0] }), "\(bytes)")
+        }
+    }
+
     func testEventsAreEmittedAsSoonAsTheirBlankLineArrives() throws {
         var parser = SSEParser()
         XCTAssertEqual(try parser.feed(Array("data: a\n".utf8)), [])
@@ -186,7 +206,7 @@ final class SSEParserTests: XCTestCase {
         var seen: [String] = []
         let bytes = Array("data: 1\n\ndata: 2\n\ndata: 3\n\n".utf8)
         try bytes.withUnsafeBytes { buffer in
-            try parser.feed(buffer) { seen.append($0.data) }
+            try parser.feed(buffer) { seen.append($0.dataText) }
         }
         XCTAssertEqual(seen, ["1", "2", "3"])
     }
@@ -446,7 +466,7 @@ final class SSEParserTests: XCTestCase {
         // The overlong line arrives while "x" is buffered: the reset must drop it.
         let bytes = Array("data: a\n\ndata: x\ndata: too long\n\n".utf8)
         XCTAssertThrowsError(
-            try bytes.withUnsafeBytes { buffer in try parser.feed(buffer) { seen.append($0) } })
+            try bytes.withUnsafeBytes { buffer in try parser.feed(buffer) { seen.append(SSEEvent($0)) } })
         XCTAssertEqual(seen, [SSEEvent(data: "a")])
         XCTAssertEqual(try parser.feed(Array("data: b\n\n".utf8)), [SSEEvent(data: "b")])
     }
