@@ -140,9 +140,9 @@ public struct ChatStreamDecoder: Sendable {
         // JSON's own white space, so the payload is made text and trimmed (by Unicode's rules)
         // only for the rest.
         let isError = event.type == "error"
-        let chunk: Envelope
-        if event.data.first(where: { !isJSONWhiteSpace($0) }) == UInt8(ascii: "{"), let envelope = Envelope(event.data) {
-            chunk = envelope
+        var chunk = Envelope()
+        if event.data.first(where: { !isJSONWhiteSpace($0) }) == UInt8(ascii: "{"), chunk.read(event.data) {
+            // read in place
         } else {
             let text = event.dataText
             let payload = trimmedSlice(text)
@@ -165,17 +165,18 @@ public struct ChatStreamDecoder: Sendable {
             chunk = envelope
         }
 
-        if let choice = chunk.choice {
+        if chunk.hasChoice {
             switch textField {
             case .delta:
-                let delta = choice.delta ?? choice.message
-                if let text = delta?.content, !text.isEmpty { out.append(.content(text)) }
-                if let text = delta?.refusal, !text.isEmpty { out.append(.content(text)) }
-                for piece in delta?.toolCalls ?? [] { out.append(.toolCall(piece)) }
+                if chunk.choice.hasDelta {
+                    Self.append(chunk.choice.delta, to: &out)
+                } else if chunk.choice.hasMessage {
+                    Self.append(chunk.choice.message, to: &out)
+                }
             case .text:
-                if let text = choice.text, !text.isEmpty { out.append(.content(text)) }
+                if let text = chunk.choice.text, !text.isEmpty { out.append(.content(text)) }
             }
-            if let reason = choice.finishReason, !reason.isEmpty { out.append(.finish(reason: reason)) }
+            if let reason = chunk.choice.finishReason, !reason.isEmpty { out.append(.finish(reason: reason)) }
         }
         if let usage = chunk.usage { out.append(.usage(usage)) }
 
@@ -191,6 +192,14 @@ public struct ChatStreamDecoder: Sendable {
                     type: chunk.type, code: chunk.code)))
             }
         }
+    }
+}
+
+extension ChatStreamDecoder {
+    fileprivate static func append(_ delta: Delta, to out: inout [ChatStreamEvent]) {
+        if let text = delta.content, !text.isEmpty { out.append(.content(text)) }
+        if let text = delta.refusal, !text.isEmpty { out.append(.content(text)) }
+        for piece in delta.toolCalls { out.append(.toolCall(piece)) }
     }
 }
 
@@ -374,7 +383,9 @@ public func upstreamErrorMessage(status: Int, body: [UInt8]) -> UpstreamErrorInf
 /// (`id`, `model`, `logprobs`, `tool_calls`, …) is checked and skipped. Duplicate keys: the
 /// first one counts.
 private struct Envelope {
-    var choice: Choice?
+    /// `choices[0]`, when `hasChoice`.
+    var choice = Choice()
+    var hasChoice = false
     var usage: TokenUsage?
     var error: ErrorPayload?
     var objectIsError = false
@@ -386,31 +397,35 @@ private struct Envelope {
     /// Nil unless the text is one JSON object.
     init?(_ text: String) {
         var text = text
-        guard let envelope = text.withUTF8({ Envelope(UnsafeRawBufferPointer($0)) }) else { return nil }
-        self = envelope
+        guard text.withUTF8({ read(UnsafeRawBufferPointer($0)) }) else { return nil }
     }
 
-    /// Nil unless the bytes are one JSON object. (Over bytes, so that nothing here is generic
-    /// at run time: this runs once per streamed token.)
-    init?(_ bytes: UnsafeRawBufferPointer) {
-        let envelope = try? JSONScanner.read(bytes.assumingMemoryBound(to: UInt8.self)) {
-            (scanner) throws(JSONParseError) -> Envelope? in
-            guard try scanner.kind() == .object else {
-                try scanner.skipValue()
-                return nil
+    init() {}
+
+    /// Reads the bytes into this (empty) envelope; false unless they are one JSON object. Read
+    /// in place, nested parts included, so that nothing is copied: this runs once per streamed
+    /// token. (Over bytes, so that nothing here is generic at run time.)
+    mutating func read(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        do throws(JSONParseError) {
+            return try JSONScanner.read(bytes.assumingMemoryBound(to: UInt8.self)) { (scanner) throws(JSONParseError) -> Bool in
+                guard try scanner.kind() == .object else {
+                    try scanner.skipValue()
+                    return false
+                }
+                try read(&scanner)
+                return true
             }
-            return try Envelope(&scanner)
+        } catch {
+            return false
         }
-        guard let envelope else { return nil }
-        self = envelope
     }
 
-    private init(_ scanner: inout JSONScanner) throws(JSONParseError) {
+    private mutating func read(_ scanner: inout JSONScanner) throws(JSONParseError) {
         var seen = Seen()
         try scanner.members { (key, scanner) throws(JSONParseError) in
             if key == "choices" {
                 guard seen.first(.choices) else { return }
-                choice = try Choice.primary(&scanner)
+                try readPrimaryChoice(&scanner)
             } else if key == "usage" {
                 guard seen.first(.usage) else { return }
                 usage = try scanner.readValue().usage
@@ -436,6 +451,20 @@ private struct Envelope {
         }
     }
 
+    /// `choices[0]`: the first choice whose `index` is 0 or absent (or not an integer). None
+    /// when `choices` is not an array or has no such choice; an element that is not an object is
+    /// an empty choice.
+    private mutating func readPrimaryChoice(_ scanner: inout JSONScanner) throws(JSONParseError) {
+        guard try scanner.kind() == .array else { return }
+        try scanner.elements { (_, scanner) throws(JSONParseError) in
+            guard !hasChoice else { return }
+            choice = Choice()
+            try choice.read(&scanner)
+            hasChoice = choice.index == nil || choice.index == 0
+        }
+        if !hasChoice { choice = Choice() }
+    }
+
     private struct Seen {
         enum Key: Int { case choices, usage, error, object, message, detail, type, code }
         var keys: UInt8 = 0
@@ -449,27 +478,16 @@ private struct Envelope {
 
 private struct Choice {
     var index: Int?
-    var delta: Delta?
-    var message: Delta?
+    /// `delta` when `hasDelta`, `message` when `hasMessage` (a server that sends whole messages).
+    var delta = Delta()
+    var hasDelta = false
+    var message = Delta()
+    var hasMessage = false
     var finishReason: String?
     /// The legacy completions API's text.
     var text: String?
 
-    /// `choices[0]`: the first choice whose `index` is 0 or absent (or not an integer). Nil when
-    /// `choices` is not an array or has no such choice; an element that is not an object is an
-    /// empty choice.
-    static func primary(_ scanner: inout JSONScanner) throws(JSONParseError) -> Choice? {
-        guard try scanner.kind() == .array else { return nil }
-        var primary: Choice?
-        try scanner.elements { (_, scanner) throws(JSONParseError) in
-            guard primary == nil else { return }
-            let choice = try Choice(&scanner)
-            if choice.index == nil || choice.index == 0 { primary = choice }
-        }
-        return primary
-    }
-
-    private init(_ scanner: inout JSONScanner) throws(JSONParseError) {
+    mutating func read(_ scanner: inout JSONScanner) throws(JSONParseError) {
         guard try scanner.kind() == .object else { return }
         var seenIndex = false, seenFinish = false, seenText = false
         try scanner.members { (key, scanner) throws(JSONParseError) in
@@ -482,9 +500,13 @@ private struct Choice {
                 seenIndex = true
                 index = try scanner.readInt()
             } else if key == "delta" {
-                if delta == nil, try !scanner.readNull() { delta = try Delta(&scanner) }
+                guard !hasDelta, try !scanner.readNull() else { return }
+                hasDelta = true
+                try delta.read(&scanner)
             } else if key == "message" {
-                if message == nil, try !scanner.readNull() { message = try Delta(&scanner) }
+                guard !hasMessage, try !scanner.readNull() else { return }
+                hasMessage = true
+                try message.read(&scanner)
             } else if key == "finish_reason" {
                 guard !seenFinish else { return }
                 seenFinish = true
@@ -501,7 +523,7 @@ private struct Delta {
     var refusal: String?
     var toolCalls: [ToolCallPiece] = []
 
-    init(_ scanner: inout JSONScanner) throws(JSONParseError) {
+    mutating func read(_ scanner: inout JSONScanner) throws(JSONParseError) {
         guard try scanner.kind() == .object else {
             try scanner.skipValue()
             return
