@@ -143,8 +143,11 @@ final class ClientSession {
                 }
                 let frames = pending
                 pending = []
-                if let error = stream.write(frames, completion: { [weak self] error in
-                    if let error { self?.markToClose("write failed: \(error)") }
+                // Held strongly until the write completes (at the latest when the socket
+                // closes): a weak reference would give every session a side table, and make
+                // every retain of it, once per frame, slower.
+                if let error = stream.write(frames, completion: { error in
+                    if let error { self.markToClose("write failed: \(error)") }
                 }) {
                     close(reason: "write failed: \(error)")
                     return

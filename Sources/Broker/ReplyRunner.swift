@@ -168,8 +168,12 @@ final class ReplyRunner {
             return
         }
         reply.attempts += 1
-        reply.stream = upstream.stream(reply.request, from: provider) { [unowned self, unowned conversation, weak reply] event in
-            guard let reply, conversation.active === reply else { return }
+        // The reply is found again through its conversation rather than held weakly: a weak
+        // reference gives an object a side table, which makes every retain of it slower, and
+        // this runs for every token. (A reply's stream is cancelled before the reply goes.)
+        let replyID = ObjectIdentifier(reply), attempt = reply.attempts
+        reply.stream = upstream.stream(reply.request, from: provider) { [unowned self, unowned conversation] event in
+            guard let reply = conversation.active, ObjectIdentifier(reply) == replyID, reply.attempts == attempt else { return }
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
             case .finished(let finishReason, let usage, let error, let retryAfter, let toolCalls):

@@ -170,8 +170,10 @@ public final class UpstreamClient {
         stream.stallTimer = stallTimer
         // Until the first byte the connection may still be coming up: connect_timeout_seconds
         // is libcurl's to enforce, so the first deadline allows for both.
-        stallTimer.start(after: stallMilliseconds + UInt64(config.connectTimeoutSeconds) * 1000) { [weak stream] in
-            stream?.finish(MessageError(code: .upstreamTimeout,
+        // Unowned, not weak: a weak reference would give the stream a side table and make every
+        // retain of it slower, on the path of every token; the timer is closed when it goes.
+        stallTimer.start(after: stallMilliseconds + UInt64(config.connectTimeoutSeconds) * 1000) { [unowned stream] in
+            stream.finish(MessageError(code: .upstreamTimeout,
                                         message: "the upstream sent nothing for \(stallMilliseconds / 1000) s"))
         }
         transfer.onData = { [unowned stream, unowned transfer] bytes in
@@ -201,18 +203,23 @@ public final class UpstreamClient {
             return true
         }
         // Decoded first, acted on after: acting may end the stream, which resets the parser.
+        // The parser, the decoder and the events array are taken out of the stream for the read,
+        // so that decoding an event touches no class property (no exclusivity check, no retain).
         var events = stream.spareEvents
         stream.spareEvents = []
         defer {
             events.removeAll(keepingCapacity: true)
             stream.spareEvents = events
         }
+        var parser = stream.parser
+        stream.parser = SSEParser(maxLineBytes: parser.maxLineBytes)
+        var decoder = stream.decoder
         var failure: MessageError?
         do {
-            try stream.parser.feed(bytes) { event in
+            try parser.feed(bytes) { event in
                 guard failure == nil else { return }
                 do {
-                    try stream.decoder.decode(event, into: &events)
+                    try decoder.decode(event, into: &events)
                 } catch {
                     failure = MessageError(code: .upstreamProtocol, message: "unreadable event from upstream: \(error)")
                 }
@@ -220,6 +227,8 @@ public final class UpstreamClient {
         } catch {
             failure = MessageError(code: .upstreamProtocol, message: "upstream sent a line longer than the parser accepts")
         }
+        stream.parser = parser
+        stream.decoder = decoder
         for event in events {
             switch event {
             case .content(let text): stream.handler?(.text(text))
