@@ -147,12 +147,10 @@ final class ClientSession {
                 // doubling at a time, for every client every turn, showed up as page faults.
                 pending = []
                 pending.reserveCapacity(frames.count)
-                // Held strongly until the write completes (at the latest when the socket
+                // Held strongly until a queued rest is written (at the latest when the socket
                 // closes): a weak reference would give every session a side table, and make
                 // every retain of it, once per frame, slower.
-                if let error = stream.write(frames, completion: { error in
-                    if let error { self.markToClose("write failed: \(error)") }
-                }) {
+                if let error = stream.write(frames, onFailure: { error in self.markToClose("write failed: \(error)") }) {
                     close(reason: "write failed: \(error)")
                     return
                 }
