@@ -22,11 +22,26 @@ public struct UVError: Error, CustomStringConvertible, Equatable, Sendable {
 }
 
 /// One libuv loop. Owns a scratch buffer that every stream reads into: libuv calls
-/// alloc and read back to back on this thread, so one buffer serves all connections.
+/// alloc and read back to back on this thread, so one buffer serves all connections. And
+/// likewise the array of pieces a vectored write hands to libuv, which libuv copies when it
+/// keeps it: a write of a few thousand frames would otherwise allocate (and, freed, give
+/// back to the system) a fresh array of that size every time, page faults included.
 public final class Loop {
     let raw: UnsafeMutablePointer<uv_loop_t>
     let readBuffer: UnsafeMutableRawBufferPointer
+    private var writeVectors = UnsafeMutablePointer<uv_buf_t>.allocate(capacity: 64)
+    private var writeVectorCapacity = 64
     private var isClosed = false
+
+    /// Room for `count` write pieces, valid until the next call.
+    func writeVectors(count: Int) -> UnsafeMutablePointer<uv_buf_t> {
+        if count > writeVectorCapacity {
+            writeVectors.deallocate()
+            writeVectorCapacity = max(count, writeVectorCapacity * 2)
+            writeVectors = .allocate(capacity: writeVectorCapacity)
+        }
+        return writeVectors
+    }
 
     public init() throws(UVError) {
         raw = .allocate(capacity: 1)
@@ -44,6 +59,7 @@ public final class Loop {
         if !isClosed { close() }
         raw.deallocate()
         readBuffer.deallocate()
+        writeVectors.deallocate()
     }
 
     /// Runs until `stop()` or until nothing is left to do.

@@ -136,12 +136,14 @@ public final class UnixStream: Handle {
     public func write(_ buffers: [OutboundBuffer], onFailure: ((UVError) -> Void)? = nil) -> UVError? {
         if isClosing { return UVError(Int32(UV_ECANCELED.rawValue)) }
         guard !buffers.isEmpty else { return nil }
-        let bufs = UnsafeMutablePointer<uv_buf_t>.allocate(capacity: buffers.count)
-        defer { bufs.deallocate() }
+        let bufs = loop.writeVectors(count: buffers.count)
         var total = 0
-        for (index, buffer) in buffers.enumerated() {
-            bufs[index] = uv_buf_init(buffer.bytes.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
-            total += buffer.count
+        buffers.withUnsafeBufferPointer { buffers in
+            for index in buffers.indices {
+                let buffer = buffers[index]
+                bufs[index] = uv_buf_init(buffer.bytes.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
+                total += buffer.count
+            }
         }
         // libuv refuses (EAGAIN) while earlier bytes are still queued, which keeps the order.
         let taken = uv_try_write(stream, bufs, UInt32(buffers.count))
