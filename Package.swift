@@ -19,11 +19,13 @@ let package = Package(
     targets: [
         // C libraries, seen through module maps with a few typed shims.
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // The only modules that touch C pointers: libuv, libcurl, and the few POSIX calls
         // (sockets outside libuv, whole-file reads, the user database) made elsewhere.
         .target(name: "EventLoop", dependencies: ["CLibUV"], swiftSettings: strict),
+        // libcurl (Debian's libcurl4-openssl-dev for the headers), loaded with dlopen on first
+        // use, so an idle daemon maps no TLS stack: see Sources/CCurl/include/ccurl.h.
+        .target(name: "CCurl", cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])]),
         .target(name: "Curl", dependencies: ["CCurl", "EventLoop"], swiftSettings: strict),
         .target(name: "Posix", swiftSettings: strict),
         // glibc's memmem and memrchr, for the search over conversation logs.

@@ -21,7 +21,11 @@ public struct CurlOutcome: Sendable, CustomStringConvertible {
 
 /// One HTTP request on a `CurlMulti`. Body bytes are handed over as they arrive.
 public final class CurlTransfer {
-    let easy: UnsafeMutableRawPointer
+    /// Nil when libcurl could not be loaded.
+    private let handle: UnsafeMutableRawPointer?
+    /// Only for a transfer that has one (see `start`).
+    var easy: UnsafeMutableRawPointer { handle! }
+    var hasEasyHandle: Bool { handle != nil }
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
     /// Called with the response body received since the last call, on the loop after curl
@@ -41,9 +45,14 @@ public final class CurlTransfer {
     /// `method`, when given, replaces the request's method (PUT, PATCH, DELETE) with the body as above.
     public init(url: String, body: [UInt8]?, headers: [String], connectTimeoutSeconds: Int, stallSeconds: Int, totalSeconds: Int = 0,
                 method: String? = nil) {
-        easy = curl_easy_init()!
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        // The first transfer loads libcurl; one that cannot have it fails when started.
+        guard confab_curl_load() == 0, let easy = confab_easy_init() else {
+            handle = nil
+            return
+        }
+        handle = easy
         confab_easy_setopt_string(easy, CURLOPT_URL, url)
         confab_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         confab_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
@@ -63,7 +72,7 @@ public final class CurlTransfer {
         }
         if let method { confab_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method) }
         // "Expect:" keeps curl from waiting for 100-continue on large prompts.
-        for header in headers + ["Expect:"] { headerList = curl_slist_append(headerList, header) }
+        for header in headers + ["Expect:"] { headerList = confab_slist_append(headerList, header) }
         confab_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, headerList)
         confab_easy_setopt_data_cb(easy, CURLOPT_WRITEFUNCTION) { pointer, size, count, userdata in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
@@ -88,6 +97,7 @@ public final class CurlTransfer {
     /// The HTTP status, once headers have arrived (0 before).
     public var responseCode: Int {
         var code: Int = 0
+        guard let easy = handle else { return 0 }
         confab_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
         return code
     }
@@ -96,6 +106,7 @@ public final class CurlTransfer {
     /// (resolving, TCP or the TLS handshake).
     public var requestSent: Bool {
         var bytes: Int = 0
+        guard let easy = handle else { return false }
         confab_easy_getinfo_long(easy, CURLINFO_REQUEST_SIZE, &bytes)
         return bytes > 0
     }
@@ -103,19 +114,19 @@ public final class CurlTransfer {
     /// A response header's value (case-insensitive name), once headers have arrived.
     public func header(_ name: String) -> String? {
         var header: UnsafeMutablePointer<curl_header>?
-        guard curl_easy_header(easy, name, 0, UInt32(CURLH_HEADER), -1, &header) == CURLHE_OK, let header else { return nil }
+        guard let easy = handle, confab_easy_header(easy, name, 0, UInt32(CURLH_HEADER), -1, &header) == CURLHE_OK, let header else { return nil }
         return String(cString: header.pointee.value)
     }
 
     fileprivate func outcome(_ code: CURLcode) -> CurlOutcome {
         let detail = String(cString: errorBuffer)
-        let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        let message = detail.isEmpty ? String(cString: confab_easy_strerror(code)) : detail
         return CurlOutcome(code: Int32(code.rawValue), message: message)
     }
 
     deinit {
-        curl_easy_cleanup(easy)
-        curl_slist_free_all(headerList)
+        if let handle { confab_easy_cleanup(handle) }
+        if let headerList { confab_slist_free_all(headerList) }
         errorBuffer.deallocate()
     }
 }
@@ -123,7 +134,10 @@ public final class CurlTransfer {
 /// libcurl's multi interface driven by the libuv loop, after curl's multi-uv.c: one
 /// timer for the whole multi handle, one poll handle per socket curl asks about.
 public final class CurlMulti {
-    private let multi: UnsafeMutableRawPointer
+    /// Made with the first transfer, when libcurl is loaded: an idle daemon has none.
+    private var multiHandle: UnsafeMutableRawPointer?
+    /// Only once a transfer has started.
+    private var multi: UnsafeMutableRawPointer { multiHandle! }
     public let loop: Loop
     private let timer: Timer
     private var polls: [curl_socket_t: Poll] = [:]
@@ -134,10 +148,16 @@ public final class CurlMulti {
     public var onError: ((String) -> Void)?
 
     public init(loop: Loop) {
-        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
         self.loop = loop
-        multi = curl_multi_init()!
         timer = Timer(loop: loop)
+    }
+
+    /// Whether libcurl is in this process (it is loaded by the first transfer).
+    public static var isLoaded: Bool { confab_curl_is_loaded() != 0 }
+
+    private func madeMulti() -> UnsafeMutableRawPointer? {
+        if let multiHandle { return multiHandle }
+        guard confab_curl_load() == 0, let multi = confab_multi_init() else { return nil }
         let this = Unmanaged.passUnretained(self).toOpaque()
         confab_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, this)
         confab_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, this)
@@ -149,6 +169,8 @@ public final class CurlMulti {
             Unmanaged<CurlMulti>.fromOpaque(userp!).takeUnretainedValue().armTimer(timeoutMilliseconds)
             return 0
         }
+        multiHandle = multi
+        return multi
     }
 
     public var activeTransfers: Int { transfers.count }
@@ -156,12 +178,20 @@ public final class CurlMulti {
     /// Starts a transfer. Its outcome, even a refusal to start, arrives on a later turn.
     public func start(_ transfer: CurlTransfer) {
         transfer.multi = self
+        guard transfer.hasEasyHandle, let multi = madeMulti() else {
+            let reason = String(cString: confab_curl_load_error())
+            refuse(transfer, "libcurl cannot be loaded: " + (reason.isEmpty ? "curl_easy_init failed" : reason))
+            return
+        }
         confab_easy_setopt_pointer(transfer.easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(self).toOpaque())
         transfers[transfer.easy] = transfer
-        let rc = curl_multi_add_handle(multi, transfer.easy)
+        let rc = confab_multi_add_handle(multi, transfer.easy)
         guard rc != CURLM_OK else { return }
         transfers[transfer.easy] = nil
-        let message = "curl_multi_add_handle: " + String(cString: curl_multi_strerror(rc))
+        refuse(transfer, "curl_multi_add_handle: " + String(cString: confab_multi_strerror(rc)))
+    }
+
+    private func refuse(_ transfer: CurlTransfer, _ message: String) {
         onError?(message)
         loop.onNextTurn { [weak transfer] in
             guard let transfer, !transfer.abortRequested, let completion = transfer.onComplete else { return }
@@ -173,7 +203,12 @@ public final class CurlMulti {
 
     /// Ends a transfer now; its `onComplete` is not called. Safe from inside its `onData`.
     public func cancel(_ transfer: CurlTransfer) {
-        guard transfers[transfer.easy] != nil else { return }
+        guard transfer.hasEasyHandle, transfers[transfer.easy] != nil else {
+            transfer.abortRequested = true
+            transfer.onData = nil
+            transfer.onComplete = nil
+            return
+        }
         transfer.abortRequested = true
         transfer.onData = nil
         transfer.onComplete = nil
@@ -181,12 +216,12 @@ public final class CurlMulti {
         // callback returns 0 instead and the handle is reaped as a failed transfer.
         if !insideCurl {
             transfers[transfer.easy] = nil
-            check(curl_multi_remove_handle(multi, transfer.easy), "curl_multi_remove_handle")
+            check(confab_multi_remove_handle(multi, transfer.easy), "curl_multi_remove_handle")
         }
     }
 
     private func check(_ rc: CURLMcode, _ call: String) {
-        if rc != CURLM_OK { onError?(call + ": " + String(cString: curl_multi_strerror(rc))) }
+        if rc != CURLM_OK { onError?(call + ": " + String(cString: confab_multi_strerror(rc))) }
     }
 
     fileprivate func noteReceived(_ bytes: UnsafeRawBufferPointer, by transfer: CurlTransfer) {
@@ -218,7 +253,8 @@ public final class CurlMulti {
     public func close() {
         for transfer in Array(transfers.values) { cancel(transfer) }
         transfersWithData = []
-        check(curl_multi_cleanup(multi), "curl_multi_cleanup")
+        if let multiHandle { check(confab_multi_cleanup(multiHandle), "curl_multi_cleanup") }
+        multiHandle = nil
         for poll in polls.values { poll.close() }
         polls = [:]
         timer.close()
@@ -229,7 +265,7 @@ public final class CurlMulti {
     private func socketAction(_ socket: curl_socket_t, _ flags: Int32) {
         var running: Int32 = 0
         insideCurl = true
-        let rc = curl_multi_socket_action(multi, socket, flags, &running)
+        let rc = confab_multi_socket_action(multi, socket, flags, &running)
         insideCurl = false
         check(rc, "curl_multi_socket_action")
         deliverReceived()
@@ -238,11 +274,11 @@ public final class CurlMulti {
 
     private func reapFinished() {
         var pending: Int32 = 0
-        while let message = curl_multi_info_read(multi, &pending) {
+        while let message = confab_multi_info_read(multi, &pending) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             let code = confab_msg_result(message)
             // The message is invalid once the handle is removed: read it first.
-            check(curl_multi_remove_handle(multi, easy), "curl_multi_remove_handle")
+            check(confab_multi_remove_handle(multi, easy), "curl_multi_remove_handle")
             guard let transfer = transfers.removeValue(forKey: easy) else { continue }
             if transfer.abortRequested { continue }
             let completion = transfer.onComplete

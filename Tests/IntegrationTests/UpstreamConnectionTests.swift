@@ -44,6 +44,40 @@ final class UpstreamConnectionTests: XCTestCase {
                        "the second reply came on the first one's connection (a reply ended at [DONE] must let curl read the body to its end)")
     }
 
+    /// An idle confabd maps neither libcurl nor the TLS libraries it brings (about 8 MiB of
+    /// resident memory): the first request to a model server loads it, and replies work.
+    func testLibcurlIsLoadedByTheFirstRequestUpstreamNotAtStartUp() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        // Read to the end with read(2): a /proc file says its size is 0.
+        func mapped() throws -> [String] {
+            let fd = open("/proc/\(try XCTUnwrap(harness.daemon).pid)/maps", O_RDONLY)
+            guard fd >= 0 else { throw HarnessError(description: "open maps: \(errno)") }
+            defer { close(fd) }
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = read(fd, &buffer, buffer.count)
+                if count <= 0 { break }
+                bytes += buffer[0..<count]
+            }
+            return String(decoding: bytes, as: UTF8.self)
+                .split(separator: "\n").compactMap { $0.split(separator: " ", omittingEmptySubsequences: true).last.map(String.init) }
+        }
+        let idle = try mapped()
+        XCTAssertTrue(idle.contains { $0.hasSuffix("/confabd") }, "the maps were read: \(idle.prefix(5))")
+        for library in ["libcurl", "libssl", "libcrypto", "libgnutls", "libkrb5"] {
+            XCTAssertFalse(idle.contains { $0.contains(library) }, "\(library) is mapped before any request upstream")
+        }
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": .string("[[reply:hello]]")])
+        let (_, final) = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
+        XCTAssertEqual(final["status"]?.string, "complete")
+        XCTAssertEqual(final["content"]?.string, "hello")
+        let after = try mapped()
+        XCTAssertTrue(after.contains { $0.contains("libcurl") }, "libcurl is mapped once a reply was asked for")
+    }
+
     /// The counter the test above relies on tells connections apart.
     func testTheFakeUpstreamCountsEachConnection() throws {
         let first = try fakeUpstreamStats()
