@@ -66,7 +66,14 @@ let package = Package(
         .executableTarget(name: "confabd", dependencies: [
             "Broker", "Config", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], swiftSettings: strict),
+        ], swiftSettings: strict, linkerSettings: [
+            // Relative relocations packed (DT_RELR, glibc 2.36): the static Swift runtime made the
+            // position-independent daemon carry 963 KB of them, all read by the dynamic loader
+            // at every start and resident for good; packed they take 8 KB (docs/performance.md,
+            // "Memory and linking"). The toolchain's lld does it; gold, the default, cannot.
+            .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+                         .when(platforms: [.linux], configuration: .release)),
+        ]),
         // The release client is one static executable: no dynamic loader, no relocations of
         // libstdc++ and no position-independent start-up, which is most of what a cold
         // `confab ls` paid beyond the C client's floor (docs/performance.md, "Client cold
