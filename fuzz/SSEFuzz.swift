@@ -23,7 +23,7 @@ func events(_ parser: inout SSEParser, _ chunks: [ArraySlice<UInt8>]) -> (events
     var out: [SSEEvent] = []
     for chunk in chunks {
         do {
-            try Array(chunk).withUnsafeBytes { try parser.feed($0) { out.append($0) } }
+            try Array(chunk).withUnsafeBytes { try parser.feed($0) { out.append(SSEEvent($0)) } }
         } catch {
             check(error as? SSEError == .lineTooLong(limit: parser.maxLineBytes), "wrong error \(error)")
             return (out, true)
@@ -37,13 +37,16 @@ func checkDecoded(_ event: SSEEvent, _ decoder: inout ChatStreamDecoder) {
     check(!event.type.isEmpty, "event with empty type")
     check(!(event.id?.utf8.contains(0) ?? false), "event id holds NUL")
     do {
-        for decoded in try decoder.decode(event) {
+        var decodedEvents: [ChatStreamEvent] = []
+        try event.withView { try decoder.decode($0, into: &decodedEvents) }
+        for decoded in decodedEvents {
             switch decoded {
             case .content(let text): check(!text.isEmpty, "empty content")
             case .finish(let reason): check(!reason.isEmpty, "empty finish reason")
             case .usage: break
             case .error(let info): check(!info.message.isEmpty && info.message.count <= 1000, "error message of \(info.message.count) characters")
             case .done: check(event.type != "error", "[DONE] from an error event")
+            case .toolCall: break
             }
         }
     } catch let error as ChatStreamError {

@@ -113,31 +113,3 @@ struct LeadingWhiteSpace: Sendable {
         events.replaceSubrange(start..., with: trimmed)
     }
 }
-
-extension ChatRequest {
-    /// OpenAI's names for the parameters set (`temperature`, `top_p`, `max_tokens`,
-    /// `presence_penalty`, `frequency_penalty`, `stop`, `seed`), each with its comma; a
-    /// non-finite number is left out, as JSON cannot hold it.
-    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true) {
-        func number(_ name: String, _ value: Double?) {
-            guard let value, value.isFinite else { return }
-            out.append(contentsOf: ",\"\(name)\":".utf8)
-            out.append(contentsOf: value.description.utf8)
-        }
-        func integer(_ name: String, _ value: Int?) {
-            guard let value else { return }
-            out.append(contentsOf: ",\"\(name)\":".utf8)
-            out.append(contentsOf: String(value).utf8)
-        }
-        number("temperature", params.temperature)
-        number("top_p", params.topP)
-        integer("max_tokens", params.maxTokens)
-        number("presence_penalty", params.presencePenalty)
-        number("frequency_penalty", params.frequencyPenalty)
-        if includesStop, let stop = params.stop {
-            out.append(contentsOf: #","stop":"#.utf8)
-            JSON.array(stop.map(JSON.string)).write(into: &out)
-        }
-        integer("seed", params.seed)
-    }
-}
