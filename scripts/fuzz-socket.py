@@ -124,7 +124,14 @@ def _number(text):
         raise ParseFails("number out of range")    # Foundation: Int fails, Double overflows
     with decimal.localcontext() as context:
         context.Emax, context.Emin = decimal.MAX_EMAX, decimal.MIN_EMIN
-        return decimal.Decimal(text)
+        try:
+            return decimal.Decimal(text)
+        except decimal.InvalidOperation:
+            # An exponent past what decimal holds (0e9999999999999999999, 1e-9999999999999999999):
+            # confabd clamps exponents at 10^6 either way, which keeps the value's kind (zero, a
+            # tiny non-integer); so does this.
+            mantissa, _, exponent = text.lower().partition("e")
+            return decimal.Decimal(mantissa + "e" + str(max(-10**6, min(10**6, int(exponent)))))
 
 
 def _constant(name):

@@ -25,24 +25,6 @@ public struct UpstreamRequest: Sendable, Equatable {
     }
 }
 
-/// Reads one reply's Server-Sent Events in one wire format.
-public protocol ChatEventDecoder {
-    /// One SSE event in, zero or more stream events appended to `events`, in order. (Appended to
-    /// the caller's array, reused from chunk to chunk: one is decoded per streamed token.)
-    mutating func decode(_ event: SSEEventView, into events: inout [ChatStreamEvent]) throws
-}
-
-extension ChatEventDecoder {
-    /// One event's stream events on their own (tests, and events not from the parser).
-    public mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent] {
-        var events: [ChatStreamEvent] = []
-        try event.withView { try decode($0, into: &events) }
-        return events
-    }
-}
-
-extension ChatStreamDecoder: ChatEventDecoder {}
-
 /// What is particular to one wire format: where and how a reply is asked for, how its stream
 /// reads and what its error bodies mean. `UpstreamClient` is the transport around it (libcurl on
 /// the loop, timeouts, the stall timer, status and content-type checks, retries' raw material),

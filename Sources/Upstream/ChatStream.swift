@@ -116,7 +116,24 @@ public enum ChatStreamError: Error, Equatable, Sendable, CustomStringConvertible
 
 // MARK: - Stream decoder
 
-public struct ChatStreamDecoder: Sendable {
+/// Reads one reply's Server-Sent Events in one wire format.
+public protocol ChatEventDecoder {
+    /// One SSE event in, zero or more stream events appended to `events`, in order. (Appended to
+    /// the caller's array, reused from chunk to chunk: one is decoded per streamed token.)
+    mutating func decode(_ event: SSEEventView, into events: inout [ChatStreamEvent]) throws
+}
+
+extension ChatEventDecoder {
+    /// One event's stream events on their own (tests, and events not from the parser).
+    public mutating func decode(_ event: SSEEvent) throws -> [ChatStreamEvent] {
+        var events: [ChatStreamEvent] = []
+        try event.withView { try decode($0, into: &events) }
+        return events
+    }
+}
+
+/// OpenAI's chunks (and, with `textField: .text`, the legacy completions API's).
+public struct ChatStreamDecoder: ChatEventDecoder, Sendable {
     /// Where a chunk's text is: `choices[0].delta.content` in chat completions, `choices[0].text`
     /// in the legacy completions API, whose chunks are otherwise the same (usage, errors, `[DONE]`).
     enum TextField: Sendable { case delta, text }
