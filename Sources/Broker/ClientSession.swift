@@ -32,6 +32,8 @@ final class ClientSession {
     /// Hang up once what is pending is written (after a fatal error, at shutdown).
     private var hangUpReason: String??
     private var isShuttingDown = false
+    /// Frames of room an emptied outbox keeps for the next turn.
+    private static let keptOutboxCapacity = 1024
     /// On the flusher's list for this turn (Redis's CLIENT_PENDING_WRITE flag).
     var isQueuedForFlush = false
     /// Called once when the session ends, with the reason (nil for a normal hang-up).
@@ -142,17 +144,24 @@ final class ClientSession {
                     close(reason: "slow reader: more than \(maxBufferBytes) bytes waiting to be read")
                     return
                 }
-                let frames = pending
-                // The next turn's frames get room for as many at once: growing the array one
-                // doubling at a time, for every client every turn, showed up as page faults.
+                var frames = pending
                 pending = []
-                pending.reserveCapacity(frames.count)
                 // Held strongly until a queued rest is written (at the latest when the socket
                 // closes): a weak reference would give every session a side table, and make
                 // every retain of it, once per frame, slower.
                 if let error = stream.write(frames, onFailure: { error in self.markToClose("write failed: \(error)") }) {
                     close(reason: "write failed: \(error)")
                     return
+                }
+                // The array goes back for the next turn's frames, with its room: a new one for
+                // every client every turn (and its growth, a doubling at a time, in a burst)
+                // showed up in profiles. When the socket did not take everything, libuv's
+                // request still holds it and this makes a fresh one of the same size. Room for
+                // more than a few turns' worth is not kept: a burst must not leave every
+                // client holding its peak.
+                if frames.capacity <= Self.keptOutboxCapacity {
+                    frames.removeAll(keepingCapacity: true)
+                    pending = frames
                 }
             }
         }
