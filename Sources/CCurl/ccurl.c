@@ -72,7 +72,6 @@ int confab_curl_load(void) {
 }
 
 const char *confab_curl_load_error(void) { return error; }
-int confab_curl_is_loaded(void) { return state == 1; }
 
 CURL *confab_easy_init(void) { return curl.easy_init(); }
 void confab_easy_cleanup(CURL *h) { curl.easy_cleanup(h); }

@@ -152,9 +152,6 @@ public final class CurlMulti {
         timer = Timer(loop: loop)
     }
 
-    /// Whether libcurl is in this process (it is loaded by the first transfer).
-    public static var isLoaded: Bool { confab_curl_is_loaded() != 0 }
-
     private func madeMulti() -> UnsafeMutableRawPointer? {
         if let multiHandle { return multiHandle }
         guard confab_curl_load() == 0, let multi = confab_multi_init() else { return nil }

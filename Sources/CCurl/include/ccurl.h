@@ -15,8 +15,6 @@
 int confab_curl_load(void);
 /// Why loading failed; "" before a failure.
 const char *confab_curl_load_error(void);
-/// Whether libcurl has been loaded into this process.
-int confab_curl_is_loaded(void);
 
 typedef size_t (*confab_curl_data_cb)(char *ptr, size_t size, size_t nmemb, void *userdata);
 typedef int (*confab_curl_socket_cb)(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp);
