@@ -295,9 +295,10 @@ public struct ChatMessage: Equatable, Sendable {
 /// How a chat-completions body carries the `content` of an assistant turn that asked for tools
 /// and said nothing. OpenAI writes such a turn with `"content": null`, but servers that check
 /// requests against their own schema refuse that (llama-cpp-python answers 500: "Input should
-/// be a valid string"), and llama.cpp's own server has refused a turn with no `content` at all.
-/// An empty string is the one form all of them take; the other is kept for a server that
-/// refuses it, tried once when one does (see `ReplyRunner`).
+/// be a valid string"; llama.cpp's server has too), and some refuse a turn with no `content`
+/// (llama.cpp's and llama-cpp-python's older versions, some vLLM setups). An empty string is the
+/// one form all of them take; the other is kept for a server that refuses it, tried once when
+/// one does (see `ReplyRunner`).
 public enum ToolCallTurnContent: Sendable, Equatable, CustomStringConvertible {
     /// `"content":""`.
     case empty
