@@ -211,6 +211,29 @@ final class ServerShapeTests: XCTestCase {
         XCTAssertGreaterThan(message["usage"]?["completion_tokens"]?.int ?? 0, 0)
     }
 
+    func testAReplyCutOffByACrashGetsAnEstimateAtTheNextStart() throws {
+        let client = try harness.client()
+        let id = try conversation(client, profile: nil)
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:2000]] [[delay:20]] go"])
+        let reply = try XCTUnwrap(sent["reply"]?.string)
+        // Text is saved to the log every quarter second while it streams: wait until some is.
+        let path = harness.dataDirectory + "/conversations/\(id).jsonl"
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, !((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").contains(#""reply.text""#) {
+            _ = try client.collect(until: { method, _ in method == "message.delta" })
+        }
+        harness.killDaemon()
+        try harness.startDaemon()
+        let again = try harness.client()
+        let attached = try again.call("conversation.attach", ["conversation": .string(id)])
+        let message = try XCTUnwrap(attached["messages"]?.array?.first { $0["id"]?.string == reply })
+        XCTAssertEqual(message["status"]?.string, "interrupted", "\(message)")
+        XCTAssertFalse(message["content"]?.string?.isEmpty ?? true)
+        XCTAssertEqual(message["usage"]?["estimated"], .bool(true), "\(message)")
+        let listed = try XCTUnwrap(again.call("conversation.list")["conversations"]?.array?.first { $0["id"]?.string == id })
+        XCTAssertEqual(listed["usage"]?["total_tokens"]?.int, message["usage"]?["total_tokens"]?.int)
+    }
+
     // MARK: - The daemon's log
 
     func testTheLogWritesTheProtocolsErrorCodesWithTheServersWords() throws {
