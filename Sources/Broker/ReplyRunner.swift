@@ -202,8 +202,9 @@ final class ReplyRunner {
                 }
                 reply.message.finishReason = finishReason
                 var error = error.map { explained($0, reply: reply, in: conversation) }
-                if error == nil, reply.refusedToolCallTurnContent != nil {
-                    toolCallTurnContent[provider.name] = reply.request.toolCallTurnContent
+                if error == nil, let refused = reply.refusedToolCallTurnContent, toolCallTurnContent[provider.name] != refused.other {
+                    toolCallTurnContent[provider.name] = refused.other
+                    logger.notice("provider=\(provider.name) took the tool-call turn \(refused.other): its requests carry it so from now on")
                 }
                 if !toolCalls.isEmpty {
                     reply.message.toolCalls = toolCalls
@@ -223,13 +224,14 @@ final class ReplyRunner {
     }
 
     /// Whether a refusal could be the server's of the one shape servers disagree on: an answer
-    /// of 4xx or 5xx (not a missing model, a timeout or a body too large) to a chat request
+    /// of 4xx or 5xx (not a missing model, a timeout, a body too large, nor a gateway's or an
+    /// overloaded server's passing refusal, which the usual retries are for) to a chat request
     /// holding an assistant turn that asked for tools and said nothing, before any text came.
     /// The other form is then tried, once a turn, so that no server's schema can leave a
     /// conversation unusable for good.
     private func mayTryOtherToolCallTurnContent(after error: MessageError, _ reply: Conversation.ActiveReply, api: ProviderAPI) -> Bool {
         guard api == .chat, reply.refusedToolCallTurnContent == nil, reply.request.hasTextlessToolCallTurn, !isStopping,
-              error.code == .upstreamHTTP, let status = error.status, (400..<600).contains(status), ![404, 408, 413].contains(status)
+              error.code == .upstreamHTTP, let status = error.status, (400..<600).contains(status), ![404, 408, 413, 502, 503, 504, 529].contains(status)
         else { return false }
         return reply.message.content.utf8.count == reply.continued?.bytes ?? 0
     }

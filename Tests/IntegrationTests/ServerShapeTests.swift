@@ -100,6 +100,7 @@ final class ServerShapeTests: XCTestCase {
         XCTAssertTrue(retrying.params["error"]?["message"]?.string?.contains("validation error") == true, "\(retrying.params)")
         XCTAssertEqual(modelRequests().map(toolTurnForms), [[], ["\"\""], ["absent"]])
         XCTAssertTrue(harness.log().contains(#"refused a tool-call turn sent with "content":"""#), harness.log())
+        XCTAssertTrue(harness.log().contains(#"provider=default took the tool-call turn without "content""#), harness.log())
         // The next send goes in the form the server took: no refusal first.
         let (_, next) = try send(client, id, "[[strict-content:empty]] [[reply:on we go]]")
         XCTAssertEqual(next["content"]?.string, "on we go", "\(next)")
