@@ -74,6 +74,9 @@ final class Conversation {
         let chain: Int
         /// The step the next message of the reply gets.
         var nextStep: Int
+        /// The form of a textless tool-call turn the server refused in this turn's request, once
+        /// the other form has been tried instead (it is tried once a turn).
+        var refusedToolCallTurnContent: ToolCallTurnContent?
         /// Turns that asked for tools so far.
         var toolRounds = 0
         /// The calls of the turn that asked for tools, while any has not been stored.

@@ -15,7 +15,12 @@ import Upstream
 final class ReplyRunner {
     let loop: Loop
     let upstream: UpstreamClient
-    var providers: ProviderTable
+    var providers: ProviderTable {
+        didSet { toolCallTurnContent = [:] }
+    }
+    /// By provider name, the form of a textless tool-call turn its server took after refusing
+    /// the usual one: sent first from then on, until the config is loaded again.
+    private var toolCallTurnContent: [String: ToolCallTurnContent] = [:]
     /// For each reply's context budget and tools, looked up by the conversation's profile name.
     var profiles = ProfileTable()
     /// The configured tools; a conversation offers those its profile lists.
@@ -87,6 +92,8 @@ final class ReplyRunner {
             ToolDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
         }
         if continued != nil { request.continuing = message.content }
+        request.toolCallTurnContent = toolCallTurnContent[conversation.provider] ?? .empty
+        reply.refusedToolCallTurnContent = nil
         var tooLarge: MessageError?
         if let contextTokens = contextTokens(of: conversation) {
             let budget = ContextBudget(contextTokens: contextTokens, maxTokens: request.params.maxTokens,
@@ -143,6 +150,8 @@ final class ReplyRunner {
         if reply.isRunningTools {
             closeChain(of: reply, in: conversation, status: .cancelled)
         } else {
+            // What streamed was paid for: its usage is estimated, as a failed reply's is.
+            reply.message.usage = Usage.sum(reply.continued?.usage, estimatedUsage(of: reply))
             finish(in: conversation, status: .cancelled, error: nil)
         }
         return id
@@ -178,12 +187,25 @@ final class ReplyRunner {
             case .text(let text): received(text, for: reply, in: conversation)
             case .finished(let finishReason, let usage, let error, let retryAfter, let toolCalls):
                 reply.stream = nil
+                if let error, mayTryOtherToolCallTurnContent(after: error, reply, api: provider.api) {
+                    let refused = reply.request.toolCallTurnContent
+                    reply.refusedToolCallTurnContent = refused
+                    reply.request.toolCallTurnContent = refused.other
+                    logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) provider=\(provider.name) refused a tool-call turn sent"
+                        + " \(refused) (\(error.logText)): sending it \(refused.other)")
+                    scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
+                    return
+                }
                 if let error, shouldRetry(error, reply, maxRetries: provider.config.maxRetries) {
                     scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
                     return
                 }
                 reply.message.finishReason = finishReason
-                var error = error
+                var error = error.map { explained($0, reply: reply, in: conversation) }
+                if error == nil, let refused = reply.refusedToolCallTurnContent, toolCallTurnContent[provider.name] != refused.other {
+                    toolCallTurnContent[provider.name] = refused.other
+                    logger.notice("provider=\(provider.name) took the tool-call turn \(refused.other): its requests carry it so from now on")
+                }
                 if !toolCalls.isEmpty {
                     reply.message.toolCalls = toolCalls
                     if reply.toolRounds >= limits.maxToolRounds {
@@ -199,6 +221,39 @@ final class ReplyRunner {
                 finish(in: conversation, status: error == nil ? .complete : .failed, error: error)
             }
         }
+    }
+
+    /// Whether a refusal could be the server's of the one shape servers disagree on: an answer
+    /// of 4xx or 5xx (not a missing model, a timeout, a body too large, nor a gateway's or an
+    /// overloaded server's passing refusal, which the usual retries are for) to a chat request
+    /// holding an assistant turn that asked for tools and said nothing, before any text came.
+    /// The other form is then tried, once a turn, so that no server's schema can leave a
+    /// conversation unusable for good.
+    private func mayTryOtherToolCallTurnContent(after error: MessageError, _ reply: Conversation.ActiveReply, api: ProviderAPI) -> Bool {
+        guard api == .chat, reply.refusedToolCallTurnContent == nil, reply.request.hasTextlessToolCallTurn, !isStopping,
+              error.code == .upstreamHTTP, let status = error.status, (400..<600).contains(status), ![404, 408, 413, 502, 503, 504, 529].contains(status)
+        else { return false }
+        return reply.message.content.utf8.count == reply.continued?.bytes ?? 0
+    }
+
+    /// A failure as the reply is to carry it: what the server refused, or what an empty answer
+    /// usually means and where to change it.
+    private func explained(_ error: MessageError, reply: Conversation.ActiveReply, in conversation: Conversation) -> MessageError {
+        if error == .noAnswer {
+            let setting = conversation.profile.map { "in profile \"\($0)\" or provider \"\(conversation.provider)\"" }
+                ?? "in provider \"\(conversation.provider)\""
+            let current = contextTokens(of: conversation).map { " (it is \($0) now)" } ?? ""
+            return MessageError(code: error.code, message: error.message + ". Some servers (llama.cpp's) answer so when the context is"
+                + " longer than the model's window; this request's was about \(ContextBudget.rawEstimate(reply.request.chatMessages)) tokens."
+                + " Set context_tokens \(setting) to the model's window\(current), so that older turns are left out.")
+        }
+        if let refused = reply.refusedToolCallTurnContent, error.code == .upstreamHTTP {
+            var explained = error
+            explained.message = "the server refused a context holding a tool-call turn without text, sent \(refused)"
+                + " and again \(refused.other): " + error.message
+            return explained
+        }
+        return error
     }
 
     /// A reply that got text but no usage from the upstream (llama.cpp's server sends none even
@@ -227,7 +282,7 @@ final class ReplyRunner {
     private func scheduleRetry(of reply: Conversation.ActiveReply, in conversation: Conversation, after error: MessageError, retryAfterSeconds: Int?) {
         let backoff = min(limits.retryBaseMilliseconds << UInt64(reply.attempts - 1), 30_000)
         let delay = retryAfterSeconds.map { UInt64(max(0, min($0, 300))) * 1000 } ?? backoff
-        logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attempt \(reply.attempts) failed (\(error.code)): retrying in \(delay) ms")
+        logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attempt \(reply.attempts) failed (\(error.logText)): retrying in \(delay) ms")
         conversation.broadcast(.messageRetrying, [
             "message": .string(reply.message.id), "attempt": .int(reply.attempts), "delay_ms": .int(Int(delay)), "error": error.json,
         ])
@@ -309,7 +364,7 @@ final class ReplyRunner {
         }
         conversation.insert(final)
         if final.status == .failed {
-            logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code.rawValue ?? "")")
+            logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.logText ?? "")")
             conversation.broadcast(.messageFailed, ["message": final.json, "error": final.error?.json ?? .null])
         } else {
             logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)"
@@ -353,6 +408,7 @@ final class ReplyRunner {
             guard let reply = conversation.end() else { continue }
             activeReplies -= 1
             reply.stop()
+            reply.message.usage = Usage.sum(reply.continued?.usage, estimatedUsage(of: reply))
             reply.message.status = .interrupted
             Self.keepContinuable(&reply.message, reply, status: .interrupted)
             do {
@@ -379,5 +435,13 @@ final class ReplyRunner {
     private static func keepContinuable(_ ending: inout Message, _ reply: Conversation.ActiveReply, status: MessageStatus) {
         guard reply.continued != nil, status != .complete, ending.finishReason == nil else { return }
         ending.finishReason = "length"
+    }
+}
+
+extension MessageError {
+    /// As the daemon's log writes a reply's error: the protocol's code, the HTTP status when
+    /// there is one, and the message (the server's own words), so one grep finds them all.
+    var logText: String {
+        "\(code.rawValue)" + (status.map { " status=\($0)" } ?? "") + ": " + message
     }
 }

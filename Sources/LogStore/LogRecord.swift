@@ -185,6 +185,17 @@ public enum Replay {
     /// A tool message's text when the daemon stopped or died during its call.
     public static let interruptedCall = "The call was interrupted: the daemon stopped before it ended."
 
+    /// A reply cut off by a crash, whose request is not stored: its text, and for the prompt the
+    /// system prompt and every message before it that was not replaced (a budget may have sent
+    /// fewer; the estimate is rough either way).
+    static func estimatedUsage(of reply: Message, in state: ReplayedConversation) -> Usage {
+        let before = state.messages.filter { $0.order < reply.order && $0.supersededBy == nil }.map { message in
+            (message.toolCalls ?? []).reduce(message.content) { $0 + $1.name + $1.arguments }
+        }
+        let system = state.header.system.map { [$0] } ?? []
+        return Usage.estimate(prompt: system + before, completion: reply.content)
+    }
+
     /// Folds records into a conversation. Records are applied in file order; messages end up in id order.
     public static func fold(_ records: [(record: LogRecord, at: Timestamp?)]) -> ReplayedConversation? {
         guard case .header(let header)? = records.first?.record else { return nil }
@@ -233,6 +244,10 @@ public enum Replay {
             // What the model is given for the call in later requests: say what happened.
             if state.messages[position].role == .tool, state.messages[position].content.isEmpty {
                 state.messages[position].content = Self.interruptedCall
+            }
+            // What streamed before the daemon died was paid for: estimated, as a stopped reply's is.
+            if state.messages[position].role == .assistant, state.messages[position].usage == nil, !state.messages[position].content.isEmpty {
+                state.messages[position].usage = Self.estimatedUsage(of: state.messages[position], in: state)
             }
             state.interruptedReplies.append(state.messages[position])
         }

@@ -155,6 +155,42 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
         leadingWhiteSpace.apply(to: &events, from: start)
     }
 
+    /// A whole `message` (the answer to a request that did not stream, which some proxies give
+    /// to one that did): its text and `tool_use` blocks in order, the stop reason, the usage.
+    /// An `error` object reads as the `error` event would.
+    public mutating func decodeWhole(_ body: [UInt8], into events: inout [ChatStreamEvent]) throws {
+        guard let message = try? JSON.parse(body), message.object != nil else {
+            throw ChatStreamError.malformedChunk(String(decoding: body.prefix(200), as: UTF8.self))
+        }
+        let start = events.count
+        switch message["type"]?.string {
+        case "message":
+            for block in message["content"]?.array ?? [] {
+                switch block["type"]?.string {
+                case "text":
+                    if let text = block["text"]?.string, !text.isEmpty { events.append(.content(text)) }
+                case "tool_use":
+                    let call = toolBlocks.count
+                    toolBlocks[-1 - call] = call
+                    let input = block["input"].flatMap { $0.object == nil ? nil : $0.compactText } ?? "{}"
+                    events.append(.toolCall(ToolCallPiece(index: call, id: block["id"]?.string, name: block["name"]?.string, arguments: input)))
+                default:
+                    continue
+                }
+            }
+            if let reason = message["stop_reason"]?.string { events.append(.finish(reason: Self.finishReason(reason))) }
+            if let usage = message["usage"], usage.object != nil {
+                let input = Self.inputTokens(of: usage), output = usage["output_tokens"]?.int ?? 0
+                events.append(.usage(Usage(promptTokens: input, completionTokens: output, totalTokens: input + output)))
+            }
+        case "error":
+            events.append(contentsOf: try self.events(of: SSEEvent(type: "error", data: String(decoding: body, as: UTF8.self))))
+        default:
+            return
+        }
+        leadingWhiteSpace.apply(to: &events, from: start)
+    }
+
     private mutating func events(of event: SSEEvent) throws -> [ChatStreamEvent] {
         let data = event.data.trimmingTrailingWhiteSpace
         let payload: JSON

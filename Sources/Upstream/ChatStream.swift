@@ -121,6 +121,9 @@ public protocol ChatEventDecoder {
     /// One SSE event in, zero or more stream events appended to `events`, in order. (Appended to
     /// the caller's array, reused from chunk to chunk: one is decoded per streamed token.)
     mutating func decode(_ event: SSEEventView, into events: inout [ChatStreamEvent]) throws
+    /// The whole reply given in one JSON body instead of a stream: the same events, appended
+    /// to `events`; none when the body is not a reply of this format.
+    mutating func decodeWhole(_ body: [UInt8], into events: inout [ChatStreamEvent]) throws
 }
 
 extension ChatEventDecoder {
@@ -129,6 +132,14 @@ extension ChatEventDecoder {
         var events: [ChatStreamEvent] = []
         try event.withView { try decode($0, into: &events) }
         return events
+    }
+
+    /// OpenAI's whole answers (`chat.completion` with `choices[0].message`, `text_completion`
+    /// with `choices[0].text`) read as one chunk does.
+    public mutating func decodeWhole(_ body: [UInt8], into events: inout [ChatStreamEvent]) throws {
+        try body.withUnsafeBytes { bytes in
+            try decode(SSEEventView(type: "message", data: bytes, id: nil), into: &events)
+        }
     }
 }
 
@@ -243,10 +254,13 @@ public struct ChatMessage: Equatable, Sendable {
         self.isError = isError
     }
 
+    /// An assistant turn that asked for tools and said nothing.
+    public var isTextlessToolCallTurn: Bool { role == .assistant && !toolCalls.isEmpty && content.isEmpty }
+
     /// The chat-completions turns, separated by commas: `{"role":..,"content":..}`; an assistant
-    /// turn with `tool_calls` (its content null when empty, as OpenAI writes it); a tool turn
-    /// with its `tool_call_id`.
-    static func write(_ messages: [ChatMessage], into out: inout [UInt8]) {
+    /// turn with `tool_calls` (its content, when empty, as `toolCallTurnContent` says); a tool
+    /// turn with its `tool_call_id`.
+    static func write(_ messages: [ChatMessage], toolCallTurnContent: ToolCallTurnContent = .empty, into out: inout [UInt8]) {
         for (index, message) in messages.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"role":"#.utf8)
@@ -255,10 +269,8 @@ public struct ChatMessage: Equatable, Sendable {
                 out.append(contentsOf: #","tool_call_id":"#.utf8)
                 JSON.writeString(callID, into: &out)
             }
-            out.append(contentsOf: #","content":"#.utf8)
-            if message.content.isEmpty && !message.toolCalls.isEmpty {
-                out.append(contentsOf: "null".utf8)
-            } else {
+            if !message.isTextlessToolCallTurn || toolCallTurnContent == .empty {
+                out.append(contentsOf: #","content":"#.utf8)
                 JSON.writeString(message.content, into: &out)
             }
             if !message.toolCalls.isEmpty {
@@ -276,6 +288,30 @@ public struct ChatMessage: Equatable, Sendable {
                 out.append(UInt8(ascii: "]"))
             }
             out.append(UInt8(ascii: "}"))
+        }
+    }
+}
+
+/// How a chat-completions body carries the `content` of an assistant turn that asked for tools
+/// and said nothing. OpenAI writes such a turn with `"content": null`, but servers that check
+/// requests against their own schema refuse that (llama-cpp-python answers 500: "Input should
+/// be a valid string"; llama.cpp's server has too), and some refuse a turn with no `content`
+/// (llama.cpp's and llama-cpp-python's older versions, some vLLM setups). An empty string is the
+/// one form all of them take; the other is kept for a server that refuses it, tried once when
+/// one does (see `ReplyRunner`).
+public enum ToolCallTurnContent: Sendable, Equatable, CustomStringConvertible {
+    /// `"content":""`.
+    case empty
+    /// No `content` key.
+    case omitted
+
+    public var other: ToolCallTurnContent { self == .empty ? .omitted : .empty }
+
+    /// As an error message names it.
+    public var description: String {
+        switch self {
+        case .empty: #"with "content":"""#
+        case .omitted: #"without "content""#
         }
     }
 }
@@ -314,6 +350,9 @@ public struct ChatRequest: Equatable, Sendable {
     public var continuing: String?
     /// The tools the model may ask for; none is sent when empty.
     public var tools: [ToolDeclaration] = []
+    /// How an assistant turn that asked for tools and said nothing carries its `content`
+    /// (chat completions; the other APIs have one form).
+    public var toolCallTurnContent: ToolCallTurnContent = .empty
 
     public static let continuationInstruction =
         "Continue your last answer exactly where it stopped, without repeating anything and without any preamble."
@@ -324,6 +363,10 @@ public struct ChatRequest: Equatable, Sendable {
         self.params = SamplingParameters(temperature: temperature, maxTokens: maxTokens)
         self.continuing = continuing
     }
+
+    /// Whether the turns sent hold an assistant turn that asked for tools and said nothing: the
+    /// one part of a body whose shape servers disagree on (`toolCallTurnContent`).
+    public var hasTextlessToolCallTurn: Bool { messages.contains { $0.isTextlessToolCallTurn } }
 
     /// The turns a chat-completions body carries: the context, and for a continuation the
     /// reply so far and the instruction to go on.
@@ -343,7 +386,7 @@ public struct ChatRequest: Equatable, Sendable {
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(model, into: &out)
         out.append(contentsOf: #","messages":["#.utf8)
-        ChatMessage.write(messages, into: &out)
+        ChatMessage.write(messages, toolCallTurnContent: toolCallTurnContent, into: &out)
         out.append(contentsOf: #"],"stream":true,"stream_options":{"include_usage":true}"#.utf8)
         if !tools.isEmpty {
             out.append(contentsOf: #","tools":["#.utf8)

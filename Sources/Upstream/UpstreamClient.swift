@@ -67,7 +67,14 @@ public final class ReplyStream {
     fileprivate var decoder: any ChatEventDecoder
     fileprivate var status = 0
     fileprivate var isEventStream = false
+    /// A 2xx answer in JSON rather than events: some proxies answer a streamed request with the
+    /// whole reply in one body, read once it is all here.
+    fileprivate var isWholeReply = false
+    /// An error body, or the whole reply in JSON.
     fileprivate var errorBody: [UInt8] = []
+    /// Whether any text came: a stream that ends with none, no tool call and no finish reason
+    /// is no answer at all.
+    fileprivate var sawText = false
     fileprivate var finishReason: String?
     fileprivate var usage: TokenUsage?
     fileprivate var sawDone = false
@@ -133,6 +140,8 @@ public final class ReplyStream {
 public final class UpstreamClient {
     let multi: CurlMulti
     static let maxErrorBody = 64 * 1024
+    /// The most a reply given whole in one JSON body may take; a larger one is refused.
+    static let maxWholeReply = 16 << 20
 
     public init(loop: Loop) {
         multi = CurlMulti(loop: loop)
@@ -194,10 +203,21 @@ public final class UpstreamClient {
             stream.status = transfer.responseCode
             let contentType = transfer.header("Content-Type")?.lowercased() ?? ""
             stream.isEventStream = contentType.contains("text/event-stream")
+            stream.isWholeReply = !stream.isEventStream && contentType.contains("json") && (200..<300).contains(stream.status)
             // Seconds only; an HTTP date here is rare enough to fall back to our own backoff.
             stream.retryAfterSeconds = transfer.header("Retry-After").flatMap { Int($0.filter { !$0.isWhitespace }) }
         }
         guard (200..<300).contains(stream.status), stream.isEventStream else {
+            if stream.isWholeReply {
+                guard stream.errorBody.count + bytes.count <= maxWholeReply else {
+                    stream.finish(MessageError(code: .upstreamProtocol,
+                        message: "the upstream answered in one JSON body larger than \(maxWholeReply >> 20) MiB instead of an event stream",
+                        status: stream.status))
+                    return false
+                }
+                stream.errorBody.append(contentsOf: bytes)
+                return true
+            }
             let room = maxErrorBody - stream.errorBody.count
             if room > 0 { stream.errorBody.append(contentsOf: bytes.prefix(room)) }
             return true
@@ -231,7 +251,9 @@ public final class UpstreamClient {
         stream.decoder = decoder
         for event in events {
             switch event {
-            case .content(let text): stream.handler?(.text(text))
+            case .content(let text):
+                stream.sawText = true
+                stream.handler?(.text(text))
             case .finish(let reason): stream.finishReason = reason
             case .usage(let usage): stream.usage = usage
             case .toolCall(let piece): stream.toolCalls.add(piece)
@@ -258,6 +280,10 @@ public final class UpstreamClient {
             stream.finish(api.failure(status: stream.status, body: stream.errorBody))
             return
         }
+        if stream.isWholeReply, outcome.isSuccess {
+            readWholeReply(of: stream)
+            return
+        }
         if stream.status != 0, !stream.isEventStream {
             let info = upstreamErrorMessage(status: stream.status, body: stream.errorBody)
             stream.finish(MessageError(code: .upstreamProtocol,
@@ -273,10 +299,57 @@ public final class UpstreamClient {
             return
         }
         stream.parser.finish()
-        if stream.finishReason != nil || stream.sawDone {
+        if stream.finishReason == nil, !stream.sawText, stream.toolCalls.isEmpty {
+            stream.finish(.noAnswer)
+        } else if stream.finishReason != nil || stream.sawDone {
             stream.finish(nil)
         } else {
             stream.finish(MessageError(code: .upstreamProtocol, message: "the upstream ended the stream before the reply finished"))
         }
     }
+
+    /// A streamed request answered with the whole reply in one JSON body (a `chat.completion`,
+    /// a `text_completion`, an Anthropic `message`): read as the reply it is, its text given to
+    /// the handler as one piece. JSON that is none of these is refused as an event stream would be.
+    private static func readWholeReply(of stream: ReplyStream) {
+        var events: [ChatStreamEvent] = []
+        do {
+            try stream.decoder.decodeWhole(stream.errorBody, into: &events)
+        } catch {
+            stream.finish(MessageError(code: .upstreamProtocol, message: "unreadable reply from upstream: \(error)", status: stream.status))
+            return
+        }
+        guard !events.isEmpty else {
+            let info = upstreamErrorMessage(status: stream.status, body: stream.errorBody)
+            stream.finish(MessageError(code: .upstreamProtocol,
+                message: "expected an event stream or a whole reply from the upstream, got: \(info.message)", status: stream.status))
+            return
+        }
+        var text = ""
+        for event in events {
+            switch event {
+            case .content(let piece): text += piece
+            case .finish(let reason): stream.finishReason = reason
+            case .usage(let usage): stream.usage = usage
+            case .toolCall(let piece): stream.toolCalls.add(piece)
+            case .error(let info):
+                stream.finish(MessageError(code: .upstreamError, message: info.message))
+                return
+            case .done: break
+            }
+        }
+        if !text.isEmpty {
+            stream.sawText = true
+            stream.handler?(.text(text))
+        }
+        // A whole body is a whole reply: it ends here whether or not it names a finish reason.
+        stream.finish(stream.finishReason == nil && !stream.sawText && stream.toolCalls.isEmpty ? .noAnswer : nil)
+    }
+}
+
+extension MessageError {
+    /// A 2xx answer that ended with no text, no tool call and no finish reason: what some
+    /// servers (llama.cpp's, for one) give for a context longer than the model's window.
+    public static let noAnswer = MessageError(code: .upstreamProtocol,
+        message: "the server gave no answer: it sent no text, no tool call and no finish reason")
 }

@@ -43,6 +43,17 @@ struct Script {
     var toolStyleParallel = false
     /// `[[tool-loop]]`: ask for the calls again even when the request ends with their results.
     var toolLoop = false
+    /// `[[strict-content]]`: the forms of an assistant turn's `content` refused with a 500.
+    var strictContent: Set<ContentForm> = []
+    /// `[[json-body]]`: a streamed request is answered as one that is not streamed.
+    var jsonBody = false
+    /// `[[empty-stream]]`: a 200 event stream with no event at all.
+    var emptyStream = false
+    /// `[[validation-error]]`: a scripted failure's message is a many-line validation error.
+    var validationError = false
+
+    /// Whether the answer is an event stream: asked for, and not `[[json-body]]`.
+    func streams(_ body: JSON) -> Bool { body["stream"]?.boolValue == true && !jsonBody }
 
     init(directives: [(name: String, value: String?)], defaultDelayMs: Int) {
         delayMs = defaultDelayMs
@@ -89,6 +100,10 @@ struct Script {
                     }
                 }
             case "tool-loop": toolLoop = true
+            case "strict-content": strictContent = strictContentForms(value)
+            case "json-body": jsonBody = true
+            case "empty-stream": emptyStream = true
+            case "validation-error": validationError = true
             default: break  // unknown directives are ignored (but still removed from the text)
             }
         }
@@ -338,7 +353,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     let (remaining, directives) = extractDirectives(lastUser)
     let script = Script(directives: directives, defaultDelayMs: shared.config.defaultDelayMs)
     let model = body["model"]?.stringValue ?? "fake-model"
-    let stream = body["stream"]?.boolValue == true
+    let stream = script.streams(body)
     let includeUsage = body["stream_options"]?["include_usage"]?.boolValue == true
 
     if let ms = script.slowHeadersMs { sleepMilliseconds(ms) }
@@ -347,6 +362,9 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         return sendJSON(connection, status: 400,
                         body: errorBody(message: problem, type: "invalid_request_error", code: "invalid_request_error"),
                         keepAlive: keepAlive)
+    }
+    if let refusal = strictContentRefusal(messageList, refusing: script.strictContent) {
+        return sendJSON(connection, status: 500, body: llamaCppPythonErrorBody(refusal), keepAlive: keepAlive)
     }
 
     // [[fail-first:N]]: the first N requests with this exact message fail (503, or [[status]]), later ones succeed.
@@ -359,9 +377,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         var extra: [(String, String)] = []
         if status == 429 && !script.noRetryAfter { extra.append(("Retry-After", "1")) }
         return sendJSON(connection, status: status,
-                        body: errorBody(message: "fake upstream error \(status)", type: type, code: code),
+                        body: script.validationError ? llamaCppPythonErrorBody(scriptedValidationError)
+                            : errorBody(message: "fake upstream error \(status)", type: type, code: code),
                         extraHeaders: extra, keepAlive: keepAlive, split: script.split)
     }
+    if script.emptyStream, stream { return sendEmptyEventStream(connection, keepAlive: keepAlive, split: script.split) }
 
     if script.garbage {
         let head = responseHead(status: 200, headers: [

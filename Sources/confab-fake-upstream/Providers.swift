@@ -126,6 +126,7 @@ func legacyCompletions(_ request: Request, body: JSON?, connection: Connection, 
         return sendJSON(connection, status: status, body: errorBody(message: "fake upstream error \(status)", type: type, code: code),
                         extraHeaders: extra, keepAlive: keepAlive)
     }
+    if script.emptyStream, script.streams(body) { return sendEmptyEventStream(connection, keepAlive: keepAlive, split: script.split) }
     // A model goes on after "AI:" with a space, as real ones do.
     let text = replyText(script, remaining: remaining, context: "prompt: " + prompt)
     let pieces = splitIntoPieces(text.isEmpty ? text : " " + text, size: script.chunk)
@@ -141,7 +142,7 @@ func legacyCompletions(_ request: Request, body: JSON?, connection: Connection, 
     func choice(_ text: String, finish: JSON = .null) -> JSON {
         .object([("text", .string(text)), ("index", .int(0)), ("logprobs", .null), ("finish_reason", finish)])
     }
-    guard body["stream"]?.boolValue == true else {
+    guard script.streams(body) else {
         let completion = JSON.object([("id", .string("cmpl-fake-\(n)")), ("object", .string("text_completion")), ("created", .int(created)),
                                       ("model", .string(model)), ("choices", .array([choice(pieces.joined(), finish: .string(script.finishReason))]))])
         return sendJSON(connection, status: 200, body: completion.encoded(), keepAlive: keepAlive)
@@ -207,6 +208,7 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
         return sendJSON(connection, status: status, body: anthropicErrorBody(type: anthropicErrorType(status), message: message),
                         extraHeaders: extra, keepAlive: keepAlive)
     }
+    if script.emptyStream, script.streams(body) { return sendEmptyEventStream(connection, keepAlive: keepAlive, split: script.split) }
     let system = body["system"]?.stringValue ?? contentText(body["system"])
     let roles = (system.isEmpty ? [] : ["system"]) + messages.map(\.role)
     let texts = (system.isEmpty ? [] : [system]) + messages.map(\.text)
@@ -224,7 +226,7 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
     let text = toolResults.map(toolResultsText) ?? replyText(script, remaining: remaining, context: context)
     let pieces = splitIntoPieces(text, size: script.chunk)
     let stopReason = script.finishReason == "stop" ? "end_turn" : script.finishReason
-    guard body["stream"]?.boolValue == true else {
+    guard script.streams(body) else {
         let message = JSON.object([
             ("id", .string("msg_fake_\(n)")), ("type", .string("message")), ("role", .string("assistant")), ("model", .string(model)),
             ("content", .array([.object([("type", .string("text")), ("text", .string(pieces.joined()))])])),
@@ -282,7 +284,7 @@ private func anthropicToolUse(_ calls: [ScriptedToolCall], script: Script, body:
     let textPieces = script.toolText.map { splitIntoPieces($0, size: script.chunk) }
     let arguments = calls.map { argumentPieces($0.arguments, random: &random) }
     let outputTokens = (textPieces?.count ?? 0) + arguments.reduce(0) { $0 + $1.count }
-    guard body["stream"]?.boolValue == true else {
+    guard script.streams(body) else {
         var content: [JSON] = []
         if let text = script.toolText { content.append(.object([("type", .string("text")), ("text", .string(text))])) }
         for k in calls.indices {

@@ -289,7 +289,12 @@ final class LogIndexTests: XCTestCase {
         XCTAssertEqual(item.log.summary.messageCount, 4)
         XCTAssertFalse(item.log.summary.needsResume)
         let last = LogRecord(json: try JSON.parse(try XCTUnwrap(Files.lines(logs[0].path).last)))
-        XCTAssertEqual(last, .replyFinished(Fixture.reply(4, "part", status: .interrupted, conversation: id(0))))
+        guard case .replyFinished(var finished)? = last else { return XCTFail("\(String(describing: last))") }
+        // Its text was paid for: an estimate, whatever came before it.
+        XCTAssertEqual(finished.usage?.isEstimated, true)
+        XCTAssertEqual(finished.usage?.completionTokens, Usage.estimate(prompt: [], completion: "part").completionTokens)
+        finished.usage = nil
+        XCTAssertEqual(finished, Fixture.reply(4, "part", status: .interrupted, conversation: id(0)))
     }
 
     func testAClosedLogIsReadAgainOnTheThreadPoolAndKeepsAppending() throws {

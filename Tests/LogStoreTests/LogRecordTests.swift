@@ -195,6 +195,8 @@ final class ReplayTests: XCTestCase {
         ]))
         var expected = Fixture.reply(2, "partial text", status: .interrupted)
         expected.finishReason = nil
+        // Its text was paid for: estimated from it, and from the system prompt and "hi" before it.
+        expected.usage = Usage.estimate(prompt: ["You are terse.", "hi"], completion: "partial text")
         XCTAssertEqual(state.messages.last, expected)
         XCTAssertEqual(state.interruptedReplies, [expected])
         XCTAssertEqual(state.messages.first, Fixture.user(1, "hi"), "other messages untouched")

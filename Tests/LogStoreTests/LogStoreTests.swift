@@ -444,7 +444,8 @@ final class LogStoreTests: XCTestCase {
         closeAll(loaded)
         XCTAssertTrue(problems.isEmpty, "\(problems)")
         let first = try XCTUnwrap(loaded.first).conversation
-        let expected = Fixture.reply(2, "Hello, wor", status: .interrupted)
+        var expected = Fixture.reply(2, "Hello, wor", status: .interrupted)
+        expected.usage = Usage.estimate(prompt: ["You are terse.", "hi"], completion: "Hello, wor")
         XCTAssertEqual(first.messages, [Fixture.user(1, "hi"), expected])
         XCTAssertEqual(first.interruptedReplies, [], "already recorded")
 

@@ -126,7 +126,7 @@ final class ToolCallTests: XCTestCase {
         XCTAssertEqual(tools.first?["function"]?["parameters"]?["properties"]?["city"]?["type"]?.string, "string")
         let messages = try XCTUnwrap(body["messages"]?.array)
         XCTAssertEqual(messages.map { $0["role"]?.string }, ["system", "user", "assistant", "tool", "tool", "assistant", "user"])
-        XCTAssertEqual(messages[2]["content"], .null, "an assistant turn of tool calls alone has null content")
+        XCTAssertEqual(messages[2]["content"], .string(""), "an assistant turn of tool calls alone has empty content, never null")
         XCTAssertEqual(messages[2]["tool_calls"]?.array?.map { $0["id"]?.string }, ["c1", "c2"])
         XCTAssertEqual(messages[2]["tool_calls"]?.array?[0]["type"]?.string, "function")
         XCTAssertEqual(messages[2]["tool_calls"]?.array?[0]["function"]?["arguments"]?.string, #"{"city":"Paris"}"#)
@@ -134,6 +134,29 @@ final class ToolCallTests: XCTestCase {
         XCTAssertEqual(messages[3]["content"]?.string, "{\"temp\":21}")
         XCTAssertNil(messages[5]["tool_calls"], "no tool_calls key on a plain turn")
         XCTAssertNil(try JSON.parse(ChatRequest(model: "m", messages: []).jsonBody())["tools"], "no tools key when none is offered")
+    }
+
+    func testTextlessToolCallTurnTakesEitherContentFormAndNoOtherTurnChanges() throws {
+        var request = ChatRequest(model: "m", messages: toolTurns)
+        XCTAssertTrue(request.hasTextlessToolCallTurn)
+        XCTAssertEqual(request.toolCallTurnContent, .empty, "the form every server takes is the default")
+        request.toolCallTurnContent = .omitted
+        let messages = try XCTUnwrap(try JSON.parse(request.jsonBody())["messages"]?.array)
+        XCTAssertNil(messages[2].object?["content"], "the other form leaves content out")
+        XCTAssertEqual(messages[2]["tool_calls"]?.array?.count, 2)
+        for position in [0, 1, 3, 4, 5, 6] {
+            XCTAssertNotNil(messages[position]["content"]?.string, "turn \(position) keeps its content")
+        }
+        var plain = toolTurns
+        plain[2].content = "Let me look."
+        XCTAssertFalse(ChatRequest(model: "m", messages: plain).hasTextlessToolCallTurn, "a tool-call turn with text is not in question")
+        XCTAssertFalse(ChatRequest(model: "m", messages: [ChatMessage(role: .assistant, content: "")]).hasTextlessToolCallTurn)
+    }
+
+    func testAnthropicToolUseTurnWithoutTextHasNoEmptyTextBlock() throws {
+        let body = try JSON.parse(AnthropicMessagesAPI().body(for: ChatRequest(model: "m", messages: toolTurns)))
+        let blocks = try XCTUnwrap(body["messages"]?.array?[1]["content"]?.array)
+        XCTAssertEqual(blocks.map { $0["type"]?.string }, ["tool_use", "tool_use"], "the API refuses an empty text block")
     }
 
     func testAnthropicBodyCarriesToolUseAndToolResultBlocks() throws {
