@@ -20,7 +20,7 @@ struct List: ClientCommand {
     @Flag(help: "Show every conversation.") var all = false
     @Flag(help: "Print the raw conversations array as JSON.") var json = false
     @Flag(name: [.customShort("l"), .customLong("long")],
-          help: "Also show each conversation's provider and the tokens its replies used (~ where estimated).")
+          help: "Also show each conversation's provider, the tokens its replies used (~ where estimated) and who it is shared with (:r read only).")
     var long = false
 
     func validate() throws {
@@ -64,11 +64,12 @@ struct List: ClientCommand {
             if long {
                 cells.append(SafeText.singleLine(conversation["provider"]?.string ?? "default"))
                 cells.append(tokens(conversation["usage"]))
+                cells.append(SharedUser.cell(conversation["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? []))
             }
             cells.append(SafeText.singleLine(conversation["title"]?.string ?? ""))
             return cells
         }
-        let header = long ? ["ID", "UPDATED", "MESSAGES", "MODEL", "PROVIDER", "TOKENS", "TITLE"]
+        let header = long ? ["ID", "UPDATED", "MESSAGES", "MODEL", "PROVIDER", "TOKENS", "SHARED", "TITLE"]
                           : ["ID", "UPDATED", "MESSAGES", "MODEL", "TITLE"]
         let fixed = header.count - 1
         // Counts read best right-aligned; the rest left.
@@ -158,6 +159,9 @@ struct Show: ClientCommand {
         let messages = try wholeHistory(connection, conversation)
         var out = "\(SafeText.singleLine(info?["title"]?.string ?? "untitled")) (\(conversation)) · "
             + Words.count(messages.count, "message") + "\n"
+        if let shared = SharedUser.list(info?["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? []) {
+            out += "shared with \(shared)\n"
+        }
         let width = TerminalSize.of(1)?.columns ?? Int.max / 2
         for message in messages {
             out += "\n" + Self.heading(message) + "\n"
