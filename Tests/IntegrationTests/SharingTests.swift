@@ -311,3 +311,56 @@ final class SharingTests: XCTestCase {
         }
     }
 }
+
+/// `/share` and `/unshare` in `confab attach`, with the shared user's own attach in another
+/// pane, run as that uid.
+final class SharingAttachTests: XCTestCase {
+    static let reader: UInt32 = 4311
+    var harness: Harness!
+    var tmux: Tmux!
+
+    override func setUpWithError() throws {
+        try OtherUser.requireRoot()
+        harness = try Harness(config: "[access]\nallow_uids = [\(Self.reader)]\n")
+        OtherUser.openSocket(harness)
+        tmux = Tmux(directory: harness.directory)
+    }
+
+    override func tearDown() {
+        tmux?.kill()
+        harness?.tearDown()
+    }
+
+    func testTheOwnerSharesInAttachAndTheSharedUserIsToldWhenItEnds() throws {
+        let id = try harness.runClient(["new", "--title", "pair"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let owner = try tmux.start(harness.confabCommand(["attach", id, "--name", "ana"]), width: 120, height: 24)
+        try tmux.waitForText(owner, "here: ana (you)")
+        try tmux.type(owner, "/share \(Self.reader) --read-only")
+        try tmux.send(owner, ["Enter"])
+        try tmux.waitForText(owner, "shared with \(Self.reader) (read)")
+
+        // The shared user's own client, as that uid, with a home of its own for the line history.
+        let home = harness.directory + "/home-\(Self.reader)"
+        XCTAssertEqual(mkdir(home, 0o700), 0)
+        XCTAssertEqual(chown(home, Self.reader, Self.reader), 0)
+        let command = ["/usr/bin/env", "HOME=\(home)", "CONFAB_DAEMON_USER=\(getuid())", OtherUser.setpriv!, "--reuid=\(Self.reader)",
+                       "--regid=\(Self.reader)", "--clear-groups", "--", OtherUser.client, "--socket", harness.socketPath,
+                       "attach", id, "--name", "bob"].map(Tmux.quoted).joined(separator: " ")
+        let reader = try tmux.start(command, width: 120, height: 24)
+        try tmux.waitForText(reader, "here: bob (you)")
+        try tmux.waitForText(owner, "bob joined")
+        try tmux.type(reader, "may I?")
+        try tmux.send(reader, ["Enter"])
+        try tmux.waitForText(reader, "needs the write role")
+        try tmux.type(reader, "/rename mine")
+        try tmux.send(reader, ["Enter"])
+        try tmux.waitForText(reader, "only the owner")
+
+        try tmux.type(owner, "/unshare \(Self.reader)")
+        try tmux.send(owner, ["Enter"])
+        try tmux.waitForText(reader, "the owner stopped sharing this conversation with you")
+        try tmux.waitForText(reader, "[exit 0]")
+        try tmux.waitForText(owner, "bob left")
+        try tmux.waitForText(owner, "shared with nobody")
+    }
+}
