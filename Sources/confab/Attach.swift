@@ -545,7 +545,7 @@ final class AttachSession {
         /continue        continue a reply cut off at the model's length limit
         /fork [MSG]      copy the conversation (up to message MSG) into a new one
         /tool [ID]       all a tool answered (ID: a call id or a message id such as m2.1; default the latest)
-        /share USER      let USER (a login or uid) read and write here; add --read-only to let them only read
+        /share USER      share it with USER, a login or uid (--read-only: to only read)
         /unshare USER    stop sharing it with USER (their clients are detached)
         /approve [CALL]  let a tool call that waits for approval run (default the oldest; y alone does too)
         /deny [CALL]     refuse it (n alone on a line does too)
