@@ -77,7 +77,7 @@ final class AttachSession {
     private var system: String?
     private var profile: String?
     private var sampling: String?
-    /// Who else may see the conversation, as `/who` and the notices say it.
+    /// Who else may see the conversation, as the notices say it (`bob (write), carol (read)`).
     private var sharing: String?
     /// Roles of the messages seen here, and the messages that replaced an edited one.
     private var roles: [String: String] = [:]
