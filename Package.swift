@@ -103,7 +103,7 @@ let package = Package(
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "BrokerTests", dependencies: ["Broker", "ConfabProtocol", "Upstream"], swiftSettings: strict),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML", "Tools", "ConfabProtocol"], swiftSettings: strict),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML", "Tools", "ConfabProtocol", "Posix"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [

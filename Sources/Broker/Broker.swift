@@ -62,8 +62,9 @@ public final class Broker {
     let replies: ReplyRunner
     /// `models.list`'s listings, fetched and kept per provider.
     let models: ModelCatalog
-    /// uids besides our own that may connect.
-    public var allowedUIDs: Set<UInt32>
+    /// uids besides our own that may connect; changed with `allow(_:)`, which closes the
+    /// connections of a uid taken off.
+    public internal(set) var allowedUIDs: Set<UInt32>
     var conversations: [String: Conversation] = [:]
     /// `conversation.list`'s order, kept between calls; told of every conversation whose time
     /// may have changed (each log write, through the store), created or deleted.

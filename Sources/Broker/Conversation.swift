@@ -200,7 +200,7 @@ final class Conversation {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
                          messageCount: contents == .inMemory ? messages.count + (active?.continued == nil ? 0 : 1) : log.messageCount,
                          forkedFrom: forkedFrom, provider: provider, usage: log.summary.usage.usage,
-                         profile: profile, params: params)
+                         profile: profile, params: params, sharedWith: log.shares)
     }
 
     var queuedCount: Int { queue.count }

@@ -44,48 +44,57 @@ extension Broker {
             guard let known = RPCMethod(rawValue: method) else {
                 throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
             }
+            // The owner may call anything; another user's calls are checked against the role
+            // table here, and again by `on` when a call waited for its conversation.
+            if client.credentials.uid != ownUID, case .needs(let needed) = MethodAccess.of(known) {
+                try authorize(known, needs: needed, params, client)
+            }
             switch known {
             case .hello: respond(.success(try hello(params, client)))
-            case .status: respond(.success(status()))
+            case .status: respond(.success(status(for: client)))
             case .conversationCreate: try create(params, client, later())
             case .profilesList: respond(.success(profilesList()))
-            case .conversationList: respond(.success(try list(params)))
+            case .conversationList: respond(.success(try list(params, client)))
             case .conversationGet: respond(.success(["conversation": try conversation(params).info.json]))
             case .conversationRename:
-                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try rename(c, params, client, respond) }
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try rename(c, params, client, respond) }
             case .conversationConfigure:
-                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try configure(c, params, client, respond) }
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try configure(c, params, client, respond) }
             case .conversationDelete:
-                try on(params, needsMessages: false, now: later, later: later) { [unowned self] c, respond throws(RPCError) in delete(c, respond) }
+                try on(params, known, client, needsMessages: false, now: later, later: later) { [unowned self] c, respond throws(RPCError) in delete(c, respond) }
             case .conversationAttach:
-                try on(params, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try attach(c, params, client))) }
+                try on(params, known, client, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try attach(c, params, client))) }
             case .conversationDetach:
-                try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(detach(c, client))) }
+                try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(detach(c, client))) }
             case .conversationHistory:
-                try on(params, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try history(c, params))) }
+                try on(params, known, client, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try history(c, params))) }
             case .messageSend:
                 try refuseWhenStopping()
-                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try send(c, params, client, respond) }
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try send(c, params, client, respond) }
             case .messageRegenerate:
                 try refuseWhenStopping()
-                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try regenerate(c, client, respond) }
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try regenerate(c, client, respond) }
             case .messageEdit:
                 try refuseWhenStopping()
-                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try edit(c, params, client, respond) }
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try edit(c, params, client, respond) }
             case .messageContinue:
                 try refuseWhenStopping()
-                try on(params, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try continueReply(c, client))) }
+                try on(params, known, client, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try continueReply(c, client))) }
             case .conversationFork:
                 try refuseWhenStopping()
-                try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try fork(c, params, client, respond) }
-            case .conversationSearch: try search(params, later())
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try fork(c, params, client, respond) }
+            case .conversationSearch: try search(params, client, later())
             case .modelsList:
                 try refuseWhenStopping()
                 try listModels(params, later())
             case .toolApprove:
-                try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try approve(c, params, client))) }
+                try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try approve(c, params, client))) }
+            case .conversationShare:
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try share(c, params, client, respond) }
+            case .conversationUnshare:
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try unshare(c, params, client, respond) }
             case .generationCancel:
-                try on(params, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
+                try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
             }
         } catch {
             // A method that reserved its place and then refused its params answers in that place.
@@ -102,7 +111,7 @@ extension Broker {
     /// Runs a method on the conversation the params name once it is ready for it (see
     /// `whenReady`): at once, answering through `now()`, or after the requests before it,
     /// answering in a place in the client's outbox held by `later()` meanwhile.
-    private func on(_ params: Params, needsMessages: Bool, now: () -> Respond, later: () -> Respond,
+    private func on(_ params: Params, _ known: RPCMethod, _ client: ClientSession, needsMessages: Bool, now: () -> Respond, later: () -> Respond,
                     _ method: @escaping (Conversation, @escaping Respond) throws(RPCError) -> Void) throws(RPCError) {
         let conversation = try conversation(params)
         if isReady(conversation, needsMessages: needsMessages) {
@@ -111,10 +120,12 @@ extension Broker {
             return
         }
         let answer = later()
-        whenReady(conversation, needsMessages: needsMessages) { error in
+        whenReady(conversation, needsMessages: needsMessages) { [unowned self] error in
             if let error { return answer(.failure(error)) }
             guard !conversation.isDeleted else { return answer(.failure(.notFound("no conversation \(conversation.id)"))) }
             do throws(RPCError) {
+                // Unshared, or made read-only, while the call waited.
+                if case .needs(let needed) = MethodAccess.of(known) { try permit(known, needs: needed, on: conversation, client) }
                 try method(conversation, answer)
             } catch {
                 answer(.failure(error))
@@ -123,6 +134,24 @@ extension Broker {
     }
 
     // MARK: - Parameters
+
+    /// Refuses a call of another user that its role on the conversation named (or, with none
+    /// named, its not being the owner) does not allow. A conversation it cannot see is one
+    /// that does not exist, as far as it can tell.
+    private func authorize(_ method: RPCMethod, needs: Permission, _ params: Params, _ client: ClientSession) throws(RPCError) {
+        guard MethodAccess.isAboutOneConversation(method) else { throw RPCError.notPermitted(method, has: nil, needs: needs) }
+        try permit(method, needs: needs, on: try conversation(params), client)
+    }
+
+    func permit(_ method: RPCMethod, needs: Permission, on conversation: Conversation, _ client: ClientSession) throws(RPCError) {
+        let has = permission(of: client, on: conversation)
+        guard let has else { throw .notFound("no conversation \(conversation.id)") }
+        guard has >= needs else { throw RPCError.notPermitted(method, has: has, needs: needs) }
+    }
+
+    func permission(of client: ClientSession, on conversation: Conversation) -> Permission? {
+        Permission.of(client.credentials.uid, owner: ownUID, shares: conversation.log.shares)
+    }
 
     private func conversation(_ params: Params) throws(RPCError) -> Conversation {
         let id = try params.string("conversation")
@@ -178,8 +207,9 @@ extension Broker {
                 "user": ["uid": .int(Int(client.credentials.uid)), "login": .string(client.login), "name": .string(client.name)]]
     }
 
-    private func status() -> JSON {
-        let counts = self.counts
+    private func status(for client: ClientSession) -> JSON {
+        // Another user is told only of what it can see: the conversations shared with it, its own connections.
+        let counts = client.credentials.uid == ownUID ? self.counts : self.counts(visibleTo: client)
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
                 "uptime_seconds": .int(uptimeSeconds), "conversations": .int(counts.conversations), "clients": .int(counts.clients),
                 "streams": .int(counts.streams), "queued": .int(counts.queued)]
@@ -258,8 +288,13 @@ extension Broker {
         return ["profiles": .array(list)]
     }
 
-    private func list(_ params: Params) throws(RPCError) -> JSON {
+    private func list(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let limit = try params.optionalInt("limit", in: 1...10_000) ?? 100
+        if client.credentials.uid != ownUID {
+            let shared = conversations.values.filter { $0.log.shares.role(of: client.credentials.uid) != nil }
+                .sorted { $0.updated != $1.updated ? $0.updated > $1.updated : $0.id > $1.id }
+            return ["conversations": .array(shared.prefix(limit).map(\.info.json))]
+        }
         // Most recent first, from the order kept between calls (`ListOrder`).
         return ["conversations": .array(listOrder.first(limit, of: conversations.values).map(\.info.json))]
     }

@@ -10,7 +10,7 @@ import LogStore
 extension Broker {
     static let searchWorkers = 2
 
-    func search(_ params: Params, _ respond: @escaping Respond) throws(RPCError) {
+    func search(_ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
         try refuseWhenStopping()
         let text = try params.string("query")
         guard text.utf8.count <= 1000 else { throw .invalidParams("parameter \"query\" must be at most 1000 bytes") }
@@ -19,12 +19,17 @@ extension Broker {
         var scope: [Conversation] = []
         if let id = try params.optionalString("conversation") {
             guard ConversationID.isValid(id) else { throw .invalidParams("parameter \"conversation\" is not a conversation id") }
-            guard let conversation = conversations[id] else { throw .notFound("no conversation \(id)") }
+            guard let conversation = conversations[id], permission(of: client, on: conversation) != nil else {
+                throw .notFound("no conversation \(id)")
+            }
             scope = [conversation]
-        } else {
+        } else if client.credentials.uid == ownUID {
             scope = Array(conversations.values)
+        } else {
+            // Another user searches only what is shared with it.
+            scope = conversations.values.filter { permission(of: client, on: $0) != nil }
         }
-        let job = SearchJob(query: query, limit: limit, respond: respond,
+        let job = SearchJob(query: query, limit: limit, client: client, respond: respond,
                             logs: scope.map { LogSearch.Log(id: $0.id, path: $0.log.path, updated: $0.updated) })
         pendingSearches.append(job)
         if pendingSearches.count == 1 { runNextSearch() }
@@ -50,6 +55,8 @@ extension Broker {
                 let answer: [JSON] = all.compactMap { hit in
                     // Deleted while the search ran: not a hit any more.
                     guard let conversation = conversations[hit.conversation] else { return nil }
+                    // Unshared while the search ran: not the caller's to see any more.
+                    guard permission(of: job.client, on: conversation) != nil else { return nil }
                     return ["conversation": .string(hit.conversation), "title": .string(conversation.title),
                             "message": .string(hit.message), "role": .string(hit.role.rawValue),
                             "created": .string(hit.created.description), "snippet": .string(hit.snippet)]
@@ -69,9 +76,12 @@ final class SearchJob {
     let query: SearchQuery
     let limit: Int
     let logs: [LogSearch.Log]
+    /// Who asked: the hits are checked against what it may see when they come back.
+    let client: ClientSession
     let respond: Broker.Respond
 
-    init(query: SearchQuery, limit: Int, respond: @escaping Broker.Respond, logs: [LogSearch.Log]) {
+    init(query: SearchQuery, limit: Int, client: ClientSession, respond: @escaping Broker.Respond, logs: [LogSearch.Log]) {
+        self.client = client
         self.query = query
         self.limit = limit
         self.logs = logs

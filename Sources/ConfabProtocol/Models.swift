@@ -467,13 +467,16 @@ public struct ConversationInfo: Equatable, Sendable {
     public var profile: String?
     /// The sampling parameters its replies are asked for with.
     public var params: SamplingParameters
+    /// Other users who may see it (`conversation.share`), in uid order.
+    public var sharedWith: [ConversationShare] = []
 
     public static let defaultProvider = "default"
 
     public init(id: String, title: String, created: Timestamp, updated: Timestamp, model: String, system: String?, messageCount: Int,
                 forkedFrom: ForkOrigin? = nil, provider: String = Self.defaultProvider,
                 usage: Usage = Usage(promptTokens: 0, completionTokens: 0, totalTokens: 0),
-                profile: String? = nil, params: SamplingParameters = SamplingParameters()) {
+                profile: String? = nil, params: SamplingParameters = SamplingParameters(), sharedWith: [ConversationShare] = []) {
+        self.sharedWith = sharedWith
         self.profile = profile
         self.params = params
         self.provider = provider
@@ -497,6 +500,7 @@ public struct ConversationInfo: Equatable, Sendable {
         if let profile { object["profile"] = .string(profile) }
         if let system { object["system"] = .string(system) }
         if let forkedFrom { object["forked_from"] = forkedFrom.json }
+        object["shared_with"] = .array(sharedWith.map(\.json))
         return .object(object)
     }
 
@@ -513,6 +517,7 @@ public struct ConversationInfo: Equatable, Sendable {
                   usage: json["usage"].flatMap(Usage.init(json:)) ?? Usage(promptTokens: 0, completionTokens: 0, totalTokens: 0),
                   profile: json["profile"]?.string,
                   params: json["params"].flatMap { try? SamplingParameters(json: $0) } ?? SamplingParameters())
+        sharedWith = json["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? []
     }
 }
 

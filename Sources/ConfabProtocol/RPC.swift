@@ -31,6 +31,9 @@ public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The conversation is not in a state the method needs (a reply in flight, nothing to
     /// regenerate or continue, an edit of a message that is not the last one).
     public static let conflict = -32006
+    /// The caller's role on the conversation (or its being another user) does not allow the
+    /// method; `data` says which role it has and which one the method needs.
+    public static let notPermitted = -32007
 
     public static func invalidParams(_ message: String) -> RPCError { RPCError(code: invalidParams, message: message) }
     public static func notFound(_ message: String) -> RPCError { RPCError(code: notFound, message: message) }

@@ -24,6 +24,8 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case profilesList = "profiles.list"
     case conversationConfigure = "conversation.configure"
     case toolApprove = "tool.approve"
+    case conversationShare = "conversation.share"
+    case conversationUnshare = "conversation.unshare"
 }
 
 /// A notification the daemon sends.
@@ -46,6 +48,8 @@ public enum RPCNotification: String, CaseIterable, Sendable {
     case clientAttached = "client.attached"
     case clientDetached = "client.detached"
     case serverStopping = "server.stopping"
+    /// The conversation's owner took this user's share away: the client is detached.
+    case conversationUnshared = "conversation.unshared"
 }
 
 /// Who wrote a message. Logs hold `user`, `assistant` and `tool` (a tool's result); `system`

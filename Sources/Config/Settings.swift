@@ -202,7 +202,19 @@ struct ConfigFile {
                 tool_approval_timeout_seconds: try table.integer("tool_approval_timeout_seconds"))
         }
         fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
-        allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in try table.integers("allow_uids") } ?? nil
+        allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in
+            guard let uids = try table.integers("allow_uids") else { return nil }
+            let overflow = UserAccount.overflowUID
+            for uid in uids {
+                guard uid >= 0, uid < Int(UInt32.max) else { throw table.error("allow_uids", "holds \(uid), which is not a uid") }
+                // Under PrivateUsers=yes every user the daemon cannot map arrives as this uid:
+                // listing it would let every local user in.
+                guard uid != Int(overflow) else {
+                    throw table.error("allow_uids", "holds \(uid), the overflow uid (/proc/sys/kernel/overflowuid): under systemd's PrivateUsers=yes every other local user arrives as it, so it would let them all in; run confabd without PrivateUsers=yes and list the real uids")
+                }
+            }
+            return uids
+        } ?? nil
         try root.rejectUnknownKeys()
         self.root = root
     }

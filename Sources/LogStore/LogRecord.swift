@@ -21,6 +21,10 @@ public enum LogRecord: Equatable, Sendable {
     case superseded(message: String, by: String)
     /// The conversation's settings change for the replies that start after it (`conversation.configure`).
     case settings(ConversationSettings)
+    /// The owner shares the conversation with another user, or changes that user's role.
+    case shared(ConversationShare)
+    /// The owner takes a user's share away.
+    case unshared(uid: UInt32)
 
     public static let formatVersion = 1
 
@@ -47,6 +51,9 @@ public enum LogRecord: Equatable, Sendable {
             if let system = settings.system { object["system"] = .string(system) }
             if let profile = settings.profile { object["profile"] = .string(profile) }
             if let params = settings.params { object["params"] = params.json }
+        case .shared(let share):
+            object = ["type": "share", "uid": .int(Int(share.uid)), "login": .string(share.login), "role": .string(share.role.rawValue)]
+        case .unshared(let uid): object = ["type": "unshare", "uid": .int(Int(uid))]
         }
         object["v"] = .int(Self.formatVersion)
         object["at"] = .string(time.description)
@@ -102,6 +109,12 @@ public enum LogRecord: Equatable, Sendable {
                 settings.params = params
             }
             self = .settings(settings)
+        case "share":
+            guard let share = ConversationShare(json: json) else { return nil }
+            self = .shared(share)
+        case "unshare":
+            guard let uid = json["uid"]?.int, let id = UInt32(exactly: uid) else { return nil }
+            self = .unshared(uid: id)
         default:
             return nil
         }
@@ -233,6 +246,7 @@ public enum Replay {
                 unfinished.remove(message.id)
             case .title(let title): state.title = title
             case .settings(let settings): state.header.apply(settings)
+            case .shared, .unshared: continue  // folded by the summary: the list needs them without the messages
             case .superseded(let id, let by):
                 if let position = index[id] { state.messages[position].supersededBy = by }
                 if index[by] == nil { owed.insert(by) }

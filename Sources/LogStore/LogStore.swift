@@ -44,6 +44,8 @@ public final class ConversationLog {
     /// whole struct (strings, sets), which a sort of ten thousand conversations feels.
     public var updated: Timestamp { summary.updated }
     public var messageCount: Int { summary.messageCount }
+    /// Who else may see the conversation (the summary's, without copying the rest of it).
+    public var shares: [ConversationShare] { summary.shares }
     /// The file as last seen by `stat`; nil once written to since.
     var identity: FileIdentity?
     /// Told after every change, so the index is written again (a reference, not a closure:
@@ -664,7 +666,7 @@ public final class LogStore {
     /// and the first line names the fields, so the file still reads on its own with `jq`.
     static let indexFields: [String] = ["id", "size", "inode", "mtime_ns", "created_ms", "model", "header_title", "title",
                                         "updated_ms", "message_count", "resume", "system", "forked_from", "provider", "usage",
-                                        "profile", "params"]
+                                        "profile", "params", "shared"]
     static let indexFormat: JSON = ["type": "confab-index", "v": 1, "fields": .array(indexFields.map(JSON.string))]
 
     static func encode(_ entry: IndexEntry) -> JSON {
@@ -681,6 +683,7 @@ public final class LogStore {
                     .int(summary.usage.estimatedReplies)]),
             summary.header.profile.map(JSON.string) ?? .null,
             summary.header.params.json,
+            .array(summary.shares.map(\.json)),
         ])
     }
 
@@ -712,11 +715,12 @@ public final class LogStore {
             profile = name
         }
         guard let params = try? SamplingParameters(json: fields[16]) else { return nil }
+        guard let shares = Self.shares(fields[17]) else { return nil }
         let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model,
                                         system: system, forkedFrom: forkedFrom, provider: provider, profile: profile, params: params)
         return IndexEntry(identity: FileIdentity(size: Int64(size), inode: UInt64(truncatingIfNeeded: inode), modifiedNanoseconds: Int64(modified)),
                           summary: LogSummary(header: header, title: title, updated: Timestamp(milliseconds: Int64(updated)),
-                                              messageCount: count, needsResume: resume, usage: usage))
+                                              messageCount: count, needsResume: resume, usage: usage, shares: shares))
     }
 
     /// One line of format, then one line per log, sorted by id; written whole to `temporary`
@@ -858,6 +862,7 @@ public final class LogStore {
             var forkedFrom: ForkOrigin?
             var usage = UsageTotals()
             var params = SamplingParameters()
+            var shares: [ConversationShare] = []
         }
         func string(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> String {
             guard let text = try scanner.readString() else {
@@ -926,6 +931,12 @@ public final class LogStore {
                         return
                     }
                     f.params = params
+                case 17:
+                    guard let shares = Self.shares(try scanner.readValue()) else {
+                        f.valid = false
+                        return
+                    }
+                    f.shares = shares
                 default: f.valid = false
                 }
             }
@@ -936,7 +947,18 @@ public final class LogStore {
                                         system: f.system, forkedFrom: f.forkedFrom, provider: f.provider, profile: f.profile, params: f.params)
         return IndexEntry(identity: FileIdentity(size: Int64(f.size), inode: UInt64(truncatingIfNeeded: f.inode), modifiedNanoseconds: Int64(f.modified)),
                           summary: LogSummary(header: header, title: f.title, updated: Timestamp(milliseconds: Int64(f.updated)),
-                                              messageCount: f.messages, needsResume: f.resume, usage: f.usage))
+                                              messageCount: f.messages, needsResume: f.resume, usage: f.usage, shares: f.shares))
+    }
+
+    /// The `shared` field: every entry a whole share, or the line is not taken.
+    static func shares(_ json: JSON) -> [ConversationShare]? {
+        guard case .array(let items) = json else { return nil }
+        var shares: [ConversationShare] = []
+        for item in items {
+            guard let share = ConversationShare(json: item) else { return nil }
+            shares.append(share)
+        }
+        return shares
     }
 
     static func usageTotals(_ json: JSON) -> UsageTotals? {

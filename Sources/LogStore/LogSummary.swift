@@ -15,6 +15,8 @@ public struct LogSummary: Equatable, Sendable {
     public var needsResume: Bool
     /// Tokens over every reply's latest ending (superseded ones included: they were paid for).
     public var usage = UsageTotals()
+    /// Who else may see it, and how (`share`/`unshare` records, latest per uid), in uid order.
+    public var shares: [ConversationShare] = []
     /// What folding further records needs. Present only while the log is open for writing;
     /// a summary read from the index has none, and the log is folded afresh when it is opened.
     var fold: Fold?
@@ -43,7 +45,9 @@ public struct LogSummary: Equatable, Sendable {
     }
 
     /// As the index recorded it.
-    init(header: ConversationHeader, title: String, updated: Timestamp, messageCount: Int, needsResume: Bool, usage: UsageTotals) {
+    init(header: ConversationHeader, title: String, updated: Timestamp, messageCount: Int, needsResume: Bool, usage: UsageTotals,
+         shares: [ConversationShare] = []) {
+        self.shares = shares
         self.header = header
         self.title = title
         self.updated = updated
@@ -61,6 +65,8 @@ public struct LogSummary: Equatable, Sendable {
         case .header, .replyText: break
         case .title(let title): self.title = title
         case .settings(let settings): header.apply(settings)
+        case .shared(let share): shares = shares.sharing(share)
+        case .unshared(let uid): shares = shares.unsharing(uid)
         case .message(let message): Self.note(message, in: &fold)
         case .replyStarted(let message):
             Self.note(message, in: &fold)

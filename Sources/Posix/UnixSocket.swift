@@ -132,4 +132,26 @@ public enum UserAccount {
         }
         return String(cString: name)
     }
+
+    /// The uid of the login `name`, or nil when the user database does not know it.
+    public static func uid(of name: String) -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard !name.isEmpty, !name.utf8.contains(0), getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else {
+            return nil
+        }
+        return entry.pw_uid
+    }
+
+    /// The uid the kernel shows for a user it cannot map into this user namespace
+    /// (`/proc/sys/kernel/overflowuid`, 65534 unless changed). Under systemd's
+    /// `PrivateUsers=yes` every other user arrives as this uid.
+    public static var overflowUID: UInt32 {
+        guard let bytes = try? Files.readAll(path: "/proc/sys/kernel/overflowuid", limit: 64),
+              let uid = UInt32(String(decoding: bytes.prefix { $0 != 0x0A }, as: UTF8.self)) else {
+            return 65534
+        }
+        return uid
+    }
 }

@@ -77,6 +77,8 @@ final class AttachSession {
     private var system: String?
     private var profile: String?
     private var sampling: String?
+    /// Who else may see the conversation, as the notices say it (`bob (write), carol (read)`).
+    private var sharing: String?
     /// Roles of the messages seen here, and the messages that replaced an edited one.
     private var roles: [String: String] = [:]
     private var editedAs: Set<String> = []
@@ -109,6 +111,8 @@ final class AttachSession {
         /// /retry, /edit-last, /continue: what follows comes as notifications.
         case revision
         case fork
+        /// /share, /unshare: the change is shown when `conversation.updated` comes.
+        case share
         /// /approve, /deny, `y`, `n`: the answer is shown when `tool.approved` or `tool.denied` comes.
         case approve(Waiting)
     }
@@ -174,6 +178,7 @@ final class AttachSession {
         system = info?["system"]?.string
         profile = info?["profile"]?.string
         sampling = info?["params"]?.text
+        sharing = Self.sharing(info)
         editor?.setPrompt(prompt)
         var heading = "\(title) (\(id))"
         if let profile = info?["profile"]?.string { heading += " · profile \(profile)" }
@@ -302,6 +307,10 @@ final class AttachSession {
             case (.fork, .success(let value)):
                 let made = value["conversation"]?["id"]?.string ?? "?"
                 transcript.notice("forked as \(made): /switch \(made) to go there" + (value["reply"] != nil ? " (its last question is being answered)" : ""))
+            case (.share, .success(let value)) where value["unshared"]?.bool == false:
+                transcript.notice("it was not shared with that user")
+            case (.share, .success(let value)) where value["allowed"]?.bool == false:
+                transcript.notice("that user is not in confabd's access.allow_uids: they cannot connect until added there and confabd is reloaded")
             case (_, .failure(let error)): transcript.error(error.message)
             default: break
             }
@@ -309,6 +318,11 @@ final class AttachSession {
             transcript.breakLine()
             throw .rpc(error)
         }
+    }
+
+    /// `bob (write), carol (read)` from a conversation object; nil when not shared.
+    private static func sharing(_ info: JSON?) -> String? {
+        SharedUser.list(info?["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? [])
     }
 
     private func notification(_ method: String, _ params: JSON) throws(Failure) {
@@ -417,7 +431,10 @@ final class AttachSession {
             let newSystem = info?["system"]?.string
             let newProfile = info?["profile"]?.string
             let newParams = info?["params"]?.text
-            let configured = newModel != model || newSystem != system || newProfile != profile || newParams != sampling
+            let newSharing = Self.sharing(info)
+            if newSharing != sharing { transcript.notice(newSharing.map { "shared with \($0)" } ?? "shared with nobody") }
+            let configured = newModel != model || newSystem != system || newProfile != profile || newParams != sampling || newSharing != sharing
+            sharing = newSharing
             if newProfile != profile { transcript.notice("profile: \(newProfile ?? "none")") }
             if newModel != model { transcript.notice("model: \(newModel ?? "?")") }
             if newSystem != system { transcript.notice(newSystem.map { "system prompt: \($0)" } ?? "system prompt cleared") }
@@ -432,6 +449,9 @@ final class AttachSession {
             editor?.setPrompt(prompt)
         case "conversation.deleted":
             transcript.notice("the conversation was deleted")
+            throw .exit(0)
+        case RPCNotification.conversationUnshared.rawValue:
+            transcript.notice("the owner stopped sharing this conversation with you")
             throw .exit(0)
         case "client.attached":
             guard let client = params["client"], let id = client["id"]?.string else { return }
@@ -525,6 +545,8 @@ final class AttachSession {
         /continue        continue a reply cut off at the model's length limit
         /fork [MSG]      copy the conversation (up to message MSG) into a new one
         /tool [ID]       all a tool answered (ID: a call id or a message id such as m2.1; default the latest)
+        /share USER      share it with USER, a login or uid (--read-only: to only read)
+        /unshare USER    stop sharing it with USER (their clients are detached)
         /approve [CALL]  let a tool call that waits for approval run (default the oldest; y alone does too)
         /deny [CALL]     refuse it (n alone on a line does too)
         /N               send quick reply N (the number alone on a line does too)
@@ -600,6 +622,19 @@ final class AttachSession {
             var params: [String: JSON] = ["conversation": .string(conversation)]
             if !argument.isEmpty { params["at"] = .string(argument) }
             outstanding[try connection.send("conversation.fork", .object(params))] = .fork
+        case "share", "unshare":
+            var words = argument.split(separator: " ").map(String.init)
+            let readOnly = name == "share" && words.contains("--read-only")
+            words.removeAll { $0 == "--read-only" && name == "share" }
+            guard words.count == 1 else {
+                transcript.error(name == "share" ? "/share needs a user (a login or uid), and --read-only if they should only read" : "/unshare needs a user (a login or uid)")
+                return
+            }
+            var params = SharedUser.params(words[0])
+            params["conversation"] = .string(conversation)
+            if name == "share" { params["role"] = .string((readOnly ? ShareRole.read : .write).rawValue) }
+            let method = name == "share" ? RPCMethod.conversationShare : .conversationUnshare
+            outstanding[try connection.send(method.rawValue, .object(params))] = .share
         case "quit", "exit":
             leave()
         default:

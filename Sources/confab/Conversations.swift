@@ -20,7 +20,7 @@ struct List: ClientCommand {
     @Flag(help: "Show every conversation.") var all = false
     @Flag(help: "Print the raw conversations array as JSON.") var json = false
     @Flag(name: [.customShort("l"), .customLong("long")],
-          help: "Also show each conversation's provider and the tokens its replies used (~ where estimated).")
+          help: "Also show each conversation's provider, the tokens its replies used (~ where estimated) and, when any is shared, with whom (:r read only).")
     var long = false
 
     func validate() throws {
@@ -56,6 +56,8 @@ struct List: ClientCommand {
     /// The listing: a header and one line per conversation, titles cut to `width` columns
     /// (by display width) when writing to a terminal; `long` adds the provider and the tokens.
     static func table(_ conversations: [JSON], now: Timestamp, width: Int?, long: Bool = false) -> String {
+        // Who else sees a conversation, in a column of its own once any listed one is shared.
+        let sharing = long && conversations.contains { $0["shared_with"]?.array?.isEmpty == false }
         let rows = conversations.map { conversation in
             var cells = [conversation["id"]?.string ?? "?",
                          RelativeTime.describe(LocalTime.parse(conversation["updated"]), now: now),
@@ -64,11 +66,12 @@ struct List: ClientCommand {
             if long {
                 cells.append(SafeText.singleLine(conversation["provider"]?.string ?? "default"))
                 cells.append(tokens(conversation["usage"]))
+                if sharing { cells.append(SharedUser.cell(conversation["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? [])) }
             }
             cells.append(SafeText.singleLine(conversation["title"]?.string ?? ""))
             return cells
         }
-        let header = long ? ["ID", "UPDATED", "MESSAGES", "MODEL", "PROVIDER", "TOKENS", "TITLE"]
+        let header = long ? ["ID", "UPDATED", "MESSAGES", "MODEL", "PROVIDER", "TOKENS"] + (sharing ? ["SHARED"] : []) + ["TITLE"]
                           : ["ID", "UPDATED", "MESSAGES", "MODEL", "TITLE"]
         let fixed = header.count - 1
         // Counts read best right-aligned; the rest left.
@@ -158,6 +161,9 @@ struct Show: ClientCommand {
         let messages = try wholeHistory(connection, conversation)
         var out = "\(SafeText.singleLine(info?["title"]?.string ?? "untitled")) (\(conversation)) · "
             + Words.count(messages.count, "message") + "\n"
+        if let shared = SharedUser.list(info?["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? []) {
+            out += "shared with \(shared)\n"
+        }
         let width = TerminalSize.of(1)?.columns ?? Int.max / 2
         for message in messages {
             out += "\n" + Self.heading(message) + "\n"

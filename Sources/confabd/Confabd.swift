@@ -165,7 +165,7 @@ struct Confabd: ParsableCommand {
                 broker.profiles = fresh.profileTable
                 broker.tools = fresh.tools
                 broker.limits = fresh.limits
-                broker.allowedUIDs = fresh.allowedUIDs
+                broker.allow(fresh.allowedUIDs)
                 if fresh.fsync != settings.fsync {
                     // Every open log holds the policy it was opened with; switching some of
                     // them mid-run would make the promise depend on the conversation.

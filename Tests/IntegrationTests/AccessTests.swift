@@ -10,11 +10,10 @@ import Glibc
 /// directory; each test opens both up after the daemon starts, so that only the uid check
 /// in `Broker.accept` stands between the other user and the daemon.
 final class AccessTests: XCTestCase {
-    /// `nobody` on Debian: an account that owns nothing here.
-    static let otherUID: UInt32 = 65534
-    static let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    /// The system's python, which any user can run (a per-user install under /root is not).
-    static let python = ["/usr/bin/python3", "/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    /// A uid no account has: it owns nothing here, and its login is its number. (Not
+    /// `nobody`, 65534: that is the overflow uid, which `allow_uids` refuses.)
+    static let otherUID: UInt32 = 4242
+    static var python: String? { OtherUser.python }
 
     /// The client talks to another user's daemon only when told whose it is.
     static let sharedDaemon = ["CONFAB_DAEMON_USER": String(getuid())]
@@ -22,23 +21,22 @@ final class AccessTests: XCTestCase {
     var harness: Harness!
 
     override func setUpWithError() throws {
-        guard getuid() == 0 else { throw XCTSkip("connecting as another uid needs root") }
-        guard Self.setpriv != nil else { throw XCTSkip("setpriv (util-linux) is not installed") }
-        guard Self.python != nil else { throw XCTSkip("no system python3 for the raw client") }
-        let probe = try runAs(Self.otherUID, Binaries.path("confab"), ["--help"])
-        guard probe.status == 0 else {
-            throw XCTSkip("uid \(Self.otherUID) cannot run \(Binaries.path("confab")) (status \(probe.status)): \(probe.stderr)")
-        }
+        try OtherUser.requireRoot()
+        let probe = try runAs(Self.otherUID, Self.client, ["--help"])
+        XCTAssertEqual(probe.status, 0, "uid \(Self.otherUID) cannot run \(Self.client): \(probe.stderr)")
     }
 
     override func tearDown() { harness?.tearDown() }
+
+    /// The client, copied where any uid can run it (the build directory may be private).
+    static var client: String { OtherUser.client }
 
     func testAnotherUserIsRefusedAndTheLogNamesTheUID() throws {
         harness = try Harness()
         openSocketToOthers()
 
         // The real client: the daemon closes the connection without a word.
-        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
+        let status = try runAs(Self.otherUID, Self.client, ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(status.status, 1, status.stderr)
         XCTAssertEqual(status.stdout, "")
         XCTAssertTrue(status.stderr.contains("confabd closed the connection"), status.stderr)
@@ -60,7 +58,7 @@ final class AccessTests: XCTestCase {
         harness = try Harness(config: "[access]\nallow_uids = [\(Self.otherUID)]\n")
         openSocketToOthers()
 
-        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
+        let status = try runAs(Self.otherUID, Self.client, ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(status.status, 0, status.stderr)
         XCTAssertTrue(status.stdout.hasPrefix("confabd ") && status.stdout.contains("clients:"), status.stdout)
         waitForLog("connected uid=\(Self.otherUID) pid=\(status.pid)")
@@ -80,7 +78,7 @@ final class AccessTests: XCTestCase {
         waitForLog("connected uid=\(Self.otherUID) pid=\(raw.pid)")
 
         // The list lets in exactly the uids it names.
-        let stranger = try runAs(Self.otherUID - 1, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
+        let stranger = try runAs(Self.otherUID - 1, Self.client, ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(stranger.status, 1, stranger.stdout)
         waitForLog("connection refused: uid=\(Self.otherUID - 1) pid=\(stranger.pid) is not allowed")
     }
@@ -88,12 +86,12 @@ final class AccessTests: XCTestCase {
     func testTheClientRefusesADaemonOfAnotherUserAndSaysWhose() throws {
         harness = try Harness()
         openSocketToOthers()
-        let refused = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "ls"])
+        let refused = try runAs(Self.otherUID, Self.client, ["--socket", harness.socketPath, "ls"])
         XCTAssertEqual(refused.status, 3, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("refusing \(harness.socketPath): it is served by uid 0"), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("CONFAB_DAEMON_USER"), refused.stderr)
         // Naming some other user does not let it through either.
-        let wrong = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "ls"],
+        let wrong = try runAs(Self.otherUID, Self.client, ["--socket", harness.socketPath, "ls"],
                               environment: ["CONFAB_DAEMON_USER": "1"])
         XCTAssertEqual(wrong.status, 3, wrong.stderr)
         XCTAssertTrue(wrong.stderr.contains("nor by uid 1"), wrong.stderr)
@@ -111,7 +109,7 @@ final class AccessTests: XCTestCase {
         defer { rmdir(directory) }
         chmod(directory, 0o777)
         func ls() throws -> (status: Int32, stderr: String) {
-            let run = try runAs(uid, Binaries.path("confab"), ["ls"], environment: ["HOME": "/"])
+            let run = try runAs(uid, Self.client, ["ls"], environment: ["HOME": "/"])
             return (run.status, run.stderr)
         }
 
@@ -134,31 +132,10 @@ final class AccessTests: XCTestCase {
 
     // MARK: - Helpers
 
-    /// For this test only: the daemon sets 0700 on the directory and 0600 on the socket
-    /// again at every start.
-    private func openSocketToOthers() {
-        XCTAssertEqual(chmod(harness.directory, 0o711), 0)
-        XCTAssertEqual(chmod(harness.socketPath, 0o666), 0)
-    }
+    private func openSocketToOthers() { OtherUser.openSocket(harness) }
 
-    /// Runs `executable` as `uid` (its own group, no supplementary groups). setpriv execs it,
-    /// so the PID returned is the one the daemon sees.
     private func runAs(_ uid: UInt32, _ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (pid: Int32, status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.setpriv!)
-        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", executable] + arguments
-        process.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(environment) { $1 }
-        process.currentDirectoryURL = URL(fileURLWithPath: "/")
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let pid = process.processIdentifier
-        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
-        let stderrData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (pid, process.terminationStatus, String(decoding: stdoutData, as: UTF8.self), String(decoding: stderrData, as: UTF8.self))
+        try OtherUser.run(uid, executable, arguments, environment: environment)
     }
 
     /// Sends `hello` (claiming uid 0 and login root) and `status` in one write, as `uid`,

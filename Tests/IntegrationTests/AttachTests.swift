@@ -41,7 +41,8 @@ final class AttachTests: TmuxTestCase {
         let pane = try attach(id, name: "ana")
         try tmux.type(pane, "/help")
         try tmux.send(pane, ["Enter"])
-        try tmux.waitForText(pane, "/history [N]")
+        // The list's last line: the first ones scroll off a 24-line pane.
+        try tmux.waitForText(pane, "//text           send a line that starts with a slash")
         try tmux.type(pane, "/frobnicate")
         try tmux.send(pane, ["Enter"])
         try tmux.waitForText(pane, "unknown command /frobnicate")

@@ -269,6 +269,9 @@ final class RPCClient {
         }
     }
 
+    /// Speaks over a socket already connected (another user's relay, see `AccessTests`).
+    init(connected fd: Int32) { self.fd = fd }
+
     func close() { Glibc.close(fd) }
 
     func sendRaw(_ bytes: [UInt8]) throws {

@@ -388,7 +388,9 @@ final class LogIndexTests: XCTestCase {
         full.summary.header.provider = "claude"
         full.summary.header.profile = "coder"
         full.summary.header.params = SamplingParameters(temperature: 0.5, maxTokens: 300)
+        full.summary.shares = [ConversationShare(uid: 1001, login: "bob", role: .write), ConversationShare(uid: 1002, login: "1002", role: .read)]
         var bare = full
+        bare.summary.shares = []
         bare.summary.header.system = nil
         bare.summary.header.forkedFrom = nil
         bare.summary.header.provider = nil

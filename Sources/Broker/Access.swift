@@ -1,0 +1,77 @@
+import ConfabProtocol
+
+/// What a connected user may do with a conversation. The daemon's own user owns every
+/// conversation; another user (one `access.allow_uids` lets connect) has only what the owner
+/// shared with them, conversation by conversation (`conversation.share`).
+public enum Permission: Int, Comparable, Sendable, CustomStringConvertible {
+    case read, write, owner
+
+    public static func < (a: Permission, b: Permission) -> Bool { a.rawValue < b.rawValue }
+
+    public init(_ role: ShareRole) {
+        switch role {
+        case .read: self = .read
+        case .write: self = .write
+        }
+    }
+
+    /// What `uid` may do with a conversation shared as `shares`, nil when it may not even see it.
+    public static func of(_ uid: UInt32, owner: UInt32, shares: [ConversationShare]) -> Permission? {
+        if uid == owner { return .owner }
+        return shares.role(of: uid).map(Permission.init)
+    }
+
+    /// As a reply to a refused call says it.
+    public var description: String {
+        switch self {
+        case .read: "read"
+        case .write: "write"
+        case .owner: "owner"
+        }
+    }
+}
+
+/// What each method needs: the role table of docs/protocol.md ("Sharing and roles").
+public enum MethodAccess: Equatable, Sendable {
+    /// Any connected user; what it answers is limited to the conversations the caller can see.
+    case anyone
+    /// At least this permission on the conversation the params name (or, with no conversation
+    /// named, the owner's).
+    case needs(Permission)
+
+    public static func of(_ method: RPCMethod) -> MethodAccess {
+        switch method {
+        case .hello, .status, .conversationList, .conversationSearch:
+            return .anyone
+        case .conversationGet, .conversationAttach, .conversationDetach, .conversationHistory:
+            return .needs(.read)
+        case .messageSend, .generationCancel, .messageRegenerate, .messageEdit, .messageContinue:
+            return .needs(.write)
+        // Run with the owner's secrets or settings, or change what exists and who sees it.
+        case .conversationCreate, .conversationConfigure, .conversationRename, .conversationDelete, .conversationFork,
+             .toolApprove, .conversationShare, .conversationUnshare, .modelsList, .profilesList:
+            return .needs(.owner)
+        }
+    }
+
+    /// Names the conversation it acts on (`conversation` in its params).
+    public static func isAboutOneConversation(_ method: RPCMethod) -> Bool {
+        switch method {
+        case .hello, .status, .conversationList, .conversationSearch, .conversationCreate, .modelsList, .profilesList: false
+        default: true
+        }
+    }
+}
+
+extension RPCError {
+    /// A call the caller's role does not allow. `data` names both roles, so a client can say
+    /// what to ask the owner for.
+    static func notPermitted(_ method: RPCMethod, has: Permission?, needs: Permission) -> RPCError {
+        let why = needs == .owner
+            ? "only the owner of the conversations may call \(method.rawValue)"
+            : "\(method.rawValue) needs the \(needs) role on this conversation; you have \(has.map(\.description) ?? "none")"
+        var data: [String: JSON] = ["needs": .string(needs.description)]
+        if let has { data["role"] = .string(has.description) }
+        return RPCError(code: RPCError.notPermitted, message: "not permitted: \(why)", data: .object(data))
+    }
+}
