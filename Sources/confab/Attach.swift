@@ -720,9 +720,9 @@ final class AttachSession {
     private func askApproval(_ waiting: Waiting) {
         guard !awaitingApproval.contains(where: { $0.call.id == waiting.call.id }) else { return }
         awaitingApproval.append(waiting)
-        // `y` and `n` answer the oldest; the others are named.
-        let how = awaitingApproval.count == 1 ? "/approve or /deny (or y/n)"
-            : "/approve \(waiting.call.id) or /deny \(waiting.call.id)"
+        // `y` and `n` answer the oldest; every call can be answered by its id.
+        let id = waiting.call.id
+        let how = awaitingApproval.count == 1 ? "y/n, or /approve \(id), /deny \(id)" : "/approve \(id) or /deny \(id)"
         transcript.toolApprovalRequested(call: waiting.call.id, name: waiting.call.name, arguments: waiting.call.arguments, how: how)
     }
 

@@ -493,6 +493,28 @@ final class Transcript {
         self.message(message)
     }
 
+    /// A call's arguments whole, nothing shortened, each row cut at the width rather than
+    /// between words, so that every character (a run of spaces too) keeps its place.
+    func fullArguments(_ arguments: String) {
+        notice("arguments in full:")
+        let text = ToolCallFormat.fullArguments(arguments)
+        var rows: [String] = []
+        var row = ""
+        var used = 0
+        for character in text {
+            let characterWidth = DisplayWidth.of(character)
+            if used + characterWidth > max(2, width), !row.isEmpty {
+                rows.append(row)
+                row = ""
+                used = 0
+            }
+            row.append(character)
+            used += characterWidth
+        }
+        rows.append(row)
+        emit(styled(rows.joined(separator: "\n"), .quiet) + "\n")
+    }
+
     /// `/tool`: which call a tool message answers, how it went, and everything the tool
     /// answered, wrapped as people's messages are (it is another party's text, made safe).
     func toolDetail(_ message: JSON, arguments: String?) {
@@ -501,6 +523,7 @@ final class Transcript {
         let summary = ToolCallFormat.summary(name: ToolLines.name(of: message), arguments: arguments ?? "",
                                              outcome: ToolLines.outcome(of: message), width: Int.max / 2)
         notice("\(id) · call \(call) · \(summary)")
+        if let arguments, !arguments.isEmpty { fullArguments(arguments) }
         var wrapper = Wrapper(width: width)
         emit(wrapper.feed(SafeText.sanitized(message["content"]?.string ?? "")) + wrapper.flush())
         if !atLineStart { emit("\n") }

@@ -132,7 +132,7 @@ final class ToolClientTests: TmuxTestCase {
 
         // /approve on the other screen.
         try enter(ana, "first [[tool:guarded {\"city\":\"Paris\"}]]")
-        let question = "⚙ guarded {\"city\":\"Paris\"} needs your approval: /approve or /deny (or y/n)"
+        let question = "⚙ guarded {\"city\":\"Paris\"} needs your approval: y/n, or /approve "
         try tmux.waitForText(ana, question, timeout: 10)
         try tmux.waitForText(bob, question, timeout: 10)
         try enter(bob, "/approve")
