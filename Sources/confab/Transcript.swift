@@ -233,34 +233,38 @@ final class Transcript {
 
     func header(_ title: String, who: String) {
         breakLine()
-        emit(styled("== \(SafeText.singleLine(title)) ==", .title) + "\n")
-        emit(styled(SafeText.singleLine(who), .quiet) + "\n")
+        emit(styled(TextRows.wrapped("== \(SafeText.singleLine(title)) ==", width: width, indent: 3), .title) + "\n")
+        emit(styled(TextRows.wrapped(SafeText.singleLine(who), width: width, indent: 2), .quiet) + "\n")
     }
 
     /// The quick replies offered under a message, numbered as `/1`, `/2`… pick them: `[1] yes  [2] no`.
     func quickReplies(_ replies: [String]) {
         breakLine()
         let items = replies.enumerated().map { "[\($0.offset + 1)] \(SafeText.singleLine($0.element))" }
-        emit(styled(items.joined(separator: "  "), .quiet) + "\n")
+        emit(styled(TextRows.wrapped(items.joined(separator: "  "), width: width), .quiet) + "\n")
     }
 
     /// `-- text --`, quietly.
     func notice(_ text: String) {
         breakLine()
-        emit(styled("-- \(SafeText.singleLine(text)) --", .quiet) + "\n")
+        emit(styled(TextRows.wrapped("-- \(SafeText.singleLine(text)) --", width: width, indent: 3), .quiet) + "\n")
     }
 
-    /// Something of ours (help), as it is.
+    /// Something of ours (help), its lines wrapped between words; a line of two columns
+    /// goes on under its second column.
     func block(_ text: String) {
         breakLine()
-        emit(text + "\n")
+        let rows = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            TextRows.wrapped(String(line), width: width, indent: TextRows.secondColumn(of: String(line)))
+        }
+        emit(rows.joined(separator: "\n") + "\n")
     }
 
     /// An error: on stderr, after breaking the reply's line when both share a terminal.
     func error(_ text: String) {
         if screen != nil {
             breakLine()
-            emit(styled("confab: \(SafeText.sanitized(text))", .error) + "\n")
+            emit(styled(TextRows.wrapped("confab: \(SafeText.sanitized(text))", width: width, indent: 2), .error) + "\n")
             return
         }
         if sharedTerminal { breakLine() }
