@@ -177,6 +177,37 @@ final class ToolClientTests: TmuxTestCase {
         XCTAssertEqual(try history(id).filter { $0["role"]?.string == "user" }.count, 3)
     }
 
+    /// Arguments whose first value is 2,100 characters long: in a 54-column pane the approval
+    /// line still shows every key, the call's id and how to answer, and /tool shows it all.
+    func testAnApprovalInANarrowPaneShowsEveryArgumentAndHowToAnswer() throws {
+        let id = try newConversation()
+        let pane = try tmux.start(harness.confabCommand(["attach", id, "--name", "ana"]), width: 54, height: 70)
+        try tmux.waitForText(pane, "here: ana (you)", timeout: 10)
+        let arguments = "{\"city\":\"Paris\",\"query\":\"login page" + String(repeating: " ", count: 2100)
+            + "\", \"state\":\"open\", \"admin_delete\":\"all-tickets\"}"
+        let asked = try harness.client().call("message.send", ["conversation": .string(id), "content": .string("q [[tool:guarded \(arguments)]]")])
+        XCTAssertNotNil(asked["message"], "\(asked)")
+        func joined(_ screen: String) -> String {
+            screen.split(whereSeparator: \.isWhitespace).joined(separator: " ").replacingOccurrences(of: ", ", with: ",")
+        }
+        let screen = try tmux.waitForScreen(pane, timeout: 10, "the approval line") { joined($0).contains("needs your approval: y/n,or /approve ") }
+        let call = try XCTUnwrap(try history(id).last { $0["role"]?.string == "assistant" }?["tool_calls"]?.array?.first?["id"]?.string)
+        XCTAssertTrue(joined(screen).contains("⚙ guarded {\"city\":\"Paris\",\"query\":\"login page …[2,110 characters]… \",\"state\":\"open\",\"admin_delete\":\"all-tickets\"} needs your approval: y/n,or /approve \(call),/deny \(call)"),
+                      screen)
+        for row in screen.split(separator: "\n") { XCTAssertLessThanOrEqual(row.count, 54) }
+
+        try enter(pane, "/tool \(call)")
+        let whole = try tmux.waitForScreen(pane, timeout: 10, "the arguments in full") { $0.contains("arguments in full:") && $0.contains("all-tickets\"}") }
+        // Cut at the width, not between words: the 2,100 spaces fill rows of their own.
+        let rows = whole[try XCTUnwrap(whole.range(of: "arguments in full:")).upperBound...].split(separator: "\n", omittingEmptySubsequences: false)
+        let first = try XCTUnwrap(rows.firstIndex { $0.hasSuffix("\"query\":\"login page") }, whole)
+        let last = try XCTUnwrap(rows.firstIndex { $0.hasSuffix("\"all-tickets\"}") }, whole)
+        XCTAssertGreaterThanOrEqual(last - first, 2100 / 54, whole)
+        XCTAssertTrue(rows[first..<last].dropFirst().allSatisfy { $0.allSatisfy { $0 == " " } || $0.contains("\",\"state\"") || $0.contains("all-tickets") }, whole)
+        try enter(pane, "n")
+        try tmux.waitForText(pane, "⚙ guarded ✗ denied", timeout: 10)
+    }
+
     func testAskWritesToolLinesToStandardErrorAndTheReplyToStandardOutput() throws {
         let asked = try harness.runClient(["ask", "--profile", "helper", "weather please [[tool:echo {\"city\":\"Paris\"}]]"])
         XCTAssertEqual(asked.status, 0, asked.stderr)
