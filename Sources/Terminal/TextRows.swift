@@ -21,6 +21,17 @@ public enum TextRows {
         wrap(text, width: width, indent: indent).joined(separator: "\n")
     }
 
+    /// A line that must stay one row (a status redrawn in place): whole when it fits, else
+    /// cut after its last word that fits, with `…`.
+    public static func firstRow(_ text: String, width: Int) -> String {
+        let width = max(1, width)
+        if !text.contains("\n"), DisplayWidth.of(text) <= width { return text }
+        let first = wrap(text, width: max(1, width - 1)).first ?? ""
+        var kept = Substring(first)
+        while kept.last == " " { kept.removeLast() }
+        return kept + "…"
+    }
+
     /// The column where a two-column line's second column starts: after its first run of two
     /// or more spaces that follows text (`/history [N]     show N…`); 0 when there is none.
     public static func secondColumn(of line: String) -> Int {

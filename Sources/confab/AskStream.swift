@@ -640,7 +640,7 @@ final class StatusLine {
     private func draw() {
         guard let spinner, isTerminal else { return }
         let columns = TerminalSize.of(fd)?.columns ?? 80
-        let line = DisplayWidth.truncate(SafeText.singleLine(spinner.line), to: columns - 1)
+        let line = TextRows.firstRow(SafeText.singleLine(spinner.line), width: columns - 1)
         write("\r\u{1B}[K" + line)
         shown = true
     }

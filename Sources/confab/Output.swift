@@ -96,9 +96,11 @@ enum Out {
     }
 
     /// A line on stderr. Error texts carry what the upstream or the daemon said, so they
-    /// are made safe for a terminal.
+    /// are made safe for a terminal; on a terminal they wrap between words.
     static func errorLine(_ text: String) {
-        var line = SafeText.sanitized(text) + "\n"
+        var line = SafeText.sanitized(text)
+        if let columns = TerminalSize.of(2)?.columns { line = TextRows.wrapped(line, width: columns, indent: 2) }
+        line += "\n"
         _ = line.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 

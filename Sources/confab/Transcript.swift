@@ -202,7 +202,7 @@ final class Transcript {
     private func showStatus() {
         guard !statusShown, let screen, current == nil, let spinner = waiting.values.first else { return }
         if !atLineStart { emit("\n") }
-        let line = styled(DisplayWidth.truncate(SafeText.singleLine(spinner.line), to: max(1, width - 1)), .quiet)
+        let line = styled(TextRows.firstRow(SafeText.singleLine(spinner.line), width: max(1, width - 1)), .quiet)
         screen.output(line, endingAt: DisplayWidth.visible(line))
         statusShown = true
     }

@@ -184,3 +184,11 @@ final class TextRowsTests: XCTestCase {
         XCTAssertEqual(TextRows.secondColumn(of: "one column only"), 0)
     }
 }
+
+final class FirstRowTests: XCTestCase {
+    func testAStatusThatMustStayOneRowIsCutAfterAWord() {
+        XCTAssertEqual(TextRows.firstRow("retry 1 in 3 s · upstream_http: fake upstream error 503", width: 30), "retry 1 in 3 s ·…")
+        XCTAssertEqual(TextRows.firstRow("waiting for the model", width: 30), "waiting for the model")
+        XCTAssertEqual(TextRows.firstRow("abcdefghij", width: 5), "abcd…")
+    }
+}
