@@ -21,6 +21,28 @@ public enum TextRows {
         wrap(text, width: width, indent: indent).joined(separator: "\n")
     }
 
+    /// `wrapped`, with `closing` (a notice's ` --`) kept on the row of the last word: when it
+    /// does not fit there, the last word goes to a row of its own with it.
+    public static func wrapped(_ text: String, closing: String, width: Int, indent: Int = 0) -> String {
+        var rows = wrap(text, width: width, indent: indent)
+        guard let last = rows.last else { return closing }
+        let width = max(1, width)
+        if DisplayWidth.of(last) + DisplayWidth.of(closing) <= width {
+            rows[rows.count - 1] = last + closing
+        } else {
+            let margin = String(repeating: " ", count: max(0, min(indent, width / 2)))
+            let trimmed = last.drop { $0 == " " }
+            if let space = last.lastIndex(of: " "), last[..<space].contains(where: { $0 != " " }) {
+                let word = last[last.index(after: space)...]
+                rows[rows.count - 1] = String(last[..<space])
+                rows += wrap(margin + word + closing, width: width, indent: indent)
+            } else if !trimmed.isEmpty {
+                rows += wrap(margin + closing.drop { $0 == " " }, width: width, indent: indent)
+            }
+        }
+        return rows.joined(separator: "\n")
+    }
+
     /// A line that must stay one row (a status redrawn in place): whole when it fits, else
     /// cut after its last word that fits, with `…`.
     public static func firstRow(_ text: String, width: Int) -> String {

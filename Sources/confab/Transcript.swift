@@ -233,7 +233,7 @@ final class Transcript {
 
     func header(_ title: String, who: String) {
         breakLine()
-        emit(styled(TextRows.wrapped("== \(SafeText.singleLine(title)) ==", width: width, indent: 3), .title) + "\n")
+        emit(styled(TextRows.wrapped("== \(SafeText.singleLine(title))", closing: " ==", width: width, indent: 3), .title) + "\n")
         emit(styled(TextRows.wrapped(SafeText.singleLine(who), width: width, indent: 2), .quiet) + "\n")
     }
 
@@ -247,7 +247,7 @@ final class Transcript {
     /// `-- text --`, quietly.
     func notice(_ text: String) {
         breakLine()
-        emit(styled(TextRows.wrapped("-- \(SafeText.singleLine(text)) --", width: width, indent: 3), .quiet) + "\n")
+        emit(styled(TextRows.wrapped("-- \(SafeText.singleLine(text))", closing: " --", width: width, indent: 3), .quiet) + "\n")
     }
 
     /// Something of ours (help), its lines wrapped between words; a line of two columns
@@ -300,7 +300,9 @@ final class Transcript {
     private func emit(_ marker: (text: String, tone: Tone)?, after column: Int) {
         guard let marker else { return }
         let fits = column + 1 + DisplayWidth.of(marker.text) <= width
-        emit((atLineStart ? "" : fits ? " " : "\n") + styled(marker.text, marker.tone))
+        // On a row of its own, a long marker (a failure's reason) wraps between words too.
+        let text = fits ? marker.text : TextRows.wrapped(marker.text, width: width, indent: 1)
+        emit((atLineStart ? "" : fits ? " " : "\n") + styled(text, marker.tone))
     }
 
     // MARK: Messages

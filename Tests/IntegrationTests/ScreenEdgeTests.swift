@@ -137,5 +137,11 @@ final class ScreenEdgeTests: TmuxTestCase {
         try tmux.waitForScreen(other, "the id completed") { $0.split(separator: "\n").last == "the latest one> /switch \(shells)" }
         try tmux.send(other, ["Enter"])
         try tmux.waitForText(other, "(\(shells))")
+        // Several conversations fit: each is listed with its title, and the line keeps what was typed.
+        try tmux.type(other, "/switch ")
+        try tmux.send(other, ["Tab"])
+        try tmux.waitForText(other, "-- \(latest)  the latest one --")
+        let listed = try tmux.waitForText(other, "-- \(shells)  shell ")
+        XCTAssertEqual(listed.split(separator: "\n").last.map { $0.hasSuffix("> /switch") }, true, listed)
     }
 }

@@ -178,6 +178,14 @@ final class TextRowsTests: XCTestCase {
         }
     }
 
+    func testAClosingMarkStaysWithTheLastWord() {
+        XCTAssertEqual(TextRows.wrapped("-- the reply m4 is replaced by m6", closing: " --", width: 33, indent: 3),
+                       "-- the reply m4 is replaced by\n   m6 --")
+        XCTAssertEqual(TextRows.wrapped("-- bob joined", closing: " --", width: 40, indent: 3), "-- bob joined --")
+        XCTAssertEqual(TextRows.wrapped("== design review (k3v9q2m8x7ad)", closing: " ==", width: 32, indent: 3),
+                       "== design review\n   (k3v9q2m8x7ad) ==")
+    }
+
     func testTheSecondColumnOfAHelpLine() {
         XCTAssertEqual(TextRows.secondColumn(of: "/history [N]     show N (default 20) earlier messages"), 17)
         XCTAssertEqual(TextRows.secondColumn(of: "  indented  then"), 12)
