@@ -19,6 +19,10 @@
 public enum ToolCallFormat {
     public static let mark = "⚙"
 
+    /// The longest string value shown whole in a call's line: longer ones keep their start
+    /// and end around their length.
+    public static let longestValueShown = 48
+
     /// Where a call stands, or how it ended.
     public enum Outcome: Equatable, Sendable {
         /// The tool answered, with any HTTP status.
@@ -121,7 +125,7 @@ public enum ToolCallFormat {
     /// (strings kept as written), anything else with its runs of white space made one space.
     /// Every key is kept; a string (or a text that is not JSON) longer than `longestValue`
     /// characters keeps its start and end around `…[N characters]…`.
-    public static func arguments(_ text: String, longestValue: Int = 48) -> String {
+    public static func arguments(_ text: String, longestValue: Int = longestValueShown) -> String {
         compact(text, longestValue: longestValue)
     }
 
@@ -155,7 +159,7 @@ public enum ToolCallFormat {
     /// the first indented), with the detail cut to what is left of the last row.
     static func layout(name: String, arguments: String?, status: String, detail: String?, width: Int) -> String {
         let head = mark + " " + SafeText.singleLine(name)
-        let compacted = arguments.map { compact($0, longestValue: 48) } ?? ""
+        let compacted = arguments.map { compact($0, longestValue: longestValueShown) } ?? ""
         let args = compacted.isEmpty ? "" : " " + compacted
         let tail = status.isEmpty ? "" : " " + status
         let width = max(1, width)
@@ -173,7 +177,7 @@ public enum ToolCallFormat {
     /// wrapped to `width`, the cursor after it.
     public static func question(name: String, arguments: String, width: Int) -> String {
         let head = SafeText.singleLine(name)
-        let compacted = compact(arguments, longestValue: 48)
+        let compacted = compact(arguments, longestValue: longestValueShown)
         let text = head + (compacted.isEmpty ? "" : " " + compacted) + " — allow? [y/N]"
         return TextRows.wrapped(text, width: max(1, width - 1), indent: 2) + " "
     }
