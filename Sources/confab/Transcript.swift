@@ -268,7 +268,7 @@ final class Transcript {
             return
         }
         if sharedTerminal { breakLine() }
-        Out.errorLine(colour ? "\u{1B}[31mconfab: \(SafeText.sanitized(text))\u{1B}[0m" : "confab: \(text)")
+        Out.errorLine("confab: \(text)", red: colour)
     }
 
     /// `[14:03] ana@pts/3: ` in the author's colour; its width.
