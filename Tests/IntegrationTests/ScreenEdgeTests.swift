@@ -90,6 +90,18 @@ final class ScreenEdgeTests: TmuxTestCase {
         }
     }
 
+    /// Lines typed from a pipe, the conversation on a terminal: an error is red, not `^[[31m`.
+    func testAnErrorOnATerminalIsColouredNotEscaped() throws {
+        let id = try new("piped")
+        // `swift test` sets NO_COLOR; colour is what is tested here.
+        let pane = try tmux.start("unset NO_COLOR; echo /frobnicate | " + harness.confabCommand(["attach", id, "--name", "ana"]))
+        let screen = try tmux.waitForText(pane, "[exit 0]")
+        XCTAssertTrue(screen.contains("confab: unknown command /frobnicate"), screen)
+        XCTAssertFalse(screen.contains("^["), screen)
+        let coloured = try tmux.screen(pane, escapes: true)
+        XCTAssertTrue(coloured.contains("\u{1B}[31m"), coloured.debugDescription)
+    }
+
     /// Two people on one conversation: bob's half-typed line is his own business; only on an
     /// empty line does his Ctrl-C stop the reply ana asked for.
     func testCtrlCClearsAHalfTypedLineAndCancelsOnlyOnAnEmptyOne() throws {
