@@ -27,7 +27,10 @@ public enum LineBreaks {
 
         public mutating func feed(_ piece: String) -> String {
             // Nearly every piece has none of these: hand it back untouched.
-            guard heldCarriageReturn || piece.utf8.contains(where: { $0 == 0x0D || $0 == 0xC2 || $0 == 0xE2 }) else { return piece }
+            // (0xC2 and 0xE2 lead NEL and the separators, and also much typography: those
+            // pieces are looked at by code point before anything is rebuilt.)
+            guard heldCarriageReturn || piece.utf8.contains(where: { $0 == 0x0D || $0 == 0xC2 || $0 == 0xE2 }),
+                  heldCarriageReturn || piece.unicodeScalars.contains(where: LineBreaks.isBreak) else { return piece }
             var out = String.UnicodeScalarView()
             for scalar in piece.unicodeScalars {
                 if heldCarriageReturn {
