@@ -9,4 +9,14 @@
 static inline void confab_rl_set_catch_signals(int on) { rl_catch_signals = on; }
 static inline int confab_rl_line_length(void) { return rl_end; }
 static inline void confab_rl_set_getc(int (*getc_function)(FILE *)) { rl_getc_function = getc_function; }
+/* Completion of the whole line before the cursor (no word breaks but a newline), by a
+   function that returns every completion of it; nothing is appended after one. */
+static inline void confab_rl_set_line_completion(rl_completion_func_t *function) {
+    rl_attempted_completion_function = function;
+    rl_basic_word_break_characters = "\n";
+    rl_completer_word_break_characters = "\n";
+    rl_completion_append_character = 0;
+}
+/* No completion of file names when the function found nothing. */
+static inline void confab_rl_completion_over(void) { rl_attempted_completion_over = 1; }
 #endif

@@ -21,11 +21,21 @@ public final class LineEditor {
     private var active = false
     private var prompt: String
 
+    /// What Tab does: given the line up to the cursor, the whole lines it may become. One is
+    /// put in the line; of several, what they all start with (and the caller may list them).
+    public typealias Completer = (String) -> [String]
+
+    nonisolated(unsafe) private static var completer: Completer?
+
     /// Takes over the terminal on standard input. `historyFile` is read now and written
     /// at `stop`.
-    public init(prompt: String, historyFile: String?) {
+    public init(prompt: String, historyFile: String?, completer: Completer? = nil) {
         self.historyFile = historyFile
         self.prompt = prompt
+        Self.completer = completer
+        confab_rl_set_line_completion { text, _, _ in
+            LineEditor.completions(of: text.map { String(cString: $0) } ?? "")
+        }
         // SIGINT and SIGWINCH are the caller's (a signal pipe); libedit must not take them.
         confab_rl_set_catch_signals(0)
         // Every key passes KeyFilter first: the line breaks of a bracketed paste stay in
@@ -42,8 +52,44 @@ public final class LineEditor {
             if confab_rl_line_length() == 0 { LineEditor.received.append(.end) }
             return 0
         }, 4)
+        // Whether anything is typed is known only inside a key's function: libedit updates
+        // rl_end just before calling one. `hasTypedText` feeds this key to ask.
+        _ = rl_add_defun("confab-line-state", { _, _ in
+            LineEditor.lineHasText = confab_rl_line_length() > 0
+            return 0
+        }, Int32(KeyFilter.lineStateKey))
         Self.write("\u{1B}[?2004h")
         active = true
+    }
+
+    nonisolated(unsafe) private static var lineHasText = false
+
+    /// libedit's form of the completions: what replaces the text, then each completion, then
+    /// NULL, all from malloc (libedit frees them). The text is kept when the completions have
+    /// no longer start in common with it (a title matched, not the id typed).
+    private static func completions(of text: String) -> UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? {
+        confab_rl_completion_over()
+        guard let completer, case let found = completer(text), !found.isEmpty else { return nil }
+        var common = found[0]
+        for other in found.dropFirst() {
+            common = String(zip(common, other).prefix { $0 == $1 }.map(\.0))
+        }
+        let replacement = found.count == 1 ? found[0] : common.count >= text.count ? common : text
+        let list = [replacement] + (found.count == 1 ? [found[0]] : [replacement])
+        let size = MemoryLayout<UnsafeMutablePointer<CChar>?>.stride * (list.count + 1)
+        guard let memory = malloc(size) else { return nil }
+        let array = memory.bindMemory(to: UnsafeMutablePointer<CChar>?.self, capacity: list.count + 1)
+        for (index, item) in list.enumerated() { array[index] = strdup(item) }
+        array[list.count] = nil
+        return array
+    }
+
+    /// Whether the line being typed holds anything.
+    public var hasTypedText: Bool {
+        Self.lineHasText = false
+        KeyFilter.inject(KeyFilter.lineStateKey)
+        rl_callback_read_char()
+        return Self.lineHasText
     }
 
     private static func write(_ text: String) {
@@ -147,6 +193,15 @@ enum KeyFilter {
     private static let noChange: UInt32 = 0x11
 
     nonisolated(unsafe) private static var inserted = false
+
+    /// Ctrl-\\ (FS): with the terminal's signals on it sends SIGQUIT and never reaches the
+    /// editor as a key, so it is free to stand for a question to the editor of our own.
+    static let lineStateKey: UInt32 = 0x1C
+
+    /// `key` is the next one libedit reads, ahead of anything already queued.
+    static func inject(_ key: UInt32) {
+        queue.insert(key, at: 0)
+    }
 
     private static func insertNewline() {
         _ = rl_insert_text(lineBreak)

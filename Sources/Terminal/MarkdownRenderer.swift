@@ -19,7 +19,7 @@ public struct MarkdownRenderer: Sendable {
 
     /// The rows of a whole text.
     public func render(_ text: String, width: Int, firstColumn: Int = 0) -> [String] {
-        rows(for: Markdown.parse(text).map(\.block), index: 0, width: width, firstColumn: firstColumn)
+        rows(for: Markdown.parse(LineBreaks.normalized(text)).map(\.block), index: 0, width: width, firstColumn: firstColumn)
     }
 
     /// The rows of `blocks`, the top-level blocks number `index`, `index + 1`, … of a text:

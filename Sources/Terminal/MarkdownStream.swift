@@ -23,6 +23,8 @@ public struct MarkdownStream {
     private var frozenRows = 0
     /// Where the open block's first row starts (after a header), 0 once rows are committed.
     private var firstColumn: Int
+    /// Line breaks made one kind before the text is parsed (a CR at a piece's end waits here).
+    private var lineBreaks = LineBreaks.Normalizer()
 
     public struct Update: Equatable {
         public var committed: [String]
@@ -42,7 +44,7 @@ public struct MarkdownStream {
     }
 
     public mutating func append(_ text: String) {
-        source += text
+        source += lineBreaks.feed(text)
     }
 
     /// The rows that became final since the last update, and the live rows as they are now.
@@ -62,6 +64,7 @@ public struct MarkdownStream {
 
     /// The end of the text: every row not yet committed.
     public mutating func finish() -> [String] {
+        source += lineBreaks.finish()
         var rows = rendering(source)
         rows.removeFirst(min(frozenRows, rows.count))
         closedBlocks += Markdown.parse(source).count

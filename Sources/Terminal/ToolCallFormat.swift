@@ -2,17 +2,26 @@
 /// them:
 ///
 ///     ⚙ weather {"city":"Paris"}
-///     ⚙ weather {"city":"Paris"} needs your approval: /approve or /deny (or y/n)
+///     ⚙ weather {"city":"Paris"} needs your approval: y/n, or /approve c1, /deny c1
 ///     ⚙ weather → 200 · 84 ms · {"temp":21,"sky":"clear"}
 ///     ⚙ weather ✗ tool_timeout: the tool did not answer within 10 s
 ///     ⚙ weather {"city":"Paris"} → 200 · 84 ms
 ///
 /// Every name, argument, content and error text is the daemon's, the model's or a tool
-/// server's: each is made one safe line (`SafeText.singleLine`) before it is measured. A line
-/// wider than `width` columns gives up the content's preview first, then the arguments, and
-/// is cut with `…` only when its fixed parts do not fit either.
+/// server's: each is made one safe line (`SafeText.singleLine`) before it is measured.
+///
+/// Arguments are what a person approves, so none is ever left out: every key is shown, and
+/// a long string value is shortened in its middle with its length said
+/// (`"login page  …[2,110 characters]…  "`), so that it cannot push a later key out of
+/// sight. A line wider than `width` columns wraps between words onto indented rows; only
+/// the preview of what a tool answered is cut (with `…`), and left out when no room is left
+/// for it on the last row.
 public enum ToolCallFormat {
     public static let mark = "⚙"
+
+    /// The longest string value shown whole in a call's line: longer ones keep their start
+    /// and end around their length.
+    public static let longestValueShown = 48
 
     /// Where a call stands, or how it ended.
     public enum Outcome: Equatable, Sendable {
@@ -80,10 +89,10 @@ public enum ToolCallFormat {
         layout(name: name, arguments: arguments, status: "", detail: nil, width: width)
     }
 
-    /// `⚙ weather {"city":"Paris"} needs your approval: /approve or /deny (or y/n)`, with
+    /// `⚙ weather {"city":"Paris"} needs your approval: y/n, or /approve c1, /deny c1`, with
     /// `how` after the colon.
     public static func approvalRequest(name: String, arguments: String, how: String, width: Int) -> String {
-        layout(name: name, arguments: arguments, status: "needs your approval: " + how, detail: nil, width: width)
+        layout(name: name, arguments: arguments, status: "needs your approval: " + SafeText.singleLine(how), detail: nil, width: width)
     }
 
     /// `⚙ weather → 200 · 84 ms · {"temp":21,…}`: how a call went, with a preview of what the
@@ -114,9 +123,16 @@ public enum ToolCallFormat {
 
     /// The model's arguments on one line: JSON without the white space between its tokens
     /// (strings kept as written), anything else with its runs of white space made one space.
-    /// At most `limit` characters are looked at; what is left out ends in `…`.
-    public static func arguments(_ text: String, limit: Int = 2000) -> String {
-        compact(text, limit: limit)
+    /// Every key is kept; a string (or a text that is not JSON) longer than `longestValue`
+    /// characters keeps its start and end around `…[N characters]…`.
+    public static func arguments(_ text: String, longestValue: Int = longestValueShown) -> String {
+        compact(text, longestValue: longestValue)
+    }
+
+    /// The arguments whole, compacted as `arguments` does but with nothing shortened: for a
+    /// person who asks to see the call in full.
+    public static func fullArguments(_ text: String) -> String {
+        compact(text, longestValue: nil)
     }
 
     /// What a tool answered, as one line: JSON compacted as arguments are, other text's first
@@ -139,28 +155,31 @@ public enum ToolCallFormat {
 
     // MARK: Layout
 
-    /// `⚙ NAME ARGUMENTS STATUS · DETAIL`, cut to `width`: the detail first, then the
-    /// arguments, then the whole line.
+    /// `⚙ NAME ARGUMENTS STATUS · DETAIL` in rows of `width`: wrapped between words (rows after
+    /// the first indented), with the detail cut to what is left of the last row.
     static func layout(name: String, arguments: String?, status: String, detail: String?, width: Int) -> String {
         let head = mark + " " + SafeText.singleLine(name)
-        let compacted = arguments.map { compact($0, limit: 2000) } ?? ""
+        let compacted = arguments.map { compact($0, longestValue: longestValueShown) } ?? ""
         let args = compacted.isEmpty ? "" : " " + compacted
         let tail = status.isEmpty ? "" : " " + status
-        let more = (detail ?? "").isEmpty ? "" : " · " + detail!
-        let whole = head + args + tail + more
         let width = max(1, width)
-        if DisplayWidth.of(whole) <= width { return whole }
-        // Room for at least a few characters of what is cut, and its `…`.
-        let least = 5
-        let fixed = DisplayWidth.of(head + args + tail)
-        if !more.isEmpty, width - fixed >= least {
-            return head + args + tail + DisplayWidth.truncate(more, to: width - fixed)
+        var rows = TextRows.wrap(head + args + tail, width: width, indent: 2)
+        if let detail, !detail.isEmpty, let last = rows.last {
+            // Room for at least a few characters of what is cut, and its `…`.
+            let least = 5
+            let room = width - DisplayWidth.of(last) - DisplayWidth.of(" · ")
+            if room >= least { rows[rows.count - 1] = last + " · " + DisplayWidth.truncate(detail, to: room) }
         }
-        let bare = DisplayWidth.of(head + tail)
-        if !args.isEmpty, width - bare >= least {
-            return head + DisplayWidth.truncate(args, to: width - bare) + tail
-        }
-        return DisplayWidth.truncate(head + args + tail, to: width)
+        return rows.joined(separator: "\n")
+    }
+
+    /// `weather {"city":"Paris"} — allow? [y/N] `: the question `ask` puts on the terminal,
+    /// wrapped to `width`, the cursor after it.
+    public static func question(name: String, arguments: String, width: Int) -> String {
+        let head = SafeText.singleLine(name)
+        let compacted = compact(arguments, longestValue: longestValueShown)
+        let text = head + (compacted.isEmpty ? "" : " " + compacted) + " — allow? [y/N]"
+        return TextRows.wrapped(text, width: max(1, width - 1), indent: 2) + " "
     }
 
     private static func startsLikeJSON(_ text: Substring) -> Bool {
@@ -168,24 +187,36 @@ public enum ToolCallFormat {
         return first == "{" || first == "["
     }
 
-    /// One safe line of at most `limit` characters of `text` (see `arguments`).
+    /// One safe line of at most `limit` characters of `text`, what is left out shown by `…`:
+    /// for previews of a tool's answer.
     private static func compact(_ text: String, limit: Int) -> String {
         let looked = text.prefix(limit)
-        let cut = looked.endIndex != text.endIndex
+        let line = compact(String(looked), longestValue: nil)
+        return looked.endIndex != text.endIndex ? line + "…" : line
+    }
+
+    /// One safe line of `text` (see `arguments`); with `longestValue`, long strings and long
+    /// text that is not JSON shortened in their middle.
+    private static func compact(_ text: String, longestValue: Int?) -> String {
         var out = String.UnicodeScalarView()
-        if startsLikeJSON(looked) {
+        if startsLikeJSON(Substring(text)) {
             var inString = false
             var escaped = false
-            for scalar in looked.unicodeScalars {
+            var string = String.UnicodeScalarView()
+            for scalar in text.unicodeScalars {
                 if inString {
-                    out.append(scalar)
                     if escaped {
                         escaped = false
                     } else if scalar == "\\" {
                         escaped = true
                     } else if scalar == "\"" {
                         inString = false
+                        out.append(contentsOf: shortened(String(string), longestValue).unicodeScalars)
+                        out.append(scalar)
+                        string = String.UnicodeScalarView()
+                        continue
                     }
+                    string.append(scalar)
                 } else if scalar == " " || scalar == "\t" || scalar == "\n" || scalar == "\r" {
                     continue
                 } else {
@@ -193,9 +224,11 @@ public enum ToolCallFormat {
                     out.append(scalar)
                 }
             }
+            // A string the text never closed.
+            out.append(contentsOf: shortened(String(string), longestValue).unicodeScalars)
         } else {
             var space = false
-            for scalar in looked.unicodeScalars {
+            for scalar in text.unicodeScalars {
                 if scalar.properties.isWhitespace {
                     space = !out.isEmpty
                 } else {
@@ -204,9 +237,35 @@ public enum ToolCallFormat {
                     out.append(scalar)
                 }
             }
+            // Text that is not JSON gets more room than one value.
+            out = shortened(String(out), longestValue.map { $0 * 4 }).unicodeScalars
         }
-        let line = SafeText.singleLine(String(out))
-        return cut ? line + "…" : line
+        return SafeText.singleLine(String(out))
+    }
+
+    /// `text` when it has at most `longest` characters; else its start and end around
+    /// `…[N characters]…`.
+    static func shortened(_ text: String, _ longest: Int?) -> String {
+        guard let longest else { return text }
+        let count = text.count
+        guard count > longest else { return text }
+        let keep = max(2, longest / 2)
+        let start = text.prefix(keep * 2 / 3)
+        let end = text.suffix(keep - start.count)
+        // A no-break space: the marker is read whole, never split over two rows.
+        return start + "…[" + grouped(count) + "\u{A0}characters]…" + end
+    }
+
+    /// `2,110`: thousands set apart, for a length read at a glance.
+    private static func grouped(_ number: Int) -> String {
+        var digits = String(number)
+        var groups: [Substring] = []
+        while digits.count > 3 {
+            groups.insert(digits.suffix(3), at: 0)
+            digits.removeLast(3)
+        }
+        groups.insert(Substring(digits), at: 0)
+        return groups.joined(separator: ",")
     }
 }
 

@@ -406,11 +406,7 @@ final class AskStream {
             }
             asking = Question(call: call)
             let width = TerminalSize.of(terminal.output)?.columns ?? 80
-            let name = SafeText.singleLine(call.name)
-            let tail = " — allow? [y/N] "
-            let room = max(10, width - 2 - DisplayWidth.of(name) - DisplayWidth.of(tail))
-            let arguments = DisplayWidth.truncate(ToolCallFormat.arguments(call.arguments), to: room)
-            var text = name + (arguments.isEmpty ? "" : " " + arguments) + tail
+            var text = ToolCallFormat.question(name: call.name, arguments: call.arguments, width: width)
             _ = text.withUTF8 { Out.writeAll(terminal.output, UnsafeRawBufferPointer($0)) }
         }
     }
@@ -644,7 +640,7 @@ final class StatusLine {
     private func draw() {
         guard let spinner, isTerminal else { return }
         let columns = TerminalSize.of(fd)?.columns ?? 80
-        let line = DisplayWidth.truncate(SafeText.singleLine(spinner.line), to: columns - 1)
+        let line = TextRows.firstRow(SafeText.singleLine(spinner.line), width: columns - 1)
         write("\r\u{1B}[K" + line)
         shown = true
     }

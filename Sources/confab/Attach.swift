@@ -13,8 +13,8 @@ struct Attach: ClientCommand {
         abstract: "Show a conversation live; every line typed is sent to it.",
         discussion: """
             Lines starting with / are commands (/help lists them); // sends a line that starts \
-            with a slash. Ctrl-C stops a reply in flight (you stay attached) or clears the line \
-            being typed; Ctrl-D (end of input) detaches. Your name is --name, else $CONFAB_NAME, \
+            with a slash. Ctrl-C clears the line being typed; on an empty line it stops the reply \
+            in flight (you stay attached). Ctrl-D (end of input) detaches. Your name is --name, else $CONFAB_NAME, \
             else login@tty. Alt-Enter puts a line break in the message. Replies are rendered \
             from markdown on a terminal; --raw (or --plain) shows their text as it is, and \
             NO_COLOR keeps the layout without colours.
@@ -22,7 +22,8 @@ struct Attach: ClientCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
+    @Argument(help: "The conversation (id or unique prefix); without one, this shell's conversation (the one ask -C continues), else the most recently active one.",
+              completion: .conversationIDs) var id: String?
     @Option(help: "How many earlier messages to show (0…1000).") var history = 20
     @Option(help: "Your display name (default: $CONFAB_NAME, else login@tty).") var name: String?
     @Flag(name: [.customLong("raw"), .customLong("plain")],
@@ -36,7 +37,7 @@ struct Attach: ClientCommand {
     func run() throws {
         let connection = try Connection.open(path: socketPath)
         let me = try connection.hello(command: "attach", name: name)
-        let conversation = try connection.resolveConversation(id)
+        let conversation = try id.map(connection.resolveConversation) ?? ConversationChoice.toAttach(connection)
         let colour = !plain && isatty(1) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
         let session = AttachSession(connection: connection, me: me, colour: colour, render: !plain && isatty(1) != 0)
         // A person at a terminal gets the chat screen and the line editor; a pipe or a
@@ -133,7 +134,22 @@ final class AttachSession {
     }
 
     func startEditor() {
-        editor = LineEditor(prompt: prompt, historyFile: Self.historyFile())
+        editor = LineEditor(prompt: prompt, historyFile: Self.historyFile(), completer: completer)
+    }
+
+    /// Tab in the input line (`AttachChoice.swift`); the conversations are asked for at each press.
+    private var completer: LineEditor.Completer {
+        { [weak self] line in
+            guard let self else { return [] }
+            return self.completions(of: line) {
+                (try? self.connection.call(RPCMethod.conversationList.rawValue, ["limit": 200]))?["conversations"]?.array ?? []
+            }
+        }
+    }
+
+    /// One conversation Tab could complete to, listed above the input line.
+    func listCompletion(_ id: String, title: String) {
+        transcript.notice(id + "  " + title)
     }
 
     /// The conversation's title, short, as the input line's prompt.
@@ -263,7 +279,11 @@ final class AttachSession {
     private func caught(_ signal: Int32) throws(Failure) {
         switch signal {
         case SIGINT:
-            if transcript.replyInFlight || !chainsInFlight.isEmpty {
+            // As in a shell: a half-typed line is cleared and nothing else; on an empty line
+            // Ctrl-C stops the reply in flight.
+            if let editor, editor.hasTypedText {
+                editor.clearLine()
+            } else if transcript.replyInFlight || !chainsInFlight.isEmpty {
                 try cancel()
             } else if let editor {
                 editor.clearLine()
@@ -530,13 +550,13 @@ final class AttachSession {
 
     static let help = """
         /help            this list
-        /cancel          stop the reply in flight (Ctrl-C does too)
+        /cancel          stop the reply in flight (Ctrl-C on an empty line does too)
         /history [N]     show N (default 20) earlier messages
         /who             who is attached
         /rename TITLE    retitle the conversation
         /model NAME      ask the next replies of the model NAME
         /system [TEXT]   the system prompt for the next replies (nothing clears it)
-        /switch ID       attach to another conversation instead
+        /switch ID       attach to another conversation instead (Tab completes ids and titles)
         /new [TITLE]     start a conversation and switch to it
         /edit            write a message in $EDITOR, then send it
         /retry           a new reply to the last message (the old one is kept)
@@ -755,9 +775,9 @@ final class AttachSession {
     private func askApproval(_ waiting: Waiting) {
         guard !awaitingApproval.contains(where: { $0.call.id == waiting.call.id }) else { return }
         awaitingApproval.append(waiting)
-        // `y` and `n` answer the oldest; the others are named.
-        let how = awaitingApproval.count == 1 ? "/approve or /deny (or y/n)"
-            : "/approve \(waiting.call.id) or /deny \(waiting.call.id)"
+        // `y` and `n` answer the oldest; every call can be answered by its id.
+        let id = waiting.call.id
+        let how = awaitingApproval.count == 1 ? "y/n, or /approve \(id), /deny \(id)" : "/approve \(id) or /deny \(id)"
         transcript.toolApprovalRequested(call: waiting.call.id, name: waiting.call.name, arguments: waiting.call.arguments, how: how)
     }
 
@@ -869,7 +889,7 @@ final class AttachSession {
         defer {
             if lineEditor != nil {
                 screen?.resume()
-                self.editor = LineEditor(prompt: prompt, historyFile: Self.historyFile())
+                self.editor = LineEditor(prompt: prompt, historyFile: Self.historyFile(), completer: completer)
             }
         }
         do {

@@ -96,9 +96,13 @@ enum Out {
     }
 
     /// A line on stderr. Error texts carry what the upstream or the daemon said, so they
-    /// are made safe for a terminal.
-    static func errorLine(_ text: String) {
-        var line = SafeText.sanitized(text) + "\n"
+    /// are made safe for a terminal; on a terminal they wrap between words.
+    /// With `red`, in red: the colour is ours, added after the text is made safe.
+    static func errorLine(_ text: String, red: Bool = false) {
+        var line = SafeText.sanitized(text)
+        if let columns = TerminalSize.of(2)?.columns { line = TextRows.wrapped(line, width: columns, indent: 2) }
+        if red { line = "\u{1B}[31m" + line + "\u{1B}[0m" }
+        line += "\n"
         _ = line.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 

@@ -202,7 +202,7 @@ final class Transcript {
     private func showStatus() {
         guard !statusShown, let screen, current == nil, let spinner = waiting.values.first else { return }
         if !atLineStart { emit("\n") }
-        let line = styled(DisplayWidth.truncate(SafeText.singleLine(spinner.line), to: max(1, width - 1)), .quiet)
+        let line = styled(TextRows.firstRow(SafeText.singleLine(spinner.line), width: max(1, width - 1)), .quiet)
         screen.output(line, endingAt: DisplayWidth.visible(line))
         statusShown = true
     }
@@ -233,38 +233,42 @@ final class Transcript {
 
     func header(_ title: String, who: String) {
         breakLine()
-        emit(styled("== \(SafeText.singleLine(title)) ==", .title) + "\n")
-        emit(styled(SafeText.singleLine(who), .quiet) + "\n")
+        emit(styled(TextRows.wrapped("== \(SafeText.singleLine(title))", closing: " ==", width: width, indent: 3), .title) + "\n")
+        emit(styled(TextRows.wrapped(SafeText.singleLine(who), width: width, indent: 2), .quiet) + "\n")
     }
 
     /// The quick replies offered under a message, numbered as `/1`, `/2`… pick them: `[1] yes  [2] no`.
     func quickReplies(_ replies: [String]) {
         breakLine()
         let items = replies.enumerated().map { "[\($0.offset + 1)] \(SafeText.singleLine($0.element))" }
-        emit(styled(items.joined(separator: "  "), .quiet) + "\n")
+        emit(styled(TextRows.wrapped(items.joined(separator: "  "), width: width), .quiet) + "\n")
     }
 
     /// `-- text --`, quietly.
     func notice(_ text: String) {
         breakLine()
-        emit(styled("-- \(SafeText.singleLine(text)) --", .quiet) + "\n")
+        emit(styled(TextRows.wrapped("-- \(SafeText.singleLine(text))", closing: " --", width: width, indent: 3), .quiet) + "\n")
     }
 
-    /// Something of ours (help), as it is.
+    /// Something of ours (help), its lines wrapped between words; a line of two columns
+    /// goes on under its second column.
     func block(_ text: String) {
         breakLine()
-        emit(text + "\n")
+        let rows = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            TextRows.wrapped(String(line), width: width, indent: TextRows.secondColumn(of: String(line)))
+        }
+        emit(rows.joined(separator: "\n") + "\n")
     }
 
     /// An error: on stderr, after breaking the reply's line when both share a terminal.
     func error(_ text: String) {
         if screen != nil {
             breakLine()
-            emit(styled("confab: \(SafeText.sanitized(text))", .error) + "\n")
+            emit(styled(TextRows.wrapped("confab: \(SafeText.sanitized(text))", width: width, indent: 2), .error) + "\n")
             return
         }
         if sharedTerminal { breakLine() }
-        Out.errorLine(colour ? "\u{1B}[31mconfab: \(SafeText.sanitized(text))\u{1B}[0m" : "confab: \(text)")
+        Out.errorLine("confab: \(text)", red: colour)
     }
 
     /// `[14:03] ana@pts/3: ` in the author's colour; its width.
@@ -296,7 +300,9 @@ final class Transcript {
     private func emit(_ marker: (text: String, tone: Tone)?, after column: Int) {
         guard let marker else { return }
         let fits = column + 1 + DisplayWidth.of(marker.text) <= width
-        emit((atLineStart ? "" : fits ? " " : "\n") + styled(marker.text, marker.tone))
+        // On a row of its own, a long marker (a failure's reason) wraps between words too.
+        let text = fits ? marker.text : TextRows.wrapped(marker.text, width: width, indent: 1)
+        emit((atLineStart ? "" : fits ? " " : "\n") + styled(text, marker.tone))
     }
 
     // MARK: Messages
@@ -493,6 +499,28 @@ final class Transcript {
         self.message(message)
     }
 
+    /// A call's arguments whole, nothing shortened, each row cut at the width rather than
+    /// between words, so that every character (a run of spaces too) keeps its place.
+    func fullArguments(_ arguments: String) {
+        notice("arguments in full:")
+        let text = ToolCallFormat.fullArguments(arguments)
+        var rows: [String] = []
+        var row = ""
+        var used = 0
+        for character in text {
+            let characterWidth = DisplayWidth.of(character)
+            if used + characterWidth > max(2, width), !row.isEmpty {
+                rows.append(row)
+                row = ""
+                used = 0
+            }
+            row.append(character)
+            used += characterWidth
+        }
+        rows.append(row)
+        emit(styled(rows.joined(separator: "\n"), .quiet) + "\n")
+    }
+
     /// `/tool`: which call a tool message answers, how it went, and everything the tool
     /// answered, wrapped as people's messages are (it is another party's text, made safe).
     func toolDetail(_ message: JSON, arguments: String?) {
@@ -501,6 +529,7 @@ final class Transcript {
         let summary = ToolCallFormat.summary(name: ToolLines.name(of: message), arguments: arguments ?? "",
                                              outcome: ToolLines.outcome(of: message), width: Int.max / 2)
         notice("\(id) · call \(call) · \(summary)")
+        if let arguments, !arguments.isEmpty { fullArguments(arguments) }
         var wrapper = Wrapper(width: width)
         emit(wrapper.feed(SafeText.sanitized(message["content"]?.string ?? "")) + wrapper.flush())
         if !atLineStart { emit("\n") }

@@ -134,9 +134,12 @@ final class AttachTests: TmuxTestCase {
         let rows = screen.split(separator: "\n")
         XCTAssertEqual(rows.last, "chat> half typed", screen)
         XCTAssertEqual(rows.filter { $0.contains("half typed") }.count, 1, "typing never lands in the output:\n\(screen)")
+        // Ctrl-C takes the half-typed line only; on the empty line it stops the reply.
+        try tmux.send(pane, ["C-c"])
+        try tmux.waitForScreen(pane, "an empty input line") { $0.split(separator: "\n").last == "chat>" }
+        XCTAssertFalse(try tmux.screen(pane).contains("[cancelled"))
         try tmux.send(pane, ["C-c"])
         try tmux.waitForText(pane, "[cancelled by you]")
-        XCTAssertEqual(try tmux.screen(pane).split(separator: "\n").last, "chat> half typed")
     }
 
     func testCJKAndEmojiWrapByDisplayWidthAtANarrowWidth() throws {

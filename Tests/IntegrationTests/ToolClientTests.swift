@@ -132,7 +132,7 @@ final class ToolClientTests: TmuxTestCase {
 
         // /approve on the other screen.
         try enter(ana, "first [[tool:guarded {\"city\":\"Paris\"}]]")
-        let question = "⚙ guarded {\"city\":\"Paris\"} needs your approval: /approve or /deny (or y/n)"
+        let question = "⚙ guarded {\"city\":\"Paris\"} needs your approval: y/n, or /approve "
         try tmux.waitForText(ana, question, timeout: 10)
         try tmux.waitForText(bob, question, timeout: 10)
         try enter(bob, "/approve")
@@ -175,6 +175,37 @@ final class ToolClientTests: TmuxTestCase {
         XCTAssertEqual(tools.last?["error"]?["code"]?.string, "tool_denied")
         // Nobody's "y" or "n" was sent as a message.
         XCTAssertEqual(try history(id).filter { $0["role"]?.string == "user" }.count, 3)
+    }
+
+    /// Arguments whose first value is 2,100 characters long: in a 54-column pane the approval
+    /// line still shows every key, the call's id and how to answer, and /tool shows it all.
+    func testAnApprovalInANarrowPaneShowsEveryArgumentAndHowToAnswer() throws {
+        let id = try newConversation()
+        let pane = try tmux.start(harness.confabCommand(["attach", id, "--name", "ana"]), width: 54, height: 70)
+        try tmux.waitForText(pane, "here: ana (you)", timeout: 10)
+        let arguments = "{\"city\":\"Paris\",\"query\":\"login page" + String(repeating: " ", count: 2100)
+            + "\", \"state\":\"open\", \"admin_delete\":\"all-tickets\"}"
+        let asked = try harness.client().call("message.send", ["conversation": .string(id), "content": .string("q [[tool:guarded \(arguments)]]")])
+        XCTAssertNotNil(asked["message"], "\(asked)")
+        func joined(_ screen: String) -> String {
+            screen.split(whereSeparator: \.isWhitespace).joined(separator: " ").replacingOccurrences(of: ", ", with: ",")
+        }
+        let screen = try tmux.waitForScreen(pane, timeout: 10, "the approval line") { joined($0).contains("needs your approval: y/n,or /approve ") }
+        let call = try XCTUnwrap(try history(id).last { $0["role"]?.string == "assistant" }?["tool_calls"]?.array?.first?["id"]?.string)
+        XCTAssertTrue(joined(screen).contains("⚙ guarded {\"city\":\"Paris\",\"query\":\"login page …[2,110 characters]… \",\"state\":\"open\",\"admin_delete\":\"all-tickets\"} needs your approval: y/n,or /approve \(call),/deny \(call)"),
+                      screen)
+        for row in screen.split(separator: "\n") { XCTAssertLessThanOrEqual(row.count, 54) }
+
+        try enter(pane, "/tool \(call)")
+        let whole = try tmux.waitForScreen(pane, timeout: 10, "the arguments in full") { $0.contains("arguments in full:") && $0.contains("all-tickets\"}") }
+        // Cut at the width, not between words: the 2,100 spaces fill rows of their own.
+        let rows = whole[try XCTUnwrap(whole.range(of: "arguments in full:")).upperBound...].split(separator: "\n", omittingEmptySubsequences: false)
+        let first = try XCTUnwrap(rows.firstIndex { $0.hasSuffix("\"query\":\"login page") }, whole)
+        let last = try XCTUnwrap(rows.firstIndex { $0.hasSuffix("\"all-tickets\"}") }, whole)
+        XCTAssertGreaterThanOrEqual(last - first, 2100 / 54, whole)
+        XCTAssertTrue(rows[first..<last].dropFirst().allSatisfy { $0.allSatisfy { $0 == " " } || $0.contains("\",\"state\"") || $0.contains("all-tickets") }, whole)
+        try enter(pane, "n")
+        try tmux.waitForText(pane, "⚙ guarded ✗ denied", timeout: 10)
     }
 
     func testAskWritesToolLinesToStandardErrorAndTheReplyToStandardOutput() throws {

@@ -50,3 +50,28 @@ final class SafeTextTests: XCTestCase {
         XCTAssertEqual(SafeText.singleLine("a\nb\tc\u{1B}"), "a b c^[")
     }
 }
+
+final class InvisibleFormatTests: XCTestCase {
+    func testBidiControlsMarksAndSeparatorsAreShownByTheirCodePoints() {
+        XCTAssertEqual(SafeText.sanitized("admin\u{202E}txt.exe"), "admin<U+202E>txt.exe")
+        XCTAssertEqual(SafeText.singleLine("a\u{2066}b\u{2069}c"), "a<U+2066>b<U+2069>c")
+        for value: UInt32 in [0x061C, 0x200E, 0x200F, 0x2028, 0x2029] + Array(0x202A...0x202E) + Array(0x2066...0x2069) {
+            let scalar = Unicode.Scalar(value)!
+            for out in [SafeText.sanitized("x" + String(scalar) + "y"), SafeText.singleLine("x" + String(scalar) + "y")] {
+                XCTAssertFalse(out.unicodeScalars.contains(scalar), String(value, radix: 16))
+                XCTAssertTrue(out.contains("<U+" + String(value, radix: 16, uppercase: true).leftPadded(4) + ">"), out)
+            }
+        }
+    }
+
+    func testNeighboursOfThoseCodePointsAreKept() {
+        // Typography (U+2013, U+201C, U+2026, U+20AC), a zero-width joiner in an emoji, Arabic and Hebrew letters.
+        let text = "– “quoted” … € 👩\u{200D}💻 مرحبا שלום"
+        XCTAssertEqual(SafeText.sanitized(text), text)
+        XCTAssertEqual(SafeText.singleLine(text), text)
+    }
+}
+
+private extension String {
+    func leftPadded(_ count: Int) -> String { String(repeating: "0", count: max(0, count - self.count)) + self }
+}

@@ -1,0 +1,65 @@
+import ConfabProtocol
+import ShellIntegration
+import Terminal
+
+extension ConversationChoice {
+    /// `confab attach` without an id, as `tmux attach` without a target: this shell session's
+    /// conversation (`CONFAB_SESSION`, the one `ask -C` and the keys continue) when it still
+    /// exists, else the most recently active one. Nothing is made: with no conversation at
+    /// all, the error says how to start one.
+    static func toAttach(_ connection: Connection) throws(Failure) -> String {
+        if let session = Environment.get("CONFAB_SESSION"), ConversationNames.isValidSession(session),
+           let id = SessionStore(socketPath: connection.path).conversation(for: session), try exists(connection, id) {
+            return id
+        }
+        let result = try connection.call(RPCMethod.conversationList.rawValue, ["limit": 1])
+        guard let id = result["conversations"]?.array?.first?["id"]?.string else {
+            throw .message("there is no conversation to attach to yet: confab new starts one")
+        }
+        return id
+    }
+
+    private static func exists(_ connection: Connection, _ id: String) throws(Failure) -> Bool {
+        do {
+            _ = try connection.resolveConversation(id)
+            return true
+        } catch .message {
+            return false
+        } catch .rpc(let error) where error.code == RPCError.notFound || error.code == RPCError.invalidParams {
+            return false
+        }
+    }
+}
+
+extension AttachSession {
+    /// The slash commands `/help` lists, by name.
+    static let commandNames: [String] = help.split(separator: "\n").compactMap { line in
+        let word = line.split(separator: " ").first ?? ""
+        guard word.hasPrefix("/"), let first = word.dropFirst().first, first.isLetter else { return nil }
+        return String(word.dropFirst())
+    }
+
+    /// What Tab offers for the line typed so far: a slash command's name, and after
+    /// `/switch ` the conversations whose id or title starts with what follows (several are
+    /// listed, with their titles, above the input line).
+    func completions(of line: String, conversations: () -> [JSON]) -> [String] {
+        if line.hasPrefix("/"), !line.contains(" ") {
+            return Self.commandNames.filter { ("/" + $0).hasPrefix(line) }.map { "/" + $0 + " " }
+        }
+        let command = "/switch "
+        guard line.hasPrefix(command) else { return [] }
+        let typed = line.dropFirst(command.count).drop { $0 == " " }.lowercased()
+        let matching = conversations().filter { conversation in
+            let id = conversation["id"]?.string ?? ""
+            let title = (conversation["title"]?.string ?? "").lowercased()
+            return !id.isEmpty && (id.hasPrefix(typed) || title.hasPrefix(typed))
+        }
+        if matching.count > 1 {
+            for conversation in matching.prefix(20) {
+                listCompletion(conversation["id"]?.string ?? "", title: conversation["title"]?.string ?? "")
+            }
+            if matching.count > 20 { listCompletion("…", title: "\(matching.count - 20) more: type more of the id or title") }
+        }
+        return matching.compactMap { $0["id"]?.string }.map { command + $0 + " " }
+    }
+}
