@@ -50,8 +50,10 @@ release: deps
 run: release
 	.build/release/confabd $(ARGS)
 
-# One debug build serves every test target; XCTest is the runner.
+# System calls only in the wrapper modules (scripts/check-syscalls.sh), then one debug build
+# serves every test target; XCTest is the runner.
 test: deps
+	scripts/check-syscalls.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
 

@@ -93,7 +93,7 @@ let package = Package(
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
         // Writes big data directories through the daemon's own log writer, for benchmarks.
         .executableTarget(name: "confab-loggen", dependencies: [
-            "LogStore", "EventLoop", "ConfabProtocol",
+            "LogStore", "EventLoop", "ConfabProtocol", "Posix",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
 

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import Posix
 
 /// One line per event on stderr. Under systemd (`JOURNAL_STREAM` set) each line starts
 /// with the `<N>` syslog priority the journal understands; otherwise with the level name.
@@ -37,15 +35,8 @@ public struct Logger: Sendable {
         // One event, one line: text from outside (an upstream's error message) may hold line breaks.
         let text = message().replacingLineBreaks()
         let line = (journal ? "<\(level.rawValue)>" : "\(level.name): ") + text + "\n"
-        var bytes = Array(line.utf8)
-        bytes.withUnsafeMutableBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
-                offset += n
-            }
-        }
+        // Nowhere to report a failed write of the daemon's own log.
+        _ = Files.writeAll(2, Array(line.utf8))
     }
 
     public func error(_ message: @autoclosure () -> String) { log(.error, message()) }

@@ -254,16 +254,18 @@ public struct Settings {
 
     /// Reads `path` (a missing file is fine unless `required`) and the environment.
     public static func load(path: String, required: Bool, environment: [String: String]) throws(ConfigError) -> Settings {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            guard !required && errno == ENOENT else {
-                throw ConfigError(description: "cannot read \(path): \(String(cString: strerror(errno)))")
+        let info: FileStatus
+        do {
+            info = try Files.status(path: path)
+        } catch {
+            guard !required && error.code == ENOENT else {
+                throw ConfigError(description: "cannot read \(path): \(error)")
             }
             return try resolve(ConfigFile(), environment: environment)
         }
         let file = try parse(readText(path, "config file"), path: path)
         var settings = try resolve(file, environment: environment)
-        if file.upstream?.api_key != nil || file.providers.contains(where: { $0.api_key?.isEmpty == false }), info.st_mode & 0o077 != 0 {
+        if file.upstream?.api_key != nil || file.providers.contains(where: { $0.api_key?.isEmpty == false }), info.permissions & 0o077 != 0 {
             settings.warnings.insert("\(path) holds an API key and can be read by others: chmod 600 \(path)", at: 0)
         }
         return settings
@@ -301,8 +303,7 @@ public struct Settings {
             let key = try readText(keyFile, "upstream.api_key_file")
             settings.upstream.apiKey = key.trimmingWhitespace
             // As ssh does for private keys; the key itself is never part of the message.
-            var keyInfo = stat()
-            if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & S_IFMT == S_IFREG, keyInfo.st_mode & 0o044 != 0 {
+            if isReadableByOthers(keyFile) {
                 settings.warnings.append("the API key file \(keyFile) (upstream.api_key_file) can be read by others: chmod 600 \(keyFile)")
             }
         } else if let key = try credential("openai-api-key", environment: environment) {
@@ -496,8 +497,7 @@ public struct Settings {
             } catch {
                 throw table.error("api_key_file", "cannot be used: \(error)")
             }
-            var keyInfo = stat()
-            if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & S_IFMT == S_IFREG, keyInfo.st_mode & 0o044 != 0 {
+            if isReadableByOthers(keyFile) {
                 warnings.append("the API key file \(keyFile) (\(table.name("api_key_file"))) can be read by others: chmod 600 \(keyFile)")
             }
         } else if let variable = section.api_key_env {
@@ -622,10 +622,15 @@ public struct Settings {
     private static func credential(_ name: String, environment: [String: String]) throws(ConfigError) -> String? {
         guard let directory = environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") else { return nil }
         let path = directory + "/" + name
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
+        guard (try? Files.status(path: path)) != nil else { return nil }
         let key = try readText(path, "credential").trimmingWhitespace
         return key.isEmpty ? nil : key
+    }
+
+    /// A regular file its group or others may read: a secret in it is not kept secret.
+    static func isReadableByOthers(_ path: String) -> Bool {
+        guard let status = try? Files.status(path: path) else { return false }
+        return status.kind == .regular && status.permissions & 0o044 != 0
     }
 
     /// The whole file as UTF-8, through plain reads so that /dev/null and pipes work too.

@@ -74,7 +74,7 @@ public final class ConversationLog {
     func reopen(fd: Int32, size: off_t, summary: LogSummary) {
         if isOpen {
             // Closing was deferred behind a sync that still uses the old descriptor: keep it.
-            Glibc.close(fd)
+            Files.close(fd)
         } else {
             self.fd = fd
         }
@@ -89,10 +89,8 @@ public final class ConversationLog {
     /// The file's current identity, for the index; nil if it cannot be seen.
     func currentIdentity() -> FileIdentity? {
         if let identity { return identity }
-        var info = stat()
-        let found = isOpen ? fstat(fd, &info) == 0 : stat(path, &info) == 0
-        guard found else { return nil }
-        let seen = FileIdentity(info)
+        guard let status = try? isOpen ? Files.status(of: fd) : Files.status(path: path) else { return nil }
+        let seen = FileIdentity(status)
         // The index must describe whole records only: a file longer than what we know holds
         // whole records (a write we are cutting back) is not recorded.
         guard seen.size == Int64(size) else { return nil }
@@ -111,7 +109,7 @@ public final class ConversationLog {
         let (written, failure) = Files.writeAll(fd, bytes)
         if let failure {
             // Never leave half a record behind: the next append would glue onto it.
-            if written > 0 { _ = ftruncate(fd, size) }
+            if written > 0 { try? Files.truncate(fd, to: Int64(size)) }
             throw StoreError(errno: failure, operation: "append to \(path)")
         }
         size += off_t(written)
@@ -149,7 +147,7 @@ public final class ConversationLog {
         let fd = self.fd
         let path = self.path
         loop.queueWork({ () -> StoreError? in
-            fdatasync(fd) == 0 ? nil : StoreError(errno: errno, operation: "fdatasync \(path)")
+            Self.syncData(fd, path: path)
         }, done: { [self] error in
             syncInFlight = false
             for waiter in waiters { waiter(error) }
@@ -161,7 +159,16 @@ public final class ConversationLog {
     /// Synchronous sync for shutdown, when blocking the loop no longer matters.
     public func syncNow() -> StoreError? {
         guard fd >= 0, syncEnabled else { return nil }
-        return fdatasync(fd) == 0 ? nil : StoreError(errno: errno, operation: "fdatasync \(path)")
+        return Self.syncData(fd, path: path)
+    }
+
+    private static func syncData(_ fd: Int32, path: String) -> StoreError? {
+        do {
+            try Files.syncData(fd)
+            return nil
+        } catch {
+            return StoreError(errno: error.code, operation: "fdatasync \(path)")
+        }
     }
 
     /// Closes the file once no sync is using the descriptor.
@@ -170,7 +177,7 @@ public final class ConversationLog {
     }
 
     private func closeNow() {
-        if fd >= 0 { Glibc.close(fd) }
+        if fd >= 0 { Files.close(fd) }
         fd = -1
         closeWhenIdle = false
         summary.forgetFold()
@@ -178,9 +185,8 @@ public final class ConversationLog {
 }
 
 extension FileIdentity {
-    init(_ info: stat) {
-        self.init(size: Int64(info.st_size), inode: UInt64(info.st_ino),
-                  modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+    init(_ status: FileStatus) {
+        self.init(size: status.size, inode: status.inode, modifiedNanoseconds: status.modifiedNanoseconds)
     }
 }
 
@@ -230,16 +236,10 @@ public final class LogStore {
         self.syncEnabled = syncEnabled
         // A file-size limit (ulimit -f) must fail an append with EFBIG, not kill the daemon.
         signal(SIGXFSZ, SIG_IGN)
-        try Self.makeDirectories(conversationsDirectory)
-    }
-
-    static func makeDirectories(_ path: String) throws(StoreError) {
-        var current = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            current += "/" + component
-            if mkdir(current, 0o700) != 0 && errno != EEXIST {
-                throw StoreError(errno: errno, operation: "mkdir \(current)")
-            }
+        do {
+            try Files.makeDirectories(conversationsDirectory)
+        } catch {
+            throw StoreError(errno: error.errno.code, operation: "mkdir \(error.path)")
         }
     }
 
@@ -253,9 +253,11 @@ public final class LogStore {
     public func create(_ header: ConversationHeader, records: [LogRecord] = [],
                        done: @escaping (Result<ConversationLog, StoreError>) -> Void) {
         let path = path(of: header.id)
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            done(.failure(StoreError(errno: errno, operation: "create \(path)")))
+        let fd: Int32
+        do {
+            fd = try Files.open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, mode: 0o600)
+        } catch {
+            done(.failure(StoreError(errno: error.code, operation: "create \(path)")))
             return
         }
         let log = ConversationLog(id: header.id, directory: conversationsDirectory, fd: fd, size: 0, summary: LogSummary(header: header),
@@ -264,7 +266,7 @@ public final class LogStore {
             try log.write([.header(header)] + records, at: header.created)
         } catch {
             log.close()
-            unlink(path)
+            try? Files.remove(path)
             done(.failure(error))
             return
         }
@@ -273,7 +275,7 @@ public final class LogStore {
         log.sync { [weak self, loop] error in
             if let error {
                 log.close()
-                unlink(path)
+                try? Files.remove(path)
                 done(.failure(error))
                 return
             }
@@ -286,7 +288,7 @@ public final class LogStore {
                 if let error {
                     // Not durable, so not created: leave nothing behind to reappear at restart.
                     log.close()
-                    unlink(path)
+                    try? Files.remove(path)
                     done(.failure(error))
                 } else {
                     self?.register(log)
@@ -303,10 +305,12 @@ public final class LogStore {
             logs[log.id] = nil
             indexChanged()
         }
-        guard unlink(log.path) == 0 || errno == ENOENT else {
-            done(StoreError(errno: errno, operation: "unlink \(log.path)"))
+        do {
+            try Files.remove(log.path)
+        } catch where error.code != ENOENT {
+            done(StoreError(errno: error.code, operation: "unlink \(log.path)"))
             return
-        }
+        } catch {}
         guard syncEnabled else {
             done(nil)
             return
@@ -316,10 +320,12 @@ public final class LogStore {
     }
 
     private static func syncDirectory(_ path: String) -> StoreError? {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return StoreError(errno: errno, operation: "open \(path)") }
-        defer { Glibc.close(fd) }
-        return fsync(fd) == 0 ? nil : StoreError(errno: errno, operation: "fsync \(path)")
+        do {
+            try Files.syncDirectory(path)
+            return nil
+        } catch {
+            return StoreError(errno: error.errno.code, operation: "fsync \(path)")
+        }
     }
 
     // MARK: - Start-up
@@ -375,17 +381,7 @@ public final class LogStore {
             opened.problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: "\(error)"))
             return opened
         }
-        var identities: [FileIdentity?] = []
-        identities.reserveCapacity(ids.count)
-        do {
-            // Relative to the directory: one path lookup for it, not one per log.
-            let directoryFD = open(conversationsDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            defer { if directoryFD >= 0 { Glibc.close(directoryFD) } }
-            var info = stat()
-            for id in ids {
-                identities.append(fstatat(directoryFD, id + ".jsonl", &info, 0) == 0 ? FileIdentity(info) : nil)
-            }
-        }
+        let identities = Files.statuses(of: ids.map { $0 + ".jsonl" }, in: conversationsDirectory).map { $0.map(FileIdentity.init) }
         let (index, indexProblems) = indexRead.result()
         opened.problems = indexProblems + opened.problems
         // Both in id order: each log meets its entry, if it has one, walking the two together.
@@ -490,9 +486,11 @@ public final class LogStore {
     /// Opens, reads and folds a log. Touches nothing but the file, so it can run on the thread pool.
     static func read(id: String, path: String) -> Read {
         var result = Read(id: id, path: path)
-        let fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC)
-        guard fd >= 0 else {
-            result.problems.append(LoadProblem(file: path, line: nil, message: "cannot open: \(String(cString: strerror(errno)))"))
+        let fd: Int32
+        do {
+            fd = try Files.open(path, O_RDWR | O_APPEND)
+        } catch {
+            result.problems.append(LoadProblem(file: path, line: nil, message: "cannot open: \(error)"))
             return result
         }
         let bytes: [UInt8]
@@ -500,7 +498,7 @@ public final class LogStore {
             bytes = try Files.readAll(fd)
         } catch {
             result.problems.append(LoadProblem(file: path, line: nil, message: "cannot read: \(error)"))
-            Glibc.close(fd)
+            Files.close(fd)
             return result
         }
         result.fd = fd
@@ -538,16 +536,20 @@ public final class LogStore {
         if read.fileSize == 0 {
             // Created, then the daemon died before the header was written: never announced.
             problems.append(LoadProblem(file: path, line: nil, message: "empty log (a crash right after it was created): removed"))
-            Glibc.close(read.fd)
-            unlink(path)
+            Files.close(read.fd)
+            try? Files.remove(path)
             return nil
         }
-        if read.goodSize < read.fileSize, ftruncate(read.fd, off_t(read.goodSize)) != 0 {
-            problems.append(LoadProblem(file: path, line: nil, message: "cannot cut torn tail: \(String(cString: strerror(errno)))"))
+        if read.goodSize < read.fileSize {
+            do {
+                try Files.truncate(read.fd, to: Int64(read.goodSize))
+            } catch {
+                problems.append(LoadProblem(file: path, line: nil, message: "cannot cut torn tail: \(error)"))
+            }
         }
         guard var conversation = read.conversation, conversation.header.id == read.id else {
             problems.append(LoadProblem(file: path, line: 1, message: "no valid header for \(read.id): log ignored"))
-            Glibc.close(read.fd)
+            Files.close(read.fd)
             return nil
         }
         let log: ConversationLog
@@ -734,20 +736,13 @@ public final class LogStore {
             encode(entry).write(into: &bytes)
             bytes.append(0x0A)
         }
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return StoreError(errno: errno, operation: "create \(temporary)") }
-        let failure = Files.writeAll(fd, bytes).failure
-        Glibc.close(fd)
-        if let failure {
-            unlink(temporary)
-            return StoreError(errno: failure, operation: "write \(temporary)")
+        do {
+            // A cache: not fsynced (see the type's comment).
+            try Files.writeAtomically(path: path, bytes: bytes, temporary: temporary)
+            return nil
+        } catch {
+            return StoreError(errno: error.errno.code, operation: "write \(error.path)")
         }
-        guard rename(temporary, path) == 0 else {
-            let error = StoreError(errno: errno, operation: "rename \(temporary)")
-            unlink(temporary)
-            return error
-        }
-        return nil
     }
 
     /// A daemon killed while writing the index leaves its temporary file behind.
@@ -755,7 +750,7 @@ public final class LogStore {
         let prefix = String(indexPath.split(separator: "/").last ?? "index.jsonl") + "."
         guard let names = try? Files.names(in: directory) else { return }
         for name in names where name.hasPrefix(prefix) && name.hasSuffix(".tmp") {
-            unlink(directory + "/" + name)
+            try? Files.remove(directory + "/" + name)
         }
     }
 
@@ -767,7 +762,7 @@ public final class LogStore {
         var problems: [LoadProblem] = []
         let bytes: [UInt8]
         do {
-            bytes = try readWholeFile(indexPath)
+            bytes = try Files.readWhole(path: indexPath)
         } catch {
             if error.code != ENOENT {
                 problems.append(LoadProblem(file: indexPath, line: nil, message: "cannot read the index (\(error)): reading every log"))
@@ -817,36 +812,6 @@ public final class LogStore {
             problems.append(LoadProblem(file: indexPath, line: nil, message: "\(unreadable) unreadable lines: their logs are read"))
         }
         return (entries, problems)
-    }
-
-    /// A file read with one buffer of its size (the index is megabytes: growing an array
-    /// chunk by chunk would copy it over and over).
-    private static func readWholeFile(_ path: String) throws(Errno) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw Errno.current }
-        defer { Glibc.close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw Errno.current }
-        let expected = Int(info.st_size)
-        var failure: Int32?
-        var bytes = [UInt8](unsafeUninitializedCapacity: expected + 1) { buffer, count in
-            while count < buffer.count {
-                let n = Glibc.read(fd, buffer.baseAddress! + count, buffer.count - count)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                if n == 0 { return }
-                count += n
-            }
-        }
-        if let failure { throw Errno(failure) }
-        if bytes.count > expected {
-            // Grew while being read: take the rest too.
-            bytes += try Files.readAll(fd)
-        }
-        return bytes
     }
 
     /// One line of the index as `decode(JSON.parse(line))` reads it, straight from the bytes:

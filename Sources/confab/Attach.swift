@@ -162,12 +162,9 @@ final class AttachSession {
             guard let home = Environment.get("HOME"), home.hasPrefix("/") else { return nil }
             state = home + "/.local/state"
         }
-        var path = ""
-        for component in (state + "/confab").split(separator: "/") {
-            path += "/" + component
-            _ = mkdir(path, 0o700)
-        }
-        return path + "/history"
+        // Without the directory the history is not kept, and editing goes on all the same.
+        try? Files.makeDirectories(state + "/confab")
+        return state + "/confab/history"
     }
 
     /// The terminal as it was: the editor's mode undone, the whole screen scrolling again.
@@ -241,27 +238,27 @@ final class AttachSession {
             transcript.flush()
             if !inputOpen && outstanding.isEmpty { leave() }
 
-            var fds = [pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)]
+            var fds = [Poll.Watch(fd: connection.fd)]
             let inputIndex = fds.count
-            if inputOpen { fds.append(pollfd(fd: 0, events: Int16(POLLIN), revents: 0)) }
+            if inputOpen { fds.append(Poll.Watch(fd: 0)) }
             let signalIndex = fds.count
-            if let signals { fds.append(pollfd(fd: signals, events: Int16(POLLIN), revents: 0)) }
-            let ready = poll(&fds, nfds_t(fds.count), transcript.statusTickMilliseconds)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                throw .message("poll failed: \(errorText(errno))")
+            if let signals { fds.append(Poll.Watch(fd: signals)) }
+            do {
+                guard try Poll.wait(&fds, timeoutMilliseconds: transcript.statusTickMilliseconds) else { continue }
+            } catch {
+                throw .message("poll failed: \(error)")
             }
             transcript.tick()
-            if signals != nil, fds[signalIndex].revents != 0 {
+            if signals != nil, fds[signalIndex].ready {
                 for signal in SignalPipe.drain() { try caught(signal) }
             }
-            if fds[0].revents != 0 {
+            if fds[0].ready {
                 if !(try connection.receive()) {
                     transcript.breakLine()
                     throw .disconnected
                 }
             }
-            if inputOpen, fds[inputIndex].revents != 0 {
+            if inputOpen, fds[inputIndex].ready {
                 if let editor {
                     for input in editor.readKey() {
                         switch input {
@@ -490,9 +487,15 @@ final class AttachSession {
 
     private func readInput() throws(Failure) {
         var chunk = [UInt8](repeating: 0, count: 1 << 14)
-        let count = chunk.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
+        let count: Int
+        do {
+            count = try chunk.withUnsafeMutableBytes { (raw) throws(Errno) -> Int in try Files.read(0, into: raw) }
+        } catch let error as Errno where error.code == EAGAIN {
+            return
+        } catch {
+            count = -1
+        }
         if count < 0 {
-            if errno == EINTR || errno == EAGAIN { return }
             inputOpen = false
         } else if count == 0 {
             inputOpen = false
@@ -917,14 +920,17 @@ enum Editor {
     }
 
     static func compose(with editor: String, initial: String = "") throws(Failed) -> String {
-        var template = Array(((Environment.get("TMPDIR").flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp") + "/confab-message-XXXXXX.md").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemps($0.baseAddress!, 3) }
-        guard fd >= 0 else { throw Failed(description: "cannot make a temporary file: \(errorText(errno))") }
+        let directory = Environment.get("TMPDIR").flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let fd: Int32, path: String
+        do {
+            (fd, path) = try Files.makeTemporaryFile(in: directory, prefix: "confab-message-", suffix: ".md")
+        } catch {
+            throw Failed(description: "cannot make a temporary file: \(error)")
+        }
         let written = initial.isEmpty ? nil : Files.writeAll(fd, Array((initial + "\n").utf8)).failure
-        close(fd)
+        Files.close(fd)
         if let written { throw Failed(description: "cannot write a temporary file: \(errorText(written))") }
-        let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        defer { unlink(path) }
+        defer { try? Files.remove(path) }
         // Through the shell, as git runs it: EDITOR may hold arguments ("code --wait").
         let status = Spawn.wait(["/bin/sh", "-c", editor + " \"$1\"", "sh", path])
         guard status == 0 else { throw Failed(description: "\(editor) exited with status \(status); nothing sent") }

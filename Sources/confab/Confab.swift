@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import ConfabProtocol
+import Posix
 
 /// Options every command takes.
 struct GlobalOptions: ParsableArguments {
