@@ -1,4 +1,5 @@
 import ConfabProtocol
+import DaemonSettings
 import EventLoop
 import LogStore
 

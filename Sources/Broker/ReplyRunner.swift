@@ -1,4 +1,5 @@
 import ConfabProtocol
+import DaemonSettings
 import EventLoop
 import LogStore
 import Tools
@@ -15,32 +16,37 @@ import Upstream
 final class ReplyRunner {
     let loop: Loop
     let upstream: UpstreamClient
-    var providers: ProviderTable {
-        didSet { toolCallTurnContent = [:] }
-    }
+    /// The broker's settings in force, read at each use (never copied: a reload replaces them
+    /// there and says so through `settingsReplaced`).
+    let settings: CurrentSettings
+    var providers: ProviderTable { settings.providers }
     /// By provider name, the form of a textless tool-call turn its server took after refusing
     /// the usual one: sent first from then on, until the config is loaded again.
     private var toolCallTurnContent: [String: ToolCallTurnContent] = [:]
     /// For each reply's context budget and tools, looked up by the conversation's profile name.
-    var profiles = ProfileTable()
+    var profiles: ProfileTable { settings.profiles }
     /// The configured tools; a conversation offers those its profile lists.
-    var tools = ToolTable()
-    var limits: BrokerLimits {
-        didSet { admitWaiting() }
-    }
-    var logger: Logger
+    var tools: ToolTable { settings.tools }
+    var limits: BrokerLimits { settings.limits }
+    let logger: Logger
     /// Conversations with a reply ready to start, waiting for a free upstream stream.
     private var waitingForStream: [Conversation] = []
     /// Replies started and not yet ended, across conversations.
     private(set) var activeReplies = 0
     private(set) var isStopping = false
 
-    init(loop: Loop, upstream: UpstreamClient, providers: ProviderTable, limits: BrokerLimits, logger: Logger) {
+    init(loop: Loop, upstream: UpstreamClient, settings: CurrentSettings, logger: Logger) {
         self.loop = loop
         self.upstream = upstream
-        self.providers = providers
-        self.limits = limits
+        self.settings = settings
         self.logger = logger
+    }
+
+    /// The config was loaded again: what was learnt about the old providers is forgotten, and
+    /// a higher `maxStreams` lets waiting replies start now.
+    func settingsReplaced() {
+        toolCallTurnContent = [:]
+        admitWaiting()
     }
 
     /// Starts the next queued reply of a conversation if none is running and a stream is free.

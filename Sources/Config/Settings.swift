@@ -1,4 +1,4 @@
-import Broker
+import DaemonSettings
 import ConfabProtocol
 import Posix
 import TOML
@@ -222,36 +222,7 @@ struct ConfigFile {
     init() {}
 }
 
-/// Everything the daemon takes from its config file and environment.
-public struct Settings {
-    /// `[upstream]`: the provider named `default`.
-    public var upstream = UpstreamConfig()
-    /// `[providers.NAME]` tables, in the order written.
-    public var providers: [Provider] = []
-    /// Which provider a new conversation that names none uses.
-    public var defaultProvider = Provider.defaultName
-    /// `[profiles.NAME]` tables, in the order written.
-    public var profiles: [Profile] = []
-    /// Which profile a new conversation that names none uses; nil: none.
-    public var defaultProfile: String?
-    /// `[tools.NAME]` tables: HTTP tools a profile's conversations may let the model call.
-    public var tools = ToolTable()
-    public var limits = BrokerLimits()
-    public var fsync = true
-    public var allowedUIDs: Set<UInt32> = []
-    public var warnings: [String] = []
-
-    public init() {}
-
-    /// Every provider, `[upstream]` as `default` among them.
-    public var providerTable: ProviderTable {
-        ProviderTable([Provider(name: Provider.defaultName, config: upstream)] + providers, defaultName: defaultProvider)
-    }
-
-    public var profileTable: ProfileTable {
-        ProfileTable(profiles, defaultName: defaultProfile)
-    }
-
+extension Settings {
     /// Reads `path` (a missing file is fine unless `required`) and the environment.
     public static func load(path: String, required: Bool, environment: [String: String]) throws(ConfigError) -> Settings {
         let info: FileStatus

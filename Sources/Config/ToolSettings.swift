@@ -1,4 +1,5 @@
 import ConfabProtocol
+import DaemonSettings
 import Posix
 import TOML
 import Tools

@@ -1,0 +1,33 @@
+import DaemonSettings
+import Tools
+import Upstream
+
+/// The settings in force, shared by the broker and its reply runner: one value, replaced whole
+/// on reload (`Broker.settings`), with the lookup tables built from it once per replacement
+/// rather than at every use.
+final class CurrentSettings {
+    private(set) var value: Settings
+    /// Every provider by name: replies from a replacement on, and retries, use the new table.
+    private(set) var providers: ProviderTable
+    /// Conversations created from a replacement on use the new profiles; those created before
+    /// keep what they recorded, but for `context_tokens`, read per reply.
+    private(set) var profiles: ProfileTable
+
+    init(_ value: Settings) {
+        self.value = value
+        providers = value.providerTable
+        profiles = value.profileTable
+    }
+
+    var limits: BrokerLimits { value.limits }
+    /// Turns that start from a replacement on offer the new tools.
+    var tools: ToolTable { value.tools }
+    /// uids besides our own that may connect.
+    var allowedUIDs: Set<UInt32> { value.allowedUIDs }
+
+    func replace(with value: Settings) {
+        self.value = value
+        providers = value.providerTable
+        profiles = value.profileTable
+    }
+}
