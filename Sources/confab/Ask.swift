@@ -81,11 +81,13 @@ struct Ask: ClientCommand {
         }
         // Quiet: following our own reply is not joining the conversation. (A chosen
         // conversation is attached already, as quietly: attaching again is harmless.)
-        let attached = try connection.call("conversation.attach", ["conversation": .string(id), "history": 0, "quiet": true])
-        let sent = try connection.call("message.send", ["conversation": .string(id), "content": .string(prompt)])
-        guard let reply = sent["reply"]?.string else { throw Failure.message("confabd's answer to message.send has no reply id") }
-        let stream = AskStream(connection: connection, conversation: id, reply: reply, json: json, render: !plain,
-                               others: attached["clients"]?.array ?? [])
+        let attached = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(id), "history": 0, "quiet": true]))
+        let sent = try connection.call(.messageSend, ["conversation": .string(id), "content": .string(prompt)])
+        guard let reply = ReplyStarted(json: sent)?.reply else {
+            throw Failure.message("confabd's answer to \(RPCMethod.messageSend.rawValue) has no reply id")
+        }
+        let stream = AskStream(connection: connection, socketPath: socketPath, conversation: id, reply: reply, json: json,
+                               render: !plain, others: attached.clients)
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }
     }
