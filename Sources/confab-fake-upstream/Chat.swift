@@ -43,6 +43,8 @@ struct Script {
     var toolStyleParallel = false
     /// `[[tool-loop]]`: ask for the calls again even when the request ends with their results.
     var toolLoop = false
+    /// `[[error-lines:N]]`: a `status` answer's error message is N long lines, as a validating server writes them.
+    var errorLines: Int?
 
     init(directives: [(name: String, value: String?)], defaultDelayMs: Int) {
         delayMs = defaultDelayMs
@@ -89,6 +91,7 @@ struct Script {
                     }
                 }
             case "tool-loop": toolLoop = true
+            case "error-lines": if let n = number, n >= 1 { errorLines = min(n, 1000) }
             default: break  // unknown directives are ignored (but still removed from the text)
             }
         }
@@ -359,7 +362,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         var extra: [(String, String)] = []
         if status == 429 && !script.noRetryAfter { extra.append(("Retry-After", "1")) }
         return sendJSON(connection, status: status,
-                        body: errorBody(message: "fake upstream error \(status)", type: type, code: code),
+                        body: errorBody(message: longErrorMessage(status: status, lines: script.errorLines), type: type, code: code),
                         extraHeaders: extra, keepAlive: keepAlive, split: script.split)
     }
 
@@ -552,4 +555,14 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         sleepMilliseconds(ms)
     }
     return writer.finish() && keepAlive
+}
+
+/// `fake upstream error CODE`, or with `[[error-lines:N]]` that line followed by N-1 more, each
+/// over 100 characters, as a server that validates requests lists what it refused.
+func longErrorMessage(status: Int, lines: Int?) -> String {
+    var text = "fake upstream error \(status)"
+    for line in 1 ..< max(1, lines ?? 1) {
+        text += "\n  messages.\(line).content: Input should be a valid string [type=string_type, input_value=None, input_type=NoneType] detail line \(line)"
+    }
+    return text
 }
