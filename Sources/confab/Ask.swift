@@ -18,6 +18,13 @@ struct Ask: ClientCommand {
             conversation, titled "ask YYYY-MM-DD", so one-shot questions do not pile up. \
             -C continues this shell session's conversation (after confab shell-init), else the \
             most recently active one. A new conversation's id is printed on standard error.
+
+            Ctrl-C cancels the reply (exit 130). A reader that goes away (| head) cancels it \
+            when nobody else is attached to the conversation; with others watching, the reply \
+            goes on for them, as when a terminal closes; either way the exit is SIGPIPE's (141). \
+            A reply cut off at the model's length limit is said on standard error and exits 4 \
+            (confab continue ID goes on with it). When confabd restarts meanwhile, ask waits \
+            for it to come back and prints the reply as stored.
             """)
 
     @OptionGroup var global: GlobalOptions

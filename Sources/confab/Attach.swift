@@ -18,6 +18,9 @@ struct Attach: ClientCommand {
             else login@tty. Alt-Enter puts a line break in the message. Replies are rendered \
             from markdown on a terminal; --raw (or --plain) shows their text as it is, and \
             NO_COLOR keeps the layout without colours.
+
+            When confabd stops or restarts, attach says so, waits for it to come back (Ctrl-D \
+            leaves meanwhile), then shows what it missed and goes on.
             """)
 
     @OptionGroup var global: GlobalOptions
