@@ -307,7 +307,8 @@ final class ReplyRunner {
         }
         conversation.insert(final)
         if final.status == .failed {
-            logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code.rawValue ?? "")")
+            // The server's whole text is kept here and in the message: clients say only its first line.
+            logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.code.rawValue ?? ""): \(final.error?.message ?? "")")
             conversation.broadcast(.messageFailed(final, error: final.error))
         } else {
             logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)"

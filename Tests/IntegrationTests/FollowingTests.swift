@@ -38,6 +38,8 @@ final class FollowingTests: TmuxTestCase {
         let stored = try history(id).last
         XCTAssertEqual(stored?["status"]?.string, "failed")
         XCTAssertTrue(stored?["error"]?["message"]?.string?.contains("detail line 6") ?? false, "\(stored?.text ?? "")")
+        XCTAssertTrue(harness.log().contains("failed: upstream_http: fake upstream error 500\\n  messages.1.content"), "one line in the log, the whole text")
+        XCTAssertTrue(harness.log().contains("detail line 6"))
     }
 
     /// `[cut off at the length limit: …]` under the reply in `show` and `attach`, and in `ask`
