@@ -570,6 +570,11 @@ final class AttachSession {
         for client in result.clients { present[client.id] = client }
         let missedAfter = newestSeen
         let followed = Set(followers.keys)
+        // Messages newer than any seen here, of no reply we followed.
+        let missed = result.messages.filter { message in
+            (missedAfter.map { message.order > $0 } ?? true) && !followed.contains(message.sequence)
+        }
+        transcript.notice("confabd is back" + (missed.isEmpty ? "" : ": \(Words.count(missed.count, "message")) while away"))
         // The replies we followed: the rest of their text and how they ended.
         for sequence in followed.sorted() {
             guard var follower = followers[sequence] else { continue }
@@ -577,11 +582,6 @@ final class AttachSession {
             followers[sequence] = follower
             for step in progress { show(step, of: sequence) }
         }
-        // Messages newer than any seen here, of no reply we followed.
-        let missed = result.messages.filter { message in
-            (missedAfter.map { message.order > $0 } ?? true) && !followed.contains(message.sequence)
-        }
-        transcript.notice("confabd is back" + (missed.isEmpty ? "" : ": \(Words.count(missed.count, "message")) while away"))
         if !missed.isEmpty { showHistory(missed, newest: result.pending == nil) }
         followInFlight(result)
         for message in result.messages { note(message) }
