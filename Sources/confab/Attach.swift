@@ -212,7 +212,8 @@ final class AttachSession {
         guard let first = result.pending?.id ?? result.tools.first?.id, let reply = ToolLines.head(first),
               let sequence = MessageID.sequence(of: reply), followers[sequence] == nil else { return }
         var follower = ReplyFollower(conversation: conversation, reply: reply)
-        let progress = follower.resume(stored: [], pending: result.pending, tools: result.tools)
+        // Its turns in the history (shown already) tell the follower the calls it asked for.
+        let progress = follower.resume(stored: result.messages, pending: result.pending, tools: result.tools)
         followers[sequence] = follower
         for tool in result.tools where tool.status == .streaming && tool.tool?.approval != .pending {
             transcript.toolInFlight(tool)

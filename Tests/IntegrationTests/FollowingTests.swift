@@ -99,6 +99,37 @@ final class FollowingTests: TmuxTestCase {
         XCTAssertTrue(stderr.contains("confabd is back"), stderr)
     }
 
+    /// A screen that attaches while a call waits for a yes asks about it with its arguments
+    /// (from the turn that made the call, in the history), and its answer lets the reply end.
+    func testAttachingWhileACallWaitsAsksAboutItWhole() throws {
+        try harness.writeConfig("""
+            [tools.guarded]
+            description = "Echo what it is given, once somebody allows it"
+            parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
+            approval = "always"
+            [tools.guarded.request]
+            method = "GET"
+            url = "$UPSTREAM/tool/echo?x=2"
+
+            [profiles.helper]
+            tools = ["guarded"]
+
+            """)
+        try harness.restartDaemon()
+        let id = try harness.runClient(["new", "--profile", "helper", "--title", "late"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let watcher = try harness.client()
+        _ = try watcher.call("conversation.attach", ["conversation": .string(id), "history": 0])
+        _ = try watcher.call("message.send", ["conversation": .string(id), "content": #"go [[tool:guarded {"city":"Paris"}]]"#])
+        _ = try watcher.collect(until: { method, _ in method == "tool.approval_requested" })
+        let pane = try tmux.start(harness.confabCommand(["attach", id]), width: 140)
+        try tmux.waitForText(pane, #"⚙ guarded {"city":"Paris"} needs your approval"#)
+        try tmux.type(pane, "y")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "tool results: [guarded]")
+        try tmux.send(pane, ["C-d"])
+        try tmux.waitForText(pane, "[exit 0]")
+    }
+
     /// attach when confabd restarts: says it is gone, comes back by itself, shows the reply
     /// that ran meanwhile, and goes on (a line typed is sent and answered); Ctrl-D leaves.
     func testAttachSurvivesARestartAndShowsWhatItMissed() throws {
