@@ -334,7 +334,7 @@ final class AttachSession {
         guard id == conversation else { return }
         noteMessages(of: event)
         // A reply's own events go to its follower, which says what to show.
-        if let sequence = try follow(event) {
+        if let sequence = follow(event) {
             for step in followers[sequence]?.take(event) ?? [] { show(step, of: sequence) }
             return
         }
@@ -376,7 +376,7 @@ final class AttachSession {
             let verb = (event.kind == .toolApproved ? ToolApprovalState.approved : .denied).rawValue
             awaitingApproval.removeAll { $0.call.id == call }
             transcript.toolAnswered(call: call)
-            transcript.notice("call \(call) \(verb) " + (by.map { "by " + name(of: $0) } ?? ": nobody answered in time"))
+            transcript.notice("call \(call) \(verb)" + (by.map { " by " + name(of: $0) } ?? ": nobody answered in time"))
         case .conversationUpdated(let info):
             let newTitle = info.title
             let newModel: String? = info.model
@@ -415,7 +415,7 @@ final class AttachSession {
 
     /// The reply whose follower takes `event`, started for a reply that begins (or goes on)
     /// here; nil for what no reply in flight is concerned with.
-    private func follow(_ event: ConversationEvent) throws(Failure) -> Int? {
+    private func follow(_ event: ConversationEvent) -> Int? {
         switch event {
         case .messageCreated(let message) where message.role == .assistant && message.status == .streaming,
              .messageContinued(let message):
