@@ -161,10 +161,14 @@ final class AskStream {
             status.spin("waiting for confabd")
             var fds = [pollfd(fd: signals, events: Int16(POLLIN), revents: 0)]
             let ready = poll(&fds, 1, waitMilliseconds)
-            if ready > 0, SignalPipe.drain().contains(SIGINT) {
-                status.clear()
-                if isatty(2) != 0 { Out.errorLine("") }
-                return 130
+            if ready > 0 {
+                let caught = SignalPipe.drain()
+                if caught.contains(SIGWINCH) { resized() }
+                if caught.contains(SIGINT) {
+                    status.clear()
+                    if isatty(2) != 0 { Out.errorLine("") }
+                    return 130
+                }
             }
             status.tick()
             waitMilliseconds = min(1000, waitMilliseconds * 2)
