@@ -510,6 +510,10 @@ final class AttachSession {
         let why = stoppingReason.map { "confabd stopped (\($0))" } ?? "confabd closed the connection"
         stoppingReason = nil
         transcript.notice("\(why); waiting for it to come back (Ctrl-D leaves)")
+        // Requests it never answered may or may not have been done: a message says so.
+        if outstanding.values.contains(where: { if case .send = $0 { true } else { false } }) {
+            transcript.error("a message you sent was not answered before confabd went away: it may not have been stored")
+        }
         outstanding = [:]
         awaitingApproval = []
         var waitMilliseconds: Int32 = 100
