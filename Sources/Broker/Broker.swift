@@ -171,7 +171,7 @@ public final class Broker {
             guard let conversation = conversations[conversationID] else { continue }
             let quiet = conversation.isQuiet(client)
             if conversation.detach(client), !quiet {
-                conversation.broadcast(.clientDetached, ["client": client.info.json])
+                conversation.broadcast(.clientDetached(client.info))
             }
         }
         client.attached = []
@@ -212,7 +212,7 @@ public final class Broker {
         replies.interruptAll(in: conversations.values)
         abandonSearches()
         models.abandonAll(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))
-        let goodbye = OutboundBuffer(RPC.notification(.serverStopping, params: ["reason": .string(reason)]))
+        let goodbye = OutboundBuffer(ServerNotification.serverStopping(reason: reason).frame)
         let remaining = Array(clients.values)
         if remaining.isEmpty {
             done()

@@ -368,12 +368,17 @@ final class Conversation {
     var present: [ClientSession] { attached.filter { !isQuiet($0) } }
 
     /// Encodes once, writes the same bytes to every attached client.
-    func broadcast(_ notification: RPCNotification, _ params: [String: JSON], except: ClientSession? = nil) {
+    private func broadcast(_ notification: RPCNotification, _ params: [String: JSON], except: ClientSession? = nil) {
         guard !attached.isEmpty else { return }
         var params = params
         params["conversation"] = .string(id)
         let buffer = OutboundBuffer(RPC.notification(notification, params: .object(params)))
         for client in attached where client !== except { client.send(buffer) }
+    }
+
+    /// One conversation event, encoded by the type the clients decode it with.
+    func broadcast(_ event: ConversationEvent, except: ClientSession? = nil) {
+        broadcast(event.kind, event.params, except: except)
     }
 
     /// `message.delta`, the frame sent for every streamed piece: written straight into a

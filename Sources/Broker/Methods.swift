@@ -314,7 +314,7 @@ extension Broker {
             conversation.title = title
             logger.info("conversation=\(conversation.id) renamed client=\(client.id)")
             respond(.success(["conversation": conversation.info.json]))
-            conversation.broadcast(.conversationUpdated, ["info": conversation.info.json])
+            conversation.broadcast(.conversationUpdated(conversation.info))
         }
     }
 
@@ -323,7 +323,7 @@ extension Broker {
         conversations[conversation.id] = nil
         listOrder.changed(conversation)
         replies.forget(conversation)
-        conversation.broadcast(.conversationDeleted, [:])
+        conversation.broadcast(ConversationEvent.conversationDeleted)
         for client in conversation.detachAll() { client.attached.remove(conversation.id) }
         store.delete(conversation.log) { [unowned self] error in
             if let error {
@@ -350,7 +350,7 @@ extension Broker {
         ]
         if conversation.attach(client, quiet: quiet) {
             client.attached.insert(conversation.id)
-            if !quiet { conversation.broadcast(.clientAttached, ["client": client.info.json], except: client) }
+            if !quiet { conversation.broadcast(.clientAttached(client.info), except: client) }
             logger.info("conversation=\(conversation.id) client=\(client.id) attached")
         }
         return result
@@ -361,7 +361,7 @@ extension Broker {
         let detached = conversation.detach(client)
         if detached {
             client.attached.remove(conversation.id)
-            if !quiet { conversation.broadcast(.clientDetached, ["client": client.info.json]) }
+            if !quiet { conversation.broadcast(.clientDetached(client.info)) }
         }
         return ["detached": .bool(detached)]
     }
@@ -404,7 +404,7 @@ extension Broker {
             logger.info("conversation=\(conversation.id) message=\(message.id) stored client=\(client.id) chars=\(content.count)")
             logger.debug("conversation=\(conversation.id) message=\(message.id) content=\(content)")
             respond(.success(["message": message.json, "reply": .string(ids.reply)]))
-            conversation.broadcast(.messageCreated, ["message": message.json])
+            conversation.broadcast(.messageCreated(message))
             conversation.enqueueReply(ids.reply)
             replies.startNext(in: conversation)
         }
@@ -417,7 +417,7 @@ extension Broker {
         // A client stopping the reply it asked for must not stop the next one instead.
         // Any message of the reply's chain names it: `m2` stops `m2` and the turns after its tool calls.
         if let only, MessageID.sequence(of: only) != reply.chain { return ["cancelled": .null] }
-        conversation.broadcast(.generationCancelled, ["message": .string(reply.message.id), "by": client.info.json])
+        conversation.broadcast(.generationCancelled(message: reply.message.id, by: client.info))
         return ["cancelled": replies.cancel(in: conversation).map(JSON.string) ?? .null]
     }
 }

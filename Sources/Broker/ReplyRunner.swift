@@ -117,16 +117,16 @@ final class ReplyRunner {
         reply.message = message
         reply.request = request
         // A continuation is announced as such: clients already show its text and append to it.
-        let announcement: RPCNotification = continued == nil ? .messageCreated : .messageContinued
+        let announcement: ConversationEvent = continued == nil ? .messageCreated(message) : .messageContinued(message)
         do {
             try conversation.log.write([.replyStarted(message)])
         } catch {
             logger.error("conversation=\(conversation.id) cannot store reply start: \(error)")
-            conversation.broadcast(announcement, ["message": message.json])
+            conversation.broadcast(announcement)
             finish(in: conversation, status: .failed, error: MessageError(code: .storage, message: "cannot write the log: \(error)"))
             return
         }
-        conversation.broadcast(announcement, ["message": message.json])
+        conversation.broadcast(announcement)
         if let tooLarge {
             // Refused before any request: the upstream would only cut the context itself or fail.
             logger.warning("conversation=\(conversation.id) reply=\(message.id) context too large: \(tooLarge.message)")
@@ -289,9 +289,7 @@ final class ReplyRunner {
         let backoff = min(limits.retryBaseMilliseconds << UInt64(reply.attempts - 1), 30_000)
         let delay = retryAfterSeconds.map { UInt64(max(0, min($0, 300))) * 1000 } ?? backoff
         logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attempt \(reply.attempts) failed (\(error.logText)): retrying in \(delay) ms")
-        conversation.broadcast(.messageRetrying, [
-            "message": .string(reply.message.id), "attempt": .int(reply.attempts), "delay_ms": .int(Int(delay)), "error": error.json,
-        ])
+        conversation.broadcast(.messageRetrying(message: reply.message.id, attempt: reply.attempts, delayMilliseconds: Int(delay), error: error))
         let timer = Timer(loop: loop)
         reply.retryTimer = timer
         timer.start(after: delay) { [unowned self, unowned conversation, weak reply] in
@@ -370,12 +368,13 @@ final class ReplyRunner {
         }
         conversation.insert(final)
         if final.status == .failed {
+            // The server's whole text is kept here and in the message: clients say only its first line.
             logger.warning("conversation=\(conversation.id) reply=\(final.id) failed: \(final.error?.logText ?? "")")
-            conversation.broadcast(.messageFailed, ["message": final.json, "error": final.error?.json ?? .null])
+            conversation.broadcast(.messageFailed(final, error: final.error))
         } else {
             logger.info("conversation=\(conversation.id) reply=\(final.id) \(final.status.rawValue) chars=\(final.content.count)"
                 + (final.toolCalls.map { " tool_calls=\($0.count)" } ?? ""))
-            conversation.broadcast(.messageCompleted, ["message": final.json])
+            conversation.broadcast(.messageCompleted(final))
         }
         return final
     }
@@ -428,10 +427,10 @@ final class ReplyRunner {
             }
             conversation.insert(reply.message)
             if let error = reply.message.error {
-                conversation.broadcast(.messageFailed, ["message": reply.message.json, "error": error.json])
+                conversation.broadcast(.messageFailed(reply.message, error: error))
                 continue
             }
-            conversation.broadcast(.messageCompleted, ["message": reply.message.json])
+            conversation.broadcast(.messageCompleted(reply.message))
             logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) interrupted by shutdown chars=\(reply.message.content.count)")
         }
     }

@@ -29,7 +29,7 @@ extension Broker {
             logger.info("conversation=\(conversation.id) reply=\(replacedID) regenerated as \(replyID) client=\(client.id)")
             respond(.success(["reply": .string(replyID), "replaces": .string(replacedID)]))
             for old in replaced {
-                conversation.broadcast(.messageSuperseded, ["message": .string(old.id), "by": .string(replyID)])
+                conversation.broadcast(.messageSuperseded(message: old.id, by: replyID))
             }
             conversation.enqueueReply(replyID)
             replies.startNext(in: conversation)
@@ -74,9 +74,9 @@ extension Broker {
             logger.info("conversation=\(conversation.id) message=\(id) edited as \(ids.message) client=\(client.id)")
             respond(.success(["message": message.json, "reply": .string(ids.reply), "replaces": .string(id)]))
             for old in superseded {
-                conversation.broadcast(.messageSuperseded, ["message": .string(old.id), "by": .string(ids.message)])
+                conversation.broadcast(.messageSuperseded(message: old.id, by: ids.message))
             }
-            conversation.broadcast(.messageCreated, ["message": message.json])
+            conversation.broadcast(.messageCreated(message))
             conversation.enqueueReply(ids.reply)
             replies.startNext(in: conversation)
         }

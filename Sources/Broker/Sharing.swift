@@ -25,7 +25,7 @@ extension Broker {
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
             logger.notice("conversation=\(conversation.id) shared with uid=\(share.uid) role=\(role.rawValue) client=\(client.id)")
             respond(.success(["conversation": conversation.info.json, "allowed": .bool(allowedUIDs.contains(share.uid))]))
-            conversation.broadcast(.conversationUpdated, ["info": conversation.info.json])
+            conversation.broadcast(.conversationUpdated(conversation.info))
         }
     }
 
@@ -47,7 +47,7 @@ extension Broker {
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
             logger.notice("conversation=\(conversation.id) unshared uid=\(user.uid) client=\(client.id)")
             respond(.success(["conversation": conversation.info.json, "unshared": true]))
-            conversation.broadcast(.conversationUpdated, ["info": conversation.info.json])
+            conversation.broadcast(.conversationUpdated(conversation.info))
         }
         // The summary folded the record as it was written; a write that failed left the share.
         if conversation.log.shares.role(of: user.uid) == nil {
@@ -78,8 +78,8 @@ extension Broker {
             let quiet = conversation.isQuiet(attached)
             guard conversation.detach(attached) else { continue }
             attached.attached.remove(conversation.id)
-            attached.send(RPC.notification(.conversationUnshared, params: ["conversation": .string(conversation.id), "by": owner.info.json]))
-            if !quiet { conversation.broadcast(.clientDetached, ["client": attached.info.json]) }
+            attached.send(ServerNotification.conversation(conversation.id, .conversationUnshared(by: owner.info)).frame)
+            if !quiet { conversation.broadcast(.clientDetached(attached.info)) }
             logger.info("conversation=\(conversation.id) client=\(attached.id) detached: unshared")
         }
     }

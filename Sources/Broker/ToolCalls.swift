@@ -52,7 +52,7 @@ extension ReplyRunner {
             if run.isWaitingForApproval {
                 requestApproval(for: run, of: reply, in: conversation)
             } else if let refusal = run.refusal {
-                conversation.broadcast(.toolStarted, ["message": run.message.json, "call": run.call.json])
+                conversation.broadcast(.toolStarted(message: run.message, call: run.call))
                 logger.warning("conversation=\(conversation.id) call=\(run.call.id) tool=\(Self.loggable(run.call.name)) refused: \(refusal.code.rawValue)")
                 end(run, of: reply, in: conversation, status: .failed, error: refusal,
                     content: "Error: \(refusal.message). The call was not made.")
@@ -64,10 +64,7 @@ extension ReplyRunner {
 
     private func requestApproval(for run: Conversation.ToolRun, of reply: Conversation.ActiveReply, in conversation: Conversation) {
         logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) waiting for approval")
-        conversation.broadcast(.toolApprovalRequested, [
-            "message": run.message.json, "call": .string(run.call.id), "tool": .string(run.call.name),
-            "arguments": .string(run.call.arguments),
-        ])
+        conversation.broadcast(.toolApprovalRequested(message: run.message, call: run.call))
         let timer = Timer(loop: loop)
         run.approvalTimer = timer
         let seconds = limits.toolApprovalTimeoutSeconds
@@ -94,9 +91,7 @@ extension ReplyRunner {
         run.approvalTimer = nil
         run.message.tool?.approval = allow ? .approved : .denied
         logger.info("conversation=\(conversation.id) call=\(run.call.id) \(allow ? "approved" : "denied") by \(client.map { "client=\($0.id)" } ?? "the approval timeout")")
-        conversation.broadcast(allow ? .toolApproved : .toolDenied, [
-            "call": .string(run.call.id), "client": client.map { $0.info.json } ?? .null,
-        ])
+        conversation.broadcast(allow ? .toolApproved(call: run.call.id, by: client?.info) : .toolDenied(call: run.call.id, by: client?.info))
         guard allow else {
             end(run, of: reply, in: conversation, status: .failed, error: MessageError(code: .toolDenied, message: reason),
                 content: "Error: \(reason).")
@@ -110,7 +105,7 @@ extension ReplyRunner {
     private func startCall(_ run: Conversation.ToolRun, of reply: Conversation.ActiveReply, in conversation: Conversation) {
         guard let definition = run.definition, let arguments = run.arguments else { return }
         let request = definition.httpRequest(arguments: arguments)
-        conversation.broadcast(.toolStarted, ["message": run.message.json, "call": run.call.json])
+        conversation.broadcast(.toolStarted(message: run.message, call: run.call))
         // Neither the query (the model's arguments, perhaps a key written into the URL) nor the
         // headers (some are secrets) are logged.
         let path = request.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.url
@@ -175,7 +170,7 @@ extension ReplyRunner {
             final.error = MessageError(code: .storage, message: "cannot write the log: \(storeError)")
         }
         conversation.insert(final)
-        conversation.broadcast(.toolCompleted, ["message": final.json])
+        conversation.broadcast(.toolCompleted(final))
     }
 
     /// Ends the reply while its calls run (cancel, or a log that cannot be written): every call

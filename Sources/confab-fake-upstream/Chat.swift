@@ -51,6 +51,8 @@ struct Script {
     var emptyStream = false
     /// `[[validation-error]]`: a scripted failure's message is a many-line validation error.
     var validationError = false
+    /// `[[error-lines:N]]`: a `status` answer's error message is N long lines, as a validating server writes them.
+    var errorLines: Int?
 
     /// Whether the answer is an event stream: asked for, and not `[[json-body]]`.
     func streams(_ body: JSON) -> Bool { body["stream"]?.boolValue == true && !jsonBody }
@@ -104,6 +106,7 @@ struct Script {
             case "json-body": jsonBody = true
             case "empty-stream": emptyStream = true
             case "validation-error": validationError = true
+            case "error-lines": if let n = number, n >= 1 { errorLines = min(n, 1000) }
             default: break  // unknown directives are ignored (but still removed from the text)
             }
         }
@@ -378,7 +381,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         if status == 429 && !script.noRetryAfter { extra.append(("Retry-After", "1")) }
         return sendJSON(connection, status: status,
                         body: script.validationError ? llamaCppPythonErrorBody(scriptedValidationError)
-                            : errorBody(message: "fake upstream error \(status)", type: type, code: code),
+                            : errorBody(message: longErrorMessage(status: status, lines: script.errorLines), type: type, code: code),
                         extraHeaders: extra, keepAlive: keepAlive, split: script.split)
     }
     if script.emptyStream, stream { return sendEmptyEventStream(connection, keepAlive: keepAlive, split: script.split) }
@@ -572,4 +575,14 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         sleepMilliseconds(ms)
     }
     return writer.finish() && keepAlive
+}
+
+/// `fake upstream error CODE`, or with `[[error-lines:N]]` that line followed by N-1 more, each
+/// over 100 characters, as a server that validates requests lists what it refused.
+func longErrorMessage(status: Int, lines: Int?) -> String {
+    var text = "fake upstream error \(status)"
+    for line in 1 ..< max(1, lines ?? 1) {
+        text += "\n  messages.\(line).content: Input should be a valid string [type=string_type, input_value=None, input_type=NoneType] detail line \(line)"
+    }
+    return text
 }

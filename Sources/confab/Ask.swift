@@ -18,6 +18,13 @@ struct Ask: ClientCommand {
             conversation, titled "ask YYYY-MM-DD", so one-shot questions do not pile up. \
             -C continues this shell session's conversation (after confab shell-init), else the \
             most recently active one. A new conversation's id is printed on standard error.
+
+            Ctrl-C cancels the reply (exit 130). A reader that goes away (| head) cancels it \
+            when nobody else is attached to the conversation; with others watching, the reply \
+            goes on for them, as when a terminal closes; either way the exit is SIGPIPE's (141). \
+            A reply cut off at the model's length limit is said on standard error and exits 4 \
+            (confab continue ID goes on with it). When confabd restarts meanwhile, ask waits \
+            for it to come back and prints the reply as stored.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -81,11 +88,13 @@ struct Ask: ClientCommand {
         }
         // Quiet: following our own reply is not joining the conversation. (A chosen
         // conversation is attached already, as quietly: attaching again is harmless.)
-        let attached = try connection.call("conversation.attach", ["conversation": .string(id), "history": 0, "quiet": true])
-        let sent = try connection.call("message.send", ["conversation": .string(id), "content": .string(prompt)])
-        guard let reply = sent["reply"]?.string else { throw Failure.message("confabd's answer to message.send has no reply id") }
-        let stream = AskStream(connection: connection, conversation: id, reply: reply, json: json, render: !plain,
-                               others: attached["clients"]?.array ?? [])
+        let attached = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(id), "history": 0, "quiet": true]))
+        let sent = try connection.call(.messageSend, ["conversation": .string(id), "content": .string(prompt)])
+        guard let reply = ReplyStarted(json: sent)?.reply else {
+            throw Failure.message("confabd's answer to \(RPCMethod.messageSend.rawValue) has no reply id")
+        }
+        let stream = AskStream(connection: connection, socketPath: socketPath, conversation: id, reply: reply, json: json,
+                               render: !plain, others: attached.clients)
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }
     }

@@ -5,33 +5,28 @@ import ConfabProtocol
 import Posix
 import Terminal
 
-/// The reply one `confab ask` waits for, shown as it streams, and the ways it stops:
-/// Ctrl-C cancels it (exit 130); a reader that goes away (`| head`) cancels it unless
-/// somebody else is watching the conversation; a closed terminal (SIGHUP, which kills us
-/// by default) or a lost connection leaves it running in the daemon.
+/// The reply one `confab ask` waits for, shown as `ReplyFollower` reports it, and the ways it
+/// stops: Ctrl-C cancels it (exit 130); a reader that goes away (`| head`) cancels it when
+/// nobody else watches the conversation, and otherwise leaves it to them, as a closed
+/// terminal does (SIGHUP kills us, the reply goes on in the daemon). When confabd goes away
+/// (a restart, an upgrade), we wait for it to come back, catch up with what was stored
+/// meanwhile and go on following.
 ///
-/// A reply that asks for tools goes on after them: `m2` is followed by its results (`m2.1`,
-/// …) and the model's next turns (`m2.3`, …), until a turn ends without asking for tools
-/// or ends other than complete. Every turn's text goes to standard output, each ending on a
-/// line break before the next begins; each call goes to standard error as one line once
-/// it ends. A call that needs a yes is asked about on the terminal (standard input and
-/// error, else `/dev/tty`), and denied when there is none.
+/// Every turn's text goes to standard output, each ending on a line break before the next
+/// begins; each tool call goes to standard error as one line once it ends. A call that
+/// needs a yes is asked about on the terminal (standard input and error, else `/dev/tty`),
+/// and denied when there is none.
 final class AskStream {
-    private let connection: Connection
+    /// Exit status of a reply the model's token limit cut off (`confab continue` goes on with it).
+    static let cutAtLengthLimitStatus: Int32 = 4
+
+    private var connection: Connection
+    private let socketPath: String
     private let conversation: String
     private let reply: String
-    /// The reply's sequence number: every message `m<N>.<step>` belongs to it.
-    private let chain: Int?
-    /// The turn of the reply streaming now: the reply itself, then each turn after tool calls.
-    private var turn: String
-    /// What of the current turn went to standard output, byte for byte.
-    private var turnWritten: [UInt8] = []
-    /// Calls the reply asked for, by id.
-    private var calls: [String: ToolLines.Call] = [:]
-    /// Calls running now, oldest first (for the status line).
-    private var running: [ToolLines.Call] = []
+    private var follower: ReplyFollower
     /// Calls waiting for our yes or no, oldest first; the first is being asked.
-    private var questions: [ToolLines.Call] = []
+    private var questions: [ToolCall] = []
     /// The terminal the question is on, while one is asked.
     private var asking: Question?
     /// Where questions are asked, once looked for: nil inside when there is no terminal.
@@ -39,7 +34,7 @@ final class AskStream {
     /// Ctrl-C came while a question was on the terminal: its line is ended already.
     private var afterQuestion = false
     /// Our `tool.approve` requests, by request id: the call each answers.
-    private var approvals: [Int: ToolLines.Call] = [:]
+    private var approvals: [Int: ToolCall] = [:]
     private var cancelRequest: Int?
     private let stderrIsTerminal = isatty(2) != 0
     private let stderrColour = isatty(2) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
@@ -51,7 +46,7 @@ final class AskStream {
     }
 
     private struct Question {
-        var call: ToolLines.Call
+        var call: ToolCall
         var line: [UInt8] = []
     }
     /// Print the final message object instead of the text.
@@ -62,11 +57,8 @@ final class AskStream {
     private var others: Set<String>
     /// What of the reply went to standard output, byte for byte.
     private var written: [UInt8] = []
-    /// The reply's text from before we followed it (a continued reply's), not ours to print.
-    private var before = 0
     private var outputOpen = true
     private var cancelling: Cancelling?
-    private var cancelledBy: String?
     private var sawText = false
     /// The reply's markdown laid out, on a terminal unless --raw.
     private var markdown: MarkdownStream?
@@ -74,19 +66,21 @@ final class AskStream {
     /// Text arrived that is not laid out yet.
     private var renderPending = false
     private var renderedAnything = false
+    /// confabd said it is stopping: the connection's end that follows is expected.
+    private var daemonStopping: String?
 
     private enum Cancelling {
         case interrupted, outputClosed
     }
 
-    init(connection: Connection, conversation: String, reply: String, json: Bool, render: Bool, others: [JSON]) {
+    init(connection: Connection, socketPath: String, conversation: String, reply: String, json: Bool, render: Bool, others: [ClientInfo]) {
         self.connection = connection
+        self.socketPath = socketPath
         self.conversation = conversation
         self.reply = reply
-        chain = ToolLines.sequence(reply)
-        turn = reply
+        follower = ReplyFollower(conversation: conversation, reply: reply)
         self.json = json
-        self.others = Set(others.compactMap { $0["id"]?.string })
+        self.others = Set(others.map(\.id))
         if render && !json, let size = TerminalSize.of(1) {
             let renderer = MarkdownRenderer(colour: (Environment.get("NO_COLOR") ?? "").isEmpty)
             markdown = MarkdownStream(renderer: renderer, width: size.columns, maxLiveRows: size.rows - 2)
@@ -134,12 +128,78 @@ final class AskStream {
                 try readAnswer()
             }
             if fds[0].ready {
-                guard try connection.receive() else {
-                    status.clear()
-                    endLine()
-                    throw .message("confabd closed the connection before the reply finished (it goes on if confabd does)")
+                if !(try connection.receive()) {
+                    // What was read before the end is handled first: the reply may have ended.
+                    while let event = connection.nextEvent() {
+                        if let exit = try handle(event) { return exit }
+                    }
+                    if let exit = try reconnect(signals: signals) { return exit }
                 }
             }
+        }
+    }
+
+    // MARK: Reconnecting
+
+    /// confabd went away before the reply ended (a restart, an upgrade, a crash): it is said,
+    /// and we wait for it to be back, then catch up with what it stored meanwhile. Ctrl-C
+    /// leaves (the reply, if it runs, goes on in confabd); nil once we follow again.
+    private func reconnect(signals: Int32) throws(Failure) -> Int32? {
+        dropQuestion(saying: nil)
+        questions = []
+        approvals = [:]
+        status.clear()
+        endLine()
+        // A cancel we had sent may not have arrived: a leaving reader's ends us at once.
+        if cancelling == .outputClosed { return diedOfSIGPIPE() }
+        let why = daemonStopping.map { "confabd stopped (\($0))" } ?? "confabd closed the connection"
+        Out.error("\(why) before the reply finished; waiting for it to come back (Ctrl-C leaves)")
+        daemonStopping = nil
+        var waitMilliseconds: Int32 = 100
+        while true {
+            status.spin("waiting for confabd")
+            var fds = [Poll.Watch(fd: signals)]
+            if (try? Poll.wait(&fds, timeoutMilliseconds: waitMilliseconds)) == true, fds[0].ready {
+                let caught = SignalPipe.drain()
+                if caught.contains(SIGWINCH) { resized() }
+                if caught.contains(SIGINT) {
+                    status.clear()
+                    if isatty(2) != 0 { Out.errorLine("") }
+                    return 130
+                }
+            }
+            status.tick()
+            waitMilliseconds = min(1000, waitMilliseconds * 2)
+            let fresh: Connection
+            do {
+                fresh = try Connection.start(socketPath, command: "ask")
+            } catch {
+                if case .unreachable = error { continue }
+                if case .disconnected = error { continue }
+                status.clear()
+                throw error
+            }
+            let attached: AttachResult
+            do {
+                // As many messages as a reply with many tool rounds can have made meanwhile.
+                attached = AttachResult(json: try fresh.call(.conversationAttach, ["conversation": .string(conversation),
+                                                                                   "history": 200, "quiet": true]))
+            } catch {
+                // Still starting, or stopping again: try again.
+                if case .disconnected = error { continue }
+                status.clear()
+                throw error
+            }
+            connection = fresh
+            others = Set(attached.clients.map(\.id))
+            status.clear()
+            Out.error("confabd is back; following the reply again")
+            if cancelling != nil { cancelRequest = try connection.send(.generationCancel, ["conversation": .string(conversation), "message": .string(reply)]) }
+            status.spin("waiting for the model")
+            for progress in follower.resume(stored: attached.messages, pending: attached.pending, tools: attached.tools) {
+                if let exit = try show(progress) { return exit }
+            }
+            return nil
         }
     }
 
@@ -155,7 +215,7 @@ final class AskStream {
         // Over rendered rows a status line would wipe one that is not drawn again.
         if markdown == nil || !sawText { status.spin("cancelling") }
         // Any id of the reply's chain stops the whole chain, and nothing else.
-        cancelRequest = try connection.send("generation.cancel", ["conversation": .string(conversation), "message": .string(reply)])
+        cancelRequest = try connection.send(.generationCancel, ["conversation": .string(conversation), "message": .string(reply)])
         return nil
     }
 
@@ -168,13 +228,14 @@ final class AskStream {
         return 130
     }
 
-    /// Our reader went away. Nobody else watching: stop the reply nobody will read.
+    /// Our reader went away. Nobody else watching: stop the reply nobody will read. Others
+    /// watching: it is theirs too, and goes on, as when our terminal closes.
     private func outputClosed() throws(Failure) -> Int32? {
         guard outputOpen else { return nil }
         outputOpen = false
         if others.isEmpty && cancelling == nil {
             cancelling = .outputClosed
-            cancelRequest = try connection.send("generation.cancel", ["conversation": .string(conversation), "message": .string(reply)])
+            cancelRequest = try connection.send(.generationCancel, ["conversation": .string(conversation), "message": .string(reply)])
             return nil
         }
         return diedOfSIGPIPE()
@@ -208,7 +269,7 @@ final class AskStream {
             }
             switch cancelling {
             case .interrupted:
-                if case .success(let value) = result, value["cancelled"]?.string == nil, !sawText {
+                if case .success(let value) = result, CancelResult(json: value).cancelled == nil, !sawText {
                     status.clear()
                     Out.error("the reply had not started; it stays queued in confabd")
                 }
@@ -216,118 +277,95 @@ final class AskStream {
             case .outputClosed:
                 return diedOfSIGPIPE()
             }
-        case .notification(let method, let params):
-            return try notification(method, params)
+        case .notification(let notification):
+            switch notification {
+            case .serverStopping(let reason):
+                // Replies in flight were announced as interrupted before this, so ours has
+                // not started (it is queued) and runs when confabd starts again.
+                daemonStopping = reason ?? "no reason given"
+            case .conversation(conversation, .clientAttached(let client)):
+                others.insert(client.id)
+            case .conversation(conversation, .clientDetached(let client)):
+                others.remove(client.id)
+            default:
+                break
+            }
+            for progress in follower.take(notification) {
+                if let exit = try show(progress) { return exit }
+            }
+            return nil
         }
     }
 
-    private func notification(_ method: String, _ params: JSON) throws(Failure) -> Int32? {
-        if method == "server.stopping" {
-            // Replies in flight are announced as interrupted before this, so ours has not
-            // started (it was queued) and will run when confabd starts again.
-            status.clear()
-            endLine()
-            let reason = params["reason"]?.string.map { " (\($0))" } ?? ""
-            throw .message("confabd is stopping\(reason) before the reply finished")
-        }
-        guard params["conversation"]?.string == conversation else { return nil }
-        switch method {
-        case "message.created":
-            // The model's next turn, after the tool calls.
-            guard let message = params["message"], ours(message["id"]?.string), message["role"]?.string == "assistant",
-                  let id = message["id"]?.string else { return nil }
-            begin(id)
-        case "message.continued":
-            guard let message = params["message"], message["id"]?.string == turn else { return nil }
-            before = (message["content"]?.string ?? "").utf8.count
-        case "message.delta":
-            guard let id = params["message"]?.string, ours(id), let piece = params["content"]?.string, !piece.isEmpty else { return nil }
-            begin(id)
+    /// Renders one step the follower reported; the exit status once the reply is over.
+    private func show(_ progress: ReplyProgress) throws(Failure) -> Int32? {
+        switch progress {
+        case .turnStarted, .continued:
+            // A continued reply's text so far is stored: the follower reports only what is added.
+            break
+        case .text(_, let piece):
             sawText = true
             // The status line (waiting for the model, for the tools) gives way to the text.
             if cancelling == nil { status.clear() }
-            if !json { return try show(Array(piece.utf8)) }
-        case "message.retrying":
-            guard ours(params["message"]?.string) else { return nil }
-            let attempt = params["attempt"]?.int ?? 1
-            let delay = params["delay_ms"]?.int ?? 0
-            status.countdown("\(Words.replyError(params["error"])); retry \(attempt) in", milliseconds: delay)
-        case "generation.cancelled":
-            guard ours(params["message"]?.string) else { return nil }
-            cancelledBy = Words.clientName(params["by"])
-        case "tool.approval_requested":
-            guard ours(params["message"]?["id"]?.string ?? params["message"]?.string), let id = params["call"]?.string else { return nil }
-            let call = ToolLines.Call(id: id, name: params["tool"]?.string ?? calls[id]?.name ?? "?",
-                                      arguments: params["arguments"]?.string ?? calls[id]?.arguments ?? "")
-            calls[id] = call
-            if !questions.contains(where: { $0.id == id }) { questions.append(call) }
-            try askNext()
-        case "tool.approved", "tool.denied":
-            guard let id = params["call"]?.string, questions.contains(where: { $0.id == id }) else { return nil }
-            // Somebody else answered first (ours is taken out of the questions when sent).
-            let verb = method == "tool.approved" ? "approved" : "denied"
-            let who = params["client"].flatMap { $0.isNull ? nil : Words.clientName($0) }
-            let said = "call \(calls[id]?.name ?? id) \(verb)" + (who.map { " by \($0)" } ?? ": nobody answered in time")
-            if asking?.call.id == id { dropQuestion(saying: said) } else { Out.error(said) }
-            questions.removeAll { $0.id == id }
-            try askNext()
-        case "tool.started":
-            guard ours(params["message"]?["id"]?.string), let call = ToolLines.call(params["call"]) else { return nil }
-            calls[call.id] = call
-            running.removeAll { $0.id == call.id }
-            running.append(call)
-            if asking == nil && cancelling == nil { status.spin(runningStatus) }
-        case "tool.completed":
-            guard let message = params["message"], ours(message["id"]?.string) else { return nil }
-            toolEnded(message)
-        case "message.completed", "message.failed":
-            guard let message = params["message"], let id = message["id"]?.string, ours(id) else { return nil }
-            if ToolLines.isTool(message) {
-                toolEnded(message)
-                return nil
-            }
-            begin(id)
-            status.clear()
-            if let exit = try finish(message) { return exit }
-            if ToolLines.continuesAfter(message) {
-                // The reply goes on after its calls, whose lines come as each ends.
-                for call in ToolLines.calls(of: message) { calls[call.id] = call }
-                if cancelling == nil && asking == nil { status.spin("running tools") }
-                return nil
-            }
-            if json { Out.stdout(message.text + "\n") }
-            if cancelling == .interrupted { return leaveInterrupted() }
-            switch message["status"]?.string ?? "complete" {
-            case "complete": return 0
-            case "cancelled":
-                throw .message("the reply was cancelled" + (cancelledBy.map { " by \($0)" } ?? ""))
-            case "failed":
-                throw .message("the reply failed: " + Words.replyError(params["error"] ?? message["error"]))
-            case let other:
-                throw .message("the reply ended \(other)")
-            }
-        case "client.attached":
-            if let id = params["client"]?["id"]?.string { others.insert(id) }
-        case "client.detached":
-            if let id = params["client"]?["id"]?.string { others.remove(id) }
-        case "conversation.deleted":
-            status.clear()
-            endLine()
-            throw .message("the conversation was deleted")
-        default:
+            if !json { return try write(Array(piece.utf8)) }
+        case .retrying(let attempt, let delay, let error):
+            // One short line: the server's own text is in the message's error and confabd's log.
+            status.countdown("\(Words.replyError(error, detailed: false)); retry \(attempt) in", milliseconds: delay)
+        case .cancelled:
             break
+        case .turnEnded:
+            status.clear()
+            finishTurn()
+        case .toolsRequested:
+            // The reply goes on after its calls, whose lines come as each ends.
+            if cancelling == nil && asking == nil { status.spin("running tools") }
+        case .approvalRequested(let call):
+            if !questions.contains(where: { $0.id == call.id }) { questions.append(call) }
+            try askNext()
+        case .approvalDecided(let call, let allowed, let by):
+            // Somebody else answered first (ours is taken out of the questions when sent).
+            guard questions.contains(where: { $0.id == call.id }) else { return nil }
+            let said = "call \(call.name) \((allowed ? ToolApprovalState.approved : .denied).rawValue)" + (by.map { " by \(Words.clientName($0))" } ?? ": nobody answered in time")
+            if asking?.call.id == call.id { dropQuestion(saying: said) } else { Out.error(said) }
+            questions.removeAll { $0.id == call.id }
+            try askNext()
+        case .toolStarted:
+            if asking == nil && cancelling == nil { status.spin(runningStatus) }
+        case .toolEnded(let message, let call):
+            toolEnded(message, call: call)
+        case .finished(let end):
+            status.clear()
+            finishTurn()
+            return try finished(end)
         }
         return nil
     }
 
-    /// What a turn's final message has beyond what we streamed (normally nothing: we
-    /// attached before sending), then a newline unless there is one.
-    private func finish(_ message: JSON) throws(Failure) -> Int32? {
-        guard !json else { return nil }
-        let content = Array((message["content"]?.string ?? "").utf8.dropFirst(before))
-        if content.count > turnWritten.count, content.starts(with: turnWritten) {
-            if let exit = try show(Array(content[turnWritten.count...])) { return exit }
+    /// The reply is over: its exit status, or the failure to report.
+    private func finished(_ end: ReplyEnd) throws(Failure) -> Int32 {
+        if json, let message = end.message { Out.stdout(message.json.text + "\n") }
+        if cancelling == .interrupted { return leaveInterrupted() }
+        if cancelling == .outputClosed { return diedOfSIGPIPE() }
+        switch end.outcome {
+        case .complete:
+            return 0
+        case .cutAtLengthLimit:
+            Out.error("the reply was cut off at the model's length limit; confab continue \(conversation) goes on with it")
+            return Self.cutAtLengthLimitStatus
+        case .cancelled(let by):
+            throw .message("the reply was cancelled" + (by.map { " by \(Words.clientName($0))" } ?? ""))
+        case .failed(let error):
+            throw .message("the reply failed: " + Words.replyError(error))
+        case .interrupted:
+            throw .message("the reply was interrupted: confabd stopped before it finished (what came is kept; confab retry \(conversation) asks again)")
+        case .conversationDeleted:
+            throw .message("the conversation was deleted")
         }
+    }
+
+    /// A turn ended: its layout finished, then a newline unless there is one.
+    private func finishTurn() {
+        guard !json else { return }
         if var markdown {
             writeRendered(live.replace(committing: markdown.finish(), live: []))
             self.markdown = markdown
@@ -336,29 +374,13 @@ final class AskStream {
         endLine()
         // A turn after tool calls starts on a row of its own.
         live = LiveRows()
-        return nil
     }
 
     // MARK: Tools
 
-    /// A message of the reply we follow: the reply itself, its tool results, its later turns.
-    private func ours(_ id: String?) -> Bool {
-        guard let id else { return false }
-        guard let chain else { return id == reply }
-        return ToolLines.sequence(id) == chain
-    }
-
-    /// Text or an end for turn `id`: from now on it is the turn we write.
-    private func begin(_ id: String) {
-        guard id != turn else { return }
-        turn = id
-        turnWritten = []
-        before = 0
-    }
-
     /// `running tool weather`, `running tools weather, echo`.
     private var runningStatus: String {
-        let names = running.map(\.name)
+        let names = follower.running.map(\.name)
         if names.isEmpty { return "running tools" }
         return (names.count == 1 ? "running tool " : "running tools ") + names.joined(separator: ", ")
     }
@@ -367,12 +389,9 @@ final class AskStream {
     private var deferredLines: [String] = []
 
     /// A call ended: one line on standard error (`⚙ weather {"city":"Paris"} → 200 · 84 ms`).
-    private func toolEnded(_ message: JSON) {
-        guard let id = ToolLines.callID(of: message) else { return }
-        running.removeAll { $0.id == id }
-        if asking?.call.id == id { dropQuestion(saying: nil) }
-        questions.removeAll { $0.id == id }
-        let call = calls[id] ?? ToolLines.Call(id: id, name: ToolLines.name(of: message), arguments: "")
+    private func toolEnded(_ message: Message, call: ToolCall) {
+        if asking?.call.id == call.id { dropQuestion(saying: nil) }
+        questions.removeAll { $0.id == call.id }
         let outcome = ToolLines.outcome(of: message)
         let width = stderrIsTerminal ? (TerminalSize.of(2)?.columns ?? 80) : Int.max / 2
         let line = ToolCallFormat.summary(name: call.name, arguments: call.arguments, outcome: outcome, width: width)
@@ -383,9 +402,8 @@ final class AskStream {
         }
         status.clear()
         writeError(styled)
-        if cancelling == nil { status.spin(running.isEmpty ? "waiting for the model" : runningStatus) }
+        if cancelling == nil { status.spin(follower.running.isEmpty ? "waiting for the model" : runningStatus) }
     }
-
     /// A line of ours (made safe already) on standard error.
     private func writeError(_ line: String) {
         var text = line + "\n"
@@ -475,14 +493,14 @@ final class AskStream {
         deferredLines = []
     }
 
-    private func sendApproval(_ call: ToolLines.Call, allow: Bool) throws(Failure) {
-        let id = try connection.send("tool.approve", ["conversation": .string(conversation), "call": .string(call.id), "allow": .bool(allow)])
+    private func sendApproval(_ call: ToolCall, allow: Bool) throws(Failure) {
+        let id = try connection.send(.toolApprove, ["conversation": .string(conversation), "call": .string(call.id), "allow": .bool(allow)])
         approvals[id] = call
     }
 
     /// A refused answer (-32006: somebody answered first, or the call ended) settles nothing
     /// new: it is said, and the reply goes on.
-    private func approvalAnswered(_ call: ToolLines.Call, _ result: Result<JSON, RPCError>) {
+    private func approvalAnswered(_ call: ToolCall, _ result: Result<JSON, RPCError>) {
         guard case .failure(let error) = result else { return }
         status.clear()
         // The message names the call by its id, which the model server chose: made safe like any of its text.
@@ -522,10 +540,9 @@ final class AskStream {
 
     /// Writes reply text: byte for byte into a pipe or file, made safe on a terminal, laid
     /// out when rendering.
-    private func show(_ bytes: [UInt8]) throws(Failure) -> Int32? {
+    private func write(_ bytes: [UInt8]) throws(Failure) -> Int32? {
         guard outputOpen else { return nil }
         written += bytes
-        turnWritten += bytes
         if markdown != nil {
             markdown?.append(String(decoding: bytes, as: UTF8.self))
             renderPending = true

@@ -18,6 +18,9 @@ struct Attach: ClientCommand {
             else login@tty. Alt-Enter puts a line break in the message. Replies are rendered \
             from markdown on a terminal; --raw (or --plain) shows their text as it is, and \
             NO_COLOR keeps the layout without colours.
+
+            When confabd stops or restarts, attach says so, waits for it to come back (Ctrl-D \
+            leaves meanwhile), then shows what it missed and goes on.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -36,10 +39,11 @@ struct Attach: ClientCommand {
 
     func run() throws {
         let connection = try Connection.open(path: socketPath)
-        let me = try connection.hello(command: "attach", name: name)
+        let me = HelloResult(json: try connection.hello(command: "attach", name: name))
         let conversation = try id.map(connection.resolveConversation) ?? ConversationChoice.toAttach(connection)
         let colour = !plain && isatty(1) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
-        let session = AttachSession(connection: connection, me: me, colour: colour, render: !plain && isatty(1) != 0)
+        let session = AttachSession(connection: connection, socketPath: socketPath, name: name, me: me, colour: colour,
+                                    render: !plain && isatty(1) != 0)
         // A person at a terminal gets the chat screen and the line editor; a pipe or a
         // file gets plain lines both ways.
         let interactive = isatty(0) != 0 && isatty(1) != 0
@@ -52,15 +56,20 @@ struct Attach: ClientCommand {
 }
 
 /// The live part of `confab attach`: one poll loop over the socket, standard input and
-/// the signals we act on (Ctrl-C, a resized window).
+/// the signals we act on (Ctrl-C, a resized window). Each reply in flight is followed by a
+/// `ReplyFollower`, and the transcript shows what it reports. When confabd goes away the
+/// session waits for it, attaches again and shows what it missed.
 final class AttachSession {
-    private let connection: Connection
+    private var connection: Connection
+    private let socketPath: String
+    /// The display name asked for (`--name`), given again when we reconnect.
+    private let requestedName: String?
     private var conversation = ""
     private let transcript: Transcript
-    private let myClientID: String
+    private var myClientID: String
     private let myName: String
     /// Others attached, by client id.
-    private var present: [String: JSON] = [:]
+    private var present: [String: ClientInfo] = [:]
     /// The oldest message shown, for /history.
     private var oldestShown: String?
     private var moreHistory = true
@@ -81,28 +90,29 @@ final class AttachSession {
     /// Who else may see the conversation, as the notices say it (`bob (write), carol (read)`).
     private var sharing: String?
     /// Roles of the messages seen here, and the messages that replaced an edited one.
-    private var roles: [String: String] = [:]
+    private var roles: [String: Role] = [:]
     private var editedAs: Set<String> = []
     /// The quick replies under the newest message, which `/1`, `/2`… send.
     private var offered: [String] = []
     /// Tool calls waiting for somebody's yes, oldest first: `y`, `n`, /approve and /deny answer the first.
     private var awaitingApproval: [Waiting] = []
-    /// Replies (by sequence number) whose tool calls are under way, or whose next turn is
-    /// due after them: a reply in flight for Ctrl-C, though no text streams.
-    private var chainsInFlight: Set<Int> = []
+    /// The replies in flight, by sequence number, each followed from its start (or from
+    /// when we attached) to its chain's end: a reply running tools is in flight for Ctrl-C
+    /// too, though no text streams.
+    private var followers: [Int: ReplyFollower] = [:]
+    /// The newest message seen here: after a reconnection, what is newer was missed.
+    private var newestSeen: MessageOrder?
     /// Every call seen (in `tool_calls`, `tool.started`, `tool.approval_requested`), by call id.
-    private var callsSeen: [String: ToolLines.Call] = [:]
+    private var callsSeen: [String: ToolCall] = [:]
     /// Tool messages seen, by id, and which answers which call, for /tool.
-    private var toolMessages: [String: JSON] = [:]
+    private var toolMessages: [String: Message] = [:]
     private var toolMessageOfCall: [String: String] = [:]
     private var newestTool: String?
     /// Replies whose replacement was said already: a whole chain is replaced at once.
     private var announcedReplaced: Set<String> = []
 
     private struct Waiting {
-        var call: ToolLines.Call
-        /// Its tool message's id.
-        var message: String?
+        var call: ToolCall
     }
 
     private enum Pending {
@@ -118,10 +128,12 @@ final class AttachSession {
         case approve(Waiting)
     }
 
-    init(connection: Connection, me: JSON, colour: Bool, render: Bool) {
+    init(connection: Connection, socketPath: String, name: String?, me: HelloResult, colour: Bool, render: Bool) {
         self.connection = connection
-        myClientID = me["client_id"]?.string ?? ""
-        myName = me["user"]?["name"]?.string ?? "you"
+        self.socketPath = socketPath
+        requestedName = name
+        myClientID = me.clientID
+        myName = me.name ?? "you"
         transcript = Transcript(colour: colour, me: myClientID, render: render)
         // Ctrl-C and resizes are ours to handle only with a person at a terminal.
         signals = isatty(0) != 0 ? try? SignalPipe.install([SIGINT, SIGWINCH]) : nil
@@ -142,7 +154,7 @@ final class AttachSession {
         { [weak self] line in
             guard let self else { return [] }
             return self.completions(of: line) {
-                (try? self.connection.call(RPCMethod.conversationList.rawValue, ["limit": 200]))?["conversations"]?.array ?? []
+                (try? self.connection.call(.conversationList, ["limit": 200]))?["conversations"]?.array ?? []
             }
         }
     }
@@ -179,55 +191,56 @@ final class AttachSession {
 
     /// Attaches to `id`, shows its header, history and the reply in flight.
     func attach(_ id: String, history: Int) throws(Failure) {
-        let result = try connection.call("conversation.attach", ["conversation": .string(id), "history": .int(history)])
+        let result = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(id), "history": .int(history)]))
         conversation = id
         present = [:]
-        for client in result["clients"]?.array ?? [] {
-            if let clientID = client["id"]?.string { present[clientID] = client }
-        }
-        let info = result["conversation"]
-        title = info?["title"]?.string ?? "untitled"
-        model = info?["model"]?.string
-        system = info?["system"]?.string
-        profile = info?["profile"]?.string
-        sampling = info?["params"]?.text
-        sharing = Self.sharing(info)
+        for client in result.clients { present[client.id] = client }
+        let info = result.conversation
+        title = info?.title ?? "untitled"
+        model = info?.model
+        system = info?.system
+        profile = info?.profile
+        sampling = info?.params.json.text
+        sharing = SharedUser.list(info?.sharedWith ?? [])
         editor?.setPrompt(prompt)
         var heading = "\(title) (\(id))"
-        if let profile = info?["profile"]?.string { heading += " · profile \(profile)" }
-        if let model = info?["model"]?.string { heading += " · \(model)" }
+        if let profile = info?.profile { heading += " · profile \(profile)" }
+        if let model = info?.model { heading += " · \(model)" }
         transcript.header(heading, who: whoLine())
-        let messages = result["messages"]?.array ?? []
-        oldestShown = messages.first?["id"]?.string
-        moreHistory = (info?["message_count"]?.int ?? 0) > messages.count
+        oldestShown = result.messages.first?.id
+        moreHistory = (info?.messageCount ?? 0) > result.messages.count
         offered = []
         awaitingApproval = []
-        chainsInFlight = []
+        followers = [:]
+        newestSeen = nil
         callsSeen = [:]
         toolMessages = [:]
         toolMessageOfCall = [:]
         newestTool = nil
         announcedReplaced = []
-        showHistory(messages, newest: result["pending"]?["id"]?.string == nil)
-        if let pending = result["pending"], pending["id"]?.string != nil {
-            transcript.replyStarted(pending)
+        showHistory(result.messages, newest: result.pending == nil)
+        followInFlight(result)
+    }
+
+    /// The reply in flight when we attach (its text so far, its calls running or waiting for
+    /// a yes), followed from here on.
+    private func followInFlight(_ result: AttachResult) {
+        for tool in result.tools { note(tool) }
+        if let pending = result.pending { note(pending) }
+        guard let first = result.pending?.id ?? result.tools.first?.id, let reply = ToolLines.head(first),
+              let sequence = MessageID.sequence(of: reply), followers[sequence] == nil else { return }
+        var follower = ReplyFollower(conversation: conversation, reply: reply)
+        // Its turns in the history (shown already) tell the follower the calls it asked for.
+        let progress = follower.resume(stored: result.messages, pending: result.pending, tools: result.tools)
+        followers[sequence] = follower
+        for tool in result.tools where tool.status == .streaming && tool.tool?.approval != .pending {
+            transcript.toolInFlight(tool)
         }
-        // The calls of the reply in flight that have not ended: running, or waiting for a yes.
-        for tool in result["tools"]?.array ?? [] {
-            note(tool)
-            guard let id = tool["id"]?.string, let callID = ToolLines.callID(of: tool) else { continue }
-            if let sequence = ToolLines.sequence(id) { chainsInFlight.insert(sequence) }
-            if tool["approval"]?.string == "pending" {
-                let call = callsSeen[callID] ?? ToolLines.Call(id: callID, name: ToolLines.name(of: tool), arguments: "")
-                askApproval(Waiting(call: call, message: id))
-            } else {
-                transcript.toolInFlight(tool)
-            }
-        }
+        for step in progress { show(step, of: sequence) }
     }
 
     private func whoLine() -> String {
-        let names = [myName + " (you)"] + present.values.map { Words.clientName($0) }.sorted()
+        let names = [myName + " (you)"] + present.values.map(Words.clientName).sorted()
         return "here: " + names.joined(separator: ", ")
     }
 
@@ -254,8 +267,9 @@ final class AttachSession {
             }
             if fds[0].ready {
                 if !(try connection.receive()) {
-                    transcript.breakLine()
-                    throw .disconnected
+                    // What came before the end is shown first.
+                    while let event = connection.nextEvent() { try handle(event) }
+                    try reconnect()
                 }
             }
             if inputOpen, fds[inputIndex].ready {
@@ -280,7 +294,7 @@ final class AttachSession {
             // Ctrl-C stops the reply in flight.
             if let editor, editor.hasTypedText {
                 editor.clearLine()
-            } else if transcript.replyInFlight || !chainsInFlight.isEmpty {
+            } else if transcript.replyInFlight || !followers.isEmpty {
                 try cancel()
             } else if let editor {
                 editor.clearLine()
@@ -300,20 +314,20 @@ final class AttachSession {
     }
 
     private func cancel() throws(Failure) {
-        let id = try connection.send("generation.cancel", ["conversation": .string(conversation)])
+        let id = try connection.send(.generationCancel, ["conversation": .string(conversation)])
         outstanding[id] = .cancel
     }
 
     private func handle(_ event: Event) throws(Failure) {
         switch event {
-        case .notification(let method, let params):
-            try notification(method, params)
+        case .notification(let told):
+            try notification(told)
         case .response(let id, let result):
             guard let pending = outstanding.removeValue(forKey: id) else { return }
             switch (pending, result) {
             case (.send, .failure(let error)): transcript.error("not sent: \(error.message)")
-            case (.cancel, .success(let value)) where value["cancelled"]?.isNull ?? true:
-                chainsInFlight = []
+            case (.cancel, .success(let value)) where CancelResult(json: value).cancelled == nil:
+                followers = [:]
                 transcript.notice("nothing to cancel")
             case (.approve(let waiting), .failure(let error)) where error.code == RPCError.conflict:
                 // Somebody answered first, or the call ended: not ours to worry about.
@@ -337,43 +351,30 @@ final class AttachSession {
         }
     }
 
-    /// `bob (write), carol (read)` from a conversation object; nil when not shared.
-    private static func sharing(_ info: JSON?) -> String? {
-        SharedUser.list(info?["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? [])
-    }
-
-    private func notification(_ method: String, _ params: JSON) throws(Failure) {
-        if method == "server.stopping" {
-            let reason = params["reason"]?.string.map { ": \($0)" } ?? ""
-            transcript.notice("confabd is stopping\(reason)")
-            throw .exit(0)
+    private func notification(_ notification: ServerNotification) throws(Failure) {
+        guard case .conversation(let id, let event) = notification else {
+            if case .serverStopping(let reason) = notification { stoppingReason = reason ?? "no reason given" }
+            return
         }
         // Everything else is about one conversation; we follow only ours.
-        guard params["conversation"]?.string == conversation else { return }
-        switch method {
-        case "message.created":
-            guard let message = params["message"] else { return }
-            note(message)
-            if ToolLines.isTool(message) {
+        guard id == conversation else { return }
+        noteMessages(of: event)
+        // A reply's own events go to its follower, which says what to show.
+        if let sequence = follow(event) {
+            for step in followers[sequence]?.take(event) ?? [] { show(step, of: sequence) }
+            return
+        }
+        switch event {
+        case .messageCreated(let message):
+            if message.role == .tool {
                 // A call is followed through tool.started and tool.completed.
-                if message["status"]?.string != "streaming" { toolEnded(message) }
+                if message.status != .streaming { toolEnded(message) }
                 return
             }
             // What was offered answered the message before this one.
             offered = []
-            if message["role"]?.string == "assistant" && message["status"]?.string == "streaming" {
-                transcript.replyStarted(message)
-            } else {
-                transcript.message(message)
-            }
-        case "message.delta":
-            guard let id = params["message"]?.string, let piece = params["content"]?.string else { return }
-            transcript.delta(id: id, piece)
-        case "message.continued":
-            guard let message = params["message"] else { return }
-            transcript.replyContinued(message)
-        case "message.superseded":
-            guard let message = params["message"]?.string, let by = params["by"]?.string else { return }
+            transcript.message(message)
+        case .messageSuperseded(let message, let by):
             // A reply's whole chain (its results and later turns) is replaced with it: said
             // once, of the reply's first message.
             let id = ToolLines.head(message) ?? message
@@ -381,74 +382,34 @@ final class AttachSession {
             guard !announcedReplaced.contains(id) else { return }
             announcedReplaced.insert(id)
             switch roles[id] ?? roles[message] {
-            case "user"?:
+            case .user?:
                 editedAs.insert(newer)
                 transcript.notice("\(id) was edited: \(newer) takes its place")
-            case "assistant"? where editedAs.contains(newer):
+            case .assistant? where editedAs.contains(newer):
                 transcript.notice("the reply \(id) is left out: its question was edited")
-            case "assistant"?:
+            case .assistant?:
                 transcript.notice("the reply \(id) is replaced by \(newer) (/versions lists earlier replies)")
             default:
                 transcript.notice("\(id) is replaced by \(newer)")
             }
-        case "message.retrying":
-            guard let id = params["message"]?.string else { return }
-            transcript.retrying(id: id, attempt: params["attempt"]?.int ?? 1, reason: Words.replyError(params["error"]),
-                                milliseconds: params["delay_ms"]?.int ?? 0)
-        case "generation.cancelled":
-            guard let id = params["message"]?.string else { return }
-            transcript.cancelled(id: id, by: params["by"]?["id"]?.string == myClientID ? "you" : Words.clientName(params["by"]))
-        case "message.completed", "message.failed":
-            guard let message = params["message"] else { return }
-            note(message)
-            if ToolLines.isTool(message) {
-                toolEnded(message)
-                return
-            }
-            let error = method == "message.failed" ? Words.replyError(params["error"] ?? message["error"]) : nil
-            transcript.replyEnded(message, error: error)
-            followChain(message)
-        case "tool.approval_requested":
-            guard let callID = params["call"]?.string else { return }
-            let call = ToolLines.Call(id: callID, name: params["tool"]?.string ?? callsSeen[callID]?.name ?? "?",
-                                      arguments: params["arguments"]?.string ?? callsSeen[callID]?.arguments ?? "")
-            callsSeen[callID] = call
-            let message = params["message"]?["id"]?.string ?? params["message"]?.string
-            if let sequence = ToolLines.sequence(message) { chainsInFlight.insert(sequence) }
-            if let tool = params["message"], tool["id"] != nil { note(tool) }
-            askApproval(Waiting(call: call, message: message))
-        case "tool.approved", "tool.denied":
-            guard let callID = params["call"]?.string else { return }
-            awaitingApproval.removeAll { $0.call.id == callID }
-            transcript.toolAnswered(call: callID)
-            let verb = method == "tool.approved" ? "approved" : "denied"
-            if let client = params["client"], !client.isNull {
-                let who = client["id"]?.string == myClientID ? "you" : Words.clientName(client)
-                transcript.notice("call \(callID) \(verb) by \(who)")
-            } else {
-                transcript.notice("call \(callID) \(verb): nobody answered in time")
-            }
-        case "tool.started":
-            guard let call = ToolLines.call(params["call"]) else { return }
-            callsSeen[call.id] = call
-            awaitingApproval.removeAll { $0.call.id == call.id }
-            if let tool = params["message"] {
-                note(tool)
-                if let sequence = ToolLines.sequence(tool["id"]?.string) { chainsInFlight.insert(sequence) }
-            }
-            transcript.toolStarted(call: call.id, name: call.name)
-        case "tool.completed":
-            guard let message = params["message"] else { return }
-            note(message)
-            toolEnded(message)
-        case "conversation.updated":
-            let info = params["info"]
-            let newTitle = info?["title"]?.string ?? title
-            let newModel = info?["model"]?.string ?? model
-            let newSystem = info?["system"]?.string
-            let newProfile = info?["profile"]?.string
-            let newParams = info?["params"]?.text
-            let newSharing = Self.sharing(info)
+        case .messageCompleted(let message), .toolCompleted(let message):
+            // A message of no reply followed here (a late announcement): shown as it is stored.
+            if message.role == .tool { toolEnded(message) } else { transcript.replyEnded(message, error: nil) }
+        case .messageFailed(let message, let error):
+            if message.role == .tool { toolEnded(message) } else { transcript.replyEnded(message, error: Words.replyError(error ?? message.error)) }
+        case .toolApproved(let call, let by), .toolDenied(let call, let by):
+            // A call of no reply followed here.
+            let verb = (event.kind == .toolApproved ? ToolApprovalState.approved : .denied).rawValue
+            awaitingApproval.removeAll { $0.call.id == call }
+            transcript.toolAnswered(call: call)
+            transcript.notice("call \(call) \(verb)" + (by.map { " by " + name(of: $0) } ?? ": nobody answered in time"))
+        case .conversationUpdated(let info):
+            let newTitle = info.title
+            let newModel: String? = info.model
+            let newSystem = info.system
+            let newProfile = info.profile
+            let newParams: String? = info.params.json.text
+            let newSharing = SharedUser.list(info.sharedWith)
             if newSharing != sharing { transcript.notice(newSharing.map { "shared with \($0)" } ?? "shared with nobody") }
             let configured = newModel != model || newSystem != system || newProfile != profile || newParams != sampling || newSharing != sharing
             sharing = newSharing
@@ -464,23 +425,207 @@ final class AttachSession {
             if newParams != sampling { transcript.notice("parameters: \(newParams ?? "{}")") }
             sampling = newParams
             editor?.setPrompt(prompt)
-        case "conversation.deleted":
+        case .conversationDeleted:
             transcript.notice("the conversation was deleted")
             throw .exit(0)
-        case RPCNotification.conversationUnshared.rawValue:
+        case .conversationUnshared:
             transcript.notice("the owner stopped sharing this conversation with you")
             throw .exit(0)
-        case "client.attached":
-            guard let client = params["client"], let id = client["id"]?.string else { return }
-            present[id] = client
+        case .clientAttached(let client):
+            present[client.id] = client
             transcript.notice("\(Words.clientName(client)) joined")
-        case "client.detached":
-            guard let client = params["client"], let id = client["id"]?.string else { return }
-            present[id] = nil
+        case .clientDetached(let client):
+            present[client.id] = nil
             transcript.notice("\(Words.clientName(client)) left")
         default:
             return
         }
+    }
+
+    /// `you` for ourselves, else the client's name.
+    private func name(of client: ClientInfo) -> String { client.id == myClientID ? "you" : Words.clientName(client) }
+
+    /// The reply whose follower takes `event`, started for a reply that begins (or goes on)
+    /// here; nil for what no reply in flight is concerned with.
+    private func follow(_ event: ConversationEvent) -> Int? {
+        switch event {
+        case .messageCreated(let message) where message.role == .assistant && message.status == .streaming,
+             .messageContinued(let message):
+            guard let reply = ToolLines.head(message.id), let sequence = MessageID.sequence(of: reply) else { return nil }
+            // A continued reply is followed afresh: its first follower saw it end.
+            var fresh = followers[sequence] == nil
+            if case .messageContinued = event { fresh = true }
+            if fresh { followers[sequence] = ReplyFollower(conversation: conversation, reply: reply) }
+            return sequence
+        case .messageDelta, .messageRetrying, .toolStarted, .toolApprovalRequested(_?, _):
+            // A reply in flight that we did not see start is followed from here.
+            guard let id = event.messageID, let reply = ToolLines.head(id), let sequence = MessageID.sequence(of: reply) else { return nil }
+            if followers[sequence] == nil { followers[sequence] = ReplyFollower(conversation: conversation, reply: reply) }
+            return sequence
+        case .toolApproved(let call, _), .toolDenied(let call, _):
+            return followers.first { $0.value.calls[call] != nil }?.key
+        default:
+            guard let sequence = ToolLines.sequence(event.messageID), followers[sequence] != nil else { return nil }
+            return sequence
+        }
+    }
+
+    /// Shows one step of reply `sequence`, as its follower reported it.
+    private func show(_ progress: ReplyProgress, of sequence: Int) {
+        switch progress {
+        case .turnStarted(_, let message):
+            offered = []
+            // Without its message, its text starts it on the screen.
+            if let message { transcript.replyStarted(message) }
+        case .continued(let message):
+            transcript.replyContinued(message)
+        case .text(let turn, let piece):
+            transcript.delta(id: turn, piece)
+        case .retrying(let attempt, let delay, let error):
+            if let turn = followers[sequence]?.turn {
+                // One short line: the server's own text is in the message's error and confabd's log.
+                transcript.retrying(id: turn, attempt: attempt, reason: Words.replyError(error, detailed: false), milliseconds: delay)
+            }
+        case .cancelled(let by):
+            if let reply = followers[sequence]?.reply { transcript.cancelled(id: reply, by: by.map(name(of:)) ?? "someone") }
+        case .turnEnded(let message):
+            transcript.replyEnded(message, error: message.status == .failed ? Words.replyError(message.error) : nil)
+        case .toolsRequested:
+            break
+        case .approvalRequested(let call):
+            callsSeen[call.id] = call
+            askApproval(Waiting(call: call))
+        case .approvalDecided(let call, let allowed, let by):
+            awaitingApproval.removeAll { $0.call.id == call.id }
+            transcript.toolAnswered(call: call.id)
+            transcript.notice("call \(call.id) \((allowed ? ToolApprovalState.approved : .denied).rawValue)" + (by.map { " by " + name(of: $0) } ?? ": nobody answered in time"))
+        case .toolStarted(let call):
+            callsSeen[call.id] = call
+            awaitingApproval.removeAll { $0.call.id == call.id }
+            transcript.toolStarted(call: call.id, name: call.name)
+        case .toolEnded(let message, _):
+            toolEnded(message)
+        case .finished:
+            let calls = followers[sequence]?.calls ?? [:]
+            awaitingApproval.removeAll { calls[$0.call.id] != nil }
+            followers[sequence] = nil
+        }
+    }
+
+    /// Remembers the messages an event carries, for /tool, /approve and after a reconnection.
+    private func noteMessages(of event: ConversationEvent) {
+        switch event {
+        case .messageCreated(let message), .messageCompleted(let message), .messageContinued(let message),
+             .toolCompleted(let message), .messageFailed(let message, _):
+            note(message)
+        case .toolStarted(let message, let call):
+            note(message)
+            callsSeen[call.id] = call
+        case .toolApprovalRequested(let message, let call):
+            if let message { note(message) }
+            callsSeen[call.id] = callsSeen[call.id] ?? call
+        default:
+            break
+        }
+    }
+
+    // MARK: Reconnecting
+
+    /// confabd said it is stopping: the end of the connection that follows is expected.
+    private var stoppingReason: String?
+
+    /// The connection ended (confabd stopped, restarted or crashed): say so, wait for it to
+    /// come back while the person may still leave (Ctrl-D, /quit), then attach again and show
+    /// what was missed: the rest of the replies we followed and every message newer than the
+    /// newest seen here.
+    private func reconnect() throws(Failure) {
+        let why = stoppingReason.map { "confabd stopped (\($0))" } ?? "confabd closed the connection"
+        stoppingReason = nil
+        transcript.notice("\(why); waiting for it to come back (Ctrl-D leaves)")
+        // Requests it never answered may or may not have been done: a message says so.
+        if outstanding.values.contains(where: { if case .send = $0 { true } else { false } }) {
+            transcript.error("a message you sent was not answered before confabd went away: it may not have been stored")
+        }
+        outstanding = [:]
+        awaitingApproval = []
+        var waitMilliseconds: Int32 = 100
+        while true {
+            transcript.flush()
+            var fds: [Poll.Watch] = []
+            // The line editor still takes keys (Ctrl-D leaves); lines piped in wait in their pipe.
+            let watchKeys = inputOpen && editor != nil
+            if watchKeys { fds.append(Poll.Watch(fd: 0)) }
+            let signalIndex = fds.count
+            if let signals { fds.append(Poll.Watch(fd: signals)) }
+            let woke: Bool
+            do {
+                woke = try Poll.wait(&fds, timeoutMilliseconds: waitMilliseconds)
+            } catch {
+                throw .message("poll failed: \(error)")
+            }
+            if woke {
+                if signals != nil, fds[signalIndex].ready {
+                    for signal in SignalPipe.drain() {
+                        if signal == SIGINT { editor?.clearLine() }
+                        if signal == SIGWINCH { screen?.resized(); transcript.resized(); editor?.resized() }
+                    }
+                }
+                if watchKeys, fds[0].ready { readWhileAway() }
+            }
+            waitMilliseconds = min(1000, waitMilliseconds * 2)
+            let fresh: Connection
+            do {
+                fresh = try Connection.open(path: socketPath)
+                let me = HelloResult(json: try fresh.hello(command: "attach", name: requestedName))
+                let result = AttachResult(json: try fresh.call(.conversationAttach, ["conversation": .string(conversation), "history": 200]))
+                connection = fresh
+                myClientID = me.clientID
+                caughtUp(result)
+                return
+            } catch {
+                switch error {
+                case .unreachable, .disconnected: continue
+                case .rpc(let refusal) where refusal.code == RPCError.notFound:
+                    transcript.notice("the conversation is gone")
+                    throw .exit(0)
+                case .rpc(let refusal) where refusal.code == RPCError.shuttingDown: continue
+                default: throw error
+                }
+            }
+        }
+    }
+
+    /// Keys while confabd is away: lines are not sent (said so), Ctrl-D leaves.
+    private func readWhileAway() {
+        for input in editor?.readKey() ?? [] {
+            switch input {
+            case .line: transcript.error("not sent: confabd is not connected yet")
+            case .end: leave()
+            }
+        }
+    }
+
+    /// Attached again after a reconnection: what happened while we were away.
+    private func caughtUp(_ result: AttachResult) {
+        present = [:]
+        for client in result.clients { present[client.id] = client }
+        let missedAfter = newestSeen
+        let followed = Set(followers.keys)
+        // Messages newer than any seen here, of no reply we followed.
+        let missed = result.messages.filter { message in
+            (missedAfter.map { message.order > $0 } ?? true) && !followed.contains(message.sequence)
+        }
+        transcript.notice("confabd is back" + (missed.isEmpty ? "" : ": \(Words.count(missed.count, "message")) while away"))
+        // The replies we followed: the rest of their text and how they ended.
+        for sequence in followed.sorted() {
+            guard var follower = followers[sequence] else { continue }
+            let progress = follower.resume(stored: result.messages, pending: result.pending, tools: result.tools)
+            followers[sequence] = follower
+            for step in progress { show(step, of: sequence) }
+        }
+        if !missed.isEmpty { showHistory(missed, newest: result.pending == nil) }
+        followInFlight(result)
+        for message in result.messages { note(message) }
     }
 
     // MARK: Input
@@ -545,7 +690,7 @@ final class AttachSession {
 
     private func send(_ text: String) throws(Failure) {
         // Not printed here: the daemon echoes it back as message.created.
-        let id = try connection.send("message.send", ["conversation": .string(conversation), "content": .string(text)])
+        let id = try connection.send(.messageSend, ["conversation": .string(conversation), "content": .string(text)])
         outstanding[id] = .send
     }
 
@@ -600,16 +745,16 @@ final class AttachSession {
                 transcript.error("/rename needs a title")
                 return
             }
-            let id = try connection.send("conversation.rename", ["conversation": .string(conversation), "title": .string(argument)])
+            let id = try connection.send(.conversationRename, ["conversation": .string(conversation), "title": .string(argument)])
             outstanding[id] = .rename
         case "model":
             guard !argument.isEmpty, !argument.contains(where: \.isWhitespace) else {
                 transcript.error("/model needs a model name (confab models lists them)")
                 return
             }
-            outstanding[try connection.send("conversation.configure", ["conversation": .string(conversation), "model": .string(argument)])] = .configure
+            outstanding[try connection.send(.conversationConfigure, ["conversation": .string(conversation), "model": .string(argument)])] = .configure
         case "system":
-            outstanding[try connection.send("conversation.configure", ["conversation": .string(conversation), "system": .string(argument)])] = .configure
+            outstanding[try connection.send(.conversationConfigure, ["conversation": .string(conversation), "system": .string(argument)])] = .configure
         case "switch":
             guard !argument.isEmpty else {
                 transcript.error("/switch needs a conversation id")
@@ -626,9 +771,9 @@ final class AttachSession {
         case "edit":
             try edit()
         case "retry":
-            outstanding[try connection.send("message.regenerate", ["conversation": .string(conversation)])] = .revision
+            outstanding[try connection.send(.messageRegenerate, ["conversation": .string(conversation)])] = .revision
         case "continue":
-            outstanding[try connection.send("message.continue", ["conversation": .string(conversation)])] = .revision
+            outstanding[try connection.send(.messageContinue, ["conversation": .string(conversation)])] = .revision
         case "versions":
             try versions(of: argument.isEmpty ? nil : argument)
         case "approve", "deny":
@@ -644,7 +789,7 @@ final class AttachSession {
             }
             var params: [String: JSON] = ["conversation": .string(conversation)]
             if !argument.isEmpty { params["at"] = .string(argument) }
-            outstanding[try connection.send("conversation.fork", .object(params))] = .fork
+            outstanding[try connection.send(.conversationFork, .object(params))] = .fork
         case "share", "unshare":
             var words = argument.split(separator: " ").map(String.init)
             let readOnly = name == "share" && words.contains("--read-only")
@@ -657,7 +802,7 @@ final class AttachSession {
             params["conversation"] = .string(conversation)
             if name == "share" { params["role"] = .string((readOnly ? ShareRole.read : .write).rawValue) }
             let method = name == "share" ? RPCMethod.conversationShare : .conversationUnshare
-            outstanding[try connection.send(method.rawValue, .object(params))] = .share
+            outstanding[try connection.send(method, .object(params))] = .share
         case "quit", "exit":
             leave()
         default:
@@ -678,11 +823,11 @@ final class AttachSession {
             transcript.notice("nothing earlier")
             return
         }
-        let page = try connection.call("conversation.history",
+        let page = try connection.call(.conversationHistory,
                                        ["conversation": .string(conversation), "before": .string(before), "limit": .int(count)])
-        let messages = page["messages"]?.array ?? []
+        let messages = (page["messages"]?.array ?? []).compactMap(Message.init(json:))
         moreHistory = page["more"]?.bool ?? false
-        if let first = messages.first?["id"]?.string { oldestShown = first }
+        if let first = messages.first?.id { oldestShown = first }
         transcript.notice("\(Words.count(messages.count, "earlier message"))" + (moreHistory ? " (more with /history)" : ""))
         showHistory(messages)
         transcript.notice("back to now")
@@ -690,7 +835,7 @@ final class AttachSession {
 
     private func switchTo(_ id: String) throws(Failure) {
         guard id != conversation else { return }
-        _ = try connection.call("conversation.detach", ["conversation": .string(conversation)])
+        _ = try connection.call(.conversationDetach, ["conversation": .string(conversation)])
         transcript.reset()
         try attach(id, history: 20)
     }
@@ -698,22 +843,22 @@ final class AttachSession {
     /// Stored messages, the way the conversation reads now: a message replaced by a newer one
     /// (a regenerated reply with its tool calls and later turns, an edited message) is left
     /// out, and a reply with earlier versions says so once it is shown whole.
-    private func showHistory(_ messages: [JSON], newest: Bool = false) {
+    private func showHistory(_ messages: [Message], newest: Bool = false) {
         for message in messages { note(message) }
-        func head(_ message: JSON) -> String { message["id"]?.string.flatMap(ToolLines.head) ?? "" }
-        let replaced = Set(messages.compactMap { $0["superseded_by"]?.string.flatMap(ToolLines.head) })
+        func head(_ message: Message) -> String { ToolLines.head(message.id) ?? "" }
+        let replaced = Set(messages.compactMap { $0.supersededBy.flatMap(ToolLines.head) })
         // A reply replaced is replaced whole, whether or not each of its steps says so.
-        let replacedReplies = Set(messages.filter { $0["superseded_by"] != nil && !ToolLines.isStep($0["id"]?.string) }.map(head))
-        let shown = messages.filter { $0["superseded_by"] == nil && !(ToolLines.isStep($0["id"]?.string) && replacedReplies.contains(head($0))) }
+        let replacedReplies = Set(messages.filter { $0.supersededBy != nil && !ToolLines.isStep($0.id) }.map(head))
+        let shown = messages.filter { $0.supersededBy == nil && !(ToolLines.isStep($0.id) && replacedReplies.contains(head($0))) }
         for (index, message) in shown.enumerated() {
             transcript.message(message)
             // Offered only under the newest message: once answered they are history.
-            if newest, index == shown.count - 1, let replies = message["quick_replies"]?.array?.compactMap(\.string), !replies.isEmpty {
+            if newest, index == shown.count - 1, let replies = message.quickReplies, !replies.isEmpty {
                 offered = replies
                 transcript.quickReplies(replies)
             }
             let endsItsReply = index == shown.count - 1 || head(shown[index + 1]) != head(message)
-            if endsItsReply, message["role"]?.string != "user", replaced.contains(head(message)) {
+            if endsItsReply, message.role != .user, replaced.contains(head(message)) {
                 transcript.notice("an earlier version exists: /versions")
             }
         }
@@ -721,13 +866,14 @@ final class AttachSession {
 
     /// Remembers who wrote a message, to say what a `message.superseded` means, and the tool
     /// calls and results it holds, for /tool and /approve.
-    private func note(_ message: JSON) {
-        guard let id = message["id"]?.string else { return }
-        if let role = message["role"]?.string { roles[id] = role }
+    private func note(_ message: Message) {
+        let id = message.id
+        roles[id] = message.role
+        if newestSeen.map({ $0 < message.order }) ?? true { newestSeen = message.order }
         for call in ToolLines.calls(of: message) { callsSeen[call.id] = call }
-        guard ToolLines.isTool(message) else { return }
+        guard message.role == .tool else { return }
         toolMessages[id] = message
-        if let call = ToolLines.callID(of: message) { toolMessageOfCall[call] = id }
+        if let call = message.tool?.callID { toolMessageOfCall[call] = id }
         if let order = MessageID.order(of: id), newestTool.flatMap(MessageID.order(of:)).map({ $0 < order }) ?? true {
             newestTool = id
         }
@@ -736,17 +882,17 @@ final class AttachSession {
     /// /versions: the replies a reply replaced, oldest first, each with its tool calls and
     /// later turns, then which one is current.
     private func versions(of given: String?) throws(Failure) {
-        let messages = try wholeHistory(connection, conversation)
+        let messages = try wholeMessages(connection, conversation)
         func head(_ id: String?) -> String? { id.flatMap(ToolLines.head) }
-        guard let current = head(given ?? messages.last(where: { $0["role"]?.string == "assistant" && $0["superseded_by"] == nil })?["id"]?.string) else {
+        guard let current = head(given ?? messages.last(where: { $0.role == .assistant && $0.supersededBy == nil })?.id) else {
             transcript.notice(given == nil ? "no reply yet" : "/versions takes a reply's id, such as m4")
             return
         }
         var chain: [String] = []
         var newer = current
         while let older = head(messages.last(where: {
-            head($0["superseded_by"]?.string) == newer && $0["role"]?.string == "assistant" && !ToolLines.isStep($0["id"]?.string)
-        })?["id"]?.string), older != newer, !chain.contains(older) {
+            head($0.supersededBy) == newer && $0.role == .assistant && !ToolLines.isStep($0.id)
+        })?.id), older != newer, !chain.contains(older) {
             chain.insert(older, at: 0)
             newer = older
         }
@@ -756,7 +902,7 @@ final class AttachSession {
         }
         for (number, reply) in chain.enumerated() {
             transcript.notice("version \(number + 1) of \(chain.count + 1) (\(reply))")
-            for message in messages where head(message["id"]?.string) == reply && message["role"]?.string != "user" {
+            for message in messages where head(message.id) == reply && message.role != .user {
                 transcript.message(message)
             }
         }
@@ -791,14 +937,14 @@ final class AttachSession {
         if let given {
             var callID = given
             if MessageID.order(of: given) != nil {
-                guard let known = ToolLines.callID(of: toolMessages[given]) else {
+                guard let known = toolMessages[given]?.tool?.callID else {
                     transcript.error("\(given) is no tool call seen here (give the call's id)")
                     return
                 }
                 callID = known
             }
             waiting = awaitingApproval.first { $0.call.id == callID }
-                ?? Waiting(call: callsSeen[callID] ?? ToolLines.Call(id: callID, name: "?", arguments: ""), message: nil)
+                ?? Waiting(call: callsSeen[callID] ?? ToolCall(id: callID, name: "?", arguments: ""))
         } else {
             guard let oldest = awaitingApproval.first else {
                 transcript.error("no tool call is waiting for approval")
@@ -808,64 +954,53 @@ final class AttachSession {
         }
         // Answered as far as we are concerned: `y` again answers the next one.
         awaitingApproval.removeAll { $0.call.id == waiting.call.id }
-        let id = try connection.send("tool.approve", ["conversation": .string(conversation), "call": .string(waiting.call.id),
+        let id = try connection.send(.toolApprove, ["conversation": .string(conversation), "call": .string(waiting.call.id),
                                                       "allow": .bool(allow)])
         outstanding[id] = .approve(waiting)
     }
 
     /// A call ended: its result under it, and it waits for nobody any more.
-    private func toolEnded(_ message: JSON) {
-        if let call = ToolLines.callID(of: message) { awaitingApproval.removeAll { $0.call.id == call } }
+    private func toolEnded(_ message: Message) {
+        if let call = message.tool?.callID { awaitingApproval.removeAll { $0.call.id == call } }
         transcript.toolCompleted(message)
-    }
-
-    /// A reply turn ended: its reply goes on when it asked for tools, else it is over.
-    private func followChain(_ message: JSON) {
-        guard message["role"]?.string == "assistant", let id = message["id"]?.string, let sequence = ToolLines.sequence(id) else { return }
-        if ToolLines.continuesAfter(message) {
-            chainsInFlight.insert(sequence)
-        } else {
-            chainsInFlight.remove(sequence)
-            awaitingApproval.removeAll { ToolLines.sequence($0.message) == sequence }
-        }
     }
 
     /// /tool: everything a tool answered; the latest call's without an id.
     private func showTool(_ given: String?) throws(Failure) {
-        func matches(_ message: JSON) -> Bool {
-            guard ToolLines.isTool(message) else { return false }
+        func matches(_ message: Message) -> Bool {
+            guard message.role == .tool else { return false }
             guard let given else { return true }
-            return message["id"]?.string == given || ToolLines.callID(of: message) == given
+            return message.id == given || message.tool?.callID == given
         }
         let known = given.map { toolMessages[$0] ?? toolMessageOfCall[$0].flatMap { toolMessages[$0] } } ?? newestTool.flatMap { toolMessages[$0] }
         var found = known
         if found == nil {
             // Older than what this screen has seen: the conversation's history has it.
-            found = try wholeHistory(connection, conversation).last(where: matches)
+            found = try wholeMessages(connection, conversation).last(where: matches)
         }
         guard let message = found else {
             transcript.error(given.map { "no tool call \($0) in this conversation (give a call id, or a tool message id such as m2.1)" }
                              ?? "no tool was called in this conversation yet")
             return
         }
-        transcript.toolDetail(message, arguments: ToolLines.callID(of: message).flatMap { callsSeen[$0]?.arguments })
+        transcript.toolDetail(message, arguments: message.tool.flatMap { callsSeen[$0.callID]?.arguments })
     }
 
     /// /edit-last: your last message in `$EDITOR`; saved changed, it replaces the message and
     /// the replies to it, and is answered again.
     private func editLast() throws(Failure) {
-        let messages = try wholeHistory(connection, conversation)
-        guard let last = messages.last(where: { $0["role"]?.string == "user" && $0["superseded_by"] == nil }),
-              let id = last["id"]?.string else {
+        let messages = try wholeMessages(connection, conversation)
+        guard let last = messages.last(where: { $0.role == .user && $0.supersededBy == nil }) else {
             transcript.notice("no message to edit")
             return
         }
-        guard let text = composeInEditor(initial: last["content"]?.string ?? "", command: "/edit-last") else { return }
-        if text.isBlank || text == last["content"]?.string {
+        let id = last.id
+        guard let text = composeInEditor(initial: last.content, command: "/edit-last") else { return }
+        if text.isBlank || text == last.content {
             transcript.notice("unchanged: nothing sent")
             return
         }
-        outstanding[try connection.send("message.edit", ["conversation": .string(conversation), "message": .string(id),
+        outstanding[try connection.send(.messageEdit, ["conversation": .string(conversation), "message": .string(id),
                                                          "content": .string(text)])] = .revision
     }
 
@@ -908,7 +1043,7 @@ final class AttachSession {
     /// End of input, every send answered, or /quit: detach and leave.
     private func leave() -> Never {
         restoreTerminal()
-        _ = try? connection.call("conversation.detach", ["conversation": .string(conversation)])
+        _ = try? connection.call(.conversationDetach, ["conversation": .string(conversation)])
         Out.exit(0)
     }
 }

@@ -12,7 +12,7 @@ extension ConversationChoice {
            let id = SessionStore(socketPath: connection.path).conversation(for: session), try exists(connection, id) {
             return id
         }
-        let result = try connection.call(RPCMethod.conversationList.rawValue, ["limit": 1])
+        let result = try connection.call(.conversationList, ["limit": 1])
         guard let id = result["conversations"]?.array?.first?["id"]?.string else {
             throw .message("there is no conversation to attach to yet: confab new starts one")
         }

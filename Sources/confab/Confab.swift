@@ -35,7 +35,8 @@ struct Confab: ParsableCommand {
         discussion: """
             Conversation ids may be shortened to a unique prefix of at least 4 characters.
             Exit status: 0 success, 1 error from the daemon or the reply, 2 usage error, \
-            3 daemon not reachable, 130 interrupted.
+            3 daemon not reachable, 4 reply cut off at the length limit (ask, retry, continue), \
+            130 interrupted, 141 the reader of the reply went away.
 
             Shell integration (confab shell-init bash|zsh|fish): Alt-a turns the command line \
             into a command (nothing runs; Ctrl-C while it waits keeps the line), Alt-e explains \
@@ -111,7 +112,7 @@ func createConversation(_ connection: Connection, title: String?, system: String
     if let title { params["title"] = .string(title) }
     if let system { params["system"] = .string(system) }
     if let model { params["model"] = .string(model) }
-    let result = try connection.call("conversation.create", .object(params))
+    let result = try connection.call(.conversationCreate, .object(params))
     guard let conversation = result["conversation"], let id = conversation["id"]?.string else {
         throw .message("confabd's answer to conversation.create has no conversation id")
     }
@@ -133,7 +134,7 @@ struct Rename: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "rename")
         let conversation = try connection.resolveConversation(id)
-        _ = try connection.call("conversation.rename",
+        _ = try connection.call(.conversationRename,
                                 ["conversation": .string(conversation), "title": .string(title.joined(separator: " "))])
     }
 }
@@ -168,7 +169,7 @@ func configureConversation(_ connection: Connection, _ id: String, model: String
     if let profile { params["profile"] = .string(profile) }
     if let system { params["system"] = .string(system) }
     if let model { params["model"] = .string(model) }
-    _ = try connection.call("conversation.configure", .object(params))
+    _ = try connection.call(.conversationConfigure, .object(params))
 }
 
 struct Status: ClientCommand {
@@ -180,7 +181,7 @@ struct Status: ClientCommand {
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "status")
-        let result = try connection.call("status")
+        let result = try connection.call(.status)
         if json {
             Out.stdout(result.text + "\n")
             return

@@ -7,7 +7,8 @@ import Terminal
 
 /// Something the daemon sent, in arrival order.
 enum Event {
-    case notification(method: String, params: JSON)
+    /// A notification this version knows, decoded; others are dropped as they arrive.
+    case notification(ServerNotification)
     case response(id: Int, result: Result<JSON, RPCError>)
     /// An error the daemon could not tie to a request (id null): framing is lost or our
     /// frame was unreadable. Nothing good follows it.
@@ -55,7 +56,7 @@ final class Connection {
 
     /// Sends a request and returns its id without waiting for the answer.
     @discardableResult
-    func send(_ method: String, _ params: JSON = [:]) throws(Failure) -> Int {
+    func send(_ method: RPCMethod, _ params: JSON = [:]) throws(Failure) -> Int {
         let id = nextID
         nextID += 1
         try write(RPC.request(id: .int(id), method: method, params: params))
@@ -74,7 +75,7 @@ final class Connection {
 
     /// Sends a request and waits for its answer; notifications that arrive meanwhile are
     /// kept, in order, for `nextEvent`.
-    func call(_ method: String, _ params: JSON = [:]) throws(Failure) -> JSON {
+    func call(_ method: RPCMethod, _ params: JSON = [:]) throws(Failure) -> JSON {
         try answer(to: send(method, params))
     }
 
@@ -147,7 +148,7 @@ final class Connection {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
         switch RPC.parse(line) {
         case .success(.notification(let method, let params)):
-            events.append(.notification(method: method, params: params ?? .null))
+            if let notification = ServerNotification(method: method, params: params) { events.append(.notification(notification)) }
         case .success(.response(let id, let result)):
             if let id = id.int { events.append(.response(id: id, result: .success(result))) }
         case .success(.errorResponse(let id, let error)):
@@ -185,7 +186,7 @@ final class Connection {
             }
         }
         do throws(Failure) {
-            return try call("hello", .object(params))
+            return try call(.hello, .object(params))
         } catch {
             if case .rpc(let refusal) = error, refusal.code == RPCError.invalidParams, params["name"] != nil {
                 throw .usage("\(source): \(refusal.message)", command: command)
@@ -201,7 +202,7 @@ final class Connection {
     static func start(_ path: String, command: String, name: String? = nil) throws(Failure) -> Connection {
         let connection = try open(path: path)
         if !offersName(command) {
-            connection.pendingHello = try connection.send("hello", ["client": .string("confab-\(command)")])
+            connection.pendingHello = try connection.send(.hello, ["client": .string("confab-\(command)")])
         } else {
             try connection.hello(command: command, name: name)
         }
@@ -226,7 +227,7 @@ final class Connection {
         guard typed.count >= 4, ConversationID.isValidPrefix(typed) else {
             throw .message("not a conversation id: \"\(given)\" (give the id or a unique prefix of at least 4 characters)")
         }
-        let result = try call("conversation.list", ["limit": 10000])
+        let result = try call(.conversationList, ["limit": 10000])
         let ids = (result["conversations"]?.array ?? []).compactMap { $0["id"]?.string }
         let matches = ids.filter { $0.hasPrefix(typed) }
         switch matches.count {

@@ -20,7 +20,7 @@ enum ConversationChoice {
             }
             return try sessionConversation(connection, session: session)
         }
-        let result = try connection.call("conversation.list", ["limit": 1])
+        let result = try connection.call(.conversationList, ["limit": 1])
         if let id = result["conversations"]?.array?.first?["id"]?.string, try attachIfPresent(connection, id) {
             return id
         }
@@ -43,7 +43,7 @@ enum ConversationChoice {
     /// `ask 2026-11-23`: found among the recent conversations by its title, else made.
     static func today(_ connection: Connection) throws(Failure) -> String {
         let title = todayTitle()
-        let result = try connection.call("conversation.list", ["limit": 1000])
+        let result = try connection.call(.conversationList, ["limit": 1000])
         let found = (result["conversations"]?.array ?? []).first { $0["title"]?.string == title }
         if let id = found?["id"]?.string, try attachIfPresent(connection, id) {
             return id
@@ -62,7 +62,7 @@ enum ConversationChoice {
     }
 
     static func attach(_ connection: Connection, _ id: String) throws(Failure) {
-        _ = try connection.call("conversation.attach", ["conversation": .string(id), "history": 0, "quiet": true])
+        _ = try connection.call(.conversationAttach, ["conversation": .string(id), "history": 0, "quiet": true])
     }
 
     /// Attaches to `id`; false when it no longer exists.

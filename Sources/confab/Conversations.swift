@@ -32,9 +32,9 @@ struct List: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "ls")
         let shown = all ? 10000 : (limit ?? 50)
-        let listing = try connection.send("conversation.list", ["limit": .int(shown)])
+        let listing = try connection.send(.conversationList, ["limit": .int(shown)])
         // The count behind "… and N more" is asked for with the listing, not after it.
-        let counting = json ? nil : try connection.send("status")
+        let counting = json ? nil : try connection.send(.status)
         let result = try connection.answer(to: listing)
         let conversations = result["conversations"]?.array ?? []
         if json {
@@ -137,13 +137,18 @@ func wholeHistory(_ connection: Connection, _ conversation: String) throws(Failu
     while true {
         var params: [String: JSON] = ["conversation": .string(conversation), "limit": 1000]
         if let before { params["before"] = .string(before) }
-        let page = try connection.call("conversation.history", .object(params))
+        let page = try connection.call(.conversationHistory, .object(params))
         let messages = page["messages"]?.array ?? []
         pages.append(messages)
         guard page["more"]?.bool == true, let first = messages.first?["id"]?.string else { break }
         before = first
     }
     return pages.reversed().flatMap { $0 }
+}
+
+/// Every message of a conversation, typed (what cannot be read as a message is left out).
+func wholeMessages(_ connection: Connection, _ conversation: String) throws(Failure) -> [Message] {
+    try wholeHistory(connection, conversation).compactMap(Message.init(json:))
 }
 
 struct Show: ClientCommand {
@@ -158,8 +163,8 @@ struct Show: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "show")
         let conversation = try connection.resolveConversation(id)
-        let info = try connection.call("conversation.get", ["conversation": .string(conversation)])["conversation"]
-        let messages = try wholeHistory(connection, conversation)
+        let info = try connection.call(.conversationGet, ["conversation": .string(conversation)])["conversation"]
+        let messages = try wholeMessages(connection, conversation)
         var out = "\(SafeText.singleLine(info?["title"]?.string ?? "untitled")) (\(conversation)) · "
             + Words.count(messages.count, "message") + "\n"
         if let shared = SharedUser.list(info?["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? []) {
@@ -169,15 +174,18 @@ struct Show: ClientCommand {
         for message in messages {
             out += "\n" + Self.heading(message) + "\n"
             out += Self.body(message, width: width)
+            if message.role == .assistant, message.status == .complete, message.isCutAtLengthLimit, message.supersededBy == nil {
+                out += Transcript.lengthLimitMarker(conversation: conversation) + "\n"
+            }
         }
         Out.stdout(out)
     }
 
     /// A message's text; a tool's result as its one line (`⚙ weather → 200 · 84 ms · …`), and
     /// the calls a reply asked for, one line each, after its text.
-    static func body(_ message: JSON, width: Int) -> String {
-        if ToolLines.isTool(message) { return ToolLines.result(message, width: width) + "\n" }
-        var out = SafeText.sanitized(message["content"]?.string ?? "")
+    static func body(_ message: Message, width: Int) -> String {
+        if message.role == .tool { return ToolLines.result(message, width: width) + "\n" }
+        var out = SafeText.sanitized(message.content)
         if !out.isEmpty, out.last != "\n" { out += "\n" }
         for call in ToolLines.calls(of: message) {
             out += ToolCallFormat.call(name: call.name, arguments: call.arguments, width: width) + "\n"
@@ -187,25 +195,26 @@ struct Show: ClientCommand {
 
     /// `ana · 2026-11-23 14:03 · m3` / `assistant (gpt-4o) · … · m4 · cancelled`, and which message
     /// replaced it for one that was regenerated or edited.
-    static func heading(_ message: JSON) -> String {
-        let time = LocalTime.dateAndClock(LocalTime.parse(message["created"]))
+    static func heading(_ message: Message) -> String {
+        let time = LocalTime.dateAndClock(message.created)
         var who: String
-        if message["role"]?.string == "assistant" {
-            who = "assistant" + (message["model"]?.string.map { " (\($0))" } ?? "")
-        } else if ToolLines.isTool(message) {
+        switch message.role {
+        case .assistant:
+            who = Role.assistant.rawValue + (message.model.map { " (\($0))" } ?? "")
+        case .tool:
             // How the call went is its line: the heading says only which tool answered.
-            who = "tool " + ToolLines.name(of: message)
-        } else {
-            who = message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "user"
+            who = Role.tool.rawValue + " " + ToolLines.name(of: message)
+        case .user, .system:
+            who = Words.authorName(message)
         }
         who = SafeText.singleLine(who) + " · " + time
-        if let id = message["id"]?.string { who += " · " + SafeText.singleLine(id) }
-        if let newer = message["superseded_by"]?.string { who += " · replaced by " + SafeText.singleLine(newer) }
-        if ToolLines.isTool(message) { return "── " + who }
-        switch message["status"]?.string {
-        case nil, "complete"?: break
-        case "failed"?: who += " · failed: " + Words.replyError(message["error"])
-        case let other?: who += " · " + other
+        who += " · " + SafeText.singleLine(message.id)
+        if let newer = message.supersededBy { who += " · replaced by " + SafeText.singleLine(newer) }
+        if message.role == .tool { return "── " + who }
+        switch message.status {
+        case .complete: break
+        case .failed: who += " · failed: " + Words.replyError(message.error)
+        case .streaming, .cancelled, .interrupted: who += " · " + message.status.rawValue
         }
         return "── " + who
     }
@@ -229,7 +238,7 @@ struct Export: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "export")
         let conversation = try connection.resolveConversation(id)
-        let info = try connection.call("conversation.get", ["conversation": .string(conversation)])["conversation"]
+        let info = try connection.call(.conversationGet, ["conversation": .string(conversation)])["conversation"]
         let messages = try wholeHistory(connection, conversation)
         var out: String
         switch format {
@@ -239,20 +248,21 @@ struct Export: ClientCommand {
             out = messages.map { $0.text + "\n" }.joined()
         case .markdown:
             out = "# \(info?["title"]?.string ?? "untitled")\n"
-            for message in messages {
-                let time = LocalTime.dateAndClock(LocalTime.parse(message["created"]))
+            for message in messages.compactMap(Message.init(json:)) {
+                let time = LocalTime.dateAndClock(message.created)
                 let header: String
-                if message["role"]?.string == "assistant" {
-                    header = "assistant" + (message["model"]?.string.map { " (\($0))" } ?? "")
-                } else if ToolLines.isTool(message) {
-                    header = "tool: " + ToolLines.name(of: message) + " (" + (ToolLines.callID(of: message) ?? "?") + ")"
-                } else {
-                    header = "user: " + (message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "unknown")
+                switch message.role {
+                case .assistant:
+                    header = Role.assistant.rawValue + (message.model.map { " (\($0))" } ?? "")
+                case .tool:
+                    header = Role.tool.rawValue + ": " + ToolLines.name(of: message) + " (" + (message.tool?.callID ?? "?") + ")"
+                case .user, .system:
+                    header = Role.user.rawValue + ": " + Words.authorName(message)
                 }
                 var status = ""
-                if let value = message["status"]?.string, value != "complete" { status = " [\(value)]" }
+                if message.status != .complete { status = " [\(message.status.rawValue)]" }
                 out += "\n## \(header), \(time)\(status)\n\n"
-                out += message["content"]?.string ?? ""
+                out += message.content
                 if out.last != "\n" { out += "\n" }
                 let calls = ToolLines.calls(of: message)
                 if !calls.isEmpty {
@@ -280,7 +290,7 @@ struct Remove: ClientCommand {
         let connection = try Connection.start(socketPath, command: "rm")
         let conversation = try connection.resolveConversation(id)
         if !force, isatty(0) != 0, isatty(2) != 0 {
-            let info = try connection.call("conversation.get", ["conversation": .string(conversation)])["conversation"]
+            let info = try connection.call(.conversationGet, ["conversation": .string(conversation)])["conversation"]
             let title = SafeText.singleLine(info?["title"]?.string ?? "untitled")
             let count = Words.count(info?["message_count"]?.int ?? 0, "message")
             var question = "delete \"\(title)\" (\(conversation), \(count))? [y/N] "
@@ -291,7 +301,7 @@ struct Remove: ClientCommand {
                 throw Failure.exit(1)
             }
         }
-        _ = try connection.call("conversation.delete", ["conversation": .string(conversation)])
+        _ = try connection.call(.conversationDelete, ["conversation": .string(conversation)])
     }
 
     /// One line from standard input, without its newline.
@@ -317,8 +327,8 @@ struct Cancel: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "cancel")
         let conversation = try connection.resolveConversation(id)
-        let result = try connection.call("generation.cancel", ["conversation": .string(conversation)])
-        if result["cancelled"]?.string == nil {
+        let result = try connection.call(.generationCancel, ["conversation": .string(conversation)])
+        if CancelResult(json: result).cancelled == nil {
             throw Failure.message("nothing to cancel")
         }
     }

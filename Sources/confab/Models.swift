@@ -21,7 +21,7 @@ struct ModelsCommand: ClientCommand {
         let connection = try Connection.start(socketPath, command: "models")
         var params: [String: JSON] = [:]
         if let provider { params["provider"] = .string(provider) }
-        let result = try connection.call("models.list", .object(params))
+        let result = try connection.call(.modelsList, .object(params))
         let models = result["models"]?.array ?? []
         let errors = result["errors"]?.array ?? []
         if json {

@@ -13,7 +13,7 @@ struct Profiles: ClientCommand {
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "profiles")
-        let profiles = try connection.call("profiles.list")["profiles"]?.array ?? []
+        let profiles = try connection.call(.profilesList)["profiles"]?.array ?? []
         if json {
             Out.stdout(JSON.array(profiles).text + "\n")
         } else if profiles.isEmpty {

@@ -16,7 +16,7 @@ struct Retry: ReplyCommand {
             of what the model is sent from then on. Ctrl-C stops the new reply (exit 130).
             """)
 
-    static let method = "message.regenerate"
+    static let method = RPCMethod.messageRegenerate
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
@@ -28,11 +28,11 @@ struct ContinueReply: ReplyCommand {
         commandName: "continue",
         abstract: "Continue a reply the model cut off at its length limit; the rest streams to standard output.",
         discussion: """
-            Only a last reply that stopped for length (finish reason "length") can be \
+            Only a last reply that stopped for length (finish reason "\(FinishReason.length.rawValue)") can be \
             continued; the new text is appended to the same message.
             """)
 
-    static let method = "message.continue"
+    static let method = RPCMethod.messageContinue
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
@@ -42,7 +42,7 @@ struct ContinueReply: ReplyCommand {
 /// A command whose one request makes a reply in a conversation (`method`, answered with
 /// `reply`), which it then streams to standard output as `ask` does.
 protocol ReplyCommand: ClientCommand {
-    static var method: String { get }
+    static var method: RPCMethod { get }
     var options: ReplyOptions { get }
 }
 
@@ -60,12 +60,12 @@ extension ReplyCommand {
         let connection = try Connection.start(socketPath, command: Self.configuration.commandName ?? "confab")
         let conversation = try connection.resolveConversation(options.id)
         // Quiet, as ask: following the reply is not joining the conversation.
-        let attached = try connection.call("conversation.attach", ["conversation": .string(conversation), "history": 0, "quiet": true])
-        guard let reply = try connection.call(Self.method, ["conversation": .string(conversation)])["reply"]?.string else {
-            throw Failure.message("confabd's answer to \(Self.method) has no reply id")
+        let attached = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(conversation), "history": 0, "quiet": true]))
+        guard let reply = ReplyStarted(json: try connection.call(Self.method, ["conversation": .string(conversation)]))?.reply else {
+            throw Failure.message("confabd's answer to \(Self.method.rawValue) has no reply id")
         }
-        let stream = AskStream(connection: connection, conversation: conversation, reply: reply, json: options.json, render: !options.plain,
-                               others: attached["clients"]?.array ?? [])
+        let stream = AskStream(connection: connection, socketPath: socketPath, conversation: conversation, reply: reply,
+                               json: options.json, render: !options.plain, others: attached.clients)
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }
     }
@@ -97,7 +97,7 @@ struct Fork: ClientCommand {
         var params: [String: JSON] = ["conversation": .string(conversation)]
         if let at { params["at"] = .string(at) }
         if let title { params["title"] = .string(title) }
-        let result = try connection.call("conversation.fork", .object(params))
+        let result = try connection.call(.conversationFork, .object(params))
         guard let made = result["conversation"]?["id"]?.string else { throw Failure.message("confabd's answer to conversation.fork has no id") }
         Out.stdout(made + "\n")
         if let reply = result["reply"]?.string {
@@ -136,7 +136,7 @@ struct Search: ClientCommand {
         let connection = try Connection.start(socketPath, command: "search")
         var params: [String: JSON] = ["query": .string(text.joined(separator: " ")), "limit": .int(limit)]
         if let conversation { params["conversation"] = .string(try connection.resolveConversation(conversation)) }
-        let result = try connection.call("conversation.search", .object(params))
+        let result = try connection.call(.conversationSearch, .object(params))
         let hits = result["hits"]?.array ?? []
         if json {
             Out.stdout((result["hits"] ?? .array([])).text + "\n")
@@ -161,7 +161,7 @@ struct Search: ClientCommand {
             let title = SafeText.singleLine(hit["title"]?.string ?? "")
             let room = width.map { max(8, $0 - DisplayWidth.of(place)) }
             out += styled(place, "2") + styled(room.map { DisplayWidth.truncate(title, to: $0) } ?? title, "1") + "\n"
-            let who = (hit["role"]?.string ?? "user") + ": "
+            let who = (hit["role"]?.string.flatMap(Role.init(rawValue:)) ?? .user).rawValue + ": "
             let snippet = SafeText.singleLine(hit["snippet"]?.string ?? "")
             let line = "    " + who + snippet
             out += (width.map { DisplayWidth.truncate(line, to: $0) } ?? line) + "\n"

@@ -28,7 +28,7 @@ struct Share: ClientCommand {
         var params = SharedUser.params(user)
         params["conversation"] = .string(conversation)
         params["role"] = .string(role.rawValue)
-        let result = try connection.call(RPCMethod.conversationShare.rawValue, .object(params))
+        let result = try connection.call(.conversationShare, .object(params))
         let info = result["conversation"].flatMap(ConversationInfo.init(json:))
         let share = info?.sharedWith.first { SharedUser.names($0, user) }
         let who = share.map(SharedUser.describe) ?? SafeText.singleLine(user)
@@ -54,7 +54,7 @@ struct Unshare: ClientCommand {
         let conversation = try connection.resolveConversation(id)
         var params = SharedUser.params(user)
         params["conversation"] = .string(conversation)
-        let result = try connection.call(RPCMethod.conversationUnshare.rawValue, .object(params))
+        let result = try connection.call(.conversationUnshare, .object(params))
         if result["unshared"]?.bool == false {
             Out.errorLine("\(conversation) was not shared with \(SafeText.singleLine(user))")
         }

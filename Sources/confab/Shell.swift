@@ -158,25 +158,32 @@ final class KeySpinner {
 /// Set by the SIGINT handler of `shell-key`, read by its wait loop.
 nonisolated(unsafe) var interruptRequested: sig_atomic_t = 0
 
-/// Sends one prompt to an attached conversation and waits for the whole reply, ticking the
-/// status line every 100 ms and handing each delta to `onDelta`. Ctrl-C (see
-/// `interruptRequested`) cancels the reply once it streams, and exits 130.
+/// Sends one prompt to an attached conversation and follows the whole reply, tool calls and
+/// later turns included, as `ReplyFollower` reports it, ticking the status line every 100 ms
+/// and handing each piece of text to `onDelta`. Ctrl-C (see `interruptRequested`) cancels
+/// the reply once it streams, and exits 130. A call that waits for a yes is said once: the
+/// key has no line to ask on, so it is answered from `confab attach` (or times out, denied).
 struct ReplyWaiter {
     let connection: Connection
     let conversation: String
     let status: KeySpinner
 
+    /// The reply's last turn's text: after tool calls, the model's final answer.
     func send(_ prompt: String, onDelta: ((String) -> Void)? = nil) throws(Failure) -> String {
         status.tick()
-        let sent = try connection.call("message.send", ["conversation": .string(conversation), "content": .string(prompt)])
-        guard let reply = sent["reply"]?.string else { throw .message("confabd's answer to message.send has no reply id") }
-        var text = ""
-        var started = false
+        let sent = try connection.call(.messageSend, ["conversation": .string(conversation), "content": .string(prompt)])
+        guard let reply = ReplyStarted(json: sent)?.reply else {
+            throw .message("confabd's answer to \(RPCMethod.messageSend.rawValue) has no reply id")
+        }
+        var follower = ReplyFollower(conversation: conversation, reply: reply)
+        var wroteTurn = false
         while true {
             if interruptRequested != 0 {
                 status.clear()
                 // A reply still queued behind another cannot be withdrawn; it runs and is kept.
-                if started { _ = try? connection.call("generation.cancel", ["conversation": .string(conversation)]) }
+                if follower.started {
+                    _ = try? connection.call(.generationCancel, ["conversation": .string(conversation), "message": .string(reply)])
+                }
                 throw .exit(130)
             }
             while let event = connection.nextEvent() {
@@ -185,33 +192,27 @@ struct ReplyWaiter {
                     throw .rpc(error)
                 case .response:
                     continue
-                case .notification(let method, let params):
-                    if method == "server.stopping" {
-                        throw .message("confabd is stopping before the reply finished")
-                    }
-                    guard params["conversation"]?.string == conversation else { continue }
-                    switch method {
-                    case "message.created" where params["message"]?["id"]?.string == reply:
-                        started = true
-                    case "message.delta" where params["message"]?.string == reply:
-                        started = true
-                        if let piece = params["content"]?.string, !piece.isEmpty {
-                            text += piece
+                case .notification(.serverStopping):
+                    throw .message("confabd is stopping before the reply finished")
+                case .notification(let notification):
+                    for progress in follower.take(notification) {
+                        switch progress {
+                        case .text(_, let piece):
+                            wroteTurn = true
                             onDelta?(piece)
+                        case .turnEnded(let message) where message.continuesAfterTools:
+                            // The next turn's text starts on a line of its own.
+                            if wroteTurn { onDelta?("\n") }
+                            wroteTurn = false
+                        case .approvalRequested(let call):
+                            status.clear()
+                            Out.error("the reply's call of \(SafeText.keepingLines(call.name).replacing("\n", with: " ")) waits for approval: "
+                                + "answer it in confab attach \(conversation), or Ctrl-C")
+                        case .finished(let end):
+                            return try Self.text(of: end)
+                        default:
+                            continue
                         }
-                    case "message.completed" where params["message"]?["id"]?.string == reply:
-                        let final = params["message"]?["content"]?.string ?? text
-                        if final.count > text.count, final.hasPrefix(text) { onDelta?(String(final.dropFirst(text.count))) }
-                        let outcome = params["message"]?["status"]?.string ?? "complete"
-                        if outcome != "complete" { throw .message("reply \(outcome)") }
-                        return final
-                    case "message.failed" where params["message"]?["id"]?.string == reply:
-                        let reason = params["error"]?["message"]?.string ?? params["message"]?["error"]?["message"]?.string ?? "unknown error"
-                        throw .message("reply failed: \(reason)")
-                    case "conversation.deleted":
-                        throw .message("the conversation was deleted")
-                    default:
-                        continue
                     }
                 }
             }
@@ -226,6 +227,22 @@ struct ReplyWaiter {
                 continue
             }
             guard try connection.receive() else { throw .disconnected }
+        }
+    }
+
+    /// The text of a reply that ended well; the reason, when it did not.
+    private static func text(of end: ReplyEnd) throws(Failure) -> String {
+        switch end.outcome {
+        case .complete, .cutAtLengthLimit:
+            return end.message?.content ?? ""
+        case .cancelled(let by):
+            throw .message("the reply was cancelled" + (by.map { " by \(Words.clientName($0))" } ?? ""))
+        case .failed(let error):
+            throw .message("the reply failed: " + Words.replyError(error))
+        case .interrupted:
+            throw .message("the reply was interrupted: confabd stopped before it finished")
+        case .conversationDeleted:
+            throw .message("the conversation was deleted")
         }
     }
 }
@@ -265,7 +282,7 @@ extension CompletionKind {
             var socket = ConfabPaths.current().socket
             if let flag = words.firstIndex(of: "--socket"), flag + 1 < words.count { socket = words[flag + 1] }
             guard let connection = try? Connection.start(socket, command: "complete"),
-                  let result = try? connection.call("conversation.list", ["limit": 1000]) else { return [] }
+                  let result = try? connection.call(.conversationList, ["limit": 1000]) else { return [] }
             let shell = CompletionShell.requesting
             return (result["conversations"]?.array ?? []).compactMap { conversation in
                 guard let id = conversation["id"]?.string else { return nil }

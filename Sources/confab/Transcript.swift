@@ -278,22 +278,29 @@ final class Transcript {
         return (styled(time, .quiet) + styled(who, tone) + " ", DisplayWidth.of(time) + DisplayWidth.of(who) + 1)
     }
 
-    private func tone(of message: JSON) -> Tone {
-        if message["role"]?.string == "assistant" { return .assistant }
-        return message["author"]?["client_id"]?.string == me ? .mine : .other
+    private func tone(of message: Message) -> Tone {
+        if message.role == .assistant { return .assistant }
+        return message.author?.clientID == me ? .mine : .other
     }
 
-    /// `[cancelled by ana]`, `[failed: why]`, …; nil for a complete message.
-    private func marker(_ message: JSON, error: String?) -> (text: String, tone: Tone)? {
-        let id = message["id"]?.string ?? ""
+    /// `[cancelled by ana]`, `[failed: why]`, the length limit's, …; nil for a complete message.
+    private func marker(_ message: Message, error: String?) -> (text: String, tone: Tone)? {
+        let id = message.id
         let text: String
-        switch error != nil ? "failed" : message["status"]?.string {
-        case nil, "complete"?, "streaming"?: return nil
-        case "failed"?: text = "[failed: \(error ?? Words.replyError(message["error"]))]"
-        case "cancelled"?: text = "[cancelled" + (cancelledBy[ToolLines.head(id) ?? id].map { " by \($0)" } ?? "") + "]"
-        case let other?: text = "[\(other)]"
+        switch error != nil ? .failed : message.status {
+        case .complete, .streaming:
+            guard message.role == .assistant, message.isCutAtLengthLimit else { return nil }
+            text = Self.lengthLimitMarker(conversation: message.conversation)
+        case .failed: text = "[failed: \(error ?? Words.replyError(message.error))]"
+        case .cancelled: text = "[cancelled" + (cancelledBy[ToolLines.head(id) ?? id].map { " by \($0)" } ?? "") + "]"
+        case .interrupted: text = "[\(message.status.rawValue)]"
         }
-        return (SafeText.singleLine(text), error != nil || message["status"]?.string == "failed" ? .error : .quiet)
+        return (SafeText.singleLine(text), error != nil || message.status == .failed ? .error : .quiet)
+    }
+
+    /// What a reply the model's token limit cut off says after its text, on every surface.
+    static func lengthLimitMarker(conversation: String) -> String {
+        "[cut off at the length limit: /continue, confab continue \(conversation)]"
     }
 
     /// The marker after the text that ends at `column`, on the same row when it fits, else on the next.
@@ -309,26 +316,26 @@ final class Transcript {
 
     /// A whole message: history, and user messages as they are stored. `error` is the
     /// reason a reply failed, when it came beside the message rather than in it.
-    func message(_ message: JSON, error: String? = nil) {
-        if ToolLines.isTool(message) {
-            if let id = message["id"]?.string { finished.insert(id) }
+    func message(_ message: Message, error: String? = nil) {
+        if message.role == .tool {
+            finished.insert(message.id)
             let outcome = ToolLines.outcome(of: message)
             toolLine(ToolLines.result(message, width: width), outcome.isFailure ? .error : .quiet)
             return
         }
-        let created = LocalTime.parse(message["created"])
-        let isUser = message["role"]?.string != "assistant"
-        let name = isUser ? (message["author"]?["name"]?.string ?? message["author"]?["login"]?.string ?? "user") : "assistant"
-        if !isUser, let id = message["id"]?.string { finished.insert(id) }
+        let created = message.created
+        let isUser = message.role != .assistant
+        let name = isUser ? (message.author.map { $0.name.isEmpty ? $0.login : $0.name } ?? Role.user.rawValue) : Role.assistant.rawValue
+        if !isUser { finished.insert(message.id) }
         breakLine()
-        let content = message["content"]?.string ?? ""
+        let content = message.content
         // A turn that only asked for tools is its calls' lines alone, without an empty header.
-        let onlyCalls = content.isEmpty && ToolLines.continuesAfter(message) && marker(message, error: error) == nil
+        let onlyCalls = content.isEmpty && message.continuesAfterTools && marker(message, error: error) == nil
         if !onlyCalls { writeMessage(message, name: name, created: created, isUser: isUser, content: content, error: error) }
         toolCalls(of: message)
     }
 
-    private func writeMessage(_ message: JSON, name: String, created: Timestamp, isUser: Bool, content: String, error: String?) {
+    private func writeMessage(_ message: Message, name: String, created: Timestamp, isUser: Bool, content: String, error: String?) {
         let head = prefix(created, name, tone(of: message))
         if !isUser, let renderer {
             let rows = renderer.render(content, width: width, firstColumn: head.width)
@@ -343,12 +350,13 @@ final class Transcript {
     }
 
     /// A reply begins (or is in flight when we attach). Its header waits for its first
-    /// text, so a reply that has said nothing yet leaves no empty line behind.
-    func replyStarted(_ message: JSON) {
-        guard let id = message["id"]?.string, replies[id] == nil, !finished.contains(id) else { return }
-        replies[id] = newReply(created: LocalTime.parse(message["created"]))
-        let content = message["content"]?.string ?? ""
-        if content.isEmpty { waitForText(id) } else { delta(id: id, content) }
+    /// text, so a reply that has said nothing yet leaves no empty line behind; its text so
+    /// far (when we attach mid-reply) comes as a `delta`, as the follower reports it.
+    func replyStarted(_ message: Message) {
+        let id = message.id
+        guard replies[id] == nil, !finished.contains(id) else { return }
+        replies[id] = newReply(created: message.created)
+        if message.content.isEmpty { waitForText(id) }
     }
 
     func delta(id: String, _ piece: String) {
@@ -374,7 +382,7 @@ final class Transcript {
     private func open(_ id: String) {
         guard current != id, var reply = replies[id] else { return }
         breakLine()
-        let head = prefix(reply.created, reply.headerShown ? "assistant (continued)" : "assistant", .assistant)
+        let head = prefix(reply.created, Role.assistant.rawValue + (reply.headerShown ? " (continued)" : ""), .assistant)
         reply.headerShown = true
         reply.wrapper = Wrapper(width: width, column: head.width)
         if reply.markdown != nil {
@@ -389,11 +397,12 @@ final class Transcript {
 
     /// A stored reply goes on (`message.continued`): its text is on the screen already, so
     /// what streams now is appended under a "continued" header.
-    func replyContinued(_ message: JSON) {
-        guard let id = message["id"]?.string, replies[id] == nil else { return }
+    func replyContinued(_ message: Message) {
+        let id = message.id
+        guard replies[id] == nil else { return }
         finished.remove(id)
-        var reply = newReply(created: LocalTime.parse(message["created"]))
-        reply.printed = Array((message["content"]?.string ?? "").utf8)
+        var reply = newReply(created: message.created)
+        reply.printed = Array(message.content.utf8)
         reply.headerShown = true
         replies[id] = reply
         waitForText(id)
@@ -405,22 +414,23 @@ final class Transcript {
     }
 
     /// A reply is over: whatever of it we have not shown, its marker, and the end of its line.
-    func replyEnded(_ message: JSON, error: String?) {
-        guard let id = message["id"]?.string, !finished.contains(id) else { return }
+    func replyEnded(_ message: Message, error: String?) {
+        let id = message.id
+        guard !finished.contains(id) else { return }
         stopWaiting(id)
         guard let reply = replies[id] else {
             // Never saw it start: print it whole.
             self.message(message, error: error)
             return
         }
-        let content = Array((message["content"]?.string ?? "").utf8)
+        let content = Array(message.content.utf8)
         var rest: [UInt8] = []
         if content.count > reply.printed.count, content.starts(with: reply.printed) {
             rest = Array(content[reply.printed.count...])
         }
         let mark = marker(message, error: error)
         // A turn that said nothing and asked for tools shows only its calls.
-        let silent = content.isEmpty && reply.printed.isEmpty && mark == nil && ToolLines.continuesAfter(message)
+        let silent = content.isEmpty && reply.printed.isEmpty && mark == nil && message.continuesAfterTools
         if !silent, current == id || !rest.isEmpty || mark != nil || !reply.headerShown {
             open(id)
             if var open = replies[id] {
@@ -460,8 +470,8 @@ final class Transcript {
     }
 
     /// `⚙ weather {"city":"Paris"}` for each call a complete turn asked for: they run next.
-    private func toolCalls(of message: JSON) {
-        guard ToolLines.continuesAfter(message) else { return }
+    private func toolCalls(of message: Message) {
+        guard message.continuesAfterTools else { return }
         for call in ToolLines.calls(of: message) {
             toolLine(ToolCallFormat.call(name: call.name, arguments: call.arguments, width: width), .quiet)
         }
@@ -486,16 +496,16 @@ final class Transcript {
     }
 
     /// A call already running when we attached (`… running`).
-    func toolInFlight(_ message: JSON) {
-        guard let call = ToolLines.callID(of: message) else { return }
+    func toolInFlight(_ message: Message) {
+        guard let call = message.tool?.callID else { return }
         toolLine(ToolLines.result(message, width: width), .quiet)
         toolStarted(call: call, name: ToolLines.name(of: message))
     }
 
     /// A call ended: how it went, under its call.
-    func toolCompleted(_ message: JSON) {
-        if let call = ToolLines.callID(of: message) { stopWaiting(toolKey(call)) }
-        guard let id = message["id"]?.string, !finished.contains(id) else { return }
+    func toolCompleted(_ message: Message) {
+        if let call = message.tool?.callID { stopWaiting(toolKey(call)) }
+        guard !finished.contains(message.id) else { return }
         self.message(message)
     }
 
@@ -523,16 +533,16 @@ final class Transcript {
 
     /// `/tool`: which call a tool message answers, how it went, and everything the tool
     /// answered, wrapped as people's messages are (it is another party's text, made safe).
-    func toolDetail(_ message: JSON, arguments: String?) {
-        let id = message["id"]?.string ?? "?"
-        let call = ToolLines.callID(of: message) ?? "?"
+    func toolDetail(_ message: Message, arguments: String?) {
+        let id = message.id
+        let call = message.tool?.callID ?? "?"
         let summary = ToolCallFormat.summary(name: ToolLines.name(of: message), arguments: arguments ?? "",
                                              outcome: ToolLines.outcome(of: message), width: Int.max / 2)
         notice("\(id) · call \(call) · \(summary)")
         if let arguments, !arguments.isEmpty { fullArguments(arguments) }
         var wrapper = Wrapper(width: width)
-        emit(wrapper.feed(SafeText.sanitized(message["content"]?.string ?? "")) + wrapper.flush())
+        emit(wrapper.feed(SafeText.sanitized(message.content)) + wrapper.flush())
         if !atLineStart { emit("\n") }
-        if message["truncated"]?.bool == true { notice("the tool's answer was longer: this is its start") }
+        if message.tool?.truncated == true { notice("the tool's answer was longer: this is its start") }
     }
 }

@@ -2,36 +2,51 @@ import ConfabProtocol
 
 /// What the daemon reports, said in plain words for people.
 enum Words {
-    /// A failed reply's error (`{code, message, status}`): the HTTP status with the
-    /// upstream's own text, and libcurl's phrases turned into what they mean.
-    static func replyError(_ error: JSON?) -> String {
-        let code = error?["code"]?.string ?? ""
-        let detail = error?["message"]?.string ?? ""
-        let status = error?["status"]?.int
-        let http = status.map { "HTTP \($0)" }
+    /// A failed reply's error: the HTTP status with the upstream's own text, and libcurl's
+    /// phrases turned into what they mean. `detailed: false` leaves the upstream's text out
+    /// (a retry's status line); else only its first line, at most `detailLimit` characters,
+    /// is said: the whole of it stays in the message's `error` (confab show) and the daemon's log.
+    static func replyError(_ error: MessageError?, detailed: Bool = true) -> String {
+        guard let error else { return "unknown error" }
+        let detail = detailed ? firstLine(error.message) : ""
+        let http = error.status.map { "HTTP \($0)" }
         func with(_ text: String, _ parts: String?...) -> String {
             let extra = parts.compactMap { $0 }.filter { !$0.isEmpty }
             return extra.isEmpty ? text : text + " (" + extra.joined(separator: ": ") + ")"
         }
-        switch code {
-        case "rate_limited": return with("the model server is rate limiting requests", http ?? "HTTP 429", detail)
-        case "upstream_auth": return with("the model server refused the API key", http, detail)
-        case "upstream_http": return with("the model server answered with an error", http, detail)
-        case "upstream_error": return with("the model server reported an error mid-reply", detail)
-        case "upstream_connection": return connection(detail)
-        case "upstream_timeout": return with("the model server stopped sending", detail)
-        case "upstream_protocol": return protocolProblem(detail)
-        case "not_configured": return with("confabd has no API key for the model server", detail)
-        case "storage": return with("confabd could not save the reply", detail)
-        case "context_too_large": return with("the message does not fit in the conversation's context budget", detail)
-        case "tool_rounds": return with("the model kept asking for tools past the limit of rounds", detail)
-        case "tool_arguments": return with("the model's arguments for the tool were not valid", detail)
-        case "tool_unavailable": return with("the model asked for a tool this conversation does not offer", detail)
-        case "tool_denied": return with("the tool call was denied", detail)
-        case "tool_timeout": return with("the tool did not answer in time", detail)
-        case "tool_connection": return with("the tool's server could not be reached", detail)
-        default: return detail.isEmpty ? "unknown error" : detail
+        switch error.code {
+        case .rateLimited: return with("the model server is rate limiting requests", http ?? "HTTP 429", detail)
+        case .upstreamAuth: return with("the model server refused the API key", http, detail)
+        case .upstreamHTTP: return with("the model server answered with an error", http, detail)
+        case .upstreamError: return with("the model server reported an error mid-reply", detail)
+        case .upstreamConnection: return connection(detail)
+        case .upstreamTimeout: return with("the model server stopped sending", detail)
+        case .upstreamProtocol: return protocolProblem(detail)
+        case .notConfigured: return with("confabd has no API key for the model server", detail)
+        case .storage: return with("confabd could not save the reply", detail)
+        case .contextTooLarge: return with("the message does not fit in the conversation's context budget", detail)
+        case .toolRounds: return with("the model kept asking for tools past the limit of rounds", detail)
+        case .toolArguments: return with("the model's arguments for the tool were not valid", detail)
+        case .toolUnavailable: return with("the model asked for a tool this conversation does not offer", detail)
+        case .toolDenied: return with("the tool call was denied", detail)
+        case .toolTimeout: return with("the tool did not answer in time", detail)
+        case .toolConnection: return with("the tool's server could not be reached", detail)
         }
+    }
+
+    /// How much of a server's own text an error line carries.
+    static let detailLimit = 200
+
+    /// The first non-blank line of `text`, cut to `detailLimit` characters; `…` says more was left out.
+    static func firstLine(_ text: String) -> String {
+        let lines = text.split(whereSeparator: \.isNewline).map { String($0).trimmed }.filter { !$0.isEmpty }
+        guard var line = lines.first else { return "" }
+        var cut = lines.count > 1
+        if line.count > detailLimit {
+            line = String(line.prefix(detailLimit))
+            cut = true
+        }
+        return cut ? line + " …" : line
     }
 
     /// libcurl's words for a failed connection, as a person would say them.
@@ -69,8 +84,15 @@ enum Words {
     }
 
     /// `ana@pts/3`, or what of it the client object has.
-    static func clientName(_ client: JSON?) -> String {
-        client?["name"]?.string ?? client?["login"]?.string ?? client?["id"]?.string ?? "someone"
+    static func clientName(_ client: ClientInfo?) -> String {
+        guard let client else { return "someone" }
+        return [client.name, client.login, client.id].first { !$0.isEmpty } ?? "someone"
+    }
+
+    /// Who wrote a person's message: the name they gave, else their login.
+    static func authorName(_ message: Message) -> String {
+        guard let author = message.author else { return Role.user.rawValue }
+        return author.name.isEmpty ? author.login : author.name
     }
 
     /// `1 message`, `2 messages`.

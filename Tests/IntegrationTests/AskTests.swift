@@ -53,12 +53,14 @@ final class AskTests: XCTestCase {
         XCTAssertFalse(reply["content"]?.string?.contains("w100") ?? true)
     }
 
-    /// `| head -c 10`: the reader leaves, nobody else is watching, the reply stops.
+    /// `| head -c 10`: the reader leaves, nobody else is watching, the reply stops, and ask
+    /// ends as a filter whose reader left (SIGPIPE).
     func testAReaderThatGoesAwayCancelsTheReply() throws {
         let id = try newConversation()
         let observer = try harness.client()
         let result = try shell("\(harness.confabCommand(["ask", "-c", id, "[[words:20000]] [[delay:5]]"])) | head -c 10")
         XCTAssertEqual(result.stdout, "w1 w2 w3 w")
+        XCTAssertEqual(result.status, 141)
         let reply = try lastReply(id, observer)
         XCTAssertEqual(reply["status"]?.string, "cancelled")
     }
@@ -69,6 +71,7 @@ final class AskTests: XCTestCase {
         try watcher.call("conversation.attach", ["conversation": .string(id), "history": 0])
         let result = try shell("\(harness.confabCommand(["ask", "-c", id, "[[words:300]] [[delay:2]]"])) | head -c 10")
         XCTAssertEqual(result.stdout, "w1 w2 w3 w")
+        XCTAssertEqual(result.status, 141, "ask leaves at once, as when its terminal closes")
         let end = try watcher.collect(until: { method, params in
             method == "message.completed" && params["message"]?["role"]?.string == "assistant"
         })
@@ -146,11 +149,11 @@ final class AskTests: XCTestCase {
         XCTAssertEqual(left.last?.params["client"]?["name"]?.string, "third", "the quiet one left without a word")
     }
 
-    /// `sh -c COMMAND`, with its output.
+    /// `bash -o pipefail -c COMMAND`, with its output: the status is the pipeline's first failure.
     private func shell(_ command: String) throws -> (status: Int32, stdout: String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-o", "pipefail", "-c", command]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice

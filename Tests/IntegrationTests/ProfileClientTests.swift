@@ -34,6 +34,9 @@ final class ProfileClientTests: TmuxTestCase {
         try tmux.type(pane, "/2")
         try tmux.send(pane, ["Enter"])
         try tmux.waitForText(pane, "assistant: went right")
+        // The text shows as it streams; the reply is stored when it ends, a moment later.
+        let deadline = Date().addingTimeInterval(15)
+        while try history(id).count < 4, Date() < deadline { usleep(20_000) }
         XCTAssertEqual(try history(id).map { $0["content"]?.string }, ["Welcome aboard.", "Which way?", "go right [[reply:went right]]", "went right"])
 
         // Answered: a number is a message again, and /N says nothing is offered.

@@ -22,7 +22,8 @@ final class RevisionClientTests: TmuxTestCase {
         let refused = try harness.runClient(["continue", id])
         XCTAssertEqual(refused.status, 1)
         XCTAssertTrue(refused.stderr.contains("length"), refused.stderr)
-        XCTAssertEqual(try harness.runClient(["ask", "-c", id, "[[reply:cut short]] [[finish:length]]"]).status, 0)
+        // A reply the length limit cut off exits 4, saying how to go on.
+        XCTAssertEqual(try harness.runClient(["ask", "-c", id, "[[reply:cut short]] [[finish:length]]"]).status, 4)
         let continued = try harness.runClient(["continue", id])
         XCTAssertEqual(continued.status, 0, continued.stderr)
         XCTAssertTrue(continued.stdout.hasPrefix("You said: Continue your last answer"), continued.stdout)

@@ -293,6 +293,30 @@ final class ShellKeyTests: XCTestCase {
         try waitFor("the question with the last command") { try self.sessionPrompts().contains(expected) }
     }
 
+    /// With a default profile that offers a tool, the command key follows the reply through
+    /// its tool call to the turn that answers, as `ask` does, and inserts that turn's command.
+    func testTheCommandKeyFollowsAToolChainToTheCommand() throws {
+        try harness.writeConfig("""
+            [tools.echo]
+            description = "Echo what it is given"
+            parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
+            approval = "never"
+            [tools.echo.request]
+            method = "GET"
+            url = "$UPSTREAM/tool/echo?x=1"
+
+            [profiles.helper]
+            tools = ["echo"]
+
+            """, topLevel: "default_profile = \"helper\"")
+        try harness.restartDaemon()
+        try start(.bash, window: "tools")
+        try tmux.type("tools", #"list the files [[tool:echo {"city":"Paris"}]]"#)
+        let inserted = try bufferAfter("tools", pressing: "M-a")
+        XCTAssertTrue(inserted.hasPrefix("tool results: [echo] "), "the key stopped before the chain's last turn: \(inserted)")
+        XCTAssertFalse((try tmux.screen("tools")).contains("held no command"))
+    }
+
     func testBash() throws { try checkShell(.bash) }
     func testZsh() throws { try checkShell(.zsh) }
     func testFish() throws { try checkShell(.fish) }
