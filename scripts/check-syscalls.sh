@@ -24,20 +24,26 @@ calls+='|fcntl|ioctl|flock|mmap|munmap|kill|fork|vfork|execv|execve|execvp|posix
 calls+='|waitpid|wait4|opendir|fdopendir|readdir|closedir|tcsetattr|setrlimit|chdir|getcwd|mkstemp|mkstemps'
 
 found=0
+declare -A declared
 while IFS= read -r -d '' file; do
     module="${file#"$root"/}"
     module="${module%%/*}"
     if [[ "$module" =~ ^($wrappers)$ ]]; then continue; fi
+    # The functions the module declares, in any of its files: a bare call of one of those
+    # names is the module's own (an extension in another file calling `send(_:)`).
+    if [[ -z "${declared[$module]+set}" ]]; then
+        declared[$module]=$(grep -rhoE '\bfunc[[:space:]]+[A-Za-z_][A-Za-z0-9_]*' --include='*.swift' "$root/$module" \
+            | awk '{print $2}' | sort -u | tr '\n' ' ')
+    fi
     # A Swift file sees C's functions only through its own import of the C library.
     grep -Eq '^[[:space:]]*import[[:space:]]+(Glibc|Darwin|Musl|Foundation)' "$file" || continue
     # Comments and string literals removed (roughly: line comments, /* */ on one line and
     # "..." without escaped quotes), then a call is a listed name followed by "(": written
-    # Glibc.name, or bare when the file declares no function of that name (its own method
+    # Glibc.name, or bare when the module declares no function of that name (its own method
     # `send(_:)` is no system call), and never a method call (".name(").
     hits=$(perl -ne '
-        BEGIN { $calls = shift; }
+        BEGIN { $calls = shift; %own = map { $_ => 1 } split(/ /, shift); }
         push @lines, [$., $_];
-        $own{$1} = 1 while /\bfunc\s+(\w+)\s*[(<]/g;
         END {
             for my $entry (@lines) {
                 my ($number, $text) = @$entry;
@@ -51,7 +57,7 @@ while IFS= read -r -d '' file; do
                     last;
                 }
             }
-        }' "$calls" "$file")
+        }' "$calls" "${declared[$module]}" "$file")
     if [[ -n "$hits" ]]; then
         printf '%s\n' "$hits"
         found=1
