@@ -1,0 +1,58 @@
+import ConfabProtocol
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Replies that stay in flight until the test lets them go: `[[hold:N NAME]]` makes the fake
+/// upstream stop after N pieces until `releaseUpstream(NAME)`. A test that needs a reply still
+/// streaming while it does something holds it, instead of hoping the reply is slow enough.
+extension Harness {
+    /// A plain HTTP/1.1 request to the fake upstream on a connection of its own; the JSON body of a 200.
+    func upstreamHTTP(_ method: String, _ path: String) throws -> JSON {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError(description: "socket: \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(upstreamPort).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw HarnessError(description: "connect: \(errno)") }
+        let request = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+            throw HarnessError(description: "send: \(errno)")
+        }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            answer += buffer[0..<n]
+        }
+        let text = String(decoding: answer, as: UTF8.self)
+        guard text.hasPrefix("HTTP/1.1 200"), let body = text.components(separatedBy: "\r\n\r\n").last else {
+            throw HarnessError(description: "unexpected answer to \(method) \(path): \(text)")
+        }
+        return try JSON.parse(body)
+    }
+
+    /// Lets every reply held at `[[hold:N name]]` go on (now, and any that reach the hold later).
+    func releaseUpstream(_ name: String) throws {
+        _ = try upstreamHTTP("POST", "/release/\(name)")
+    }
+
+    /// Waits until some answer of the fake upstream is held at `name`: its first N pieces are out.
+    func waitUntilUpstreamHolds(_ name: String, timeout: Double = 30) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try upstreamHTTP("GET", "/holds")["holding"]?.array?.contains(.string(name)) == true { return }
+            usleep(10_000)
+        }
+        throw HarnessError(description: "no upstream answer held at \(name) within \(timeout)s")
+    }
+}
