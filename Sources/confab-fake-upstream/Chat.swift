@@ -13,6 +13,8 @@ struct Script {
     var status: Int?
     var failFirst: Int?
     var noRetryAfter = false
+    /// `[[retry-after:TEXT]]`: the `Retry-After` value sent with a `status` answer.
+    var retryAfter: String?
     var drop: Int?
     var stall: Int?
     /// `[[hold:N NAME]]`: after N content pieces, wait until `POST …/release/NAME`.
@@ -58,6 +60,7 @@ struct Script {
             case "context": context = true
             case "status": if let n = number, (400...599).contains(n) { status = n }
             case "no-retry-after": noRetryAfter = true
+            case "retry-after": if let value, !value.isEmpty { retryAfter = value }
             case "fail-first": if let n = number, n >= 0 { failFirst = n }
             case "drop": if let n = number, n >= 0 { drop = n }
             case "stall": if let n = number, n >= 0 { stall = n }
@@ -374,7 +377,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     if let status = failing {
         let (type, code) = statusError(status)
         var extra: [(String, String)] = []
-        if status == 429 && !script.noRetryAfter { extra.append(("Retry-After", "1")) }
+        if let value = script.retryAfter, !script.noRetryAfter {
+            extra.append(("Retry-After", value))
+        } else if status == 429 && !script.noRetryAfter {
+            extra.append(("Retry-After", "1"))
+        }
         return sendJSON(connection, status: status,
                         body: errorBody(message: "fake upstream error \(status)", type: type, code: code),
                         extraHeaders: extra, keepAlive: keepAlive, split: script.split)
