@@ -348,10 +348,12 @@ final class RPCClient {
 
     /// Whether `response` must reach its client before the notification `method`/`params`. A
     /// result naming a stored `message` and the `reply` to it (`message.send`, `message.edit`)
-    /// comes before `message.created` for either and before any delta of the reply.
+    /// comes before `message.created` for either and before any delta of the reply, in that
+    /// message's conversation (ids are per conversation).
     static func precedes(_ response: JSON, _ method: String, _ params: JSON) -> Bool {
         guard let result = response["result"], let message = result["message"]?["id"]?.string,
-              let reply = result["reply"]?.string else { return false }
+              let reply = result["reply"]?.string, let conversation = result["message"]?["conversation"]?.string,
+              params["conversation"]?.string == conversation else { return false }
         switch method {
         case RPCNotification.messageCreated.rawValue: return [message, reply].contains(params["message"]?["id"]?.string ?? "")
         case RPCNotification.messageDelta.rawValue: return params["message"]?.string == reply

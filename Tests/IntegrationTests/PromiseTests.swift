@@ -46,7 +46,8 @@ final class PromiseTests: XCTestCase {
                                "send \(n): \(frame.text)")
             }
             // The harness holds every test to the same order (RPCClient.precedes).
-            XCTAssertTrue(RPCClient.precedes(["result": result!], RPCNotification.messageCreated.rawValue, ["message": ["id": .string(message)]]))
+            XCTAssertTrue(RPCClient.precedes(["result": result!], RPCNotification.messageCreated.rawValue,
+                                             ["conversation": .string(id), "message": ["id": .string(message)]]))
             let final = try client.awaitReply(reply).final
             XCTAssertEqual(final["content"]?.string, "answer \(n)")
         }
@@ -59,21 +60,22 @@ final class PromiseTests: XCTestCase {
         defer { close(theirs) }
         let client = RPCClient(adopting: ours)
         defer { client.close() }
-        let frames = [#"{"jsonrpc":"2.0","method":"message.created","params":{"message":{"id":"m1"}}}"#,
-                      #"{"jsonrpc":"2.0","id":1,"result":{"message":{"id":"m1"},"reply":"m2"}}"#]
+        let frames = [#"{"jsonrpc":"2.0","method":"message.delta","params":{"conversation":"c","message":"m2","content":"x"}}"#,
+                      #"{"jsonrpc":"2.0","id":1,"result":{"message":{"id":"m1","conversation":"c"},"reply":"m2"}}"#]
         let bytes = Array((frames.joined(separator: "\n") + "\n").utf8)
         XCTAssertEqual(bytes.withUnsafeBytes { send(theirs, $0.baseAddress, $0.count, 0) }, bytes.count)
         XCTAssertThrowsError(try client.response(to: .int(1))) { error in
             XCTAssertTrue("\(error)".contains("arrived before the response"), "\(error)")
         }
-        // Another client's message (m3) or an unrelated notification may come first.
-        let allowed = [#"{"jsonrpc":"2.0","method":"message.created","params":{"message":{"id":"m3"}}}"#,
-                       #"{"jsonrpc":"2.0","method":"message.delta","params":{"message":"m3","content":"x"}}"#,
-                       #"{"jsonrpc":"2.0","id":2,"result":{"message":{"id":"m4"},"reply":"m5"}}"#]
+        // Another message (m3), or the same ids in another conversation, may come first.
+        let allowed = [#"{"jsonrpc":"2.0","method":"message.created","params":{"conversation":"c","message":{"id":"m3"}}}"#,
+                       #"{"jsonrpc":"2.0","method":"message.created","params":{"conversation":"d","message":{"id":"m4"}}}"#,
+                       #"{"jsonrpc":"2.0","method":"message.delta","params":{"conversation":"d","message":"m5","content":"x"}}"#,
+                       #"{"jsonrpc":"2.0","id":2,"result":{"message":{"id":"m4","conversation":"c"},"reply":"m5"}}"#]
         let more = Array((allowed.joined(separator: "\n") + "\n").utf8)
         XCTAssertEqual(more.withUnsafeBytes { send(theirs, $0.baseAddress, $0.count, 0) }, more.count)
         XCTAssertEqual(try client.response(to: .int(2))["result"]?["reply"]?.string, "m5")
-        XCTAssertEqual(client.notificationsBeforeLastResponse.map(\.method), ["message.created", "message.delta"])
+        XCTAssertEqual(client.notificationsBeforeLastResponse.map(\.method), ["message.created", "message.created", "message.delta"])
     }
 
     private func socketPair() throws -> (Int32, Int32) {
