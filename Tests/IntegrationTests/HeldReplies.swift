@@ -55,4 +55,25 @@ extension Harness {
         }
         throw HarnessError(description: "no upstream answer held at \(name) within \(timeout)s")
     }
+
+    /// The text of `reply` saved so far in `conversation`'s log (its `reply.text` records).
+    func savedText(of reply: String, in conversation: String) -> String {
+        let path = dataDirectory + "/conversations/\(conversation).jsonl"
+        guard let log = try? String(contentsOfFile: path, encoding: .utf8) else { return "" }
+        return log.split(separator: "\n").compactMap { line -> String? in
+            guard let record = try? JSON.parse(String(line)), record["type"]?.string == "reply.text",
+                  record["message"]?.string == reply else { return nil }
+            return record["content"]?.string
+        }.joined()
+    }
+
+    /// Waits until the log holds at least `count` characters of `reply`'s text: the daemon
+    /// saves a streaming reply's text now and then, and a test of what a crash keeps needs some.
+    func waitForSavedText(of reply: String, in conversation: String, atLeast count: Int, timeout: Double = 30) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while savedText(of: reply, in: conversation).count < count {
+            if Date() > deadline { throw HarnessError(description: "fewer than \(count) characters of \(reply) saved within \(timeout)s") }
+            usleep(10_000)
+        }
+    }
 }

@@ -196,7 +196,9 @@ final class ModelsListTests: XCTestCase {
         try "delay 5000\nlate\n".write(toFile: harness.upstreamModelsFile, atomically: true, encoding: .utf8)
         let client = try harness.client()
         try client.sendRaw(#"{"jsonrpc":"2.0","id":"x","method":"models.list"}"# + "\n")
-        Thread.sleep(forTimeInterval: 0.3)
+        // On its way: the fake upstream has the request (and answers it 5 s later).
+        let deadline = Date().addingTimeInterval(30)
+        while listings().isEmpty && Date() < deadline { usleep(10_000) }
         XCTAssertEqual(listings().count, 1)
         harness.daemon?.signal(SIGTERM)
         let answer = try client.response(to: "x")
