@@ -25,20 +25,41 @@ final class AccessTests: XCTestCase {
         guard getuid() == 0 else { throw XCTSkip("connecting as another uid needs root") }
         guard Self.setpriv != nil else { throw XCTSkip("setpriv (util-linux) is not installed") }
         guard Self.python != nil else { throw XCTSkip("no system python3 for the raw client") }
-        let probe = try runAs(Self.otherUID, Binaries.path("confab"), ["--help"])
-        guard probe.status == 0 else {
-            throw XCTSkip("uid \(Self.otherUID) cannot run \(Binaries.path("confab")) (status \(probe.status)): \(probe.stderr)")
-        }
+        // The build directory may sit where another user cannot reach it (under /root, say):
+        // the client is copied to a directory of its own that everybody may read and run.
+        let probe = try runAs(Self.otherUID, Self.client, ["--help"])
+        XCTAssertEqual(probe.status, 0, "uid \(Self.otherUID) cannot run \(Self.client): \(probe.stderr)")
+        if probe.status != 0 { throw HarnessError(description: "uid \(Self.otherUID) cannot run the client") }
     }
 
     override func tearDown() { harness?.tearDown() }
+
+    /// `confab`, copied once per test run into a fresh 0755 directory under /tmp (0755 too).
+    static let client: String = {
+        var template = Array("/tmp/confab-access-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { return Binaries.path("confab") }
+        let directory = String(cString: made)
+        chmod(directory, 0o755)
+        let copy = directory + "/confab"
+        do {
+            try FileManager.default.copyItem(atPath: Binaries.path("confab"), toPath: copy)
+        } catch {
+            return Binaries.path("confab")
+        }
+        chmod(copy, 0o755)
+        // Removed when the test process exits.
+        atexit { if let dir = AccessTests.copiedDirectory { try? FileManager.default.removeItem(atPath: dir) } }
+        copiedDirectory = directory
+        return copy
+    }()
+    nonisolated(unsafe) static var copiedDirectory: String?
 
     func testAnotherUserIsRefusedAndTheLogNamesTheUID() throws {
         harness = try Harness()
         openSocketToOthers()
 
         // The real client: the daemon closes the connection without a word.
-        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
+        let status = try runAs(Self.otherUID, Self.client, ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(status.status, 1, status.stderr)
         XCTAssertEqual(status.stdout, "")
         XCTAssertTrue(status.stderr.contains("confabd closed the connection"), status.stderr)
@@ -60,7 +81,7 @@ final class AccessTests: XCTestCase {
         harness = try Harness(config: "[access]\nallow_uids = [\(Self.otherUID)]\n")
         openSocketToOthers()
 
-        let status = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
+        let status = try runAs(Self.otherUID, Self.client, ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(status.status, 0, status.stderr)
         XCTAssertTrue(status.stdout.hasPrefix("confabd ") && status.stdout.contains("clients:"), status.stdout)
         waitForLog("connected uid=\(Self.otherUID) pid=\(status.pid)")
@@ -80,7 +101,7 @@ final class AccessTests: XCTestCase {
         waitForLog("connected uid=\(Self.otherUID) pid=\(raw.pid)")
 
         // The list lets in exactly the uids it names.
-        let stranger = try runAs(Self.otherUID - 1, Binaries.path("confab"), ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
+        let stranger = try runAs(Self.otherUID - 1, Self.client, ["--socket", harness.socketPath, "status"], environment: Self.sharedDaemon)
         XCTAssertEqual(stranger.status, 1, stranger.stdout)
         waitForLog("connection refused: uid=\(Self.otherUID - 1) pid=\(stranger.pid) is not allowed")
     }
@@ -88,12 +109,12 @@ final class AccessTests: XCTestCase {
     func testTheClientRefusesADaemonOfAnotherUserAndSaysWhose() throws {
         harness = try Harness()
         openSocketToOthers()
-        let refused = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "ls"])
+        let refused = try runAs(Self.otherUID, Self.client, ["--socket", harness.socketPath, "ls"])
         XCTAssertEqual(refused.status, 3, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("refusing \(harness.socketPath): it is served by uid 0"), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("CONFAB_DAEMON_USER"), refused.stderr)
         // Naming some other user does not let it through either.
-        let wrong = try runAs(Self.otherUID, Binaries.path("confab"), ["--socket", harness.socketPath, "ls"],
+        let wrong = try runAs(Self.otherUID, Self.client, ["--socket", harness.socketPath, "ls"],
                               environment: ["CONFAB_DAEMON_USER": "1"])
         XCTAssertEqual(wrong.status, 3, wrong.stderr)
         XCTAssertTrue(wrong.stderr.contains("nor by uid 1"), wrong.stderr)
@@ -111,7 +132,7 @@ final class AccessTests: XCTestCase {
         defer { rmdir(directory) }
         chmod(directory, 0o777)
         func ls() throws -> (status: Int32, stderr: String) {
-            let run = try runAs(uid, Binaries.path("confab"), ["ls"], environment: ["HOME": "/"])
+            let run = try runAs(uid, Self.client, ["ls"], environment: ["HOME": "/"])
             return (run.status, run.stderr)
         }
 
