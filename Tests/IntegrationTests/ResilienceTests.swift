@@ -107,7 +107,8 @@ final class ResilienceTests: XCTestCase {
 
     func testRaisingMaxStreamsOnReloadStartsWaitingRepliesAtOnce() throws {
         let (client, first, second) = try oneStreamTwoConversations()
-        let long = try client.call("message.send", ["conversation": .string(first), "content": "[[words:400]] [[delay:10]]"])
+        // Held until the end of the test: the long reply cannot end before the reload, however slow it is.
+        let long = try client.call("message.send", ["conversation": .string(first), "content": "[[words:400]] [[delay:10]] [[hold:2 long]]"])
         let short = try client.call("message.send", ["conversation": .string(second), "content": "[[reply:no more waiting]]"])
         XCTAssertEqual(try client.call("status")["queued"]?.int, 1)
 
@@ -123,6 +124,7 @@ final class ResilienceTests: XCTestCase {
         let log = harness.log()
         XCTAssertTrue(log.contains("storage.fsync = false takes effect at the next start"), log)
         XCTAssertNotNil(long["reply"])
+        try harness.releaseUpstream("long")
     }
 
     func testSendsBeyondTheQueueLimitAreRefusedEvenWhenPipelined() throws {

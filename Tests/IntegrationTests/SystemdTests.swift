@@ -71,7 +71,8 @@ final class SystemdTests: XCTestCase {
         _ = try notify.take(until: "READY=1")
         let id = try harness.createConversation(a)
         for client in [a, b] { try client.call("conversation.attach", ["conversation": .string(id)]) }
-        let sent = try a.call("message.send", ["conversation": .string(id), "content": "[[words:2000]] [[delay:5]] go"])
+        // Held after ten pieces: in flight when SIGTERM comes, however slow the machine.
+        let sent = try a.call("message.send", ["conversation": .string(id), "content": "[[words:2000]] [[delay:5]] [[hold:10 sigterm]] go"])
         let reply = try XCTUnwrap(sent["reply"]?.string)
         var seenByA = try a.collect(until: { method, _ in method == "message.delta" })
         seenByA += try a.collect(until: { method, _ in method == "message.delta" })
