@@ -77,3 +77,51 @@ extension Harness {
         }
     }
 }
+
+/// The fake upstream's `[[hold:N NAME]]` and `POST /release/NAME`, which the tests above rely on.
+final class HeldReplyTests: XCTestCase {
+    var harness: Harness!
+
+    override func setUpWithError() throws { harness = try Harness() }
+    override func tearDown() { harness?.tearDown() }
+
+    func testAHeldReplyStopsAfterItsPiecesUntilReleasedThenEndsWhole() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(id)])
+        let sent = try client.call(RPCMethod.messageSend.rawValue, ["conversation": .string(id), "content": "[[words:10]] [[chunk:3]] [[hold:2 middle]]"])
+        let reply = try XCTUnwrap(sent["reply"]?.string)
+        try harness.waitUntilUpstreamHolds("middle")
+        var seen: [String] = []
+        while seen.joined().count < 6 {
+            seen += RPCClient.deltas(try client.collect(until: { method, _ in method == RPCNotification.messageDelta.rawValue }), for: reply)
+        }
+        XCTAssertEqual(seen.joined(), "w1 w2 ", "two pieces of three characters, and no more while held")
+        let attached = try client.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(id)])
+        XCTAssertEqual(attached["pending"]?["content"]?.string, "w1 w2 ", "still streaming, nothing past the hold")
+        XCTAssertEqual(try harness.upstreamHTTP("GET", "/holds")["holding"], ["middle"])
+
+        try harness.releaseUpstream("middle")
+        let (notes, final) = try client.awaitReply(reply)
+        XCTAssertEqual(final["content"]?.string, (1...10).map { "w\($0)" }.joined(separator: " "))
+        XCTAssertEqual((seen + RPCClient.deltas(notes, for: reply)).joined(), final["content"]?.string)
+        XCTAssertEqual(try harness.upstreamHTTP("GET", "/holds"), ["holding": [], "released": ["middle"]])
+    }
+
+    func testAReleaseBeforeTheHoldLetsItThroughAndAHoldPastTheEndWaitsBeforeTheFinish() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(id)])
+        try harness.releaseUpstream("early")
+        let first = try client.call(RPCMethod.messageSend.rawValue, ["conversation": .string(id), "content": "[[reply:not held]] [[hold:1 early]]"])
+        XCTAssertEqual(try client.awaitReply(try XCTUnwrap(first["reply"]?.string)).final["content"]?.string, "not held")
+
+        let second = try client.call(RPCMethod.messageSend.rawValue, ["conversation": .string(id), "content": "[[reply:all of it]] [[hold:999 end]]"])
+        let reply = try XCTUnwrap(second["reply"]?.string)
+        try harness.waitUntilUpstreamHolds("end")
+        let attached = try client.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(id)])
+        XCTAssertEqual(attached["pending"]?["status"]?.string, MessageStatus.streaming.rawValue, "every piece out, the finish held")
+        try harness.releaseUpstream("end")
+        XCTAssertEqual(try client.awaitReply(reply).final["status"]?.string, MessageStatus.complete.rawValue)
+    }
+}
