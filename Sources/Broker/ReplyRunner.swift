@@ -285,9 +285,21 @@ final class ReplyRunner {
         }
     }
 
+    /// How long to wait before trying again after failed attempt `attempt` (from 1): the
+    /// upstream's `Retry-After` in seconds, capped at 300 s (a negative one is no wait); else
+    /// `base` doubling with each attempt, capped at 30 s.
+    static func retryDelayMilliseconds(attempt: Int, retryAfterSeconds: Int?, base: UInt64) -> UInt64 {
+        if let seconds = retryAfterSeconds { return UInt64(max(0, min(seconds, 300))) * 1000 }
+        let cap: UInt64 = 30_000
+        let doublings = max(0, attempt - 1)
+        // Past the cap long before the shift could overflow.
+        guard doublings < 32, base <= cap else { return cap }
+        return min(base << UInt64(doublings), cap)
+    }
+
     private func scheduleRetry(of reply: Conversation.ActiveReply, in conversation: Conversation, after error: MessageError, retryAfterSeconds: Int?) {
-        let backoff = min(limits.retryBaseMilliseconds << UInt64(reply.attempts - 1), 30_000)
-        let delay = retryAfterSeconds.map { UInt64(max(0, min($0, 300))) * 1000 } ?? backoff
+        let delay = Self.retryDelayMilliseconds(attempt: reply.attempts, retryAfterSeconds: retryAfterSeconds,
+                                                base: limits.retryBaseMilliseconds)
         logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attempt \(reply.attempts) failed (\(error.logText)): retrying in \(delay) ms")
         conversation.broadcast(.messageRetrying(message: reply.message.id, attempt: reply.attempts, delayMilliseconds: Int(delay), error: error))
         let timer = Timer(loop: loop)

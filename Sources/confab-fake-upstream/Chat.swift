@@ -13,8 +13,12 @@ struct Script {
     var status: Int?
     var failFirst: Int?
     var noRetryAfter = false
+    /// `[[retry-after:TEXT]]`: the `Retry-After` value sent with a `status` answer.
+    var retryAfter: String?
     var drop: Int?
     var stall: Int?
+    /// `[[hold:N NAME]]`: after N content pieces, wait until `POST …/release/NAME`.
+    var hold: (after: Int, name: String)?
     var errorMid: Int?
     var badChunk: Int?
     var garbage = false
@@ -69,9 +73,13 @@ struct Script {
             case "context": context = true
             case "status": if let n = number, (400...599).contains(n) { status = n }
             case "no-retry-after": noRetryAfter = true
+            case "retry-after": if let value, !value.isEmpty { retryAfter = value }
             case "fail-first": if let n = number, n >= 0 { failFirst = n }
             case "drop": if let n = number, n >= 0 { drop = n }
             case "stall": if let n = number, n >= 0 { stall = n }
+            case "hold":
+                let words = (value ?? "").split(separator: " ", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                if words.count == 2, let n = Int(words[0]), n >= 0, !words[1].isEmpty { hold = (n, words[1]) }
             case "error-mid": if let n = number, n >= 0 { errorMid = n }
             case "bad-chunk": if let n = number, n >= 0 { badChunk = n }
             case "garbage": garbage = true
@@ -221,6 +229,18 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
     // The tools a model asks for are another server: any method, no --api-key.
     if let tool { return serveTool(request, route: tool, body: body, connection: connection, keepAlive: keepAlive) }
 
+    // A test's hand on held answers: no key, any prefix.
+    if request.method == "POST", let range = path.range(of: "/release/", options: .backwards) {
+        let name = String(path[range.upperBound...])
+        shared.release(name)
+        return sendJSON(connection, status: 200, body: JSON.object([("released", .string(name))]).encoded(), keepAlive: keepAlive)
+    }
+    if request.method == "GET" && path.hasSuffix("/holds") {
+        let state = shared.holdState()
+        let body = JSON.object([("holding", .array(state.holding.map(JSON.string))),
+                                ("released", .array(state.released.map(JSON.string)))])
+        return sendJSON(connection, status: 200, body: body.encoded(), keepAlive: keepAlive)
+    }
     // The listing is asked for with either API's key header, so either one will do.
     if request.method == "GET" && path.hasSuffix("/models") {
         if let key = shared.config.apiKey, !isAuthorized(authorization, key: key), request.header("x-api-key") != key {
@@ -378,7 +398,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     if let status = failing {
         let (type, code) = statusError(status)
         var extra: [(String, String)] = []
-        if status == 429 && !script.noRetryAfter { extra.append(("Retry-After", "1")) }
+        if let value = script.retryAfter, !script.noRetryAfter {
+            extra.append(("Retry-After", value))
+        } else if status == 429 && !script.noRetryAfter {
+            extra.append(("Retry-After", "1"))
+        }
         return sendJSON(connection, status: status,
                         body: script.validationError ? llamaCppPythonErrorBody(scriptedValidationError)
                             : errorBody(message: longErrorMessage(status: status, lines: script.errorLines), type: type, code: code),
@@ -499,6 +523,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
 
     let dropAt = script.drop.map { min($0, pieceCount) }
     let stallAt = script.stall.map { min($0, pieceCount) }
+    let holdAt = script.hold.map { min($0.after, pieceCount) }
     let errorAt = script.errorMid.map { min($0, pieceCount) }
     let badAt = script.badChunk.map { min($0, pieceCount) }
     let pieceText: (Int) -> String = burst == nil ? { pieces[$0] } : { index in
@@ -514,10 +539,18 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     var batch: [UInt8] = []
     var index = 0
     while true {
-        if !batch.isEmpty && (index == dropAt || index == stallAt || index == errorAt || index == badAt
+        if !batch.isEmpty && (index == dropAt || index == stallAt || index == holdAt || index == errorAt || index == badAt
                               || index >= pieceCount || batch.count >= batchBytes) {
             guard writer.write(batch) else { return false }
             batch.removeAll(keepingCapacity: true)
+        }
+        if index == holdAt, let hold = script.hold {
+            // Held once: the pieces after it go on as usual.
+            guard writer.flush() else { return false }
+            let released = shared.holding(hold.name) {
+                connection.waitForRelease(maxSeconds: 600) { shared.isReleased(hold.name) }
+            }
+            if !released { return false }
         }
         if index == dropAt {
             _ = writer.flush()

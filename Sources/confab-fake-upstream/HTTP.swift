@@ -278,6 +278,26 @@ final class Connection {
     }
 
     /// Waits (at most `maxSeconds`) until the client closes its end; any data it sends is discarded.
+    /// Waits until `isReleased()` says so (true), or until the client goes away or `maxSeconds`
+    /// pass (false). Anything the client sends meanwhile is read and dropped.
+    func waitForRelease(maxSeconds: Double, isReleased: () -> Bool) -> Bool {
+        let deadline = monotonicSeconds() + maxSeconds
+        while !isReleased() {
+            if monotonicSeconds() >= deadline { return false }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, 5)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            if ready == 0 { continue }
+            let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return false }
+            if n < 0 && errno != EINTR && errno != EAGAIN { return false }
+        }
+        return true
+    }
+
     func waitForClientToGoAway(maxSeconds: Double) {
         let deadline = monotonicSeconds() + maxSeconds
         while true {

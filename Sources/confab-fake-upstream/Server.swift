@@ -12,6 +12,9 @@ final class Shared: Sendable {
     private let requests = Mutex<Int>(0)
     private let streams = Mutex<Int>(0)
     private let attempts = Mutex<[String: Int]>([:])
+    /// `[[hold:N NAME]]`: names released so far (a release may come before its hold), and the
+    /// names answers are holding at now, each with how many answers hold there.
+    private let holds = Mutex<(released: Set<String>, holding: [String: Int])>((released: [], holding: [:]))
 
     init(config: Config) {
         self.config = config
@@ -49,6 +52,32 @@ final class Shared: Sendable {
     /// TCP connections accepted and requests read since start, chat completions being answered now.
     func counts() -> (connections: Int, requests: Int, streams: Int) {
         (accepted.withLock { $0 }, requests.withLock { $0 }, streams.withLock { $0 })
+    }
+
+    /// Lets every answer held (now or later) under `name` go on.
+    func release(_ name: String) {
+        holds.withLock { _ = $0.released.insert(name) }
+    }
+
+    func isReleased(_ name: String) -> Bool {
+        holds.withLock { $0.released.contains(name) }
+    }
+
+    /// Counts an answer as holding at `name` while `wait` runs.
+    func holding<T>(_ name: String, _ wait: () -> T) -> T {
+        holds.withLock { $0.holding[name, default: 0] += 1 }
+        defer {
+            holds.withLock { state in
+                state.holding[name, default: 1] -= 1
+                if state.holding[name] == 0 { state.holding[name] = nil }
+            }
+        }
+        return wait()
+    }
+
+    /// The names answers are holding at now, and the names released so far, both sorted.
+    func holdState() -> (holding: [String], released: [String]) {
+        holds.withLock { (Array($0.holding.keys).sorted(), Array($0.released).sorted()) }
     }
 
     func nextID() -> Int {

@@ -251,35 +251,41 @@ final class JSONParseTests: XCTestCase {
         assertRejected([0x22, 0xF4, 0x90, 0x80, 0x80, 0x22], "beyond U+10FFFF")
     }
 
-    func testDeeplyNestedArraysDoNotCrash() {
+    /// The scanner counts its nesting and stops past `JSONScanner.maxNestingDepth` (512) levels
+    /// with one answer, the same every time: a parse error at the first bracket too many, long
+    /// before the stack could run out.
+    func testTenThousandNestedArraysAreRejectedAtTheDepthLimit() {
         let depth = 10_000
         let text = String(repeating: "[", count: depth) + String(repeating: "]", count: depth)
-        // Either answer is acceptable; crashing (stack overflow) is not.
-        if let value = try? JSON.parse(text) {
-            var current = value
-            var levels = 0
-            while case .array(let items) = current {
-                levels += 1
-                guard let first = items.first else { break }
-                current = first
-            }
-            XCTAssertEqual(levels, depth)
+        XCTAssertThrowsError(try JSON.parse(text)) { error in
+            XCTAssertEqual((error as? JSONParseError)?.reason, "nested deeper than 512 levels", "\(error)")
+            XCTAssertEqual((error as? JSONParseError)?.offset, JSONScanner.maxNestingDepth, "at the 513th bracket")
         }
     }
 
-    func testDeeplyNestedObjectsDoNotCrash() {
+    func testTenThousandNestedObjectsAreRejectedAtTheDepthLimit() {
         let depth = 10_000
         let text = String(repeating: "{\"a\":", count: depth) + "1" + String(repeating: "}", count: depth)
-        if let value = try? JSON.parse(text) {
-            var current = value
-            var levels = 0
-            while let next = current["a"] {
-                levels += 1
-                current = next
-            }
-            XCTAssertEqual(levels, depth)
-            XCTAssertEqual(current, .int(1))
+        XCTAssertThrowsError(try JSON.parse(text)) { error in
+            XCTAssertEqual((error as? JSONParseError)?.reason, "nested deeper than 512 levels", "\(error)")
         }
+    }
+
+    /// Exactly at the limit is still a value, with every level there.
+    func testNestingUpToTheLimitIsRead() throws {
+        let limit = JSONScanner.maxNestingDepth
+        XCTAssertEqual(limit, 512)
+        var current = try JSON.parse(String(repeating: "[", count: limit) + String(repeating: "]", count: limit))
+        var levels = 0
+        while case .array(let items) = current {
+            levels += 1
+            guard let first = items.first else { break }
+            current = first
+        }
+        XCTAssertEqual(levels, limit)
+        let objects = String(repeating: "{\"a\":", count: limit) + "1" + String(repeating: "}", count: limit)
+        XCTAssertNoThrow(try JSON.parse(objects))
+        XCTAssertThrowsError(try JSON.parse("[" + String(repeating: "[", count: limit) + String(repeating: "]", count: limit) + "]"))
     }
 
     func testUnbalancedDeepNestingIsRejected() {

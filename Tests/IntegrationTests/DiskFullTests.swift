@@ -161,12 +161,13 @@ final class DiskFullTests: XCTestCase {
 
         let words = 300
         let full = (1...words).map { "w\($0)" }.joined(separator: " ")
-        let sent = try a.call("message.send", ["conversation": .string(id), "content": .string("[[words:\(words)]] [[delay:3]] go")])
+        // Every piece streamed, then held before the end until the disk is full.
+        let sent = try a.call("message.send", ["conversation": .string(id), "content": .string("[[words:\(words)]] [[delay:3]] [[hold:100000 full-disk]] go")])
         let reply = try XCTUnwrap(sent["reply"]?.string)
-        // Streaming, and past the first 250 ms text save: then the disk fills.
-        _ = try b.collect(until: { method, params in method == "message.delta" && params["message"]?.string == reply })
-        usleep(400_000)
+        // Some text saved while streaming (every 250 ms), then the disk fills, then the end comes.
+        try harness.waitForSavedText(of: reply, in: id, atLeast: 1)
         try daemon.setFileSizeLimit(try fileSize(logPath(id)))
+        try harness.releaseUpstream("full-disk")
 
         for client in [a, b] {
             let (notes, final) = try client.awaitReply(reply)
@@ -277,10 +278,9 @@ final class DiskFullTests: XCTestCase {
         let client = try harness.client()
         let id = try harness.createConversation(client)
         try client.call("conversation.attach", ["conversation": .string(id)])
-        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:2000]] [[delay:2]] go"])
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:2000]] [[delay:2]] [[hold:1000 crash]] go"])
         let reply = try XCTUnwrap(sent["reply"]?.string)
-        _ = try client.collect(until: { method, params in method == "message.delta" && params["message"]?.string == reply })
-        usleep(400_000)
+        try harness.waitForSavedText(of: reply, in: id, atLeast: 6)
         daemon.kill()
         client.close()
         let path = logPath(id)
@@ -314,23 +314,20 @@ final class DiskFullTests: XCTestCase {
         try assertWholeRecords(path, daemonLog: restarted.log())
     }
 
-    /// Known bug, left failing: `Broker.shutdown` announces a reply it could not store.
-    /// On SIGTERM it writes the reply in flight as `interrupted`; when that write fails it
-    /// still sends `message.completed`, which promises the message is on disk. What the
-    /// disk holds is the text saved before it filled, so after a restart the "completed"
-    /// message comes back shorter. finishReply answers the same failure with
-    /// `message.failed`/`storage`; shutdown should too.
+    /// On SIGTERM the reply in flight is written as `interrupted`; when that write fails,
+    /// shutdown must not send `message.completed` (which promises the message is on disk) but
+    /// `message.failed`/`storage`, as finishing a reply does: after a restart the message is
+    /// what the disk held, the text saved before it filled.
     func testShutdownWithTheDiskFullDoesNotAnnounceAnUnstoredReplyAsCompleted() throws {
         let daemon = try start()
         let client = try harness.client()
         let id = try harness.createConversation(client)
         try client.call("conversation.attach", ["conversation": .string(id)])
-        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:3000]] [[delay:2]] go"])
+        // Held after 1,000 pieces: in flight when SIGTERM comes, whatever the machine's speed.
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:3000]] [[delay:2]] [[hold:1000 shutdown]] go"])
         let reply = try XCTUnwrap(sent["reply"]?.string)
-        _ = try client.collect(until: { method, params in method == "message.delta" && params["message"]?.string == reply })
-        usleep(400_000)
+        try harness.waitForSavedText(of: reply, in: id, atLeast: 1)
         try daemon.setFileSizeLimit(try fileSize(logPath(id)))
-        usleep(300_000)
         Glibc.kill(daemon.pid, SIGTERM)
         let notes = try client.collect(until: { method, _ in method == "server.stopping" })
         let ending = try XCTUnwrap(notes.last { $0.params["message"]?["id"]?.string == reply && $0.method != "message.created" })
@@ -347,18 +344,14 @@ final class DiskFullTests: XCTestCase {
         XCTAssertEqual(restored["status"]?.string, "interrupted")
         let saved = restored["content"]?.string ?? ""
         XCTAssertTrue(announced.hasPrefix(saved))
-        if ending.method == "message.completed" {
-            XCTAssertEqual(saved, announced, "message.completed was sent for text the log does not hold")
-        }
+        XCTAssertEqual(saved, harness.savedText(of: reply, in: id), "what the log held before the disk filled")
     }
 
-    /// Known bug, left failing: a reply id that clients were told about can name another
-    /// message after a restart. A reply that could not start (disk full) was announced as
-    /// `m4` (`message.created`, `message.failed`); it has no record, so after a restart the
-    /// next id is computed from the last stored message (the user message `m3`) and the
-    /// next send's user message is `m4`. The same happens to a queued reply's reserved id
-    /// after a crash. The fix is in `Conversation.init(replayed:)` (continue after the
-    /// reply id a trailing user message reserved), outside LogStore and finishReply.
+    /// A reply id that clients were told about never names another message after a restart.
+    /// A reply that could not start (disk full) was announced as `m4` (`message.created`,
+    /// `message.failed`) and has no record; after a restart the ids go on after the reply id
+    /// the trailing user message `m3` reserved (`Conversation.init(replayed:)`), so the next
+    /// send's user message is `m5`.
     func testAnAnnouncedReplyIDIsNotReusedAfterARestart() throws {
         let daemon = try start()
         let client = try harness.client()
@@ -380,7 +373,7 @@ final class DiskFullTests: XCTestCase {
         try start()
         let again = try harness.client()
         let next = try again.call("message.send", ["conversation": .string(id), "content": "[[reply:three]] 3"])
-        XCTAssertNotEqual(next["message"]?["id"]?.string, "m4", "m4 was announced as a (failed) reply; it now names a user message")
+        XCTAssertEqual(next["message"]?["id"]?.string, "m5", "m4 was announced as a (failed) reply; it must not name a user message")
     }
 
     /// A real full file system: a small tmpfs, filled by a file of our own. Needs the right

@@ -271,6 +271,8 @@ final class RPCClient {
 
     /// Speaks over a socket already connected (another user's relay, see `AccessTests`).
     init(connected fd: Int32) { self.fd = fd }
+    /// A client on a descriptor already connected (one end of a socketpair, to test the harness).
+    init(adopting fd: Int32) { self.fd = fd }
 
     func close() { Glibc.close(fd) }
 
@@ -320,15 +322,44 @@ final class RPCClient {
         return try response(to: .int(id), timeout: timeout)
     }
 
+    /// The notifications that arrived while the last `response(to:)` waited, in order: they
+    /// came before that response (they are also in `notifications`, as ever).
+    private(set) var notificationsBeforeLastResponse: [(method: String, params: JSON)] = []
+
+    /// The response to request `id`. Throws if it came after a notification it must precede
+    /// (`RPCClient.precedes`): a send's result comes before its own `message.created` and deltas.
     func response(to id: JSON, timeout: Double = 10) throws -> JSON {
+        var before: [(method: String, params: JSON)] = []
         while true {
             guard let frame = try readFrame(timeout: timeout) else { throw HarnessError(description: "connection closed awaiting response \(id)") }
             if let method = frame["method"]?.string, frame["id"] == nil {
                 notifications.append((method, frame["params"] ?? .null))
+                before.append((method, frame["params"] ?? .null))
                 continue
             }
-            if frame["id"] == id { return frame }
+            if frame["id"] == id {
+                notificationsBeforeLastResponse = before
+                if let early = before.first(where: { Self.precedes(frame, $0.method, $0.params) }) {
+                    throw HarnessError(description: "\(early.method) \(early.params.text) arrived before the response it must follow: \(frame.text)")
+                }
+                return frame
+            }
             throw HarnessError(description: "unexpected frame \(frame.text)")
+        }
+    }
+
+    /// Whether `response` must reach its client before the notification `method`/`params`. A
+    /// result naming a stored `message` and the `reply` to it (`message.send`, `message.edit`)
+    /// comes before `message.created` for either and before any delta of the reply, in that
+    /// message's conversation (ids are per conversation).
+    static func precedes(_ response: JSON, _ method: String, _ params: JSON) -> Bool {
+        guard let result = response["result"], let message = result["message"]?["id"]?.string,
+              let reply = result["reply"]?.string, let conversation = result["message"]?["conversation"]?.string,
+              params["conversation"]?.string == conversation else { return false }
+        switch method {
+        case RPCNotification.messageCreated.rawValue: return [message, reply].contains(params["message"]?["id"]?.string ?? "")
+        case RPCNotification.messageDelta.rawValue: return params["message"]?.string == reply
+        default: return false
         }
     }
 

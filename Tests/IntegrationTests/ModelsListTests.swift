@@ -179,7 +179,11 @@ final class ModelsListTests: XCTestCase {
         try "delay 2500\nslow-one\n".write(toFile: harness.upstreamModelsFile, atomically: true, encoding: .utf8)
         let first = try harness.client(), second = try harness.client()
         try first.sendRaw(#"{"jsonrpc":"2.0","id":"a","method":"models.list"}"# + "\n")
-        Thread.sleep(forTimeInterval: 0.5)
+        // The first caller's fetches are on their way (the fake upstream has both requests)
+        // before the second caller asks: it must share them, not start its own.
+        let deadline = Date().addingTimeInterval(30)
+        while listings().count < 2 && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(listings().count, 2)
         try second.sendRaw(#"{"jsonrpc":"2.0","id":"b","method":"models.list"}"# + "\n")
         for (client, id) in [(first, "a"), (second, "b")] {
             let result = try XCTUnwrap(try client.response(to: .string(id))["result"])
@@ -196,7 +200,9 @@ final class ModelsListTests: XCTestCase {
         try "delay 5000\nlate\n".write(toFile: harness.upstreamModelsFile, atomically: true, encoding: .utf8)
         let client = try harness.client()
         try client.sendRaw(#"{"jsonrpc":"2.0","id":"x","method":"models.list"}"# + "\n")
-        Thread.sleep(forTimeInterval: 0.3)
+        // On its way: the fake upstream has the request (and answers it 5 s later).
+        let deadline = Date().addingTimeInterval(30)
+        while listings().isEmpty && Date() < deadline { usleep(10_000) }
         XCTAssertEqual(listings().count, 1)
         harness.daemon?.signal(SIGTERM)
         let answer = try client.response(to: "x")

@@ -169,15 +169,11 @@ final class PersistenceTests: XCTestCase {
         try client.call("conversation.attach", ["conversation": .string(id)])
         let done = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:safe]]"])
         _ = try client.awaitReply(done["reply"]!.string!)
-        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:3000]] [[delay:2]] go"])
+        // Held after 1,000 pieces (3,000 characters): still in flight whenever the kill comes.
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:3000]] [[delay:2]] [[hold:1000 crash]] go"])
         let reply = try XCTUnwrap(sent["reply"]?.string)
-        // Long enough for the daemon to have saved some text of the reply (every 250 ms).
-        var seen = ""
-        while seen.count < 600 {
-            let notes = try client.collect(until: { method, _ in method == "message.delta" })
-            seen += RPCClient.deltas(notes, for: reply).joined()
-        }
-        usleep(300_000)
+        // The daemon saves a streaming reply's text now and then (every 250 ms): wait for 300 characters of it.
+        try harness.waitForSavedText(of: reply, in: id, atLeast: 300)
         harness.killDaemon()
         try harness.startDaemon()
         let again = try harness.client()

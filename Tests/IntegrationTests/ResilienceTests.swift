@@ -58,14 +58,25 @@ final class ResilienceTests: XCTestCase {
     func testCancelDuringRetryWaitStopsIt() throws {
         harness = try Harness(retries: 2)
         let (client, id) = try attachedClient()
-        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[status:429]]"])
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[status:429]] first"])
         let reply = try XCTUnwrap(sent["reply"]?.string)
-        _ = try client.collect(until: { method, _ in method == "message.retrying" })
+        let retrying = try client.collect(until: { method, _ in method == "message.retrying" })
+        XCTAssertEqual(retrying.last?.params["delay_ms"]?.int, 1000)
         XCTAssertEqual(try client.call("generation.cancel", ["conversation": .string(id)])["cancelled"]?.string, reply)
         let (_, final) = try client.awaitReply(reply)
         XCTAssertEqual(final["status"]?.string, "cancelled")
-        usleep(1_300_000)
-        XCTAssertEqual(harness.upstreamRequests().count, 1, "no retry after the cancel")
+        // No sleep to see nothing happen: a second reply's retry timer, also 1 s and set later,
+        // is due after the first one's. libuv runs timers in order of their due time, so once
+        // the second retry has been asked for, the first would have been too, had it survived.
+        let second = try client.call("message.send", ["conversation": .string(id), "content": "[[fail-first:1]] [[status:429]] [[reply:second]]"])
+        let (notes, secondFinal) = try client.awaitReply(try XCTUnwrap(second["reply"]?.string))
+        XCTAssertEqual(notes.filter { $0.method == "message.retrying" }.last?.params["delay_ms"]?.int, 1000)
+        XCTAssertEqual(secondFinal["content"]?.string, "second")
+        let asked = harness.upstreamRequests().compactMap { request in
+            request["body"]?["messages"]?.array?.last?["content"]?.string
+        }
+        XCTAssertEqual(asked.filter { $0.hasSuffix("first") }.count, 1, "no retry after the cancel: \(asked)")
+        XCTAssertEqual(asked.count, 3, "the cancelled reply's one try, the second reply's two: \(asked)")
     }
 
     /// A daemon allowed one stream at a time, and a client attached to two conversations.
@@ -79,11 +90,13 @@ final class ResilienceTests: XCTestCase {
 
     func testStreamsBeyondTheLimitWaitTheirTurn() throws {
         let (client, first, second) = try oneStreamTwoConversations()
-        let a = try client.call("message.send", ["conversation": .string(first), "content": "[[words:50]] [[delay:5]]"])
+        // The first reply is held in flight until the counts are read: no window to race.
+        let a = try client.call("message.send", ["conversation": .string(first), "content": "[[words:50]] [[delay:5]] [[hold:2 first]]"])
         let b = try client.call("message.send", ["conversation": .string(second), "content": "[[reply:waited]]"])
         let status = try client.call("status")
         XCTAssertEqual(status["streams"]?.int, 1)
         XCTAssertEqual(status["queued"]?.int, 1)
+        try harness.releaseUpstream("first")
         let notes = try client.collect(until: { method, params in
             method == "message.completed" && params["message"]?["id"]?.string == b["reply"]?.string && params["conversation"]?.string == second
         })
@@ -94,7 +107,8 @@ final class ResilienceTests: XCTestCase {
 
     func testRaisingMaxStreamsOnReloadStartsWaitingRepliesAtOnce() throws {
         let (client, first, second) = try oneStreamTwoConversations()
-        let long = try client.call("message.send", ["conversation": .string(first), "content": "[[words:400]] [[delay:10]]"])
+        // Held until the end of the test: the long reply cannot end before the reload, however slow it is.
+        let long = try client.call("message.send", ["conversation": .string(first), "content": "[[words:400]] [[delay:10]] [[hold:2 long]]"])
         let short = try client.call("message.send", ["conversation": .string(second), "content": "[[reply:no more waiting]]"])
         XCTAssertEqual(try client.call("status")["queued"]?.int, 1)
 
@@ -110,6 +124,7 @@ final class ResilienceTests: XCTestCase {
         let log = harness.log()
         XCTAssertTrue(log.contains("storage.fsync = false takes effect at the next start"), log)
         XCTAssertNotNil(long["reply"])
+        try harness.releaseUpstream("long")
     }
 
     func testSendsBeyondTheQueueLimitAreRefusedEvenWhenPipelined() throws {

@@ -70,8 +70,9 @@ final class SearchTests: XCTestCase {
         XCTAssertEqual(unknown["error"]?["code"]?.int, RPCError.notFound)
     }
 
-    /// A search runs on the thread pool: a reply keeps streaming to an attached client meanwhile,
-    /// and the search's answer comes in request order with the other answers.
+    /// A search runs off the loop: while one is stuck inside the kernel (a log swapped for a
+    /// FIFO nobody writes, see `SearchBlocker`), a reply streams on to an attached client, and
+    /// the search's answer comes later, in request order with the searching client's other answers.
     func testARepliesKeepStreamingWhileSearchesRun() throws {
         let client = try harness.client()
         let id = try harness.createConversation(client)
@@ -81,14 +82,31 @@ final class SearchTests: XCTestCase {
         }
         let watcher = try harness.client(name: "watcher")
         try watcher.call("conversation.attach", ["conversation": .string(id)])
-        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[words:30]] [[delay:10]]"])
+        let stuck = try SearchBlocker(harness: harness, client: client)
+        try client.sendRaw(RPC.request(id: "search", method: RPCMethod.conversationSearch.rawValue, params: ["query": "filler"]))
+        try client.sendRaw(RPC.request(id: "status", method: RPCMethod.status.rawValue, params: [:]))
+        try stuck.waitUntilASearchIsStuck()
+
+        // Another client starts a reply; the watcher gets its deltas while the search cannot end.
+        let sender = try harness.client(name: "sender")
+        let sent = try sender.call(RPCMethod.messageSend.rawValue, ["conversation": .string(id), "content": "[[words:30]] [[delay:5]] [[hold:20 searched]]"])
         let reply = try XCTUnwrap(sent["reply"]?.string)
-        for _ in 0..<5 {
-            let hits = try XCTUnwrap(client.call("conversation.search", ["query": "filler"])["hits"]?.array)
-            XCTAssertEqual(hits.count, 40)
+        var whileSearching: [String] = []
+        while whileSearching.count < 10 {
+            let notes = try watcher.collect(until: { method, params in
+                method == RPCNotification.messageDelta.rawValue && params["message"]?.string == reply
+            })
+            whileSearching += RPCClient.deltas(notes, for: reply)
         }
+        try stuck.waitUntilASearchIsStuck()  // still stuck: those deltas came during the search
+
+        stuck.letGo()
+        let answers = [try client.response(to: "search", timeout: 30), try client.response(to: "status", timeout: 30)]
+        XCTAssertEqual(answers[0]["result"]?["hits"]?.array?.count, 40, answers[0].text)
+        XCTAssertNotNil(answers[1]["result"]?["streams"], "the status answer follows the search's")
+        try harness.releaseUpstream("searched")
         let (notes, final) = try watcher.awaitReply(reply)
-        XCTAssertEqual(RPCClient.deltas(notes, for: reply).joined(), final["content"]?.string)
+        XCTAssertEqual((whileSearching + RPCClient.deltas(notes, for: reply)).joined(), final["content"]?.string)
         XCTAssertEqual(final["status"]?.string, "complete")
     }
 }

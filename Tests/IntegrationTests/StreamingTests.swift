@@ -43,13 +43,14 @@ final class StreamingTests: XCTestCase {
         let asker = try harness.client()
         let id = try harness.createConversation(asker)
         try asker.call("conversation.attach", ["conversation": .string(id)])
-        let sent = try asker.call("message.send", ["conversation": .string(id), "content": "[[words:60]] [[delay:15]] go"])
+        // Part of the reply streams, then it is held until the second client has attached.
+        let sent = try asker.call("message.send", ["conversation": .string(id), "content": "[[words:60]] [[delay:15]] [[hold:5 late]] go"])
         let reply = try XCTUnwrap(sent["reply"]?.string)
-        // Let part of the reply stream before the second client arrives.
         _ = try asker.collect(until: { method, _ in method == "message.delta" })
         _ = try asker.collect(until: { method, _ in method == "message.delta" })
         let late = try harness.client(name: "late")
         let attached = try late.call("conversation.attach", ["conversation": .string(id)])
+        try harness.releaseUpstream("late")
         let pending = try XCTUnwrap(attached["pending"])
         XCTAssertEqual(pending["id"]?.string, reply)
         XCTAssertEqual(pending["status"]?.string, "streaming")

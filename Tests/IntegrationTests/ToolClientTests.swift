@@ -35,12 +35,13 @@ final class ToolClientTests: TmuxTestCase {
     override func setUpWithError() throws {
         harness = try Harness()
         tmux = Tmux(directory: harness.directory)
-        // The daemon's tool loop is built apart from this client; until both are in, the
-        // daemon does not know tool.approve and these tests have nothing to run against.
+        // A daemon without its tool loop does not know tool.approve: that is a failure, not
+        // a reason to skip, since these tests are the only ones that see tools in the client.
         do {
-            try harness.client().call("tool.approve", ["conversation": "0000000000aa", "call": "call_none", "allow": false])
+            try harness.client().call(RPCMethod.toolApprove.rawValue, ["conversation": "0000000000aa", "call": "call_none", "allow": false])
         } catch let error as RPCError where error.code == RPCError.methodNotFound {
-            throw XCTSkip("confabd has no tool loop here: tool.approve is an unknown method")
+            XCTFail("confabd does not know tool.approve (-32601): its tool loop is missing")
+            throw error
         } catch {
             // Any other refusal (no such conversation, no such call) means the method is there.
         }

@@ -40,4 +40,28 @@ final class ProviderRecordTests: XCTestCase {
         badUsage[14] = .array([.int(1), .int(2)])
         XCTAssertNil(LogStore.decode(.array(badUsage)), "usage that is not four counts")
     }
+
+    /// An index entry as an earlier daemon wrote it (Tests/Fixtures/golden/2026-11-24-tools),
+    /// by hand: its provider, usage totals, profile and parameters read from their places, and
+    /// it writes back the same, so a field moved or renamed on both ends shows here.
+    func testALiteralIndexEntryReadsToItsFieldsAndWritesBackTheSame() throws {
+        let written = #"["hb2t7sft5dce",2769,16287022,1795639534933235158,1795639534862,"fake-model","tools","tools",1795639534934,4,false,"Use the tools.",null,"claude",[22,62,84,1],"helper",{"temperature":0.5}]"#
+        // That daemon's line has no shares: it is not read (the logs are, once), since an
+        // entry that cannot say who may see a conversation must not stand for it.
+        XCTAssertNil(LogStore.decode(try JSON.parse(written)))
+        // Today's line is the same with the shares after it.
+        let line = #"["hb2t7sft5dce",2769,16287022,1795639534933235158,1795639534862,"fake-model","tools","tools",1795639534934,4,false,"Use the tools.",null,"claude",[22,62,84,1],"helper",{"temperature":0.5},[{"uid":1001,"login":"bob","role":"read"}]]"#
+        let json = try JSON.parse(line)
+        let entry = try XCTUnwrap(LogStore.decode(json))
+        XCTAssertEqual(entry.summary.shares, [ConversationShare(uid: 1001, login: "bob", role: .read)])
+        XCTAssertEqual(entry.identity, FileIdentity(size: 2769, inode: 16287022, modifiedNanoseconds: 1795639534933235158))
+        XCTAssertEqual(entry.summary.header.id, "hb2t7sft5dce")
+        XCTAssertEqual(entry.summary.header.provider, "claude")
+        XCTAssertEqual(entry.summary.header.system, "Use the tools.")
+        XCTAssertEqual(entry.summary.usage, UsageTotals(promptTokens: 22, completionTokens: 62, totalTokens: 84, estimatedReplies: 1))
+        XCTAssertEqual(entry.summary.header.profile, "helper")
+        XCTAssertEqual(entry.summary.header.params.temperature, 0.5)
+        XCTAssertEqual(entry.summary.messageCount, 4)
+        XCTAssertEqual(LogStore.encode(entry), json)
+    }
 }
