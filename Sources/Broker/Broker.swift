@@ -16,7 +16,7 @@ import Glibc
 public final class Broker {
     let loop: Loop
     let store: LogStore
-    public var upstream: UpstreamClient { replies.upstream }
+    public var upstream: any ReplyUpstream { replies.upstream }
     /// The settings in force, shared with the reply runner (`CurrentSettings` says what a
     /// replacement changes for whom).
     let current: CurrentSettings
@@ -54,7 +54,7 @@ public final class Broker {
     let ownUID = UInt32(getuid())
     let flusher: OutputFlusher
 
-    public init(loop: Loop, store: LogStore, upstream: UpstreamClient, settings: Settings, logger: Logger) {
+    public init(loop: Loop, store: LogStore, upstream: any ReplyUpstream, settings: Settings, logger: Logger) {
         self.loop = loop
         self.store = store
         current = CurrentSettings(settings)

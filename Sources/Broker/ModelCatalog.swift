@@ -18,12 +18,12 @@ final class ModelCatalog {
     private final class Pending {
         let provider: Provider
         var waiters: [(ModelListing) -> Void] = []
-        var request: ModelListingRequest?
+        var request: (any UpstreamCall)?
         init(provider: Provider) { self.provider = provider }
     }
 
     private let loop: Loop
-    private let upstream: UpstreamClient
+    private let upstream: any ReplyUpstream
     private var cached: [String: Entry] = [:]
     private var inFlight: [String: Pending] = [:]
     /// Told about each fetch that failed, for the daemon's log.
@@ -32,7 +32,7 @@ final class ModelCatalog {
     private var waitingCalls: [Int: (RPCError) -> Void] = [:]
     private var nextCall = 0
 
-    init(loop: Loop, upstream: UpstreamClient) {
+    init(loop: Loop, upstream: any ReplyUpstream) {
         self.loop = loop
         self.upstream = upstream
     }
@@ -52,7 +52,7 @@ final class ModelCatalog {
         let pending = Pending(provider: provider)
         pending.waiters.append(done)
         inFlight[name] = pending
-        pending.request = upstream.listModels(of: provider) { [unowned self] result in
+        pending.request = upstream.startModelListing(of: provider) { [unowned self] result in
             // A fetch for a configuration replaced meanwhile still answers its own callers, but
             // neither its answer nor its place is kept.
             if inFlight[name] === pending {

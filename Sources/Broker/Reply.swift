@@ -14,7 +14,7 @@ import Upstream
 final class Reply {
     var message: Message
     var request: ChatRequest
-    var stream: ReplyStream?
+    var stream: (any UpstreamCall)?
     /// Waiting to try the upstream again after a refusal that streamed nothing.
     var retryTimer: Timer?
     var attempts = 0
@@ -81,7 +81,7 @@ final class ToolRun {
     var arguments: JSON?
     /// Why the call will not be made, decided before anything is sent.
     var refusal: MessageError?
-    var http: ToolHTTPCall?
+    var http: (any UpstreamCall)?
     var approvalTimer: Timer?
     /// Its ending is decided (being stored, or stored).
     var ending: Message?

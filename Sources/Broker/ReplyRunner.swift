@@ -15,7 +15,7 @@ import Upstream
 /// at shutdown (`interruptAll`). Everything here runs on the loop thread.
 final class ReplyRunner {
     let loop: Loop
-    let upstream: UpstreamClient
+    let upstream: any ReplyUpstream
     /// The broker's settings in force, read at each use (never copied: a reload replaces them
     /// there and says so through `settingsReplaced`).
     let settings: CurrentSettings
@@ -35,7 +35,7 @@ final class ReplyRunner {
     private(set) var activeReplies = 0
     private(set) var isStopping = false
 
-    init(loop: Loop, upstream: UpstreamClient, settings: CurrentSettings, logger: Logger) {
+    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings, logger: Logger) {
         self.loop = loop
         self.upstream = upstream
         self.settings = settings
@@ -188,7 +188,7 @@ final class ReplyRunner {
         // The handler holds the reply (never weakly: a weak reference gives an object a side
         // table, which makes every retain of it slower, and this runs for every token) until
         // the stream drops it, when it ends or is cancelled: nothing to look up, nothing stale.
-        reply.stream = upstream.stream(reply.request, from: provider) { [unowned self] event in
+        reply.stream = upstream.startReply(reply.request, from: provider) { [unowned self] event in
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
             case .finished(let finishReason, let usage, let error, let retryAfter, let toolCalls):

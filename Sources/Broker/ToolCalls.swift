@@ -110,7 +110,7 @@ extension ReplyRunner {
         // headers (some are secrets) are logged.
         let path = request.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.url
         logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) \(request.method.rawValue) \(Self.loggable(path))")
-        run.http = upstream.callTool(method: request.method.rawValue, url: request.url, headers: request.headers, body: request.body,
+        run.http = upstream.startToolCall(method: request.method.rawValue, url: request.url, headers: request.headers, body: request.body,
                                      timeoutSeconds: definition.timeoutSeconds, maxResponseBytes: definition.maxResponseBytes) {
             [unowned self] outcome in
             guard !reply.isOver, run.ending == nil else { return }
