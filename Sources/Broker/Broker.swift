@@ -59,6 +59,16 @@ public final class Broker {
     public var logger: Logger {
         didSet { replies.logger = logger }
     }
+    /// Replaced on reload: every configured secret, redacted from what comes from outside (a
+    /// model server's errors, model listings' errors, tool results) before it is stored, sent
+    /// or logged, and from every log line.
+    public var secrets: SecretRedactor = .none {
+        didSet {
+            logger.secrets = secrets
+            replies.secrets = secrets
+            models.secrets = secrets
+        }
+    }
     let replies: ReplyRunner
     /// `models.list`'s listings, fetched and kept per provider.
     let models: ModelCatalog

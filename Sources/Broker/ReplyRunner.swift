@@ -24,6 +24,8 @@ final class ReplyRunner {
         didSet { admitWaiting() }
     }
     var logger: Logger
+    /// Redacted from every error a model server gives and every tool result.
+    var secrets = SecretRedactor.none
     /// Conversations with a reply ready to start, waiting for a free upstream stream.
     private var waitingForStream: [Conversation] = []
     /// Replies started and not yet ended, across conversations.
@@ -176,14 +178,15 @@ final class ReplyRunner {
             guard let reply = conversation.active, ObjectIdentifier(reply) == replyID, reply.attempts == attempt else { return }
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
-            case .finished(let finishReason, let usage, let error, let retryAfter, let toolCalls):
+            case .finished(let finishReason, let usage, let serverError, let retryAfter, let toolCalls):
                 reply.stream = nil
+                // A server's error body may quote the key it was sent (`Incorrect API key provided: sk-…`).
+                var error = serverError.map(secrets.redacting)
                 if let error, shouldRetry(error, reply, maxRetries: provider.config.maxRetries) {
                     scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
                     return
                 }
                 reply.message.finishReason = finishReason
-                var error = error
                 if !toolCalls.isEmpty {
                     reply.message.toolCalls = toolCalls
                     if reply.toolRounds >= limits.maxToolRounds {

@@ -240,6 +240,14 @@ public struct Settings {
         ProfileTable(profiles, defaultName: defaultProfile)
     }
 
+    /// Every configured secret: each provider's API key (`[upstream]`'s among them) and the
+    /// value of each tool header read from the environment or a file.
+    public var secrets: SecretRedactor {
+        let keys = ([upstream] + providers.map(\.config)).compactMap(\.apiKey)
+        let headers = tools.sorted.flatMap(\.headers).filter(\.isSecret).map(\.value)
+        return SecretRedactor(secrets: keys + headers)
+    }
+
     /// Reads `path` (a missing file is fine unless `required`) and the environment.
     public static func load(path: String, required: Bool, environment: [String: String]) throws(ConfigError) -> Settings {
         var info = stat()
