@@ -147,6 +147,12 @@ public struct ToolDefinition: Sendable, Equatable {
         if let problem = ToolSchema.validate(value, against: parameters) {
             return .failure(ToolArgumentError(message: problem))
         }
+        let given = value.object ?? [:]
+        for name in ToolURLTemplate.pathPlaceholders(in: url).sorted() {
+            if let problem = ToolURLTemplate.pathValueProblem(given[name] ?? .null) {
+                return .failure(ToolArgumentError(message: "\(JSON.string(name).text) \(problem)"))
+            }
+        }
         return .success(value)
     }
 
