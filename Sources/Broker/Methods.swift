@@ -168,9 +168,7 @@ extension Broker {
     private func hello(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         client.clientName = String((try params.optionalString("client") ?? "").prefix(64))
         if let name = try params.optionalString("name") {
-            guard !name.isEmpty, name.count <= 64, !name.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 0x20 } == true }) else {
-                throw .invalidParams("parameter \"name\" must be 1 to 64 printable characters")
-            }
+            if let problem = DisplayName.problem(name) { throw .invalidParams("parameter \"name\" \(problem)") }
             client.name = name
         }
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
