@@ -38,6 +38,16 @@ final class ClientSession {
     var isQueuedForFlush = false
     /// Called once when the session ends, with the reason (nil for a normal hang-up).
     var onClose: ((ClientSession, String?) -> Void)?
+    /// Requests whose answer is not known yet (their place is reserved in the outbox).
+    private(set) var unanswered = 0
+    /// Reading stopped: too many requests unanswered. Lines already read wait in `deferred`.
+    var isReadingPaused = false
+    private var resumeAt = 0
+    private var deferred: [[UInt8]] = []
+    private var deferredStart = 0
+    private var wantsToRead = false
+    /// Called from the flusher once a paused client is down to `resumeAt` unanswered requests.
+    var onRoomToRead: ((ClientSession) -> Void)?
 
     final class Slot {
         var buffer: OutboundBuffer?
@@ -85,12 +95,41 @@ final class ClientSession {
     func reserve() -> Slot {
         let slot = Slot()
         held.append(slot)
+        unanswered += 1
         return slot
+    }
+
+    /// Stops reading until no more than `resumeAt` requests are unanswered.
+    func pauseReading(resumeAt: Int) {
+        isReadingPaused = true
+        self.resumeAt = resumeAt
+        stream.stopReading()
+    }
+
+    /// A line read while paused: it is handled when reading resumes.
+    func deferLine(_ line: ArraySlice<UInt8>) { deferred.append(Array(line)) }
+
+    func takeDeferredLine() -> [UInt8]? {
+        guard deferredStart < deferred.count else {
+            deferred = []
+            deferredStart = 0
+            return nil
+        }
+        defer { deferredStart += 1 }
+        return deferred[deferredStart]
     }
 
     func fill(_ slot: Slot, _ bytes: [UInt8]) {
         // A client hanging up still gets the answers it was owed before the line that ended it.
         guard !isClosed, closeReason == nil else { return }
+        if !slot.isFilled {
+            unanswered -= 1
+            if isReadingPaused, unanswered <= resumeAt, !wantsToRead {
+                // Resumed from the flusher, never inside the callback that answered.
+                wantsToRead = true
+                flusher.schedule(self)
+            }
+        }
         // A notification's slot is filled with nothing: it only kept its place.
         if !bytes.isEmpty {
             slot.buffer = OutboundBuffer(bytes)
@@ -165,6 +204,10 @@ final class ClientSession {
                 }
             }
         }
+        if wantsToRead {
+            wantsToRead = false
+            if isTakingFrames { onRoomToRead?(self) }
+        }
         if let reason = hangUpReason, !isShuttingDown, held.isEmpty {
             isShuttingDown = true
             // Held strongly: a refused client belongs to nobody else, and its socket must still close.
@@ -188,6 +231,8 @@ final class ClientSession {
         held = []
         heldBytes = 0
         pending = []
+        deferred = []
+        onRoomToRead = nil
         stream.close()
         let onClose = self.onClose
         self.onClose = nil

@@ -78,7 +78,7 @@ extension Broker {
             case .conversationFork:
                 try refuseWhenStopping()
                 try on(params, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try fork(c, params, client, respond) }
-            case .conversationSearch: try search(params, later())
+            case .conversationSearch: try search(params, client, later())
             case .modelsList:
                 try refuseWhenStopping()
                 try listModels(params, later())
