@@ -180,7 +180,8 @@ extension Broker {
         let counts = self.counts
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
                 "uptime_seconds": .int(uptimeSeconds), "conversations": .int(counts.conversations), "clients": .int(counts.clients),
-                "streams": .int(counts.streams), "queued": .int(counts.queued)]
+                "streams": .int(counts.streams), "queued": .int(counts.queued),
+                "searches": .int(pendingSearches.count + (runningSearch == nil ? 0 : 1))]
     }
 
     private func create(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
