@@ -222,10 +222,15 @@ public final class Broker {
         }
     }
 
+    /// A quarter of the unread-output limit: past it a client is read no more until half of it
+    /// is written; the limit itself, reached anyway, drops the client.
+    private var outputBoundBytes: Int { max(limits.maxClientBufferBytes / 4, 1) }
+
     private func pauseIfOverBound(_ client: ClientSession) {
-        guard !client.isReadingPaused, !client.isClosed, client.unanswered >= limits.maxUnansweredPerClient else { return }
-        client.pauseReading(resumeAt: limits.maxUnansweredPerClient / 2)
-        logger.debug("client=\(client.id) paused: \(client.unanswered) requests unanswered")
+        guard !client.isReadingPaused, !client.isClosed,
+              client.unanswered >= limits.maxUnansweredPerClient || client.unwrittenBytes > outputBoundBytes else { return }
+        client.pauseReading(resumeAt: limits.maxUnansweredPerClient / 2, resumeAtBytes: outputBoundBytes / 2)
+        logger.debug("client=\(client.id) paused: \(client.unanswered) requests unanswered, \(client.unwrittenBytes) bytes unwritten")
     }
 
     /// Called by the flusher once a paused client's unanswered requests are down to half the
