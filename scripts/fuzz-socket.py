@@ -864,6 +864,7 @@ class Fuzzer:
         flood.connect(self.daemon.socket_path)
         flood.setblocking(False)
         offset = 0
+        dropped = False
         while offset < len(payload):
             try:
                 offset += flood.send(payload[offset:offset + 262144])
@@ -871,6 +872,10 @@ class Fuzzer:
                 # Not writable for two seconds: the daemon holds back.
                 if not select.select([], [flood], [], 2.0)[1]:
                     break
+            except (BrokenPipeError, ConnectionResetError):
+                # Over its hard limit: the daemon dropped it, which is allowed too.
+                dropped = True
+                break
         asked = time.monotonic()
         other.sock.sendall(b'{"jsonrpc":"2.0","id":"flood-search","method":"conversation.search","params":{"query":"hi"}}\n')
         other.exchange([], lambda got: any(b'"id":"flood-search"' in line for line in got), time.monotonic() + 60)
@@ -888,7 +893,7 @@ class Fuzzer:
             time.sleep(0.01)
         other.close()
         peak = peak_rss_kib(self.daemon.proc.pid)
-        self.flood = (offset, len(payload), before, peak, stopped, other_answer)
+        self.flood = (offset, len(payload), before, peak, stopped, other_answer, dropped)
         if offset >= len(payload):
             raise Failure("the flood's %d bytes were all taken before any was answered: no backpressure" % len(payload))
         if stopped is None:
@@ -979,9 +984,10 @@ def main():
     print("well-behaved client: %d status answers, slowest %.0f ms; confabd alive throughout, stopped with status 0"
           % (probe.count, probe.worst * 1000))
     if getattr(fuzzer, "flood", None):
-        taken, total, before, peak, stopped, other = fuzzer.flood
-        print("flood: %d of %d bytes taken before the hang-up; peak RSS %d KiB before, %d KiB after; its work gone %.3f s "
-              "after the hang-up; another client's search answered in %.3f s" % (taken, total, before, peak, stopped, other))
+        taken, total, before, peak, stopped, other, dropped = fuzzer.flood
+        print("flood: %d of %d bytes taken before the %s; peak RSS %d KiB before, %d KiB after; its work gone %.3f s "
+              "after it; another client's search answered in %.3f s" % (taken, total, "daemon dropped it" if dropped else "hang-up",
+                                                                         before, peak, stopped, other))
     if args.keep:
         print("kept %s" % work)
     else:
