@@ -93,4 +93,30 @@ final class FloodTests: XCTestCase {
         // outbox for the flood, above what the daemon held before.
         XCTAssertLessThan(peak - before, 64 * 1024, "the flood grew the daemon by \(peak - before) KiB")
     }
+
+    func testSearchesTakeTurnsBetweenClients() throws {
+        let setup = try harness.client(name: "setup")
+        for index in 0..<5 {
+            let id = try harness.createConversation(setup, title: "turns \(index)")
+            _ = try setup.call("message.send", ["conversation": .string(id), "content": .string("[[reply:a needle]] turn \(index)")])
+        }
+        let busy = try RPCClient(path: harness.socketPath)
+        defer { busy.close() }
+        let busyID = try XCTUnwrap(try busy.call("hello", ["client": "busy"])["client_id"]?.string)
+        let other = try RPCClient(path: harness.socketPath)
+        defer { other.close() }
+        let otherID = try XCTUnwrap(try other.call("hello", ["client": "other"])["client_id"]?.string)
+        // 60 searches at once, within the bound, all read before the other client asks.
+        var batch = ""
+        for id in 1...60 { batch += #"{"jsonrpc":"2.0","id":\#(id),"method":"conversation.search","params":{"query":"needle"}}"# + "\n" }
+        try busy.sendRaw(batch)
+        XCTAssertNotNil(try busy.readFrame(timeout: 60), "the first answer")
+        XCTAssertEqual(try other.call("conversation.search", ["query": "needle"], timeout: 60)["hits"]?.array?.count, 10)
+        // The other client's search ran after at most the one running and the next of the busy
+        // client's, not after all of them.
+        let log = harness.log()
+        let before = log.components(separatedBy: "search client=\(otherID) ").first ?? ""
+        let busyFirst = before.components(separatedBy: "search client=\(busyID) ").count - 1
+        XCTAssertLessThanOrEqual(busyFirst, 3, "the other client's search waited for \(busyFirst) of the busy client's")
+    }
 }
