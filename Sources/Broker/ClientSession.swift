@@ -40,7 +40,8 @@ final class ClientSession {
     var onClose: ((ClientSession, String?) -> Void)?
     /// Requests whose answer is not known yet (their place is reserved in the outbox).
     private(set) var unanswered = 0
-    /// Reading stopped: too many requests unanswered. Lines already read wait in `deferred`.
+    /// Reading stopped: too many requests unanswered, or too much output unwritten. Lines
+    /// already read wait in `deferred`.
     var isReadingPaused = false
     private var resumeAt = 0
     private var resumeAtBytes = 0
@@ -49,7 +50,7 @@ final class ClientSession {
     private var deferred: [[UInt8]] = []
     private var deferredStart = 0
     private var wantsToRead = false
-    /// Called from the flusher once a paused client is down to `resumeAt` unanswered requests.
+    /// Called from the flusher once a paused client has room again (see `pauseReading`).
     var onRoomToRead: ((ClientSession) -> Void)?
 
     final class Slot {

@@ -58,13 +58,16 @@ public enum ToolURLTemplate {
     /// `/` from adding a segment, but `.` and `..` are unreserved, so they would go out as they
     /// are and name the segment itself or climb out of it, and an empty value would remove a
     /// segment (`/items//detail`): each would let the model send the call elsewhere than the
-    /// config says.
+    /// config says. A value whose parts between slashes or backslashes are `.` or `..`
+    /// (`../admin`) is refused too: a server that decodes `%2F` before it routes would climb.
     public static func pathValueProblem(_ value: JSON) -> String? {
-        switch text(of: value) {
-        case "": "must not be empty: it fills a segment of the tool's URL path"
-        case ".", "..": "must not be \".\" or \"..\": it fills a segment of the tool's URL path"
-        default: nil
+        let text = text(of: value)
+        if text.isEmpty { return "must not be empty: it fills a segment of the tool's URL path" }
+        let parts = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "/" || $0 == "\\" })
+        if parts.contains(where: { $0 == "." || $0 == ".." }) {
+            return "must not be \".\" or \"..\", nor hold one between slashes: it fills a segment of the tool's URL path"
         }
+        return nil
     }
 
     /// nil when the template is a usable tool URL; else what is wrong with it. It must be an

@@ -203,7 +203,7 @@ final class TrustTests: XCTestCase {
         let results = notes.filter { $0.method == "tool.completed" }.compactMap { $0.params["message"] }
             .sorted { MessageID.order(of: $0["id"]?.string ?? "")! < MessageID.order(of: $1["id"]?.string ?? "")! }
         XCTAssertEqual(results.map { $0["error"]?["code"]?.string ?? "ok" }, ["tool_arguments", "tool_arguments", "tool_arguments", "ok"])
-        XCTAssertEqual(results[0]["error"]?["message"]?.string, #""id" must not be "." or "..": it fills a segment of the tool's URL path"#)
+        XCTAssertEqual(results[0]["error"]?["message"]?.string, #""id" must not be "." or "..", nor hold one between slashes: it fills a segment of the tool's URL path"#)
         XCTAssertEqual(results[2]["error"]?["message"]?.string, #""name" must match the pattern "^[a-z0-9-]+$""#)
         // Only the good call was made, where the config says.
         XCTAssertEqual(toolRequests().compactMap { $0["path"]?.string }, ["/v1/tool/echo/api/items/7/detail"])
