@@ -15,10 +15,7 @@ enum DisplayName {
     /// Why `name` cannot be a display name, or nil when it can.
     static func problem(_ name: String) -> String? {
         guard !name.isEmpty, name.count <= maxCharacters else { return "must be 1 to \(maxCharacters) characters" }
-        if let bad = name.unicodeScalars.first(where: isRefused) {
-            let code = String(bad.value, radix: 16, uppercase: true)
-            return "must not hold control, format (bidi, zero-width) or separator characters (it holds U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code))"
-        }
+        if let problem = characterProblem(name) { return problem }
         var folded = Substring(name.lowercased())
         while let last = folded.last, last.isWhitespace || last == ":" { folded = folded.dropLast() }
         while let first = folded.first, first.isWhitespace { folded = folded.dropFirst() }
@@ -26,6 +23,13 @@ enum DisplayName {
             return "must not be \(JSON.string(name).text): that name stands for \(folded == "confabd" || folded == "confab" ? "the daemon" : folded == "owner" ? "the owner" : "a role") in every transcript"
         }
         return nil
+    }
+
+    /// Why `text` cannot be shown to others as a name (of a person or of a program), or nil.
+    static func characterProblem(_ text: String) -> String? {
+        guard let bad = text.unicodeScalars.first(where: isRefused) else { return nil }
+        let code = String(bad.value, radix: 16, uppercase: true)
+        return "must not hold control, format (bidi, zero-width) or separator characters (it holds U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code))"
     }
 
     private static func isRefused(_ scalar: Unicode.Scalar) -> Bool {

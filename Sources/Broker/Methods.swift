@@ -166,7 +166,9 @@ extension Broker {
     // MARK: - Methods
 
     private func hello(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
-        client.clientName = String((try params.optionalString("client") ?? "").prefix(64))
+        let program = try params.optionalString("client") ?? ""
+        if let problem = DisplayName.characterProblem(program) { throw .invalidParams("parameter \"client\" \(problem)") }
+        client.clientName = String(program.prefix(64))
         if let name = try params.optionalString("name") {
             if let problem = DisplayName.problem(name) { throw .invalidParams("parameter \"name\" \(problem)") }
             client.name = name

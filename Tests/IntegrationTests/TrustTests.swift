@@ -263,6 +263,9 @@ final class TrustTests: XCTestCase {
             XCTAssertEqual(answer["error"]?["code"]?.int, -32602, "\(name.unicodeScalars.map(\.value)): \(answer)")
             XCTAssertTrue(answer["error"]?["message"]?.string?.hasPrefix("parameter \"name\" must") == true, answer.text)
         }
+        let program = try client.request("hello", ["client": "test\u{1B}]0;x\u{07}"])
+        XCTAssertEqual(program["error"]?["message"]?.string,
+                       "parameter \"client\" must not hold control, format (bidi, zero-width) or separator characters (it holds U+001B)")
         let accepted = try client.call("hello", ["client": "test", "name": "Ana"])
         XCTAssertEqual(accepted["user"]?["name"]?.string, "Ana")
         XCTAssertNotNil(accepted["user"]?["login"]?.string)
