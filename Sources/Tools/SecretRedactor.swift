@@ -37,6 +37,15 @@ public struct SecretRedactor: Sendable, Equatable {
             if let space = secret.lastIndex(of: " ") {
                 let token = String(secret[secret.index(after: space)...])
                 if token.utf8.count >= 8 { forms.insert(token) }
+                // `Basic BASE64`: a server that decodes it echoes `user:password`, or the password.
+                if secret.lowercased().hasPrefix("basic "), let decoded = Self.decodeBase64(token),
+                   let credentials = String(validating: decoded, as: UTF8.self) {
+                    if credentials.utf8.count >= Self.minimumLength { forms.insert(credentials) }
+                    if let colon = credentials.firstIndex(of: ":") {
+                        let password = String(credentials[credentials.index(after: colon)...])
+                        if password.utf8.count >= Self.minimumLength { forms.insert(password) }
+                    }
+                }
             }
         }
         for form in Array(forms) {
@@ -193,6 +202,31 @@ public struct SecretRedactor: Sendable, Equatable {
             forms.append(String(decoding: encoded[first ..< end], as: UTF8.self))
         }
         return forms.flatMap { [$0, String($0.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 }).filter { $0 != "=" }] }
+    }
+
+    /// Standard or URL-alphabet base64, padded or not; nil for anything else.
+    static func decodeBase64(_ text: String) -> [UInt8]? {
+        var bits: UInt32 = 0, count = 0
+        var out: [UInt8] = []
+        for byte in text.utf8 {
+            let value: UInt8
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = byte - UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = byte - UInt8(ascii: "a") + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0") + 52
+            case UInt8(ascii: "+"), UInt8(ascii: "-"): value = 62
+            case UInt8(ascii: "/"), UInt8(ascii: "_"): value = 63
+            case UInt8(ascii: "="): continue
+            default: return nil
+            }
+            bits = bits << 6 | UInt32(value)
+            count += 6
+            if count >= 8 {
+                count -= 8
+                out.append(UInt8(truncatingIfNeeded: bits >> UInt32(count)))
+            }
+        }
+        return out.isEmpty ? nil : out
     }
 
     static func base64(_ bytes: [UInt8]) -> String {

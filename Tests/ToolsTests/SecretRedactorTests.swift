@@ -67,6 +67,14 @@ final class SecretRedactorTests: XCTestCase {
         XCTAssertEqual(bearer.redacting("you sent Bearer abcdefgh12345678"), "you sent [secret]")
     }
 
+    func testTheCredentialsOfBasicAuthentication() {
+        // base64("ana:s3cr3t-pw") = YW5hOnMzY3IzdC1wdw==
+        let basic = SecretRedactor(secrets: ["Basic YW5hOnMzY3IzdC1wdw=="])
+        XCTAssertEqual(basic.redacting(#"{"user":"ana","password":"s3cr3t-pw"}"#), #"{"user":"ana","password":"[secret]"}"#)
+        XCTAssertEqual(basic.redacting("auth ana:s3cr3t-pw"), "auth [secret]")
+        XCTAssertEqual(basic.redacting("YW5hOnMzY3IzdC1wdw=="), "[secret]")
+    }
+
     func testCharactersBeyondASCII() {
         let key = "pässwörd🔑key"
         let redactor = SecretRedactor(secrets: [key])
