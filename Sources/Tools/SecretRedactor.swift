@@ -13,10 +13,11 @@
 /// base64 text. What matched, escapes included, becomes `[secret]`.
 ///
 /// A secret shorter than `minimumLength` bytes is not looked for: it would blot out ordinary
-/// words; the config's secrets are keys and tokens, far longer.
+/// words (an `api_key = "test"` would take every "test" out of every tool answer); the
+/// config's secrets are keys and tokens, far longer.
 public struct SecretRedactor: Sendable, Equatable {
     public static let replacement = "[secret]"
-    public static let minimumLength = 4
+    public static let minimumLength = 8
     /// A base64 form shorter than this is not looked for: it could be part of any base64 text.
     static let minimumBase64Length = 8
 

@@ -92,9 +92,9 @@ final class SecretRedactorTests: XCTestCase {
     }
 
     func testShortSecretsAreNotLookedFor() {
-        let short = SecretRedactor(secrets: ["abc", ""])
+        let short = SecretRedactor(secrets: ["abc", "", "test", "sk-1234"])
         XCTAssertTrue(short.isEmpty)
-        XCTAssertEqual(short.redacting("abc abc"), "abc abc")
+        XCTAssertEqual(short.redacting("abc abc test sk-1234"), "abc abc test sk-1234")
     }
 
     func testEveryOccurrenceAndAdjacentOnes() {
