@@ -1,5 +1,6 @@
 import ConfabProtocol
 import EventLoop
+import Tools
 import Upstream
 
 /// Each provider's model listing for `models.list`: fetched once for everyone who asks while it
@@ -28,6 +29,8 @@ final class ModelCatalog {
     private var inFlight: [String: Pending] = [:]
     /// Told about each fetch that failed, for the daemon's log.
     var onFailure: ((String, MessageError) -> Void)?
+    /// Redacted from every failure, which may quote the key the listing was asked with.
+    var secrets = SecretRedactor.none
     /// How to answer each `models.list` still waiting, should the daemon stop first.
     private var waitingCalls: [Int: (RPCError) -> Void] = [:]
     private var nextCall = 0
@@ -53,6 +56,7 @@ final class ModelCatalog {
         pending.waiters.append(done)
         inFlight[name] = pending
         pending.request = upstream.listModels(of: provider) { [unowned self] result in
+            let result = result.mapError(secrets.redacting)
             // A fetch for a configuration replaced meanwhile still answers its own callers, but
             // neither its answer nor its place is kept.
             if inFlight[name] === pending {

@@ -29,6 +29,8 @@ final class ReplyRunner {
         didSet { admitWaiting() }
     }
     var logger: Logger
+    /// Redacted from every error a model server gives and every tool result.
+    var secrets = SecretRedactor.none
     /// Conversations with a reply ready to start, waiting for a free upstream stream.
     private var waitingForStream: [Conversation] = []
     /// Replies started and not yet ended, across conversations.
@@ -185,8 +187,10 @@ final class ReplyRunner {
             guard let reply = conversation.active, ObjectIdentifier(reply) == replyID, reply.attempts == attempt else { return }
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
-            case .finished(let finishReason, let usage, let error, let retryAfter, let toolCalls):
+            case .finished(let finishReason, let usage, let serverError, let retryAfter, let toolCalls):
                 reply.stream = nil
+                // A server's error body may quote the key it was sent (`Incorrect API key provided: sk-…`).
+                var error = serverError.map(secrets.redacting)
                 if let error, mayTryOtherToolCallTurnContent(after: error, reply, api: provider.api) {
                     let refused = reply.request.toolCallTurnContent
                     reply.refusedToolCallTurnContent = refused
@@ -201,7 +205,7 @@ final class ReplyRunner {
                     return
                 }
                 reply.message.finishReason = finishReason
-                var error = error.map { explained($0, reply: reply, in: conversation) }
+                error = error.map { explained($0, reply: reply, in: conversation) }
                 if error == nil, let refused = reply.refusedToolCallTurnContent, toolCallTurnContent[provider.name] != refused.other {
                     toolCallTurnContent[provider.name] = refused.other
                     logger.notice("provider=\(provider.name) took the tool-call turn \(refused.other): its requests carry it so from now on")

@@ -54,6 +54,8 @@ struct Confabd: ParsableCommand {
 
     private func serve(paths: ConfabPaths, configPath: String, environment: [String: String], logger: Logger, notifier: Notifier) throws {
         let settings = try Settings.load(path: configPath, required: config != nil, environment: environment)
+        var logger = logger
+        logger.secrets = settings.secrets
         for warning in settings.warnings { logger.warning(warning) }
         let files = OpenFileLimit.raiseToHardLimit()
         if files.after != files.before {
@@ -72,6 +74,7 @@ struct Confabd: ParsableCommand {
         let broker = Broker(loop: loop, store: store, upstream: upstream, providers: settings.providerTable, profiles: settings.profileTable, limits: settings.limits,
                             logger: logger, allowedUIDs: settings.allowedUIDs)
         broker.tools = settings.tools
+        broker.secrets = settings.secrets
 
         let listener = try UnixListener(loop: loop)
         // Only a socket this process bound is ever removed by it; systemd's stays where it is.
@@ -164,6 +167,7 @@ struct Confabd: ParsableCommand {
                 broker.providers = fresh.providerTable
                 broker.profiles = fresh.profileTable
                 broker.tools = fresh.tools
+                broker.secrets = fresh.secrets
                 broker.limits = fresh.limits
                 broker.allow(fresh.allowedUIDs)
                 if fresh.fsync != settings.fsync {
