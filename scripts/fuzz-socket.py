@@ -26,9 +26,16 @@ Checks, failing (exit 1) at the first violation:
   - the daemon never dies (its PID is checked after every round) and stops cleanly on
     SIGTERM at the end;
   - a well-behaved client on its own connection gets a `status` answer within a second,
-    every 100 ms, throughout.
+    every 100 ms, throughout;
+  - the flood (first, unless --flood 0): one connection pipelines 100,000
+    `conversation.search` calls without reading an answer and hangs up; the daemon must
+    read it only as it answers (it cannot have taken every line before the hang-up), its
+    searches must be gone (`status.searches` 0) and the client with them within
+    FLOOD_STOP_DEADLINE of the hang-up, another connection's search must be answered
+    meanwhile, and the daemon's peak RSS must stay within FLOOD_RSS_BOUND_KIB of what it
+    was before.
 
-Usage: scripts/fuzz-socket.py [--seconds 60] [--count 100000] [--seed N] [--bin-dir DIR] [--keep]
+Usage: scripts/fuzz-socket.py [--seconds 60] [--count 100000] [--flood 100000] [--seed N] [--bin-dir DIR] [--keep]
        (binaries from $CONFAB_BIN_DIR or .build/release; build them with `make release`)
 Prints counts; exits 0 when every check held, 1 on a violation, 2 on a setup problem.
 Only loopback and a Unix socket in a temporary directory are used; only the daemon this
@@ -41,6 +48,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MAX_LINE = 65536          # limits.max_line_bytes given to the daemon: small so long lines are cheap
 STATUS_DEADLINE = 1.0     # seconds the well-behaved client may wait for `status`
 ROUND_DEADLINE = 20.0     # seconds a fuzz connection may wait for its round's answers
+FLOOD_STOP_DEADLINE = 5.0   # seconds after the flood's hang-up by which its work must be gone
+FLOOD_RSS_BOUND_KIB = 64 * 1024   # growth of the daemon's peak RSS the flood may cause (16 MiB outbox and more)
 
 
 class Failure(Exception):
@@ -581,6 +590,14 @@ class StatusProbe(threading.Thread):
 # --------------------------------------------------------------------------------------------
 # The daemon.
 
+def peak_rss_kib(pid):
+    """The process's peak resident set (VmHWM) in KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
 def _die_with_parent():
     """In the child before exec: SIGTERM it if this script dies without stopping it."""
     try:
@@ -827,12 +844,72 @@ class Fuzzer:
         finally:
             conn.close()
 
+    def status(self, conn, rid):
+        conn.sock.sendall(b'{"jsonrpc":"2.0","id":"%s","method":"status"}\n' % rid.encode())
+        lines = conn.exchange([], lambda got: any(b'"id":"%s"' % rid.encode() in line for line in got), time.monotonic() + 10)
+        for raw in lines:
+            frame = json.loads(raw)
+            if frame.get("id") == rid:
+                return frame["result"]
+        raise Failure("no `status` answer to %s" % rid)
+
+    def flood_round(self, count):
+        """`count` pipelined searches written without blocking and never read, then a hang-up."""
+        before = peak_rss_kib(self.daemon.proc.pid)
+        other = Connection(self.daemon.socket_path)
+        baseline = self.status(other, "flood-before")["clients"]
+        payload = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"conversation.search","params":{"query":"hi"}}\n' % i
+                           for i in range(1, count + 1))
+        flood = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        flood.connect(self.daemon.socket_path)
+        flood.setblocking(False)
+        offset = 0
+        dropped = False
+        while offset < len(payload):
+            try:
+                offset += flood.send(payload[offset:offset + 262144])
+            except BlockingIOError:
+                # Not writable for two seconds: the daemon holds back.
+                if not select.select([], [flood], [], 2.0)[1]:
+                    break
+            except (BrokenPipeError, ConnectionResetError):
+                # Over its hard limit: the daemon dropped it, which is allowed too.
+                dropped = True
+                break
+        asked = time.monotonic()
+        other.sock.sendall(b'{"jsonrpc":"2.0","id":"flood-search","method":"conversation.search","params":{"query":"hi"}}\n')
+        other.exchange([], lambda got: any(b'"id":"flood-search"' in line for line in got), time.monotonic() + 60)
+        other_answer = time.monotonic() - asked
+        hung_up = time.monotonic()
+        flood.close()
+        stopped = None
+        n = 0
+        while time.monotonic() - hung_up < FLOOD_STOP_DEADLINE:
+            n += 1
+            now = self.status(other, "flood-after-%d" % n)
+            if now["clients"] == baseline and now.get("searches", 0) == 0:
+                stopped = time.monotonic() - hung_up
+                break
+            time.sleep(0.01)
+        other.close()
+        peak = peak_rss_kib(self.daemon.proc.pid)
+        self.flood = (offset, len(payload), before, peak, stopped, other_answer, dropped)
+        if offset >= len(payload):
+            raise Failure("the flood's %d bytes were all taken before any was answered: no backpressure" % len(payload))
+        if stopped is None:
+            raise Failure("the flood's searches or client were still there %.1f s after it hung up" % FLOOD_STOP_DEADLINE)
+        if peak - before > FLOOD_RSS_BOUND_KIB:
+            raise Failure("the flood grew the daemon's peak RSS by %d KiB" % (peak - before))
+
     def run(self):
         probe = StatusProbe(self.daemon.socket_path)
         probe.start()
         started = time.monotonic()
         n = 0
         try:
+            if self.args.flood > 0:
+                self.flood_round(self.args.flood)
+                self.daemon.alive("after the flood")
             while time.monotonic() - started < self.args.seconds and self.counts["lines"] < self.args.count:
                 n += 1
                 r = self.rng.random()
@@ -861,6 +938,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--count", type=int, default=100000, help="stop after this many fuzz lines")
+    parser.add_argument("--flood", type=int, default=100000, help="pipelined searches of the flood round (0: none)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--bin-dir", default=os.environ.get("CONFAB_BIN_DIR", os.path.join(REPO, ".build", "release")))
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -905,6 +983,11 @@ def main():
              counts["half-line closes"], counts["abrupt closes"], counts["lost on close"]))
     print("well-behaved client: %d status answers, slowest %.0f ms; confabd alive throughout, stopped with status 0"
           % (probe.count, probe.worst * 1000))
+    if getattr(fuzzer, "flood", None):
+        taken, total, before, peak, stopped, other, dropped = fuzzer.flood
+        print("flood: %d of %d bytes taken before the %s; peak RSS %d KiB before, %d KiB after; its work gone %.3f s "
+              "after it; another client's search answered in %.3f s" % (taken, total, "daemon dropped it" if dropped else "hang-up",
+                                                                         before, peak, stopped, other))
     if args.keep:
         print("kept %s" % work)
     else:

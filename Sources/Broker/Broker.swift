@@ -36,7 +36,12 @@ public final class Broker {
     var profiles: ProfileTable { current.profiles }
     var limits: BrokerLimits { current.limits }
     var allowedUIDs: Set<UInt32> { current.allowedUIDs }
-    public let logger: Logger
+    /// The daemon's log, its secrets those of the settings in force.
+    public var logger: Logger { current.logger }
+    /// Every configured secret, redacted from what comes from outside (a model server's
+    /// errors, model listings' errors, tool results) before it is stored, sent or logged, and
+    /// from every log line.
+    var secrets: SecretRedactor { current.secrets }
     let replies: ReplyRunner
     /// `models.list`'s listings, fetched and kept per provider.
     let models: ModelCatalog
@@ -45,8 +50,11 @@ public final class Broker {
     /// may have changed (each log write, through the store), created or deleted.
     let listOrder = ListOrder<Conversation>(updated: \.updated.milliseconds, id: \.id, isGone: \.isDeleted)
     var clients: [String: ClientSession] = [:]
-    /// `conversation.search` requests, the first one running (`Search.swift`).
+    /// `conversation.search` requests waiting to run, and the one running (`Search.swift`).
     var pendingSearches: [SearchJob] = []
+    var runningSearch: SearchJob?
+    /// Clients with searches waiting, in the order they are served next: one search each in turn.
+    var searchRotation: [String] = []
     private var nextClientNumber = 1
     private let startedAt: UInt64
     private(set) var isStopping = false
@@ -57,10 +65,9 @@ public final class Broker {
     public init(loop: Loop, store: LogStore, upstream: any ReplyUpstream, settings: Settings, logger: Logger) {
         self.loop = loop
         self.store = store
-        current = CurrentSettings(settings)
-        replies = ReplyRunner(loop: loop, upstream: upstream, settings: current, logger: logger)
-        models = ModelCatalog(loop: loop, upstream: upstream)
-        self.logger = logger
+        current = CurrentSettings(settings, logger: logger)
+        replies = ReplyRunner(loop: loop, upstream: upstream, settings: current)
+        models = ModelCatalog(loop: loop, upstream: upstream, settings: current)
         startedAt = loop.now
         flusher = OutputFlusher(loop: loop)
         upstream.onTransportError = { [unowned self] message in self.logger.error("upstream transport: \(message)") }
@@ -142,8 +149,13 @@ public final class Broker {
         }
         clients[id] = client
         client.onClose = { [unowned self] client, reason in disconnected(client, reason: reason) }
+        client.onRoomToRead = { [unowned self] client in resumeReading(client) }
         logger.info("client=\(id) connected uid=\(credentials.uid) pid=\(credentials.pid)")
-        stream.startReading { [unowned self, unowned client] event in
+        startReading(client)
+    }
+
+    private func startReading(_ client: ClientSession) {
+        client.stream.startReading { [unowned self, unowned client] event in
             switch event {
             case .data(let bytes): received(bytes, from: client)
             case .endOfFile: client.close(reason: nil)
@@ -156,7 +168,15 @@ public final class Broker {
         do {
             try client.framer.feed(bytes) { line in
                 guard !client.isClosed else { return }
+                // Past its bound, a client's further lines wait (at most the rest of this read)
+                // and nothing more is read from it until it has room again: backpressure, as
+                // Redis and ssh-agent do, instead of queueing without limit.
+                if client.isReadingPaused {
+                    client.deferLine(line)
+                    return
+                }
                 handle(line: line, from: client)
+                pauseIfOverBound(client)
             }
         } catch {
             let error = RPCError(code: RPCError.lineTooLong, message: "line too long: the limit is \(limits.maxLineBytes) bytes; closing the connection")
@@ -165,8 +185,35 @@ public final class Broker {
         }
     }
 
+    /// A quarter of the unread-output limit: past it a client is read no more until half of it
+    /// is written; the limit itself, reached anyway, drops the client.
+    private var outputBoundBytes: Int { max(limits.maxClientBufferBytes / 4, 1) }
+
+    private func pauseIfOverBound(_ client: ClientSession) {
+        guard !client.isReadingPaused, !client.isClosed,
+              client.unanswered >= limits.maxUnansweredPerClient || client.unwrittenBytes > outputBoundBytes else { return }
+        client.pauseReading(resumeAt: limits.maxUnansweredPerClient / 2, resumeAtBytes: outputBoundBytes / 2)
+        logger.debug("client=\(client.id) paused: \(client.unanswered) requests unanswered, \(client.unwrittenBytes) bytes unwritten")
+    }
+
+    /// Called by the flusher once a paused client's unanswered requests are down to half the
+    /// bound: the lines it deferred go first, then reading starts again.
+    private func resumeReading(_ client: ClientSession) {
+        guard client.isReadingPaused, !client.isClosed else { return }
+        client.isReadingPaused = false
+        while !client.isClosed, let line = client.takeDeferredLine() {
+            handle(line: line[...], from: client)
+            pauseIfOverBound(client)
+            if client.isReadingPaused { return }
+        }
+        guard !client.isClosed else { return }
+        startReading(client)
+    }
+
     private func disconnected(_ client: ClientSession, reason: String?) {
         clients[client.id] = nil
+        // Its work nobody will read goes: waiting searches, and the one running stops.
+        let cancelled = cancelSearches(of: client.id)
         for conversationID in client.attached {
             guard let conversation = conversations[conversationID] else { continue }
             let quiet = conversation.isQuiet(client)
@@ -175,10 +222,11 @@ public final class Broker {
             }
         }
         client.attached = []
+        let dropped = cancelled > 0 ? "; \(cancelled) search\(cancelled == 1 ? "" : "es") cancelled" : ""
         if let reason {
-            logger.notice("client=\(client.id) disconnected: \(reason)")
+            logger.notice("client=\(client.id) disconnected: \(reason)\(dropped)")
         } else {
-            logger.info("client=\(client.id) disconnected")
+            logger.info("client=\(client.id) disconnected\(dropped)")
         }
     }
 

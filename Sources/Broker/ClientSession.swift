@@ -38,6 +38,20 @@ final class ClientSession {
     var isQueuedForFlush = false
     /// Called once when the session ends, with the reason (nil for a normal hang-up).
     var onClose: ((ClientSession, String?) -> Void)?
+    /// Requests whose answer is not known yet (their place is reserved in the outbox).
+    private(set) var unanswered = 0
+    /// Reading stopped: too many requests unanswered, or too much output unwritten. Lines
+    /// already read wait in `deferred`.
+    var isReadingPaused = false
+    private var resumeAt = 0
+    private var resumeAtBytes = 0
+    /// Bytes of frames queued this turn, not yet handed to the socket.
+    private var pendingBytes = 0
+    private var deferred: [[UInt8]] = []
+    private var deferredStart = 0
+    private var wantsToRead = false
+    /// Called from the flusher once a paused client has room again (see `pauseReading`).
+    var onRoomToRead: ((ClientSession) -> Void)?
 
     final class Slot {
         var buffer: OutboundBuffer?
@@ -85,12 +99,56 @@ final class ClientSession {
     func reserve() -> Slot {
         let slot = Slot()
         held.append(slot)
+        unanswered += 1
         return slot
+    }
+
+    /// Output owed and not yet taken by the socket: answers waiting for earlier ones, this
+    /// turn's frames, and what libuv still queues.
+    var unwrittenBytes: Int { heldBytes + pendingBytes + stream.writeQueueSize }
+
+    /// Stops reading until no more than `resumeAt` requests are unanswered and no more than
+    /// `resumeAtBytes` of output unwritten.
+    func pauseReading(resumeAt: Int, resumeAtBytes: Int) {
+        isReadingPaused = true
+        self.resumeAt = resumeAt
+        self.resumeAtBytes = resumeAtBytes
+        stream.stopReading()
+    }
+
+    /// Made once: passed with every write, called only when a queued rest is written.
+    private lazy var onWritten: () -> Void = { [unowned self] in resumeWhenThereIsRoom() }
+
+    private var hasRoomToRead: Bool { unanswered <= resumeAt && unwrittenBytes <= resumeAtBytes }
+
+    /// Resumes reading from the flusher once there is room again, never inside the callback
+    /// that made the room.
+    private func resumeWhenThereIsRoom() {
+        guard isReadingPaused, !wantsToRead, isTakingFrames, hasRoomToRead else { return }
+        wantsToRead = true
+        flusher.schedule(self)
+    }
+
+    /// A line read while paused: it is handled when reading resumes.
+    func deferLine(_ line: ArraySlice<UInt8>) { deferred.append(Array(line)) }
+
+    func takeDeferredLine() -> [UInt8]? {
+        guard deferredStart < deferred.count else {
+            deferred = []
+            deferredStart = 0
+            return nil
+        }
+        defer { deferredStart += 1 }
+        return deferred[deferredStart]
     }
 
     func fill(_ slot: Slot, _ bytes: [UInt8]) {
         // A client hanging up still gets the answers it was owed before the line that ended it.
         guard !isClosed, closeReason == nil else { return }
+        if !slot.isFilled {
+            unanswered -= 1
+            resumeWhenThereIsRoom()
+        }
         // A notification's slot is filled with nothing: it only kept its place.
         if !bytes.isEmpty {
             slot.buffer = OutboundBuffer(bytes)
@@ -107,6 +165,7 @@ final class ClientSession {
 
     private func queue(_ buffer: OutboundBuffer) {
         pending.append(buffer)
+        pendingBytes += buffer.count
         // Checked here, once per frame, without reaching the flusher (an unowned load) at all.
         if !isQueuedForFlush { flusher.schedule(self) }
     }
@@ -136,6 +195,7 @@ final class ClientSession {
         if !pending.isEmpty {
             if isShuttingDown {
                 pending = []
+                pendingBytes = 0
             } else {
                 // Judge by what is already waiting in the socket's queue, not by this turn's frames:
                 // one frame larger than the limit (a long reply's final message) must still reach a
@@ -146,10 +206,12 @@ final class ClientSession {
                 }
                 var frames = pending
                 pending = []
+                pendingBytes = 0
                 // Held strongly until a queued rest is written (at the latest when the socket
                 // closes): a weak reference would give every session a side table, and make
                 // every retain of it, once per frame, slower.
-                if let error = stream.write(frames, onFailure: { error in self.markToClose("write failed: \(error)") }) {
+                if let error = stream.write(frames, onFailure: { error in self.markToClose("write failed: \(error)") },
+                                            onWritten: onWritten) {
                     close(reason: "write failed: \(error)")
                     return
                 }
@@ -164,6 +226,13 @@ final class ClientSession {
                     pending = frames
                 }
             }
+        }
+        if wantsToRead {
+            wantsToRead = false
+            if isTakingFrames { onRoomToRead?(self) }
+        } else if isReadingPaused {
+            // What this turn wrote may have made the room (a write taken whole calls nothing back).
+            resumeWhenThereIsRoom()
         }
         if let reason = hangUpReason, !isShuttingDown, held.isEmpty {
             isShuttingDown = true
@@ -188,6 +257,9 @@ final class ClientSession {
         held = []
         heldBytes = 0
         pending = []
+        pendingBytes = 0
+        deferred = []
+        onRoomToRead = nil
         stream.close()
         let onClose = self.onClose
         self.onClose = nil

@@ -12,11 +12,19 @@ final class CurrentSettings {
     /// Conversations created from a replacement on use the new profiles; those created before
     /// keep what they recorded, but for `context_tokens`, read per reply.
     private(set) var profiles: ProfileTable
+    /// Every configured secret, gathered once per replacement (a log line or an error from
+    /// outside is redacted with it).
+    private(set) var secrets: SecretRedactor
+    /// The daemon's log, redacting the current secrets.
+    private(set) var logger: Logger
 
-    init(_ value: Settings) {
+    init(_ value: Settings, logger: Logger) {
         self.value = value
         providers = value.providerTable
         profiles = value.profileTable
+        secrets = value.secrets
+        self.logger = logger
+        self.logger.secrets = secrets
     }
 
     var limits: BrokerLimits { value.limits }
@@ -29,5 +37,7 @@ final class CurrentSettings {
         self.value = value
         providers = value.providerTable
         profiles = value.profileTable
+        secrets = value.secrets
+        logger.secrets = secrets
     }
 }

@@ -1,8 +1,16 @@
 import Posix
+import Tools
 
 /// One line per event on stderr. Under systemd (`JOURNAL_STREAM` set) each line starts
 /// with the `<N>` syslog priority the journal understands; otherwise with the level name.
 /// Message content never goes above debug; the API key never goes anywhere.
+///
+/// Every line is made safe here, whatever its fields came from (ids and model names from a
+/// model server, error texts, tool output, client names): every configured secret is
+/// redacted, and NUL, the C0 and C1 controls, DEL, ESC, the bidi controls and the Unicode
+/// line separators are written as escapes, so a line can neither end early (the journal also
+/// ends a line at NUL, and a `<N>` after it would forge a priority) nor drive the terminal of
+/// whoever reads the log.
 public struct Logger: Sendable {
     public enum Level: Int, Comparable, Sendable, CaseIterable {
         case error = 3, warning = 4, notice = 5, info = 6, debug = 7
@@ -24,6 +32,8 @@ public struct Logger: Sendable {
 
     public var level: Level
     public let journal: Bool
+    /// The configured secrets, replaced by `[secret]` in every line.
+    public var secrets: SecretRedactor = .none
 
     public init(level: Level, journal: Bool) {
         self.level = level
@@ -32,8 +42,7 @@ public struct Logger: Sendable {
 
     public func log(_ level: Level, _ message: @autoclosure () -> String) {
         guard level >= self.level else { return }
-        // One event, one line: text from outside (an upstream's error message) may hold line breaks.
-        let text = message().replacingLineBreaks()
+        let text = Self.escapingControls(secrets.redacting(message()))
         let line = (journal ? "<\(level.rawValue)>" : "\(level.name): ") + text + "\n"
         // Nowhere to report a failed write of the daemon's own log.
         _ = Files.writeAll(2, Array(line.utf8))
@@ -46,18 +55,29 @@ public struct Logger: Sendable {
     public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
 }
 
-extension String {
-    fileprivate func replacingLineBreaks() -> String {
-        guard contains(where: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) else { return self }
-        var out = ""
-        for character in self {
-            switch character {
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\r\n": out += "\\r\\n"
-            default: out.append(character)
+extension Logger {
+    /// `text` as one harmless line: `\n`, `\r`, `\t` for those, `\xHH` for the other C0
+    /// controls (NUL and ESC among them) and DEL, `\u{HHHH}` for the C1 controls, the bidi
+    /// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and U+2028/U+2029.
+    public static func escapingControls(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }) else { return text }
+        var out = String.UnicodeScalarView()
+        func append(_ escape: String) { out.append(contentsOf: escape.unicodeScalars) }
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 0x0A: append("\\n")
+            case 0x0D: append("\\r")
+            case 0x09: append("\\t")
+            case 0x00..<0x20, 0x7F: append("\\x" + hex(scalar.value, digits: 2))
+            case 0x80...0x9F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: append("\\u{" + hex(scalar.value, digits: 4) + "}")
+            default: out.append(scalar)
             }
         }
-        return out
+        return String(out)
+    }
+
+    private static func hex(_ value: UInt32, digits: Int) -> String {
+        let text = String(value, radix: 16, uppercase: true)
+        return String(repeating: "0", count: max(0, digits - text.count)) + text
     }
 }

@@ -196,11 +196,11 @@ extension Broker {
     // MARK: - Methods
 
     private func hello(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
-        client.clientName = String((try params.optionalString("client") ?? "").prefix(64))
+        let program = try params.optionalString("client") ?? ""
+        if let problem = DisplayName.characterProblem(program) { throw .invalidParams("parameter \"client\" \(problem)") }
+        client.clientName = String(program.prefix(64))
         if let name = try params.optionalString("name") {
-            guard !name.isEmpty, name.count <= 64, !name.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 0x20 } == true }) else {
-                throw .invalidParams("parameter \"name\" must be 1 to 64 printable characters")
-            }
+            if let problem = DisplayName.problem(name) { throw .invalidParams("parameter \"name\" \(problem)") }
             client.name = name
         }
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
@@ -213,7 +213,8 @@ extension Broker {
         let counts = client.credentials.uid == ownUID ? self.counts : self.counts(visibleTo: client)
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
                 "uptime_seconds": .int(uptimeSeconds), "conversations": .int(counts.conversations), "clients": .int(counts.clients),
-                "streams": .int(counts.streams), "queued": .int(counts.queued)]
+                "streams": .int(counts.streams), "queued": .int(counts.queued),
+                "searches": .int(pendingSearches.count + (runningSearch == nil ? 0 : 1))]
     }
 
     private func create(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {

@@ -1,5 +1,6 @@
 import ConfabProtocol
 import EventLoop
+import Tools
 import Upstream
 
 /// Each provider's model listing for `models.list`: fetched once for everyone who asks while it
@@ -28,13 +29,18 @@ final class ModelCatalog {
     private var inFlight: [String: Pending] = [:]
     /// Told about each fetch that failed, for the daemon's log.
     var onFailure: ((String, MessageError) -> Void)?
+    /// The settings in force: their secrets are redacted from every failure, which may quote
+    /// the key the listing was asked with.
+    private let settings: CurrentSettings
+    private var secrets: SecretRedactor { settings.secrets }
     /// How to answer each `models.list` still waiting, should the daemon stop first.
     private var waitingCalls: [Int: (RPCError) -> Void] = [:]
     private var nextCall = 0
 
-    init(loop: Loop, upstream: any ReplyUpstream) {
+    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings) {
         self.loop = loop
         self.upstream = upstream
+        self.settings = settings
     }
 
     /// `provider`'s listing: at once when a fresh one is kept, else when the fetch ends.
@@ -53,6 +59,7 @@ final class ModelCatalog {
         pending.waiters.append(done)
         inFlight[name] = pending
         pending.request = upstream.startModelListing(of: provider) { [unowned self] result in
+            let result = result.mapError(secrets.redacting)
             // A fetch for a configuration replaced meanwhile still answers its own callers, but
             // neither its answer nor its place is kept.
             if inFlight[name] === pending {

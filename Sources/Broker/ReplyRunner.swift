@@ -28,18 +28,19 @@ final class ReplyRunner {
     /// The configured tools; a conversation offers those its profile lists.
     var tools: ToolTable { settings.tools }
     var limits: BrokerLimits { settings.limits }
-    let logger: Logger
+    var logger: Logger { settings.logger }
+    /// Redacted from every error a model server gives and every tool result.
+    var secrets: SecretRedactor { settings.secrets }
     /// Conversations with a reply ready to start, waiting for a free upstream stream.
     private var waitingForStream: [Conversation] = []
     /// Replies started and not yet ended, across conversations.
     private(set) var activeReplies = 0
     private(set) var isStopping = false
 
-    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings, logger: Logger) {
+    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings) {
         self.loop = loop
         self.upstream = upstream
         self.settings = settings
-        self.logger = logger
     }
 
     /// The config was loaded again: what was learnt about the old providers is forgotten, and
@@ -191,8 +192,10 @@ final class ReplyRunner {
         reply.stream = upstream.startReply(reply.request, from: provider) { [unowned self] event in
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
-            case .finished(let finishReason, let usage, let error, let retryAfter, let toolCalls):
+            case .finished(let finishReason, let usage, let serverError, let retryAfter, let toolCalls):
                 reply.stream = nil
+                // A server's error body may quote the key it was sent (`Incorrect API key provided: sk-…`).
+                var error = serverError.map(secrets.redacting)
                 if let error, mayTryOtherToolCallTurnContent(after: error, reply, api: provider.api) {
                     let refused = reply.request.toolCallTurnContent
                     reply.refusedToolCallTurnContent = refused
@@ -207,7 +210,7 @@ final class ReplyRunner {
                     return
                 }
                 reply.message.finishReason = finishReason
-                var error = error.map { explained($0, reply: reply, in: conversation) }
+                error = error.map { explained($0, reply: reply, in: conversation) }
                 if error == nil, let refused = reply.refusedToolCallTurnContent, toolCallTurnContent[provider.name] != refused.other {
                     toolCallTurnContent[provider.name] = refused.other
                     logger.notice("provider=\(provider.name) took the tool-call turn \(refused.other): its requests carry it so from now on")

@@ -1,6 +1,7 @@
 import ConfabProtocol
 import EventLoop
 import LogStore
+import Synchronization
 
 /// `conversation.search`: every stored message, read from the logs on two threads of lower
 /// priority (`Loop.runOnBackgroundThread`), so the loop keeps streaming meanwhile and keeps
@@ -16,76 +17,131 @@ extension Broker {
         guard text.utf8.count <= 1000 else { throw .invalidParams("parameter \"query\" must be at most 1000 bytes") }
         guard let query = SearchQuery(text) else { throw .invalidParams("parameter \"query\" must not be empty") }
         let limit = try params.optionalInt("limit", in: 1...1000) ?? 50
-        var scope: [Conversation] = []
+        var scope: String?
         if let id = try params.optionalString("conversation") {
             guard ConversationID.isValid(id) else { throw .invalidParams("parameter \"conversation\" is not a conversation id") }
+            // Not shared with another user: as if it did not exist.
             guard let conversation = conversations[id], permission(of: client, on: conversation) != nil else {
                 throw .notFound("no conversation \(id)")
             }
-            scope = [conversation]
-        } else if client.credentials.uid == ownUID {
-            scope = Array(conversations.values)
-        } else {
-            // Another user searches only what is shared with it.
-            scope = conversations.values.filter { permission(of: client, on: $0) != nil }
+            scope = id
         }
-        let job = SearchJob(query: query, limit: limit, client: client, respond: respond,
-                            logs: scope.map { LogSearch.Log(id: $0.id, path: $0.log.path, updated: $0.updated) })
+        // The logs to read are listed when the search starts, not now: a waiting search holds
+        // only its query, however many conversations there are.
+        let job = SearchJob(client: client.id, uid: client.credentials.uid, query: query, limit: limit, scope: scope, respond: respond)
         pendingSearches.append(job)
-        if pendingSearches.count == 1 { runNextSearch() }
+        if !searchRotation.contains(client.id) { searchRotation.append(client.id) }
+        if runningSearch == nil { runNextSearch() }
+    }
+
+    /// The next search, taken from the clients with searches waiting in turn: a client that
+    /// sent a thousand does not make another's one wait behind them all.
+    private func takeNextSearch() -> SearchJob? {
+        while let client = searchRotation.first {
+            searchRotation.removeFirst()
+            guard let index = pendingSearches.firstIndex(where: { $0.client == client }) else { continue }
+            let job = pendingSearches.remove(at: index)
+            if pendingSearches.contains(where: { $0.client == client }) { searchRotation.append(client) }
+            return job
+        }
+        return nil
     }
 
     private func runNextSearch() {
-        guard let job = pendingSearches.first else { return }
+        guard runningSearch == nil, let job = takeNextSearch() else { return }
+        runningSearch = job
         let started = Self.monotonicMilliseconds
+        // Another user searches only what is shared with it (checked again now: it may have
+        // been unshared while the search waited).
+        let scope = (job.scope.map { conversations[$0].map { [$0] } ?? [] } ?? Array(conversations.values))
+            .filter { mayRead($0, job.uid) }
+        let logs = scope.map { LogSearch.Log(id: $0.id, path: $0.log.path, updated: $0.updated) }
         // Dealt in turn from the most recently written: each half holds as many recent logs as
         // the other, so both can stop early for a word found everywhere (see `LogSearch.search`).
         var halves = Array(repeating: [LogSearch.Log](), count: Self.searchWorkers)
-        for (index, log) in job.logs.sorted(by: { $0.updated > $1.updated }).enumerated() {
+        for (index, log) in logs.sorted(by: { $0.updated > $1.updated }).enumerated() {
             halves[index % Self.searchWorkers].append(log)
         }
         var results: [[SearchHit]] = []
-        let query = job.query, limit = job.limit
+        let query = job.query, limit = job.limit, cancellation = job.cancellation
         for half in halves {
-            loop.runOnBackgroundThread({ LogSearch.search(half, for: query, limit: limit) }, done: { [unowned self] hits in
+            loop.runOnBackgroundThread({ LogSearch.search(half, for: query, limit: limit, isCancelled: { cancellation.isCancelled }) },
+                                       done: { [unowned self] hits in
                 results.append(hits)
                 guard results.count == halves.count else { return }
+                runningSearch = nil
+                defer { runNextSearch() }
+                // Its client left, or shutdown answered it already.
+                guard !cancellation.isCancelled, !job.isAnswered else { return }
                 var all = results.flatMap { $0 }
                 LogSearch.keepNewest(&all, limit)
                 let answer: [JSON] = all.compactMap { hit in
                     // Deleted while the search ran: not a hit any more.
                     guard let conversation = conversations[hit.conversation] else { return nil }
                     // Unshared while the search ran: not the caller's to see any more.
-                    guard permission(of: job.client, on: conversation) != nil else { return nil }
+                    guard mayRead(conversation, job.uid) else { return nil }
                     return ["conversation": .string(hit.conversation), "title": .string(conversation.title),
                             "message": .string(hit.message), "role": .string(hit.role.rawValue),
                             "created": .string(hit.created.description), "snippet": .string(hit.snippet)]
                 }
-                logger.info("search logs=\(job.logs.count) hits=\(answer.count) ms=\(Self.monotonicMilliseconds - started)")
-                // Shutdown may have answered it already.
-                guard pendingSearches.first === job else { return }
-                job.respond(.success(["hits": .array(answer)]))
-                pendingSearches.removeFirst()
-                runNextSearch()
+                logger.info("search client=\(job.client) logs=\(logs.count) hits=\(answer.count) ms=\(Self.monotonicMilliseconds - started)")
+                job.answer(.success(["hits": .array(answer)]))
             })
         }
     }
+
+    /// Whether `uid` may read `conversation`: its owner, or a user it is shared with.
+    private func mayRead(_ conversation: Conversation, _ uid: UInt32) -> Bool {
+        Permission.of(uid, owner: ownUID, shares: conversation.log.shares) != nil
+    }
+
+    /// A client left: its waiting searches go, and the one running, if it is one of its,
+    /// stops at its next log. Returns how many were cancelled.
+    func cancelSearches(of client: String) -> Int {
+        let before = pendingSearches.count
+        pendingSearches.removeAll { $0.client == client }
+        searchRotation.removeAll { $0 == client }
+        var cancelled = before - pendingSearches.count
+        if let running = runningSearch, running.client == client, !running.cancellation.isCancelled {
+            running.cancellation.cancel()
+            cancelled += 1
+        }
+        return cancelled
+    }
+}
+
+/// Set from the loop, read by the search threads between logs.
+final class SearchCancellation: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func cancel() { flag.store(true, ordering: .relaxed) }
+    var isCancelled: Bool { flag.load(ordering: .relaxed) }
 }
 
 final class SearchJob {
+    let client: String
+    /// Who asked: what it may see is checked when the search starts and when its hits come back.
+    let uid: UInt32
     let query: SearchQuery
     let limit: Int
-    let logs: [LogSearch.Log]
-    /// Who asked: the hits are checked against what it may see when they come back.
-    let client: ClientSession
-    let respond: Broker.Respond
+    /// One conversation's id, or nil for all of them.
+    let scope: String?
+    private let respond: Broker.Respond
+    let cancellation = SearchCancellation()
+    private(set) var isAnswered = false
 
-    init(query: SearchQuery, limit: Int, client: ClientSession, respond: @escaping Broker.Respond, logs: [LogSearch.Log]) {
+    init(client: String, uid: UInt32, query: SearchQuery, limit: Int, scope: String?, respond: @escaping Broker.Respond) {
         self.client = client
+        self.uid = uid
         self.query = query
         self.limit = limit
-        self.logs = logs
+        self.scope = scope
         self.respond = respond
+    }
+
+    func answer(_ result: Result<JSON, RPCError>) {
+        guard !isAnswered else { return }
+        isAnswered = true
+        respond(result)
     }
 }
 
@@ -93,8 +149,9 @@ extension Broker {
     /// Shutdown: searches not answered yet are told so; one still running finishes on its
     /// threads, which the loop waits for when it closes.
     func abandonSearches() {
-        let abandoned = pendingSearches
+        let abandoned = (runningSearch.map { [$0] } ?? []) + pendingSearches
         pendingSearches = []
-        for job in abandoned { job.respond(.failure(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))) }
+        searchRotation = []
+        for job in abandoned { job.answer(.failure(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))) }
     }
 }

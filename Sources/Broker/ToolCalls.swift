@@ -119,14 +119,14 @@ extension ReplyRunner {
             run.message.tool?.httpStatus = outcome.status
             if let error = outcome.error {
                 logger.warning("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) failed: \(error.code.rawValue) after \(outcome.durationMilliseconds) ms")
-                let error = MessageError(code: error.code, message: definition.redactingSecrets(error.message), status: error.status)
+                let error = MessageError(code: error.code, message: secrets.redacting(definition.redactingSecrets(error.message)), status: error.status)
                 end(run, of: reply, in: conversation, status: .failed, error: error, content: "Error: \(error.message).")
                 return
             }
             let status = outcome.status ?? 0
             let answer = ToolResponse.content(status: status, body: outcome.body, totalBytes: outcome.totalBytes, cap: definition.maxResponseBytes)
             run.message.tool?.truncated = answer.truncated
-            let content = definition.redactingSecrets(answer.content)
+            let content = secrets.redacting(definition.redactingSecrets(answer.content))
             logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) status=\(status) bytes=\(outcome.totalBytes) ms=\(outcome.durationMilliseconds)")
             end(run, of: reply, in: conversation, status: .complete, error: nil, content: content)
         }

@@ -44,6 +44,7 @@ struct ConfigFile {
         var unload_idle_seconds: Int?
         var max_tool_rounds: Int?
         var tool_approval_timeout_seconds: Int?
+        var max_unanswered_requests: Int?
     }
     /// One `[providers.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProviderSection {
@@ -199,7 +200,8 @@ struct ConfigFile {
                 max_streams: try table.integer("max_streams"),
                 unload_idle_seconds: try table.integer("unload_idle_seconds"),
                 max_tool_rounds: try table.integer("max_tool_rounds"),
-                tool_approval_timeout_seconds: try table.integer("tool_approval_timeout_seconds"))
+                tool_approval_timeout_seconds: try table.integer("tool_approval_timeout_seconds"),
+                max_unanswered_requests: try table.integer("max_unanswered_requests"))
         }
         fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
         allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in
@@ -305,6 +307,9 @@ extension Settings {
         if let value = try positive(file.limits?.max_clients, "max_clients") { settings.limits.maxClients = value }
         if let value = try positive(file.limits?.max_queued_sends, "max_queued_sends") { settings.limits.maxQueuedSends = value }
         if let value = try positive(file.limits?.max_streams, "max_streams") { settings.limits.maxStreams = value }
+        if let value = try positive(file.limits?.max_unanswered_requests, "max_unanswered_requests") {
+            settings.limits.maxUnansweredPerClient = value
+        }
         if let value = try positive(file.limits?.unload_idle_seconds, "unload_idle_seconds") {
             settings.limits.unloadIdleMilliseconds = UInt64(value) * 1000
         }

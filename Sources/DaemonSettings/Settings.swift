@@ -31,6 +31,14 @@ public struct Settings {
     public var profileTable: ProfileTable {
         ProfileTable(profiles, defaultName: defaultProfile)
     }
+
+    /// Every configured secret: each provider's API key (`[upstream]`'s among them) and the
+    /// value of each tool header read from the environment or a file.
+    public var secrets: SecretRedactor {
+        let keys = ([upstream] + providers.map(\.config)).compactMap(\.apiKey)
+        let headers = tools.sorted.flatMap(\.headers).filter(\.isSecret).map(\.value)
+        return SecretRedactor(secrets: keys + headers)
+    }
 }
 
 /// The daemon's limits (`[limits]`): what one client, one conversation and the whole daemon may hold.
@@ -48,6 +56,9 @@ public struct BrokerLimits: Sendable, Equatable {
     public var retryBaseMilliseconds: UInt64 = 1000
     /// A conversation nobody has touched for this long, with nothing in flight, leaves memory.
     public var unloadIdleMilliseconds: UInt64 = 60_000
+    /// Requests of one client still waiting for their answer (a search, a send being stored):
+    /// at this many the daemon stops reading from the client until half of them are answered.
+    public var maxUnansweredPerClient = 64
     /// Turns of one reply that may ask for tools; a turn asking again after that fails the reply.
     public var maxToolRounds = 8
     /// A call waiting for approval this long is denied.

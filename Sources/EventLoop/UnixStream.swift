@@ -43,9 +43,11 @@ public enum ReadEvent {
 private final class WriteRequest {
     let buffers: [OutboundBuffer]
     let onFailure: ((UVError) -> Void)?
-    init(buffers: [OutboundBuffer], onFailure: ((UVError) -> Void)?) {
+    let onWritten: (() -> Void)?
+    init(buffers: [OutboundBuffer], onFailure: ((UVError) -> Void)?, onWritten: (() -> Void)?) {
         self.buffers = buffers
         self.onFailure = onFailure
+        self.onWritten = onWritten
     }
 }
 
@@ -127,13 +129,14 @@ public final class UnixStream: Handle {
     /// Writes several buffers as one vectored write: what the socket takes at once goes now, in
     /// this call (one writev(2), as Redis writes); the rest, if any, is queued in libuv and
     /// written as the socket drains. A failure now is returned; `onFailure` runs (on a later
-    /// turn) only if the queued rest cannot be written.
+    /// turn) only if the queued rest cannot be written; `onWritten` only once a queued rest is
+    /// written (a write taken whole at once calls neither).
     ///
     /// Written at once because a libuv write request, even one the socket takes whole, costs
     /// an allocation, a callback on the next turn and an epoll_ctl(2) to stop watching for
     /// writability: at 100 readers that was a second system call for every client every turn.
     @discardableResult
-    public func write(_ buffers: [OutboundBuffer], onFailure: ((UVError) -> Void)? = nil) -> UVError? {
+    public func write(_ buffers: [OutboundBuffer], onFailure: ((UVError) -> Void)? = nil, onWritten: (() -> Void)? = nil) -> UVError? {
         if isClosing { return UVError(Int32(UV_ECANCELED.rawValue)) }
         guard !buffers.isEmpty else { return nil }
         let bufs = loop.writeVectors(count: buffers.count)
@@ -158,14 +161,14 @@ public final class UnixStream: Handle {
         }
         bufs[first].base += written
         bufs[first].len -= numericCast(written)
-        let request = WriteRequest(buffers: buffers, onFailure: onFailure)
+        let request = WriteRequest(buffers: buffers, onFailure: onFailure, onWritten: onWritten)
         let req = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         req.pointee.data = Unmanaged.passRetained(request).toOpaque()
         // libuv copies the uv_buf_t array itself when it has to keep it past this call.
         let rc = uv_write(req, stream, bufs + first, UInt32(buffers.count - first)) { req, status in
             let request = Unmanaged<WriteRequest>.fromOpaque(req!.pointee.data).takeRetainedValue()
             req!.deallocate()
-            if status < 0 { request.onFailure?(UVError(status)) }
+            if status < 0 { request.onFailure?(UVError(status)) } else { request.onWritten?() }
         }
         if rc < 0 {
             Unmanaged<WriteRequest>.fromOpaque(req.pointee.data).release()

@@ -93,13 +93,16 @@ public enum LogSearch {
     /// in hand a log last written before the oldest of them cannot hold a better one, so it is
     /// not read: a word found nearly everywhere reads a few recent logs, a word found nowhere
     /// reads them all.
-    public static func search(_ logs: [Log], for query: SearchQuery, limit: Int) -> [SearchHit] {
+    /// `isCancelled` is asked before each log: a search nobody waits for any more stops there.
+    public static func search(_ logs: [Log], for query: SearchQuery, limit: Int,
+                              isCancelled: () -> Bool = { false }) -> [SearchHit] {
         var hits: [SearchHit] = []
         var raw: [UInt8] = []
         var folded: [UInt8] = []
         var oldestKept: Timestamp?
         for log in logs.sorted(by: { $0.updated > $1.updated }) {
             if let oldestKept, log.updated < oldestKept { break }
+            if isCancelled() { return [] }
             guard read(log.path, into: &raw) else { continue }
             fold(raw, into: &folded)
             hits.append(contentsOf: searchFile(raw: raw, folded: folded, conversation: log.id, query: query))

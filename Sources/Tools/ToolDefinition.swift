@@ -147,6 +147,12 @@ public struct ToolDefinition: Sendable, Equatable {
         if let problem = ToolSchema.validate(value, against: parameters) {
             return .failure(ToolArgumentError(message: problem))
         }
+        let given = value.object ?? [:]
+        for name in ToolURLTemplate.pathPlaceholders(in: url).sorted() {
+            if let problem = ToolURLTemplate.pathValueProblem(given[name] ?? .null) {
+                return .failure(ToolArgumentError(message: "\(JSON.string(name).text) \(problem)"))
+            }
+        }
         return .success(value)
     }
 
@@ -201,36 +207,10 @@ extension ToolDefinition: CustomDebugStringConvertible, CustomReflectable {
 }
 
 extension ToolDefinition {
-    /// `text` with every secret header value of this tool replaced by `[secret]`: a tool that
-    /// echoes its request back must not put a key into the transcript, the log or a terminal.
+    /// `text` with every secret header value of this tool, in every encoding `SecretRedactor`
+    /// knows, replaced by `[secret]`: a tool that echoes its request back must not put a key
+    /// into the transcript, the log or a terminal.
     public func redactingSecrets(_ text: String) -> String {
-        var result = text
-        for header in headers where header.isSecret && header.value.utf8.count >= 4 {
-            result = result.replacingAll(header.value, with: "[secret]")
-        }
-        return result
-    }
-}
-
-extension String {
-    /// Every occurrence of `target` replaced, scanning bytes (no Foundation here).
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        let source = Array(utf8), pattern = Array(target.utf8)
-        guard !pattern.isEmpty, source.count >= pattern.count else { return self }
-        var out: [UInt8] = []
-        out.reserveCapacity(source.count)
-        var index = 0
-        var found = false
-        while index < source.count {
-            if index + pattern.count <= source.count, source[index] == pattern[0], Array(source[index ..< index + pattern.count]) == pattern {
-                out.append(contentsOf: replacement.utf8)
-                index += pattern.count
-                found = true
-            } else {
-                out.append(source[index])
-                index += 1
-            }
-        }
-        return found ? String(decoding: out, as: UTF8.self) : self
+        SecretRedactor(secrets: headers.filter(\.isSecret).map(\.value)).redacting(text)
     }
 }

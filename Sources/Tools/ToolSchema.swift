@@ -4,11 +4,14 @@ import ConfabProtocol
 /// is read (`problem(in:)`: is this a schema we can hold the model's arguments to?) and once
 /// per call (`validate`: do these arguments match it?).
 ///
-/// Supported: `type` (a name or an array of names), `properties`, `required`,
-/// `additionalProperties` (true or false), `enum`, `items`, `minimum`/`maximum`,
-/// `minLength`/`maxLength`, `minItems`/`maxItems`. `description`, `default`, `format` and any
-/// other keyword are passed to the model and otherwise ignored, but `$ref` is refused: the
-/// arguments could not be checked against a schema we cannot resolve.
+/// Supported, and checked before any request: `type` (a name or an array of names),
+/// `properties`, `required`, `additionalProperties` (true or false), `enum`, `const`, `items`,
+/// `minimum`/`maximum`, `exclusiveMinimum`/`exclusiveMaximum`, `minLength`/`maxLength`,
+/// `pattern`, `minItems`/`maxItems`. Annotations (`description`, `title`, `default`,
+/// `examples`, `format`, `x-…` and other unknown words) are passed to the model and otherwise
+/// ignored. The assertions this subset cannot check (`anyOf`, `oneOf`, `allOf`, `not`,
+/// `uniqueItems`, `multipleOf`, …) and `$ref` are refused: the config must not promise a check
+/// that is not made.
 public enum ToolSchema {
     /// The type names JSON Schema knows.
     public static let typeNames = ["object", "array", "string", "number", "integer", "boolean", "null"]
@@ -92,7 +95,11 @@ public enum ToolSchema {
                 }
             }
         }
-        for (low, high) in [("minimum", "maximum")] {
+        if let pattern = members["pattern"] {
+            guard let text = pattern.string else { return "\(name("pattern")) must be a string (a regular expression)" }
+            guard compiledPattern(text) != nil else { return "\(name("pattern")) is not a regular expression this daemon can check" }
+        }
+        for (low, high) in [("minimum", "maximum"), ("exclusiveMinimum", "exclusiveMaximum")] {
             for keyword in [low, high] {
                 if let bound = members[keyword], bound.double == nil || !bound.double!.isFinite {
                     return "\(name(keyword)) must be a number"
@@ -116,13 +123,33 @@ public enum ToolSchema {
         for key in members.keys.sorted() where !knownKeywords.contains(key) && !dataKeywords.contains(key) {
             if let found = hiddenReference(in: members[key]!, at: name(shown(key))) { return found }
         }
+        for key in members.keys.sorted() where uncheckedAssertions.contains(key) {
+            return "\(name(shown(key))) is not supported: arguments could not be checked against it"
+        }
         return nil
     }
 
     private static let knownKeywords: Set<String> = [
         "type", "properties", "required", "additionalProperties", "enum", "items",
-        "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems",
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
     ]
+
+    /// JSON Schema's assertions outside the subset: a schema holding one is refused rather
+    /// than passed on unchecked.
+    private static let uncheckedAssertions: Set<String> = [
+        "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies",
+        "prefixItems", "contains", "minContains", "maxContains", "uniqueItems", "unevaluatedItems", "unevaluatedProperties",
+        "patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf", "additionalItems",
+    ]
+
+    /// The longest string checked against a `pattern`: the expression engine backtracks, and
+    /// the model chooses the string.
+    public static let maxPatternSubjectLength = 4096
+
+    /// `pattern` as the standard library's regular expression, or nil when it cannot be one.
+    static func compiledPattern(_ pattern: String) -> Regex<AnyRegexOutput>? {
+        try? Regex(pattern)
+    }
 
     /// A key as a schema problem names it: quoted with escapes when it is empty or holds a dot,
     /// a quote, or a control or format character, so a message never carries those to a terminal.
@@ -189,6 +216,9 @@ public enum ToolSchema {
         if let choices = members["enum"]?.array, !choices.isEmpty, !choices.contains(value) {
             return "\(subject) must be one of \(choices.map(\.text).joined(separator: ", "))"
         }
+        if let constant = members["const"], constant != value {
+            return "\(subject) must be \(constant.text)"
+        }
 
         switch value {
         case .object(let object):
@@ -226,6 +256,15 @@ public enum ToolSchema {
             if let maximum = members["maxLength"].flatMap(integer), length > maximum {
                 return "\(subject) must be at most \(count(maximum, "character")) long"
             }
+            if let pattern = members["pattern"]?.string, let expression = compiledPattern(pattern) {
+                guard length <= maxPatternSubjectLength else {
+                    return "\(subject) must be at most \(count(maxPatternSubjectLength, "character")) long to be checked against its pattern"
+                }
+                // As JSON Schema says, the pattern may match anywhere unless it is anchored.
+                guard (try? expression.firstMatch(in: text)) != nil else {
+                    return "\(subject) must match the pattern \(JSON.string(pattern).text)"
+                }
+            }
         case .int, .double:
             let number = value.double!
             if let minimum = members["minimum"], let bound = minimum.double, number < bound {
@@ -233,6 +272,12 @@ public enum ToolSchema {
             }
             if let maximum = members["maximum"], let bound = maximum.double, number > bound {
                 return "\(subject) must be at most \(maximum.text)"
+            }
+            if let minimum = members["exclusiveMinimum"], let bound = minimum.double, number <= bound {
+                return "\(subject) must be more than \(minimum.text)"
+            }
+            if let maximum = members["exclusiveMaximum"], let bound = maximum.double, number >= bound {
+                return "\(subject) must be less than \(maximum.text)"
             }
         case .bool, .null:
             break

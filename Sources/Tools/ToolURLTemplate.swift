@@ -39,6 +39,37 @@ public enum ToolURLTemplate {
         }
     }
 
+    /// The placeholders in the URL's path (before any `?` or `#`): their values must stay one
+    /// segment, or part of one.
+    public static func pathPlaceholders(in template: String) -> Set<String> {
+        var names: Set<String> = []
+        for part in parts(of: template) {
+            switch part {
+            case .text(let text):
+                if text.contains("?") || text.contains("#") { return names }
+            case .placeholder(let name):
+                names.insert(name)
+            }
+        }
+        return names
+    }
+
+    /// Why a path placeholder cannot take `value`, or nil when it can. Percent-encoding keeps a
+    /// `/` from adding a segment, but `.` and `..` are unreserved, so they would go out as they
+    /// are and name the segment itself or climb out of it, and an empty value would remove a
+    /// segment (`/items//detail`): each would let the model send the call elsewhere than the
+    /// config says. A value whose parts between slashes or backslashes are `.` or `..`
+    /// (`../admin`) is refused too: a server that decodes `%2F` before it routes would climb.
+    public static func pathValueProblem(_ value: JSON) -> String? {
+        let text = text(of: value)
+        if text.isEmpty { return "must not be empty: it fills a segment of the tool's URL path" }
+        let parts = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "/" || $0 == "\\" })
+        if parts.contains(where: { $0 == "." || $0 == ".." }) {
+            return "must not be \".\" or \"..\", nor hold one between slashes: it fills a segment of the tool's URL path"
+        }
+        return nil
+    }
+
     /// nil when the template is a usable tool URL; else what is wrong with it. It must be an
     /// http or https URL with a host, without spaces or control characters, every brace part
     /// of a placeholder, and no placeholder before the path: the config, not the model,

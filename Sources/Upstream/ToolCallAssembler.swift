@@ -52,10 +52,26 @@ public struct ToolCallAssembler: Sendable {
         return pending.count - 1
     }
 
-    /// The calls in the order they began; a call whose server gave no id gets `call_<position>`.
+    /// The calls in the order they began, each with an id no other call of the reply has: a
+    /// call whose server gave no id gets `call_<position>`, and one whose id an earlier call
+    /// already has (two calls at index 0 and 1 with one id) gets `<id>_<position>` (or the first
+    /// free `<id>_<position>_<n>`). Each call is then shown, approved and answered by itself:
+    /// an approval by id can never reach a call nobody was shown.
     public var calls: [ToolCall] {
-        pending.enumerated().map { position, call in
-            ToolCall(id: call.id.isEmpty ? "call_\(position)" : call.id, name: call.name, arguments: call.arguments)
+        var taken: Set<String> = []
+        return pending.enumerated().map { position, call in
+            var id = call.id.isEmpty ? "call_\(position)" : call.id
+            if taken.contains(id) {
+                let base = "\(id)_\(position)"
+                id = base
+                var attempt = 2
+                while taken.contains(id) {
+                    id = "\(base)_\(attempt)"
+                    attempt += 1
+                }
+            }
+            taken.insert(id)
+            return ToolCall(id: id, name: call.name, arguments: call.arguments)
         }
     }
 }

@@ -39,6 +39,8 @@ struct Script {
     var finishGiven = false
     /// `[[tool:NAME ARGS]]`, every one in order: the reply asks for these calls.
     var toolCalls: [ScriptedToolCall] = []
+    /// `[[tool-id:ID]]`, every one in order: the k-th gives the k-th call its id (chat only).
+    var toolIDs: [String] = []
     /// `[[tool-text:…]]`: text streamed before the calls.
     var toolText: String?
     /// `[[tool-style:llamacpp]]`: every argument piece repeats the call's id, type and name.
@@ -98,6 +100,7 @@ struct Script {
             case "end-delay": if let n = number, n >= 0 { endDelayMs = min(n, 600_000) }
             case "tool": if let value, let call = ScriptedToolCall(directive: value) { toolCalls.append(call) }
             case "tool-text": if let value { toolText = value }
+            case "tool-id": if let value { toolIDs.append(value) }
             case "tool-style":
                 // Styles may be combined: [[tool-style:llamacpp,parallel-chunk]].
                 toolStyleLlamacpp = false
@@ -208,6 +211,13 @@ func sendJSON(_ connection: Connection, status: Int, body: String, extraHeaders:
     return keepAlive
 }
 
+/// The 401's message: with `--echo-key`, the key sent is quoted, as some servers do.
+private func wrongKeyMessage(_ authorization: String?, _ config: Config) -> String {
+    guard config.echoKey, let authorization else { return "Incorrect API key provided" }
+    let sent = authorization.split(separator: " ", maxSplits: 1).last.map(String.init) ?? authorization
+    return "Incorrect API key provided: \(sent). You can find your API key in your account settings."
+}
+
 private func isAuthorized(_ header: String?, key: String) -> Bool {
     guard let header else { return false }
     let parts = header.split(separator: " ", maxSplits: 1)
@@ -245,7 +255,7 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
     if request.method == "GET" && path.hasSuffix("/models") {
         if let key = shared.config.apiKey, !isAuthorized(authorization, key: key), request.header("x-api-key") != key {
             return sendJSON(connection, status: 401,
-                            body: errorBody(message: "Incorrect API key provided", type: "invalid_request_error", code: "invalid_api_key"),
+                            body: errorBody(message: wrongKeyMessage(authorization, shared.config), type: "invalid_request_error", code: "invalid_api_key"),
                             keepAlive: keepAlive)
         }
         return modelListing(shared.config, connection: connection, keepAlive: keepAlive)
@@ -253,7 +263,8 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
     // Anthropic's API takes its key in x-api-key and answers in its own error shape.
     if request.method == "POST" && path.hasSuffix("/messages") {
         if let key = shared.config.apiKey, request.header("x-api-key") != key {
-            return sendJSON(connection, status: 401, body: anthropicErrorBody(type: "authentication_error", message: "invalid x-api-key"),
+            return sendJSON(connection, status: 401, body: anthropicErrorBody(type: "authentication_error",
+                                                                                      message: "invalid x-api-key" + (shared.config.echoKey ? ": " + (request.header("x-api-key") ?? "") : "")),
                             keepAlive: keepAlive)
         }
         return shared.answering {
@@ -262,7 +273,7 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
     }
     if let key = shared.config.apiKey, !isAuthorized(authorization, key: key) {
         return sendJSON(connection, status: 401,
-                        body: errorBody(message: "Incorrect API key provided", type: "invalid_request_error",
+                        body: errorBody(message: wrongKeyMessage(authorization, shared.config), type: "invalid_request_error",
                                         code: "invalid_api_key"),
                         keepAlive: keepAlive)
     }
@@ -446,7 +457,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     let n = shared.nextID()
     let id = "chatcmpl-fake-\(n)"
     let created = Int(time(nil))
-    let callIDs = toolCalls.indices.map { "call_\(n)_\($0)" }
+    let callIDs = toolCalls.indices.map { $0 < script.toolIDs.count ? script.toolIDs[$0] : "call_\(n)_\($0)" }
     // A reply that asks for tools streams one delta per chunk: text pieces, then each call's
     // opening and argument pieces (of random length, seeded like the other endpoints' splits).
     var random = SeededRandom(seed: script.seed ?? UInt64(n))

@@ -15,6 +15,8 @@ struct Config: Sendable {
     var exitWithParent = false
     var models = ["fake-model", "fake-model-2"]
     var modelsFile: String?
+    /// A 401 for a wrong key quotes the key that was sent, as some servers do.
+    var echoKey = false
 }
 
 let usageText = """
@@ -34,6 +36,7 @@ let usageText = """
       --models-file FILE       read at every GET /models, when it exists: ids one a line,
                                or "status N" (fail with N) or "raw" (the rest is the body),
                                after an optional first line "delay MS" (wait before answering)
+      --echo-key               a 401 for a wrong key quotes the key that was sent
       -h, --help               show this help
 
     Prints "listening HOST PORT" on stdout once ready. See docs/fake-upstream.md.
@@ -136,6 +139,9 @@ func parseArguments(_ arguments: [String]) -> Config {
             config.models = ids
         case "--models-file":
             config.modelsFile = value()
+        case "--echo-key":
+            if inlineValue != nil { die("--echo-key takes no value") }
+            config.echoKey = true
         default:
             die("unknown argument '\(arg)' (try --help)")
         }

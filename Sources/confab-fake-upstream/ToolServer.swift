@@ -63,7 +63,45 @@ func serveTool(_ request: Request, route: String, body: JSON?, connection: Conne
         members.append(("raw_body", .string(String(decoding: request.body, as: UTF8.self))))
     }
     members.append(("headers", loggedHeaders(request.headers)))
-    return sendJSON(connection, status: 200, body: JSON.object(members).encoded(), keepAlive: keepAlive)
+    // `escape=slash`: every `/` as `\/`, as many JSON writers send it; `escape=unicode`: every
+    // character but letters and digits inside strings as `\u00XX`. Both are the same JSON.
+    let escape = query.last(where: { $0.name == "escape" }).map { String(decoding: $0.value, as: UTF8.self) }
+    var answer = JSON.object(members).encoded()
+    switch escape {
+    case "slash": answer = answer.replacingOccurrences(of: "/", with: "\\/")
+    case "unicode": answer = escapingEveryPunctuationInStrings(answer)
+    default: break
+    }
+    return sendJSON(connection, status: 200, body: answer, keepAlive: keepAlive)
+}
+
+/// Compact JSON text with every ASCII character inside a string that is not a letter, a digit
+/// or part of an escape written as `\u00XX`.
+private func escapingEveryPunctuationInStrings(_ json: String) -> String {
+    var out = ""
+    var inString = false
+    var escaped = false
+    for scalar in json.unicodeScalars {
+        if !inString {
+            if scalar == "\"" { inString = true }
+            out.unicodeScalars.append(scalar)
+        } else if escaped {
+            escaped = false
+            out.unicodeScalars.append(scalar)
+        } else if scalar == "\\" {
+            escaped = true
+            out.unicodeScalars.append(scalar)
+        } else if scalar == "\"" {
+            inString = false
+            out.unicodeScalars.append(scalar)
+        } else if scalar.isASCII, !scalar.properties.isAlphabetic, !("0"..."9").contains(scalar) {
+            let hex = String(scalar.value, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
 }
 
 /// `count` bytes of `x`, in 64 KiB writes, with a Content-Length or (`chunked`) as HTTP chunks.

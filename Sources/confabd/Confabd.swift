@@ -55,6 +55,8 @@ struct Confabd: ParsableCommand {
 
     private func serve(paths: ConfabPaths, configPath: String, environment: [String: String], logger: Logger, notifier: Notifier) throws {
         let settings = try Settings.load(path: configPath, required: config != nil, environment: environment)
+        var logger = logger
+        logger.secrets = settings.secrets
         for warning in settings.warnings { logger.warning(warning) }
         let files = OpenFileLimit.raiseToHardLimit()
         if files.after != files.before {

@@ -25,6 +25,22 @@ final class ToolDefinitionTests: XCTestCase {
         return nil
     }
 
+    func testAPathPlaceholderCannotNameOrClimbOrRemoveASegment() {
+        let detail = tool(url: "http://127.0.0.1:1/v1/tool/echo/api/items/{id}/detail?q={q}",
+                          parameters: ["type": "object", "properties": ["id": ["type": "string"], "q": ["type": "string"]], "required": ["id", "q"]])
+        XCTAssertEqual(argumentError(detail, #"{"id":"..","q":"x"}"#), #""id" must not be "." or "..", nor hold one between slashes: it fills a segment of the tool's URL path"#)
+        XCTAssertEqual(argumentError(detail, #"{"id":".","q":"x"}"#), #""id" must not be "." or "..", nor hold one between slashes: it fills a segment of the tool's URL path"#)
+        XCTAssertEqual(argumentError(detail, #"{"id":"","q":"x"}"#), #""id" must not be empty: it fills a segment of the tool's URL path"#)
+        for climbing in ["../admin", "a/../../b", "..\\\\x", "x/."] {
+            XCTAssertNotNil(argumentError(detail, #"{"id":"\#(climbing)","q":""}"#), climbing)
+        }
+        // A slash stays inside its segment, encoded; dots inside a part are only dots.
+        guard case .success(let value) = detail.validate(arguments: #"{"id":"a/b...c","q":""}"#) else { return XCTFail("refused") }
+        XCTAssertEqual(detail.httpRequest(arguments: value).url, "http://127.0.0.1:1/v1/tool/echo/api/items/a%2Fb...c/detail?q=")
+        // A query placeholder may be empty or dots: it is no segment.
+        XCTAssertNil(argumentError(detail, #"{"id":"7","q":".."}"#))
+    }
+
     func testDefaults() {
         let plain = ToolDefinition(name: "t", description: "d", url: "https://example.test/")
         XCTAssertEqual(plain.method, .GET)

@@ -156,9 +156,23 @@ final class ToolSchemaProblemTests: XCTestCase {
     }
 
     func testIgnoredAndUnknownKeywords() {
-        XCTAssertNil(ToolSchema.problem(in: object(["x": ["description": 3, "default": [1], "format": false, "pattern": 5, "title": "t"]])))
-        XCTAssertNil(ToolSchema.problem(in: object(["x": ["anyOf": [["type": "string"], ["type": "integer"]]]])))
+        XCTAssertNil(ToolSchema.problem(in: object(["x": ["description": 3, "default": [1], "format": false, "title": "t"]])))
         XCTAssertNil(ToolSchema.problem(in: ["type": "object", "x-vendor": ["anything": true]]))
+    }
+
+    func testAssertionsThatCannotBeCheckedAreRefused() {
+        assertProblem(object(["x": ["anyOf": [["type": "string"], ["type": "integer"]]]]),
+                      "properties.x.anyOf is not supported: arguments could not be checked against it")
+        assertProblem(object(["x": ["type": "array", "uniqueItems": true]]),
+                      "properties.x.uniqueItems is not supported: arguments could not be checked against it")
+        assertProblem(["type": "object", "minProperties": 1], "minProperties is not supported: arguments could not be checked against it")
+    }
+
+    func testPatternsMustBeRegularExpressions() {
+        XCTAssertNil(ToolSchema.problem(in: object(["x": ["type": "string", "pattern": "^[a-z0-9-]{1,32}$"]])))
+        assertProblem(object(["x": ["pattern": 5]]), "properties.x.pattern must be a string (a regular expression)")
+        assertProblem(object(["x": ["pattern": "([a-z"]]), "properties.x.pattern is not a regular expression this daemon can check")
+        assertProblem(object(["x": ["exclusiveMinimum": "1"]]), "properties.x.exclusiveMinimum must be a number")
     }
 }
 
@@ -292,6 +306,30 @@ final class ToolSchemaValidationTests: XCTestCase {
         XCTAssertEqual(checkProperty(3, ratio), "\"x\" must be at most 2.5")
         // Without a type, bounds apply to numbers only.
         XCTAssertNil(checkProperty("0", ["minimum": 1]))
+    }
+
+    func testPatterns() {
+        let slug = wrapped(["type": "string", "pattern": "^[a-z0-9-]+$"])
+        XCTAssertNil(check(["x": "item-42"], slug))
+        XCTAssertEqual(check(["x": ".."], slug), #""x" must match the pattern "^[a-z0-9-]+$""#)
+        XCTAssertEqual(check(["x": "a/b"], slug), #""x" must match the pattern "^[a-z0-9-]+$""#)
+        // Unanchored, a pattern may match anywhere, as JSON Schema says.
+        XCTAssertNil(check(["x": "xx42yy"], wrapped(["pattern": "[0-9]+"])))
+        XCTAssertEqual(check(["x": "none"], wrapped(["pattern": "[0-9]+"])), #""x" must match the pattern "[0-9]+""#)
+        // Only strings are held to a pattern.
+        XCTAssertNil(check(["x": 5], wrapped(["pattern": "^a$"])))
+        let long = String(repeating: "a", count: ToolSchema.maxPatternSubjectLength + 1)
+        XCTAssertEqual(check(["x": .string(long)], wrapped(["pattern": "^a+$"])),
+                       #""x" must be at most 4096 characters long to be checked against its pattern"#)
+    }
+
+    func testConstAndExclusiveBounds() {
+        XCTAssertNil(check(["x": "v1"], wrapped(["const": "v1"])))
+        XCTAssertEqual(check(["x": "v2"], wrapped(["const": "v1"])), #""x" must be "v1""#)
+        let open = wrapped(["type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 10])
+        XCTAssertNil(check(["x": 5], open))
+        XCTAssertEqual(check(["x": 0], open), #""x" must be more than 0"#)
+        XCTAssertEqual(check(["x": 10], open), #""x" must be less than 10"#)
     }
 
     func testStringLengthsCountCharacters() {

@@ -61,6 +61,25 @@ final class ToolCallTests: XCTestCase {
         XCTAssertEqual(anonymous.calls, [ToolCall(id: "call_0", name: "z", arguments: "{}")])
     }
 
+    func testTwoCallsWithOneIdGetIdsOfTheirOwn() throws {
+        let result = try decode([
+            #"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"same","function":{"name":"a","arguments":"{}"}}]}}]}"#,
+            #"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"same","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+        ])
+        XCTAssertEqual(result.calls.map(\.id), ["same", "same_1"])
+        XCTAssertEqual(result.calls.map(\.name), ["a", "b"])
+        // A renamed id that a later call already has, and an id-less call whose default is taken.
+        var assembler = ToolCallAssembler()
+        assembler.add(ToolCallPiece(index: 0, id: "x", name: "a", arguments: ""))
+        assembler.add(ToolCallPiece(index: 1, id: "x_2", name: "b", arguments: ""))
+        assembler.add(ToolCallPiece(index: 2, id: "x", name: "c", arguments: ""))
+        assembler.add(ToolCallPiece(index: 3, id: "call_4", name: "d", arguments: ""))
+        assembler.add(ToolCallPiece(index: 4, id: nil, name: "e", arguments: ""))
+        let ids = assembler.calls.map(\.id)
+        XCTAssertEqual(ids, ["x", "x_2", "x_2_2", "call_4", "call_4_4"])
+        XCTAssertEqual(Set(ids).count, ids.count)
+    }
+
     func testANonStreamedMessageWithArgumentsAsAnObject() throws {
         let result = try decode([
             #"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"q","type":"function","function":{"name":"f","arguments":{"k":[1,2]}}}]},"finish_reason":"tool_calls"}]}"#,

@@ -1,0 +1,43 @@
+import XCTest
+
+@testable import Broker
+
+/// What another user may call itself, and what a log line may hold.
+final class NamesAndLogLinesTests: XCTestCase {
+    func testNamesThatPassForARoleOrTheDaemonAreRefused() {
+        for name in ["assistant", "System", "TOOL", "confabd", "ConfaBD", " assistant: ", "Assistant:", "owner"] {
+            XCTAssertNotNil(DisplayName.problem(name), name)
+        }
+        XCTAssertEqual(DisplayName.problem("system"), #"must not be "system": that name stands for a role in every transcript"#)
+        XCTAssertEqual(DisplayName.problem("confabd"), #"must not be "confabd": that name stands for the daemon in every transcript"#)
+        for name in ["Ana", "ana@pts/3", "assistant-bot", "my system", "Zoë", "数据"] {
+            XCTAssertNil(DisplayName.problem(name), name)
+        }
+    }
+
+    func testNamesHoldingControlBidiOrSeparatorCharactersAreRefused() {
+        let refused = [
+            "ana\u{1B}[2J", "ana\u{0}", "ana\nassistant", "ana\u{85}", "ana\u{7F}",
+            "\u{202E}ana", "ana\u{202A}", "ana\u{2066}x", "ana\u{2069}", "ana\u{2028}", "ana\u{2029}",
+            "assis\u{200B}tant", "\u{FEFF}ana",
+        ]
+        for name in refused {
+            XCTAssertNotNil(DisplayName.problem(name), name.unicodeScalars.map { String($0.value, radix: 16) }.joined(separator: " "))
+        }
+        XCTAssertEqual(DisplayName.problem("\u{202E}ana"),
+                       "must not hold control, format (bidi, zero-width) or separator characters (it holds U+202E)")
+        XCTAssertNotNil(DisplayName.problem(""))
+        XCTAssertNotNil(DisplayName.problem(String(repeating: "a", count: 65)))
+    }
+
+    func testLogLinesEscapeEveryControlCharacter() {
+        let forged = "cX\u{0}<0>FORGED\u{1B}]0;LOGTITLE\u{07}\u{1B}[2J"
+        XCTAssertEqual(Logger.escapingControls(forged), #"cX\x00<0>FORGED\x1B]0;LOGTITLE\x07\x1B[2J"#)
+        XCTAssertEqual(Logger.escapingControls("a\nb\r\tc\u{7F}\u{85}\u{9B}d"), #"a\nb\r\tc\x7F\u{0085}\u{009B}d"#)
+        XCTAssertEqual(Logger.escapingControls("x\u{202E}y\u{2066}z\u{2028}"), #"x\u{202E}y\u{2066}z\u{2028}"#)
+        XCTAssertEqual(Logger.escapingControls("plain ✓ Zoë"), "plain ✓ Zoë")
+        let escaped = Logger.escapingControls(String(decoding: (0...0x9F).map { UInt8($0 < 0x80 ? $0 : 0x20) }, as: UTF8.self)
+            + String(String.UnicodeScalarView((0x80...0x9F).compactMap(Unicode.Scalar.init))))
+        XCTAssertFalse(escaped.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+    }
+}
