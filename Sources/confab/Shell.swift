@@ -96,10 +96,8 @@ struct ShellKey: ClientCommand {
         case .command:
             let prompt = Prompts.command(for: text, context: context)
             let reply = try ReplyWaiter(connection: connection, conversation: conversation, status: status).send(prompt)
-            let command = CommandReply.command(from: reply)
             status.clear()
-            guard !command.isEmpty else { throw Failure.message("the reply held no command") }
-            Out.stdout(command)
+            try Self.insert(reply)
         case .explain:
             let prompt = Prompts.explain(text, context: context)
             var wrote = false
