@@ -104,8 +104,10 @@ final class ShellKeyTests: XCTestCase {
         let home = harness.directory + "/home-" + name
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
         let confab = Binaries.path("confab")
+        let runtime = harness.directory + "/run"
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var command = ["env", "-i", "HOME=" + home, "PATH=/usr/bin:/bin", "TERM=xterm-256color", "LANG=C.UTF-8",
-                       "CONFAB_SOCKET=" + harness.socketPath]
+                       "CONFAB_SOCKET=" + harness.socketPath, "XDG_RUNTIME_DIR=" + runtime]
         switch shell {
         case .bash:
             let rc = """
