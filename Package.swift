@@ -85,10 +85,17 @@ let package = Package(
             "ConfabProtocol", "Posix", "Terminal", "LineEditor", "ShellIntegration",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict, linkerSettings: [
-            .unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release)),
+            .unsafeFlags(["-static-executable", "-static-stdlib"], .when(platforms: [.linux], configuration: .release)),
             .linkedLibrary("tinfo", .when(platforms: [.linux], configuration: .release)),
             .linkedLibrary("bsd", .when(platforms: [.linux], configuration: .release)),
             .linkedLibrary("md", .when(platforms: [.linux], configuration: .release)),
+            // What swift build passes only with --static-swift-stdlib (-static-stdlib above, and
+            // the C shims and collections of FoundationEssentials, which argument-parser uses):
+            // a static executable links the static archives either way, so plain
+            // `swift build -c release` needs them named here. With the flag, twice is harmless.
+            .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
+            .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
+            .linkedLibrary("swiftSynchronization", .when(platforms: [.linux], configuration: .release)),
         ]),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
         // Writes big data directories through the daemon's own log writer, for benchmarks.
