@@ -296,7 +296,7 @@ final class AskStream {
                 if cancelling == nil && asking == nil { status.spin("running tools") }
                 return nil
             }
-            if json { Out.stdout(message.text + "\n") }
+            if json { Out.json(message) }
             if cancelling == .interrupted { return leaveInterrupted() }
             switch message["status"]?.string ?? "complete" {
             case "complete": return 0
