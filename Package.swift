@@ -78,9 +78,9 @@ let package = Package(
         // libstdc++ and no position-independent start-up, which is most of what a cold
         // `confab ls` paid beyond the C client's floor (docs/performance.md, "Client cold
         // start"). libedit's own dependencies are named because a static link needs them.
-        // glibc's user lookups (getpwuid_r) then load its NSS modules at run time, which works
-        // on the machine the binary was built on; where they fail, the client only loses the
-        // login in its default display name and in error messages.
+        // glibc's user lookups (getpwuid_r, getpwnam) would load NSS modules at run time,
+        // which crashes a static executable for users those modules serve: the client makes
+        // none (PasswdFile in Posix; `$USER` for its own name).
         .executableTarget(name: "confab", dependencies: [
             "ConfabProtocol", "Posix", "Terminal", "LineEditor", "ShellIntegration",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

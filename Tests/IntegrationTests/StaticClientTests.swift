@@ -52,6 +52,52 @@ final class StaticClientTests: XCTestCase {
         }
     }
 
+    /// Tab in attach completes file names; libedit would look `~` up in the user database.
+    func testTabAfterATildeInAttachLooksUpNoUser() throws {
+        harness = try Harness(config: "[access]\nallow_uids = [\(Self.strangerUID)]\n")
+        XCTAssertEqual(chmod(harness.directory, 0o711), 0)
+        XCTAssertEqual(chmod(harness.socketPath, 0o666), 0)
+        let id = try harness.createConversation(try harness.client(), title: "shared")
+        let tmux = ShellTmux(directory: harness.directory)
+        defer { tmux.stop() }
+        for (index, client) in clients.enumerated() {
+            let exitFile = harness.directory + "/attach-exit-\(index)"
+            let script = "env -i PATH=/usr/bin:/bin TERM=xterm-256color LANG=C.UTF-8 CONFAB_DAEMON_USER=\(getuid()) "
+                + "\(Self.setpriv!) --reuid=\(Self.strangerUID) --regid=\(Self.strangerUID) --clear-groups -- "
+                + "'\(client)' --socket '\(harness.socketPath)' attach \(id); echo $? > '\(exitFile)'; sleep 30"
+            let window = "attach\(index)"
+            try tmux.open(window, ["/bin/sh", "-c", script])
+            var shown = ""
+            do {
+                try waitFor("attach to start") {
+                    shown = try tmux.screen(window)
+                    return shown.contains("shared")
+                }
+            } catch {
+                throw HarnessError(description: "\(error): \(client) shows\n\(shown)")
+            }
+            for word in ["~/", "~root"] {
+                try tmux.type(window, word)
+                try tmux.press(window, "Tab")
+                try tmux.press(window, "C-u")
+            }
+            try tmux.press(window, "C-d")
+            try waitFor("attach to end") { FileManager.default.fileExists(atPath: exitFile) }
+            let status = try String(contentsOfFile: exitFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let screen = (try? tmux.screen(window)) ?? ""
+            XCTAssertEqual(status, "0", "\(client) ended with status \(status): \(screen)")
+        }
+    }
+
+    func waitFor(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try condition() { return }
+            usleep(50_000)
+        }
+        throw HarnessError(description: "timed out waiting for \(what)")
+    }
+
     private func runAsStranger(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws
         -> (reason: Process.TerminationReason, status: Int32, stdout: String, stderr: String) {
         let process = Process()
