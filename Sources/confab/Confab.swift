@@ -61,16 +61,17 @@ struct Confab: ParsableCommand {
             Out.stdout(shortUsage)
             Out.exit(0)
         }
-        if let unknown = unknownCommand(in: arguments) {
-            var text = "Error: unknown command '\(SafeText.singleLine(unknown))'."
-            if let near = nearestCommand(to: unknown) { text += " Did you mean '\(near)'?" }
-            Out.errorLine(text + "\nSee 'confab --help' for the commands.")
-            Out.exit(2)
-        }
         var command: any ParsableCommand
         do {
             command = try parseAsRoot()
         } catch {
+            // Only once parsing failed: looking at every command's name costs each start.
+            if let unknown = unknownCommand(in: arguments) {
+                var text = "Error: unknown command '\(SafeText.singleLine(unknown))'."
+                if let near = nearestCommand(to: unknown) { text += " Did you mean '\(near)'?" }
+                Out.errorLine(text + "\nSee 'confab --help' for the commands.")
+                Out.exit(2)
+            }
             exitForParseError(error)
         }
         do {
