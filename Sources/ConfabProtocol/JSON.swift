@@ -171,8 +171,10 @@ extension JSON {
                     let value = Int(scalar.value)
                     out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"),
                                             hex[(value >> 12) & 15], hex[(value >> 8) & 15], hex[(value >> 4) & 15], hex[value & 15]])
+                } else if scalar.isASCII {
+                    out.append(UInt8(truncatingIfNeeded: scalar.value))
                 } else {
-                    out.append(contentsOf: String(scalar).utf8)
+                    UTF8.encode(scalar) { out.append($0) }
                 }
             }
         }
