@@ -1,16 +1,6 @@
 /// What the key binding puts on the command line from a model's reply: only the command,
 /// and only a command the person can see whole before pressing Enter.
 public enum CommandReply {
-    /// The first fenced code block's content; without one, the reply stripped of prose
-    /// markers (an inline code span around the whole reply, `$ ` prompts). Multi-line commands
-    /// stay multi-line; control characters are dropped (the line editor would show them raw).
-    /// For what may reach the line editor, see `checked(_:screen:)`.
-    public static func command(from reply: String) -> String {
-        let text = SafeText.keepingLines(reply)
-        return commandLines(in: text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))
-            .joined(separator: "\n").trimmingBlankLines
-    }
-
     /// The command of `reply` as it may go onto the command line, or why it may not.
     ///
     /// A line editor shows a buffer of many lines as best it can: blank lines can push the
@@ -75,8 +65,9 @@ public enum CommandReply {
         }
     }
 
-    /// The command's lines in a reply's lines: the first fenced block, else the reply itself
-    /// without an inline code span around it; `$ ` prompts stripped.
+    /// The command's lines in a reply's lines: the first fenced code block (an opening fence
+    /// may carry a language; an unclosed one runs to the end), else the reply itself without
+    /// an inline code span around it; `$ ` prompts stripped when every line has one.
     static func commandLines(in lines: [String]) -> [String] {
         if let block = firstFencedBlock(lines) { return stripPrompts(block) }
         var body = lines.joined(separator: "\n").trimmedWhitespace
@@ -230,18 +221,6 @@ extension String {
     /// Without spaces, tabs and line breaks at the end.
     var trimmingTrailingWhitespace: String {
         var text = self
-        while let last = text.unicodeScalars.last, last.properties.isWhitespace { text.unicodeScalars.removeLast() }
-        return text
-    }
-
-    /// Without blank lines at either end and without trailing white space; indentation of the
-    /// first line is kept.
-    var trimmingBlankLines: String {
-        var lines = split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        while let first = lines.first, first.trimmedWhitespace.isEmpty { lines.removeFirst() }
-        while let last = lines.last, last.trimmedWhitespace.isEmpty { lines.removeLast() }
-        guard !lines.isEmpty else { return "" }
-        var text = lines.joined(separator: "\n")
         while let last = text.unicodeScalars.last, last.properties.isWhitespace { text.unicodeScalars.removeLast() }
         return text
     }

@@ -29,40 +29,45 @@ final class KeyTests: XCTestCase {
 }
 
 final class CommandReplyTests: XCTestCase {
+    /// What the key would insert on an 80 × 24 terminal; nil when it inserts nothing.
+    func command(from reply: String) -> String? {
+        try? CommandReply.checked(reply, screen: .fallback).text
+    }
+
     func testFirstFencedBlockWins() {
         let reply = "Here you go:\n\n```bash\nfind . -size +100M -print\n```\n\nOr:\n```\nls\n```"
-        XCTAssertEqual(CommandReply.command(from: reply), "find . -size +100M -print")
+        XCTAssertEqual(command(from: reply), "find . -size +100M -print")
     }
 
     func testMultiLineBlockStaysMultiLine() {
         let reply = "```sh\nfor f in *.log; do\n  gzip \"$f\"\ndone\n```"
-        XCTAssertEqual(CommandReply.command(from: reply), "for f in *.log; do\n  gzip \"$f\"\ndone")
+        XCTAssertEqual(command(from: reply), "for f in *.log; do\n  gzip \"$f\"\ndone")
     }
 
     func testTildeFenceLongerFenceAndUnclosed() {
-        XCTAssertEqual(CommandReply.command(from: "~~~\nls -la\n~~~"), "ls -la")
-        XCTAssertEqual(CommandReply.command(from: "````\necho '```'\n````"), "echo '```'")
-        XCTAssertEqual(CommandReply.command(from: "Try:\n```bash\ndu -sh *"), "du -sh *")
-        XCTAssertEqual(CommandReply.command(from: "  ```\n  ls\n  ```"), "ls")
+        XCTAssertEqual(command(from: "~~~\nls -la\n~~~"), "ls -la")
+        XCTAssertEqual(command(from: "````\necho '```'\n````"), "echo '```'")
+        XCTAssertEqual(command(from: "Try:\n```bash\ndu -sh *"), "du -sh *")
+        XCTAssertEqual(command(from: "  ```\n  ls\n  ```"), "ls")
     }
 
     func testPromptsAreStripped() {
-        XCTAssertEqual(CommandReply.command(from: "```\n$ cd /tmp\n$ ls\n```"), "cd /tmp\nls")
+        XCTAssertEqual(command(from: "```\n$ cd /tmp\n$ ls\n```"), "cd /tmp\nls")
         // A `$ ` that is part of only some lines is the command's own text.
-        XCTAssertEqual(CommandReply.command(from: "```\necho a\n$ b\n```"), "echo a\n$ b")
+        XCTAssertEqual(command(from: "```\necho a\n$ b\n```"), "echo a\n$ b")
     }
 
     func testWithoutFence() {
-        XCTAssertEqual(CommandReply.command(from: "  `git status`  \n"), "git status")
-        XCTAssertEqual(CommandReply.command(from: "``echo `date` ``"), "echo `date`")
-        XCTAssertEqual(CommandReply.command(from: "$ tar xzf a.tgz"), "tar xzf a.tgz")
-        XCTAssertEqual(CommandReply.command(from: "\n\nls -1\n\n"), "ls -1")
-        XCTAssertEqual(CommandReply.command(from: "   "), "")
+        XCTAssertEqual(command(from: "  `git status`  \n"), "git status")
+        XCTAssertEqual(command(from: "``echo `date` ``"), "echo `date`")
+        XCTAssertEqual(command(from: "$ tar xzf a.tgz"), "tar xzf a.tgz")
+        XCTAssertEqual(command(from: "\n\nls -1\n\n"), "ls -1")
+        XCTAssertNil(command(from: "   "))
     }
 
     func testControlCharactersNeverReachTheLine() {
         let reply = "```\nls\u{1B}[2J -la\u{07}\r\n\u{202E}rm\u{9B}\n```"
-        XCTAssertEqual(CommandReply.command(from: reply), "ls[2J -la\nrm")
+        XCTAssertNil(command(from: reply))
         XCTAssertEqual(SafeText.keepingLines("a\tb\nc\u{0}d\u{7F}"), "a\tb\ncd")
     }
 }
