@@ -81,17 +81,24 @@ let package = Package(
         // libstdc++ and no position-independent start-up, which is most of what a cold
         // `confab ls` paid beyond the C client's floor (docs/performance.md, "Client cold
         // start"). libedit's own dependencies are named because a static link needs them.
-        // glibc's user lookups (getpwuid_r) then load its NSS modules at run time, which works
-        // on the machine the binary was built on; where they fail, the client only loses the
-        // login in its default display name and in error messages.
+        // glibc's user lookups (getpwuid_r, getpwnam) would load NSS modules at run time,
+        // which crashes a static executable for users those modules serve: the client makes
+        // none (PasswdFile in Posix; `$USER` for its own name).
         .executableTarget(name: "confab", dependencies: [
             "ConfabProtocol", "Posix", "Terminal", "LineEditor", "ShellIntegration",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict, linkerSettings: [
-            .unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release)),
+            .unsafeFlags(["-static-executable", "-static-stdlib"], .when(platforms: [.linux], configuration: .release)),
             .linkedLibrary("tinfo", .when(platforms: [.linux], configuration: .release)),
             .linkedLibrary("bsd", .when(platforms: [.linux], configuration: .release)),
             .linkedLibrary("md", .when(platforms: [.linux], configuration: .release)),
+            // What swift build passes only with --static-swift-stdlib (-static-stdlib above, and
+            // the C shims and collections of FoundationEssentials, which argument-parser uses):
+            // a static executable links the static archives either way, so plain
+            // `swift build -c release` needs them named here. With the flag, twice is harmless.
+            .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
+            .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
+            .linkedLibrary("swiftSynchronization", .when(platforms: [.linux], configuration: .release)),
         ]),
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
         // Writes big data directories through the daemon's own log writer, for benchmarks.

@@ -19,4 +19,14 @@ static inline void confab_rl_set_line_completion(rl_completion_func_t *function)
 }
 /* No completion of file names when the function found nothing. */
 static inline void confab_rl_completion_over(void) { rl_attempted_completion_over = 1; }
+/* Tab completes file names, but not after `~`: libedit expands `~` and `~user` with
+   getpwuid_r and getpwnam_r, and in the static client those load NSS modules, which crash
+   for a user they serve (see PasswdFile in Posix). Such a word completes to nothing. */
+static inline char *confab_rl_filename_completion(const char *text, int state) {
+    if (text != NULL && text[0] == '~') return NULL;
+    return rl_filename_completion_function(text, state);
+}
+static inline void confab_rl_complete_file_names_without_tilde(void) {
+    rl_completion_entry_function = confab_rl_filename_completion;
+}
 #endif

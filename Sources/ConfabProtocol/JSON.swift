@@ -113,6 +113,73 @@ extension JSON {
     }
 
     public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// The same JSON as `text`, with every character a terminal would act on or that changes
+    /// how the text around it reads escaped as `\uXXXX`: C0 controls (line feed, carriage
+    /// return and tab as `\n`, `\r`, `\t`), DEL, C1 controls (U+0080–U+009F, U+009B among
+    /// them: a one-byte CSI to some terminals), the line and paragraph separators and the
+    /// bidirectional controls. For what the client prints (`--json`); the wire keeps `text`.
+    public var terminalSafeText: String {
+        var out: [UInt8] = []
+        writeTerminalSafe(into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private func writeTerminalSafe(into out: inout [UInt8]) {
+        switch self {
+        case .string(let value): JSON.writeTerminalSafeString(value, into: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                item.writeTerminalSafe(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSON.writeTerminalSafeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                members[key]!.writeTerminalSafe(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        default: write(into: &out)
+        }
+    }
+
+    /// Whether `scalar` is written as `\uXXXX` by `terminalSafeText`.
+    public static func escapesForTerminal(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x061C, 0x202A...0x202E, 0x2066...0x2069: return true
+        default: return false
+        }
+    }
+
+    private static func writeTerminalSafeString(_ string: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        let hex: [UInt8] = Array("0123456789abcdef".utf8)
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case "\\": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case "\n": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case "\r": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case "\t": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            default:
+                if escapesForTerminal(scalar) {
+                    let value = Int(scalar.value)
+                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"),
+                                            hex[(value >> 12) & 15], hex[(value >> 8) & 15], hex[(value >> 4) & 15], hex[value & 15]])
+                } else if scalar.isASCII {
+                    out.append(UInt8(truncatingIfNeeded: scalar.value))
+                } else {
+                    UTF8.encode(scalar) { out.append($0) }
+                }
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
 }
 
 extension JSON: Equatable {

@@ -41,6 +41,8 @@ public final class LineEditor {
         // Every key passes KeyFilter first: the line breaks of a bracketed paste stay in
         // the line, where libedit would take each as Enter.
         confab_rl_set_getc { _ in KeyFilter.next() }
+        // No user lookups from Tab (see the shim): the static client must not load NSS modules.
+        confab_rl_complete_file_names_without_tilde()
         using_history()
         stifle_history(1000)
         if let historyFile { _ = read_history(historyFile) }

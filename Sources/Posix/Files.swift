@@ -72,6 +72,41 @@ public enum Files {
         if mkdir(path, mode) != 0, errno != EEXIST { throw Errno.current }
     }
 
+    /// Why a directory is not one to keep private state in.
+    public enum PrivateDirectoryProblem: Error, Equatable, CustomStringConvertible {
+        case notADirectory(String)
+        case notOwned(String, owner: UInt32)
+        case openToOthers(String, mode: mode_t)
+        case failed(String, Errno)
+
+        public var description: String {
+            switch self {
+            case .notADirectory(let path):
+                return "\(path) is not a directory (a symbolic link or a file)"
+            case .notOwned(let path, let owner):
+                return "\(path) belongs to uid \(owner), not to you (uid \(getuid()))"
+            case .openToOthers(let path, let mode):
+                let digits = String(mode, radix: 8)
+                return "\(path) has mode \(String(repeating: "0", count: max(0, 4 - digits.count)) + digits); it must be 0700 (yours alone)"
+            case .failed(let path, let error):
+                return "cannot use \(path): \(error)"
+            }
+        }
+    }
+
+    /// Makes the directory `path` with mode 0700 unless it exists (not its parents), then
+    /// checks that it is one only this user can read or change: a real directory (not a
+    /// symbolic link), owned by this uid, with no permission for group or others. A
+    /// directory someone else made first (in /tmp, say) is refused, never used.
+    public static func ensurePrivateDirectory(_ path: String) throws(PrivateDirectoryProblem) {
+        if mkdir(path, 0o700) != 0, errno != EEXIST { throw .failed(path, Errno.current) }
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw .failed(path, Errno.current) }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path) }
+        guard info.st_uid == getuid() else { throw .notOwned(path, owner: info.st_uid) }
+        guard info.st_mode & 0o077 == 0 else { throw .openToOthers(path, mode: info.st_mode & 0o777) }
+    }
+
     /// Where a symbolic link points (`/proc/self/exe`: this program's file).
     public static func linkTarget(_ path: String) -> String? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)

@@ -166,3 +166,39 @@ public enum UserAccount {
         return uid
     }
 }
+
+/// The local user database read as a plain file, `/etc/passwd`. glibc's own lookups
+/// (getpwuid and friends) load the NSS modules nsswitch.conf names (systemd, sss, ldap) with
+/// dlopen, which a static executable cannot do safely: for a user those modules serve, the
+/// static client crashed inside libnss_systemd. So the client asks the file alone, and for
+/// a user it does not list makes do with the uid (and `$USER` for itself).
+public enum PasswdFile {
+    public static let defaultPath = "/etc/passwd"
+
+    /// The login of `uid`, if the file lists it.
+    public static func login(of uid: UInt32, path: String = defaultPath) -> String? {
+        entries(path: path).first { $0.uid == uid }?.login
+    }
+
+    /// The uid of `login`, if the file lists it.
+    public static func uid(of login: String, path: String = defaultPath) -> UInt32? {
+        entries(path: path).first { $0.login == login }?.uid
+    }
+
+    /// `login:password:uid:…` lines; comments, NIS `+`/`-` entries and malformed lines skipped.
+    public static func entries(in text: [UInt8]) -> [(login: String, uid: UInt32)] {
+        var found: [(login: String, uid: UInt32)] = []
+        for line in text.split(separator: UInt8(ascii: "\n")) {
+            let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 3, omittingEmptySubsequences: false)
+            guard fields.count >= 3, let first = fields[0].first, first != UInt8(ascii: "#"), first != UInt8(ascii: "+"),
+                  first != UInt8(ascii: "-"), let uid = UInt32(String(decoding: fields[2], as: UTF8.self)) else { continue }
+            found.append((String(decoding: fields[0], as: UTF8.self), uid))
+        }
+        return found
+    }
+
+    private static func entries(path: String) -> [(login: String, uid: UInt32)] {
+        guard let bytes = try? Files.readAll(path: path, limit: 16 << 20) else { return [] }
+        return entries(in: bytes)
+    }
+}

@@ -8,7 +8,8 @@
 /// - a `confab` function that passes the previous command line and its exit status to
 ///   `confab … --last` (in `CONFAB_LAST_COMMAND` and `CONFAB_LAST_STATUS`, for that call only);
 ///   the line comes from the shell's own history, the status from `$?` as the function starts.
-/// - `??`: a quick question in the session's conversation (`confab ask -C`).
+/// - `??`: a quick question in the session's conversation (`confab ask -C [--last] -- TEXT`:
+///   every word of TEXT belongs to the question, none is taken for an option).
 /// - the command key: the line is replaced by the command the model answers with, for the
 ///   user to read, edit and run; nothing is run. Ctrl-C while waiting keeps the line as it was.
 /// - the explain key: the explanation is printed above the prompt and the line is kept.
@@ -82,18 +83,32 @@ public struct Snippet {
         # @COMMAND_NAME@: the command line becomes a command; @EXPLAIN_NAME@: explain it; ?? TEXT: ask.
         export CONFAB_SESSION="bash-$$-$RANDOM$RANDOM"
         __confab_bin=@EXE@
-        confab() {
-            local __confab_status=$?
+        # $1: the status of the command before; the rest: confab's arguments.
+        __confab_run() {
+            local __confab_status=$1
+            shift
             if [[ " $* " == *" --last "* ]]; then
                 local __confab_previous
-                __confab_previous=$(HISTTIMEFORMAT= builtin fc -ln -2 -2 2>/dev/null)
+                # fc leaves out the line that runs it: -1 is the command before.
+                __confab_previous=$(HISTTIMEFORMAT= builtin fc -ln -1 -1 2>/dev/null)
                 __confab_previous=${__confab_previous#"${__confab_previous%%[![:space:]]*}"}
                 CONFAB_LAST_COMMAND=$__confab_previous CONFAB_LAST_STATUS=$__confab_status "$__confab_bin" "$@"
             else
                 "$__confab_bin" "$@"
             fi
         }
-        alias '??'='confab ask -C'
+        confab() { __confab_run $? "$@"; }
+        # ?? [--last] TEXT: every word of TEXT is the question's, none an option (hence --).
+        __confab_ask() {
+            local __confab_status=$?
+            if [[ $1 == --last ]]; then
+                shift
+                __confab_run "$__confab_status" ask -C --last -- "$@"
+            else
+                __confab_run "$__confab_status" ask -C -- "$@"
+            fi
+        }
+        alias '??'='__confab_ask'
         # Ctrl-C while a key waits must end only confab: bash itself would throw the line away.
         __confab_key() {
             local __confab_int __confab_status
@@ -132,8 +147,10 @@ public struct Snippet {
         # @COMMAND_NAME@: the command line becomes a command; @EXPLAIN_NAME@: explain it; ?? TEXT: ask.
         export CONFAB_SESSION="zsh-$$-$RANDOM$RANDOM"
         typeset -g __confab_bin=@EXE@
-        confab() {
-            local __confab_status=$?
+        # $1: the status of the command before; the rest: confab's arguments.
+        __confab_run() {
+            local __confab_status=$1
+            shift
             if [[ " $* " == *" --last "* ]]; then
                 local __confab_previous
                 # In zsh the running line is not yet an event: -1 is the one before it.
@@ -143,7 +160,18 @@ public struct Snippet {
                 "$__confab_bin" "$@"
             fi
         }
-        alias '??'='noglob confab ask -C'
+        confab() { __confab_run $? "$@"; }
+        # ?? [--last] TEXT: every word of TEXT is the question's, none an option (hence --).
+        __confab_ask() {
+            local __confab_status=$?
+            if [[ $1 == --last ]]; then
+                shift
+                __confab_run "$__confab_status" ask -C --last -- "$@"
+            else
+                __confab_run "$__confab_status" ask -C -- "$@"
+            fi
+        }
+        alias '??'='noglob __confab_ask'
         # Ctrl-C while a key waits must end only confab: zle itself would throw the line away.
         __confab_command_key() {
             [[ -n ${BUFFER//[[:space:]]/} ]] || return 0
@@ -155,7 +183,8 @@ public struct Snippet {
                 BUFFER=$__confab_reply
                 CURSOR=${#BUFFER}
             fi
-            zle reset-prompt
+            # No reset-prompt: after zle -I the prompt is drawn anew below what was printed
+            # (a multi-line command's listing); reset-prompt would draw it over the listing.
         }
         __confab_explain_key() {
             [[ -n ${BUFFER//[[:space:]]/} ]] || return 0
@@ -178,29 +207,50 @@ public struct Snippet {
         # @COMMAND_NAME@: the command line becomes a command; @EXPLAIN_NAME@: explain it; ?? TEXT: ask.
         set -gx CONFAB_SESSION fish-$fish_pid-(random)(random)
         set -g __confab_bin @EXE@
-        function confab
-            set -l __confab_status $status
+        # $argv[1]: the status of the command before; the rest: confab's arguments.
+        function __confab_run
+            set -l __confab_status $argv[1]
+            set -e argv[1]
             if contains -- --last $argv
                 CONFAB_LAST_COMMAND=$history[1] CONFAB_LAST_STATUS=$__confab_status $__confab_bin $argv
             else
                 $__confab_bin $argv
             end
         end
+        function confab
+            __confab_run $status $argv
+        end
+        # ?? [--last] TEXT: every word of TEXT is the question's, none an option (hence --).
+        function __confab_ask
+            set -l __confab_status $status
+            if test "$argv[1]" = --last
+                __confab_run $__confab_status ask -C --last -- $argv[2..-1]
+            else
+                __confab_run $__confab_status ask -C -- $argv
+            end
+        end
         # An abbreviation, not a function: fish would take a command named ?? for a wildcard.
-        abbr -a -- '??' 'confab ask -C'
+        abbr -a -- '??' '__confab_ask'
         # Ctrl-C while a key waits must end only confab: with no handler for INT, fish would
         # cancel the key's function before it gives the line back. The handler lives only
         # as long as the key's wait.
         function __confab_command_key
             set -l line (commandline | string collect)
             string trim -- "$line" | string length -q; or return 0
+            # fish draws its prompt again from as many rows above the cursor as the cursor's
+            # line had above it: what the key printed (a listing, a refusal) is moved that far
+            # down first, or the prompt would be drawn over it.
+            set -l above (math (commandline --line) - 1)
             function __confab_keep_line --on-signal INT; end
             set -l reply ($__confab_bin shell-key command --shell fish -- "$line")
             set -l code $status
             functions -e __confab_keep_line
             if test $code -eq 0; and test -n "$reply"
+                test (count $reply) -gt 1; and string repeat -N -n $above \n >&2
                 commandline -r -- (string join \n -- $reply)
                 commandline -f end-of-buffer
+            else if test $code -ne 130
+                string repeat -N -n $above \n >&2
             end
             commandline -f repaint
         end

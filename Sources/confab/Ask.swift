@@ -50,9 +50,21 @@ struct Ask: ClientCommand {
     @Flag(name: [.customLong("plain"), .customLong("raw")],
           help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
     var plain = false
-    @Argument(help: "The prompt; its words are joined with spaces.") var text: [String] = []
+    /// Options come before the prompt: from its first word on, everything is prompt text
+    /// (`confab ask explain git commit -m please` asks about `-m`). A prompt that starts with a
+    /// dash goes after `--`.
+    @Argument(parsing: .captureForPassthrough,
+              help: "The prompt; its words are joined with spaces. Options go before it: from its first word on, -m, --raw and the like are words of the prompt. A prompt that starts with '-' goes after --.")
+    var text: [String] = []
+
+    /// The prompt's words: a leading `--` ends the options and is not one of them.
+    private var words: ArraySlice<String> { text.first == "--" ? text.dropFirst() : text[...] }
 
     func validate() throws {
+        if let first = text.first, first != "--", first.count > 1, first.hasPrefix("-") {
+            // An option ask does not know, where the prompt would start: a typo, most likely.
+            throw ValidationError("unknown option '\(first)'; a prompt that starts with '-' goes after '--' (confab ask -- \(first) …)")
+        }
         let targets = [conversation != nil, continuing, new].filter { $0 }.count
         if targets > 1 { throw ValidationError("-c, -C and --new each choose the conversation; give one of them") }
         if conversation != nil || continuing, title != nil || profile != nil {
@@ -85,6 +97,11 @@ struct Ask: ClientCommand {
         }
         if choosesExisting, system != nil || model != nil {
             try configureConversation(connection, id, model: model, system: system, profile: nil)
+            // Said out loud: the change outlives this question.
+            var changed: [String] = []
+            if let model { changed.append("model \(model)") }
+            if let system { changed.append(system.isEmpty ? "no system prompt" : "a new system prompt") }
+            Out.errorLine("conversation \(id) now uses \(changed.joined(separator: " and ")) for every reply")
         }
         // Quiet: following our own reply is not joining the conversation. (A chosen
         // conversation is attached already, as quietly: attaching again is harmless.)
@@ -101,7 +118,7 @@ struct Ask: ClientCommand {
 
     /// TEXT, and standard input when it is not a terminal.
     private func readPrompt() throws(Failure) -> String {
-        var prompt = text.joined(separator: " ")
+        var prompt = words.joined(separator: " ")
         if isatty(0) == 0 {
             var piped: [UInt8]
             do {

@@ -343,7 +343,7 @@ final class AskStream {
 
     /// The reply is over: its exit status, or the failure to report.
     private func finished(_ end: ReplyEnd) throws(Failure) -> Int32 {
-        if json, let message = end.message { Out.stdout(message.json.text + "\n") }
+        if json, let message = end.message { Out.json(message.json) }
         if cancelling == .interrupted { return leaveInterrupted() }
         if cancelling == .outputClosed { return diedOfSIGPIPE() }
         switch end.outcome {

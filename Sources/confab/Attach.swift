@@ -27,7 +27,7 @@ struct Attach: ClientCommand {
     @ParentCommand var root: Confab
     @Argument(help: "The conversation (id or unique prefix); without one, this shell's conversation (the one ask -C continues), else the most recently active one.",
               completion: .conversationIDs) var id: String?
-    @Option(help: "How many earlier messages to show (0…1000).") var history = 20
+    @Option(help: "How many earlier messages to show (0 to 1000).") var history = 20
     @Option(help: "Your display name (default: $CONFAB_NAME, else login@tty).") var name: String?
     @Flag(name: [.customLong("raw"), .customLong("plain")],
           help: "Show replies as they are written (no markdown rendering) and without colours.")

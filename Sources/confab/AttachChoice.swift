@@ -9,7 +9,7 @@ extension ConversationChoice {
     /// all, the error says how to start one.
     static func toAttach(_ connection: Connection) throws(Failure) -> String {
         if let session = Environment.get("CONFAB_SESSION"), ConversationNames.isValidSession(session),
-           let id = SessionStore(socketPath: connection.path).conversation(for: session), try exists(connection, id) {
+           let id = SessionStore().conversation(for: session), try exists(connection, id) {
             return id
         }
         let result = try connection.call(.conversationList, ["limit": 1])

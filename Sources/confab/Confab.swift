@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import ConfabProtocol
 import Posix
+import Terminal
 
 /// Options every command takes.
 struct GlobalOptions: ParsableArguments {
@@ -57,10 +58,22 @@ struct Confab: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         // Interrupting a streamed reply just leaves: the daemon carries on with it.
         signal(SIGINT) { _ in _exit(130) }
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.isEmpty {
+            Out.stdout(shortUsage)
+            Out.exit(0)
+        }
         var command: any ParsableCommand
         do {
             command = try parseAsRoot()
         } catch {
+            // Only once parsing failed: looking at every command's name costs each start.
+            if let unknown = unknownCommand(in: arguments) {
+                var text = "Error: unknown command '\(SafeText.singleLine(unknown))'."
+                if let near = nearestCommand(to: unknown) { text += " Did you mean '\(near)'?" }
+                Out.errorLine(text + "\nSee 'confab --help' for the commands.")
+                Out.exit(2)
+            }
             exitForParseError(error)
         }
         do {
@@ -71,6 +84,82 @@ struct Confab: ParsableCommand {
             exitForParseError(error)
         }
         Out.exit(0)
+    }
+
+    /// What `confab` alone prints: what to type first, not the whole of `--help`.
+    static let shortUsage = """
+        usage: confab <command> [options]     (confab --help lists every command)
+
+        To start:
+          confab new --title NAME           make a conversation and print its id
+          confab attach ID                  chat in it, with others (Ctrl-D leaves)
+          confab ask TEXT                   one question; the reply on standard output
+          confab ls                         your conversations
+          eval "$(confab shell-init bash)"  Alt-a, Alt-e and ?? in your shell (also zsh, fish)
+
+        confab help COMMAND (or confab COMMAND --help) explains one command.
+
+        """
+
+    /// Every name a subcommand answers to, `help` included.
+    static var commandNames: [String] {
+        var names = ["help"]
+        for subcommand in configuration.subcommands {
+            let settings = subcommand.configuration
+            names.append(settings.commandName ?? subcommand._commandName)
+            names += settings.aliases
+        }
+        return names
+    }
+
+    /// The first word of `arguments` that stands where a command's name goes and is none:
+    /// argument-parser would call it an unexpected argument.
+    static func unknownCommand(in arguments: [String]) -> String? {
+        var index = 0
+        while index < arguments.count {
+            let word = arguments[index]
+            if word == "--socket" { index += 2; continue }
+            if word.hasPrefix("--socket=") { index += 1; continue }
+            // Options, and the completion scripts' own requests, are argument-parser's business.
+            if word.hasPrefix("-") { return nil }
+            return commandNames.contains(word) ? nil : word
+        }
+        return nil
+    }
+
+    /// The command `word` was most likely meant to be: a name within two edits of it (a
+    /// letter left out, added, changed or two swapped), or one it is the start of.
+    static func nearestCommand(to word: String) -> String? {
+        let typed = Array(word.lowercased())
+        let names = commandNames.filter { $0 != "shell-key" }
+        var best: (name: String, distance: Int)?
+        for name in names {
+            let distance = editDistance(typed, Array(name))
+            if distance <= min(2, max(1, name.count / 3)), best == nil || distance < best!.distance { best = (name, distance) }
+        }
+        if let best { return best.name }
+        let starting = names.filter { typed.count >= 2 && $0.hasPrefix(String(typed)) }
+        return starting.count == 1 ? starting[0] : nil
+    }
+
+    /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of
+    /// neighbours each count one.
+    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var table = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { table[i][0] = i }
+        for j in 0...b.count { table[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return table[a.count][b.count]
     }
 
     /// argument-parser's own handling, except that usage errors exit 2.
@@ -183,7 +272,7 @@ struct Status: ClientCommand {
         let connection = try Connection.start(socketPath, command: "status")
         let result = try connection.call(.status)
         if json {
-            Out.stdout(result.text + "\n")
+            Out.json(result)
             return
         }
         func number(_ key: String) -> String { result[key]?.int.map(String.init) ?? "?" }

@@ -295,14 +295,15 @@ enum DaemonTrust {
     private static func sharedDaemonUID() throws(Failure) -> UInt32? {
         guard let value = Environment.get("CONFAB_DAEMON_USER"), !value.isEmpty else { return nil }
         if let uid = UInt32(value) { return uid }
-        guard let uid = UserAccount.uid(of: value) else {
-            throw .refused("CONFAB_DAEMON_USER=\(value): no such user (give a login or a uid)")
+        // /etc/passwd alone: the static client must not load NSS modules (see PasswdFile).
+        guard let uid = PasswdFile.uid(of: value) else {
+            throw .refused("CONFAB_DAEMON_USER=\(value): no such user in /etc/passwd (give a uid, or a login listed there)")
         }
         return uid
     }
 
     static func describe(uid: UInt32) -> String {
-        UserAccount.login(of: uid).map { "uid \(uid) (\($0))" } ?? "uid \(uid)"
+        PasswdFile.login(of: uid).map { "uid \(uid) (\($0))" } ?? "uid \(uid)"
     }
 
     private static func octal(_ mode: mode_t) -> String {
@@ -324,9 +325,12 @@ enum DisplayName {
         return nil
     }
 
-    /// `login@pts/3`: who, and at which terminal; nil without a terminal on stdin.
+    /// `login@pts/3`: who, and at which terminal; nil without a terminal on stdin. Who is
+    /// `$USER`, else /etc/passwd's name for our uid, else the uid: never an NSS lookup.
     static func `default`() -> String? {
-        guard let login = UserAccount.login(of: getuid()), let path = ttyname(0) else { return nil }
+        guard let path = ttyname(0) else { return nil }
+        let login = [Environment.get("USER"), Environment.get("LOGNAME")].compactMap { $0 }.first { problem($0) == nil && !$0.contains("@") }
+            ?? PasswdFile.login(of: getuid()) ?? "uid\(getuid())"
         var tty = String(cString: path)
         if tty.hasPrefix("/dev/") { tty.removeFirst(5) }
         return String("\(login)@\(tty)".prefix(64))

@@ -27,9 +27,9 @@ enum ConversationChoice {
         return try today(connection)
     }
 
-    /// The conversation of the shell session `session`, remembered in a file beside the socket.
+    /// The conversation of the shell session `session`, remembered in the runtime directory.
     private static func sessionConversation(_ connection: Connection, session: String) throws(Failure) -> String {
-        let store = SessionStore(socketPath: connection.path)
+        let store = SessionStore()
         if let id = store.conversation(for: session), try attachIfPresent(connection, id) {
             return id
         }
@@ -92,26 +92,42 @@ enum ConversationChoice {
     }
 }
 
-/// Shell session → conversation id, one small file each in `sessions/` beside the socket
-/// (the runtime directory, private to the user and emptied at logout like the sessions).
+/// Shell session → conversation id, one small file each in `sessions/` of the user's runtime
+/// directory (`$XDG_RUNTIME_DIR/confab`, else `/tmp/confab-$UID`), wherever the socket is:
+/// whoever can write there can send this shell's `ask -C` to a conversation of their choice,
+/// so both directories must be this user's alone (mode 0700), or the map is not used.
 struct SessionStore {
     let directory: String
+    /// Why the directory may not be used; nil when it may.
+    let problem: String?
 
-    init(socketPath: String) {
-        let parent = socketPath.lastIndex(of: "/").map { String(socketPath[..<$0]) } ?? "."
-        directory = (parent.isEmpty ? "" : parent) + "/sessions"
+    init(runtimeDirectory: String = ConfabPaths.current().runtimeDirectory) {
+        directory = runtimeDirectory + "/sessions"
+        var problem: String?
+        for path in [runtimeDirectory, directory] {
+            do {
+                try Files.ensurePrivateDirectory(path)
+            } catch {
+                problem = error.description
+                break
+            }
+        }
+        self.problem = problem
     }
 
     func conversation(for session: String) -> String? {
-        guard let bytes = try? Files.readAll(path: directory + "/" + session, limit: 64) else { return nil }
+        guard problem == nil, let bytes = try? Files.readAll(path: directory + "/" + session, limit: 64) else { return nil }
         let id = String(decoding: bytes, as: UTF8.self).trimmed
         return ConversationID.isValid(id) ? id : nil
     }
 
     /// Best effort: a session that cannot be remembered gets a new conversation next time.
     func remember(_ id: String, for session: String) {
+        if let problem {
+            Out.error("not remembering this shell's conversation: \(problem)")
+            return
+        }
         do {
-            try Files.makeDirectory(directory)
             try Files.writeAtomically(path: directory + "/" + session, bytes: Array((id + "\n").utf8))
         } catch {
             Out.error("cannot remember this shell's conversation in \(directory): \(error)")

@@ -16,7 +16,7 @@ struct List: ClientCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Option(name: [.customShort("n"), .customLong("limit")], help: "Show at most this many (1…10000; default 50).")
+    @Option(name: [.customShort("n"), .customLong("limit")], help: "Show at most this many (1 to 10000; default 50).")
     var limit: Int?
     @Flag(help: "Show every conversation.") var all = false
     @Flag(help: "Print the raw conversations array as JSON.") var json = false
@@ -38,7 +38,7 @@ struct List: ClientCommand {
         let result = try connection.answer(to: listing)
         let conversations = result["conversations"]?.array ?? []
         if json {
-            Out.stdout((result["conversations"] ?? .array([])).text + "\n")
+            Out.json(result["conversations"] ?? .array([]))
             return
         }
         if conversations.isEmpty {
@@ -243,9 +243,9 @@ struct Export: ClientCommand {
         var out: String
         switch format {
         case .json:
-            out = JSON.array(messages).text + "\n"
+            out = JSON.array(messages).terminalSafeText + "\n"
         case .jsonl:
-            out = messages.map { $0.text + "\n" }.joined()
+            out = messages.map { $0.terminalSafeText + "\n" }.joined()
         case .markdown:
             out = "# \(info?["title"]?.string ?? "untitled")\n"
             for message in messages.compactMap(Message.init(json:)) {

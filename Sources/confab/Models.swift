@@ -25,7 +25,7 @@ struct ModelsCommand: ClientCommand {
         let models = result["models"]?.array ?? []
         let errors = result["errors"]?.array ?? []
         if json {
-            Out.stdout(result.text + "\n")
+            Out.json(result)
         } else {
             Out.stdout(Self.table(models))
             for error in errors {

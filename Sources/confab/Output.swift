@@ -96,6 +96,10 @@ enum Out {
         _ = line.withUTF8 { writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 
+    /// A JSON value and a line end on stdout, every control character escaped (`--json` is
+    /// read on terminals too; see `JSON.terminalSafeText`).
+    static func json(_ value: JSON) { stdout(value.terminalSafeText + "\n") }
+
     /// `confab: <text>` on stderr.
     static func error(_ text: String) { errorLine("confab: \(text)") }
 

@@ -15,7 +15,7 @@ struct Profiles: ClientCommand {
         let connection = try Connection.start(socketPath, command: "profiles")
         let profiles = try connection.call(.profilesList)["profiles"]?.array ?? []
         if json {
-            Out.stdout(JSON.array(profiles).text + "\n")
+            Out.json(JSON.array(profiles))
         } else if profiles.isEmpty {
             Out.errorLine("no profiles: add [profiles.NAME] tables to confabd's config file")
         } else {

@@ -118,7 +118,7 @@ struct Search: ClientCommand {
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
-    @Option(name: [.customShort("n"), .customLong("limit")], help: "Show at most this many hits (1…1000; default 20).")
+    @Option(name: [.customShort("n"), .customLong("limit")], help: "Show at most this many hits (1 to 1000; default 20).")
     var limit = 20
     @Option(name: [.customShort("c"), .customLong("conversation")],
             help: ArgumentHelp("Search only this conversation (id or unique prefix).", valueName: "id"),
@@ -139,7 +139,7 @@ struct Search: ClientCommand {
         let result = try connection.call(.conversationSearch, .object(params))
         let hits = result["hits"]?.array ?? []
         if json {
-            Out.stdout((result["hits"] ?? .array([])).text + "\n")
+            Out.json(result["hits"] ?? .array([]))
             return
         }
         if hits.isEmpty {

@@ -18,9 +18,12 @@ struct ShellInit: ParsableCommand {
             fish (~/.config/fish/config.fish): confab shell-init fish | source
 
             Keys: Alt-a turns the command line into a command (nothing runs: read it, edit it, \
-            press Enter); Ctrl-C while it waits gives the line back. Alt-e explains the command \
+            press Enter); a command of several lines is first listed above the prompt, \
+            numbered, and one with control or invisible characters, or too tall for the \
+            screen, is not put on the line at all. Ctrl-C while it waits gives the line back. Alt-e explains the command \
             on the line. ?? TEXT asks in this shell session's conversation, which \
-            confab ask -C continues too; --last adds the previous command line and its exit status. \
+            confab ask -C continues too (every word of TEXT is the question's: ?? passes --); \
+            ?? --last TEXT adds the previous command line and its exit status. \
             The snippet is static (no daemon round trip): it can be saved to a file and sourced.
             """)
 
@@ -96,10 +99,8 @@ struct ShellKey: ClientCommand {
         case .command:
             let prompt = Prompts.command(for: text, context: context)
             let reply = try ReplyWaiter(connection: connection, conversation: conversation, status: status).send(prompt)
-            let command = CommandReply.command(from: reply)
             status.clear()
-            guard !command.isEmpty else { throw Failure.message("the reply held no command") }
-            Out.stdout(command)
+            try Self.insert(reply)
         case .explain:
             let prompt = Prompts.explain(text, context: context)
             var wrote = false

@@ -538,3 +538,24 @@ final class JSONAccessorTests: XCTestCase {
         XCTAssertEqual(JSON.optional(nil), .null)
     }
 }
+
+/// What the client prints for `--json`: valid JSON with nothing a terminal would act on.
+final class JSONTerminalSafeTests: XCTestCase {
+    func testEveryControlIsEscaped() throws {
+        var text = ""
+        for value in Array(0x00...0x1F) + [0x7F] + Array(0x80...0x9F) + [0x2028, 0x2029, 0x202E, 0x2066, 0x200F] {
+            text.unicodeScalars.append(Unicode.Scalar(UInt32(value))!)
+        }
+        let value = JSON.object(["k\u{9B}": .array([.string(text), .int(1), .null])])
+        let written = value.terminalSafeText
+        XCTAssertTrue(written.unicodeScalars.allSatisfy { (0x20..<0x7F).contains($0.value) }, written)
+        XCTAssertTrue(written.contains(#"\u009b"#) && written.contains(#"\u007f"#) && written.contains(#"\u2028"#), written)
+        XCTAssertTrue(written.contains(#"\n"#) && written.contains(#"\t"#) && written.contains(#"\u001b"#), written)
+        XCTAssertEqual(try JSON.parse(written), value)
+    }
+
+    func testOrdinaryTextIsAsItIs() throws {
+        let value = JSON.object(["title": .string("Grüße \"quoted\" \\ 日本 😀"), "n": .double(1.5), "ok": .bool(true)])
+        XCTAssertEqual(value.terminalSafeText, value.text)
+    }
+}

@@ -104,8 +104,10 @@ final class ShellKeyTests: XCTestCase {
         let home = harness.directory + "/home-" + name
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
         let confab = Binaries.path("confab")
+        let runtime = harness.directory + "/run"
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var command = ["env", "-i", "HOME=" + home, "PATH=/usr/bin:/bin", "TERM=xterm-256color", "LANG=C.UTF-8",
-                       "CONFAB_SOCKET=" + harness.socketPath]
+                       "CONFAB_SOCKET=" + harness.socketPath, "XDG_RUNTIME_DIR=" + runtime]
         switch shell {
         case .bash:
             let rc = """
@@ -283,14 +285,27 @@ final class ShellKeyTests: XCTestCase {
         XCTAssertEqual(try bufferAfter("one", pressing: "C-c"), slow)
         XCTAssertFalse(FileManager.default.fileExists(atPath: work + "/ran-one"))
 
-        // ?? with --last: the previous command line and its status go with the question.
+        // ?? with --last: the last command line (not the one before) and its status go with
+        // the question.
         try tmux.press("one", "C-o")
-        try tmux.type("one", "ls no-such-file")
-        try tmux.press("one", "Enter")
+        for command in ["echo MARKER-ONE", "ls /nope-MARKER-TWO"] {
+            try tmux.type("one", command)
+            try tmux.press("one", "Enter")
+        }
         try tmux.type("one", "?? --last why [[reply:Because it is not there.]]")
         try tmux.press("one", "Enter")
-        let expected = "My previous command was:\nls no-such-file\nIt exited with status 2.\n\nwhy [[reply:Because it is not there.]]"
+        let expected = "My previous command was:\nls /nope-MARKER-TWO\nIt exited with status 2.\n\nwhy [[reply:Because it is not there.]]"
         try waitFor("the question with the last command") { try self.sessionPrompts().contains(expected) }
+
+        // The words of a question are never options, whatever they look like.
+        let questions = ["explain git commit -m quickly please", "is rm -rf safe here", "what does grep -c do", "why --last -- --help"]
+        for question in questions {
+            try tmux.type("one", "?? " + question)
+            try tmux.press("one", "Enter")
+            try waitFor("the question \(question)") { try self.sessionPrompts().contains(question) }
+        }
+        let models = try harness.client().call("conversation.list")["conversations"]?.array?.compactMap { $0["model"]?.string } ?? []
+        XCTAssertFalse(models.contains("quickly"), "asking configured the conversation: \(models)")
     }
 
     /// With a default profile that offers a tool, the command key follows the reply through
@@ -316,6 +331,42 @@ final class ShellKeyTests: XCTestCase {
         XCTAssertTrue(inserted.hasPrefix("tool results: [echo] "), "the key stopped before the chain's last turn: \(inserted)")
         XCTAssertFalse((try tmux.screen("tools")).contains("held no command"))
     }
+
+    /// A reply whose command hides a line behind blank ones: the key leaves out the blank
+    /// lines and shows every line above the prompt, so one Enter runs only what was seen; a
+    /// command the screen cannot show whole is not inserted at all.
+    func checkHiddenLines(_ shell: ShellKind) throws {
+        try start(shell, window: "hidden")
+        // 30 blank lines: as many as the 40-row window holds with the request typed on the
+        // command line (fish draws its prompt again from where the request began).
+        let hidden = "list it [[reply:```sh\ntouch hidden-file" + String(repeating: "\n", count: 30) + "ls -la\n```]]"
+        try typeLines(shell, "hidden", hidden)
+        try tmux.press("hidden", "M-a")
+        try waitForScreen("hidden", "the numbered listing") { $0.contains("1  touch hidden-file") && $0.contains("2  ls -la") }
+        XCTAssertEqual(try buffer("hidden"), "touch hidden-file\nls -la")
+        // Every line of the buffer is on the screen as Enter is pressed.
+        let screen = try tmux.screen("hidden")
+        let rows = screen.split(separator: "\n").map(String.init)
+        XCTAssertTrue(rows.contains { $0.hasSuffix("touch hidden-file") && !$0.contains("1  ") }, screen)
+        XCTAssertTrue(rows.contains { $0.hasSuffix("ls -la") && !$0.contains("2  ") }, screen)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work + "/hidden-file"), "the key ran the command")
+        try tmux.press("hidden", "Enter")
+        try waitFor("the command that was seen to run") { FileManager.default.fileExists(atPath: self.work + "/hidden-file") }
+
+        // 25 lines, taller than the 40-row window can show twice: refused, the line stays as it was.
+        try tmux.press("hidden", "C-o")
+        let tall = "a long one [[reply:```\n" + (["touch tall-file"] + Array(repeating: "true", count: 24)).joined(separator: "\n") + "\n```]]"
+        try typeLines(shell, "hidden", tall)
+        let typed = try buffer("hidden")
+        try tmux.press("hidden", "M-a")
+        try waitForScreen("hidden", "the refusal") { $0.contains("too long to check") }
+        XCTAssertEqual(try buffer("hidden"), typed)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: work + "/tall-file"))
+    }
+
+    func testBashHiddenLines() throws { try checkHiddenLines(.bash) }
+    func testZshHiddenLines() throws { try checkHiddenLines(.zsh) }
+    func testFishHiddenLines() throws { try checkHiddenLines(.fish) }
 
     func testBash() throws { try checkShell(.bash) }
     func testZsh() throws { try checkShell(.zsh) }

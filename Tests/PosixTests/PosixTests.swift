@@ -174,3 +174,32 @@ final class CrashReportSettingTests: XCTestCase {
         XCTAssertEqual(CrashReport.saferSetting("enable=no"), "enable=no,registers=none")
     }
 }
+
+/// /etc/passwd read as a file, for the static client (no NSS modules).
+final class PasswdFileTests: XCTestCase {
+    func testEntriesAreReadAndOddLinesSkipped() {
+        let text = """
+            root:x:0:0:root:/root:/bin/bash
+            # a comment:x:5:5
+            +nisuser::::::
+            broken line
+            nouid:x:abc:1::/:/bin/sh
+            alice:x:1000:1000:Alice,,,:/home/alice:/usr/bin/zsh
+
+            """
+        let entries = PasswdFile.entries(in: Array(text.utf8))
+        XCTAssertEqual(entries.map(\.login), ["root", "alice"])
+        XCTAssertEqual(entries.map(\.uid), [0, 1000])
+    }
+
+    func testLookupsInAFile() throws {
+        let path = "/tmp/confab-passwd-test-\(getpid())"
+        try Files.writeAtomically(path: path, bytes: Array("root:x:0:0::/root:/bin/sh\nbob:x:1001:1001::/home/bob:/bin/sh\n".utf8))
+        defer { unlink(path) }
+        XCTAssertEqual(PasswdFile.login(of: 1001, path: path), "bob")
+        XCTAssertNil(PasswdFile.login(of: 4242, path: path))
+        XCTAssertEqual(PasswdFile.uid(of: "root", path: path), 0)
+        XCTAssertNil(PasswdFile.uid(of: "carol", path: path))
+        XCTAssertNil(PasswdFile.login(of: 0, path: path + ".missing"))
+    }
+}
