@@ -21,8 +21,9 @@ extension UnixSocket {
     }
 }
 
-/// `poll(2)` over a few descriptors, for the client's single-threaded loops.
-public enum Poll {
+/// `poll(2)` over a few descriptors, blocking, for the client's single-threaded loops (the
+/// daemon watches descriptors through libuv: `EventLoop.Poll`).
+public enum BlockingPoll {
     /// One descriptor to watch: `readable` asks for POLLIN; with neither, only hang-up and
     /// errors are reported (always watched).
     public struct Watch: Sendable {

@@ -101,17 +101,17 @@ final class AskStream {
                 if let exit = try handle(event) { return exit }
             }
             drawPendingText()
-            var fds = [Poll.Watch(fd: connection.fd), Poll.Watch(fd: signals)]
+            var fds = [BlockingPoll.Watch(fd: connection.fd), BlockingPoll.Watch(fd: signals)]
             // A pipe's writing end reports POLLERR once its reader is gone: `| head` has
             // had enough, even while no text is due.
             let watchOutput = outputOpen && !toTerminal
             let outputIndex = fds.count
-            if watchOutput { fds.append(Poll.Watch(fd: 1, readable: false)) }
+            if watchOutput { fds.append(BlockingPoll.Watch(fd: 1, readable: false)) }
             let questionIndex = fds.count
             let questionInput = asking != nil ? questionTerminal??.input : nil
-            if let questionInput { fds.append(Poll.Watch(fd: questionInput)) }
+            if let questionInput { fds.append(BlockingPoll.Watch(fd: questionInput)) }
             do {
-                guard try Poll.wait(&fds, timeoutMilliseconds: status.nextTickMilliseconds) else { continue }
+                guard try BlockingPoll.wait(&fds, timeoutMilliseconds: status.nextTickMilliseconds) else { continue }
             } catch {
                 throw .message("poll failed: \(error)")
             }
@@ -158,8 +158,8 @@ final class AskStream {
         var waitMilliseconds: Int32 = 100
         while true {
             status.spin("waiting for confabd")
-            var fds = [Poll.Watch(fd: signals)]
-            if (try? Poll.wait(&fds, timeoutMilliseconds: waitMilliseconds)) == true, fds[0].ready {
+            var fds = [BlockingPoll.Watch(fd: signals)]
+            if (try? BlockingPoll.wait(&fds, timeoutMilliseconds: waitMilliseconds)) == true, fds[0].ready {
                 let caught = SignalPipe.drain()
                 if caught.contains(SIGWINCH) { resized() }
                 if caught.contains(SIGINT) {

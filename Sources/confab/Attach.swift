@@ -251,13 +251,13 @@ final class AttachSession {
             transcript.flush()
             if !inputOpen && outstanding.isEmpty { leave() }
 
-            var fds = [Poll.Watch(fd: connection.fd)]
+            var fds = [BlockingPoll.Watch(fd: connection.fd)]
             let inputIndex = fds.count
-            if inputOpen { fds.append(Poll.Watch(fd: 0)) }
+            if inputOpen { fds.append(BlockingPoll.Watch(fd: 0)) }
             let signalIndex = fds.count
-            if let signals { fds.append(Poll.Watch(fd: signals)) }
+            if let signals { fds.append(BlockingPoll.Watch(fd: signals)) }
             do {
-                guard try Poll.wait(&fds, timeoutMilliseconds: transcript.statusTickMilliseconds) else { continue }
+                guard try BlockingPoll.wait(&fds, timeoutMilliseconds: transcript.statusTickMilliseconds) else { continue }
             } catch {
                 throw .message("poll failed: \(error)")
             }

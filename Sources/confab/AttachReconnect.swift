@@ -26,15 +26,15 @@ extension AttachSession {
         var waitMilliseconds: Int32 = 100
         while true {
             transcript.flush()
-            var fds: [Poll.Watch] = []
+            var fds: [BlockingPoll.Watch] = []
             // The line editor still takes keys (Ctrl-D leaves); lines piped in wait in their pipe.
             let watchKeys = inputOpen && editor != nil
-            if watchKeys { fds.append(Poll.Watch(fd: 0)) }
+            if watchKeys { fds.append(BlockingPoll.Watch(fd: 0)) }
             let signalIndex = fds.count
-            if let signals { fds.append(Poll.Watch(fd: signals)) }
+            if let signals { fds.append(BlockingPoll.Watch(fd: signals)) }
             let woke: Bool
             do {
-                woke = try Poll.wait(&fds, timeoutMilliseconds: waitMilliseconds)
+                woke = try BlockingPoll.wait(&fds, timeoutMilliseconds: waitMilliseconds)
             } catch {
                 throw .message("poll failed: \(error)")
             }

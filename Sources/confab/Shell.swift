@@ -217,9 +217,9 @@ struct ReplyWaiter {
                     }
                 }
             }
-            var watches = [Poll.Watch(fd: connection.fd)]
+            var watches = [BlockingPoll.Watch(fd: connection.fd)]
             do {
-                guard try Poll.wait(&watches, timeoutMilliseconds: 100) else { continue }
+                guard try BlockingPoll.wait(&watches, timeoutMilliseconds: 100) else { continue }
             } catch {
                 throw .message("poll failed: \(error)")
             }
