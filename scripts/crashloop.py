@@ -15,8 +15,11 @@ last kill. Checks after every restart:
   conversation's history exactly once and identical; so is every message a previous
   restart showed;
 - no id appears twice, no message is left `streaming`;
-- a reply cut off by the kill is `interrupted` with a prefix of its text (or, if its
-  final record was written and the kill beat the announcement, `complete`);
+- a reply cut off by the kill comes back exactly as its log file held it when the daemon
+  was down (read from the file between the kill and the restart, not from the daemon):
+  unfinished there, it is `interrupted` with the text of its `reply.started` and
+  `reply.text` records; finished there (the kill beat the announcement), it has that
+  record's status and text. Either way the text is a prefix of what the upstream sent;
 - every conversation whose creation was announced is listed, and its title is the last
   one announced or one asked for later;
 - the daemon serves: `status`, and a fresh send runs to `message.completed`.
@@ -294,12 +297,14 @@ class Worker(threading.Thread):
 
 
 class Loop:
+    name = "crashloop"
+
     def __init__(self, args):
         self.args = args
         self.rng = random.Random(args.seed)
         self.failures = Failures()
         self.tracker = Tracker()
-        self.tmp = tempfile.mkdtemp(prefix="confab-crashloop-")
+        self.tmp = tempfile.mkdtemp(prefix="confab-%s-" % self.name)
         self.socket = os.path.join(self.tmp, "confabd.sock")
         self.data = os.path.join(self.tmp, "data")
         self.logs = os.path.join(self.tmp, "logs")
@@ -317,7 +322,11 @@ class Loop:
         self.pool = []               # conversations to load
         self.health = None
         self.stats = dict(rounds=0, kills=0, checked=0, unchanged_skipped=0, interrupted=0, restored_complete=0, torn=0,
-                          unannounced_convs=0, announced=0, started_cut=0)
+                          unannounced_convs=0, announced=0, started_cut=0, compared_with_file=0)
+        # (conv, reply id) -> [status or None while unfinished, text] as the log files held
+        # them between the last kill and the restart; conv -> (log identity, its replies).
+        self.stored = {}
+        self.stored_cache = {}
 
     # --- processes -------------------------------------------------------------
 
@@ -338,12 +347,24 @@ class Loop:
                     % (words[2], self.args.streams + 8, "false" if self.args.no_fsync else "true"))
         self.config = config
 
+    def daemon_environment(self, round_no):
+        """The environment confabd starts with (a subclass adds to it)."""
+        return None
+
+    def after_kill(self, round_no):
+        """Runs once the daemon is dead and the load clients have stopped, before the restart."""
+
+    def extra_summary(self):
+        """More summary lines (a subclass adds its own)."""
+        return []
+
     def start_daemon(self, round_no):
         log_path = os.path.join(self.logs, "confabd-%03d.log" % round_no)
+        environment = self.daemon_environment(round_no)
         log = open(log_path, "ab")
         self.daemon = subprocess.Popen([os.path.join(self.args.bin_dir, "confabd"), "--socket", self.socket,
                                         "--data-dir", self.data, "--config", self.config, "--log-level", "info"],
-                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=environment)
         log.close()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -379,6 +400,59 @@ class Loop:
             return (st.st_size, st.st_mtime_ns, st.st_ino)
         except OSError:
             return None
+
+    @staticmethod
+    def replies_in_log(path):
+        """reply id -> [status or None while unfinished, text] from a log's whole lines, folded
+        as the daemon folds them: `reply.started` sets the text, `reply.text` appends to an
+        unfinished reply, `reply.finished` sets status and text. A torn last line is ignored
+        (the daemon cuts it), and so is a line that is not JSON (the daemon reports it)."""
+        with open(path, "rb") as f:
+            data = f.read()
+        replies = {}
+        for line in data.split(b"\n")[:-1]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            kind = record.get("type") if isinstance(record, dict) else None
+            message = record.get("message") if kind else None
+            if kind == "reply.started" and isinstance(message, dict):
+                replies[message["id"]] = [None, message.get("content", "")]
+            elif kind == "reply.text" and isinstance(message, str):
+                if message in replies and replies[message][0] is None:
+                    replies[message][1] += record.get("content", "")
+            elif kind == "reply.finished" and isinstance(message, dict):
+                replies[message["id"]] = [message.get("status"), message.get("content", "")]
+        return replies
+
+    def read_stored(self):
+        """What every log holds of its replies, read from the files while the daemon is down."""
+        directory = os.path.join(self.data, "conversations")
+        stored = {}
+        for name in os.listdir(directory) if os.path.isdir(directory) else []:
+            if not name.endswith(".jsonl"):
+                continue
+            conv, path = name[:-6], os.path.join(directory, name)
+            identity = self.identity(path)
+            cached = self.stored_cache.get(conv)
+            if cached is None or cached[0] != identity:
+                cached = (identity, self.replies_in_log(path))
+                self.stored_cache[conv] = cached
+            for mid, state in cached[1].items():
+                stored[(conv, mid)] = state
+        self.stored = stored
+
+    def running_again(self, client, conv, mid):
+        """A reply whose start record did not reach the disk (a power cut) is owed again and
+        runs after the restart with the id it was announced with: it is the conversation's
+        reply in flight, or has ended since the history was read."""
+        pending = client.call("conversation.attach", {"conversation": conv, "history": 0}).get("pending")
+        client.call("conversation.detach", {"conversation": conv})
+        if (pending and pending.get("id") == mid) or any(m["id"] == mid for m in self.history(client, conv)):
+            self.stats["started_resumed"] = self.stats.get("started_resumed", 0) + 1
+            return True
+        return False
 
     def history(self, client, conv):
         messages, before = [], None
@@ -505,6 +579,16 @@ class Loop:
                 if m["role"] != "assistant" or m["id"] in self.snapshot.get(conv, {}) or key in announced:
                     continue
                 full = expected.get(key)
+                stored = self.stored.get(key)
+                if stored is not None:
+                    # The file is the oracle: the reply is what it held when the daemon was down.
+                    self.stats["compared_with_file"] += 1
+                    want_status = stored[0] or "interrupted"
+                    if m["status"] != want_status:
+                        fail("%s/%s is %s, its log held it %s" % (conv, m["id"], m["status"], stored[0] or "unfinished"))
+                    elif m["content"] != stored[1]:
+                        fail("%s/%s %s text differs from its log's: %r vs %r"
+                             % (conv, m["id"], m["status"], m["content"][-60:], stored[1][-60:]))
                 if m["status"] == "interrupted":
                     self.stats["interrupted"] += 1
                     if full is not None and not full.startswith(m["content"]):
@@ -513,12 +597,17 @@ class Loop:
                     self.stats["restored_complete"] += 1
                     if full is not None and m["content"] != full:
                         fail("%s/%s complete but text differs from the reply" % (conv, m["id"]))
-                elif m["status"] not in ("cancelled",):
+                elif m["status"] == "cancelled":
+                    if full is not None and not full.startswith(m["content"]):
+                        fail("%s/%s cancelled text is not a prefix of the reply: %r" % (conv, m["id"], m["content"][-80:]))
+                    if stored is None:
+                        fail("%s/%s cancelled but no log record says so" % (conv, m["id"]))
+                else:
                     fail("%s/%s cut off by the kill but %s" % (conv, m["id"], m["status"]))
             for key in last_started:
                 if key[0] == conv and key not in announced:
                     self.stats["started_cut"] += 1
-                    if key[1] not in current:
+                    if key[1] not in current and not self.running_again(client, conv, key[1]):
                         fail("%s/%s started streaming before the kill but is gone" % key)
             acked, pending = titles.get(conv, (None, []))
             if acked is not None and info["title"] not in [acked] + pending:
@@ -598,7 +687,7 @@ class Loop:
     def run(self):
         args = self.args
         started = time.monotonic()
-        print("crashloop: seed %d, up to %d kills in %.0f s, %d clients, ~%d streams, kill after 0-%.2f s, fsync %s, %s"
+        print(self.name + ": seed %d, up to %d kills in %.0f s, %d clients, ~%d streams, kill after 0-%.2f s, fsync %s, %s"
               % (args.seed, args.kills, args.max_seconds, args.clients, args.streams, args.max_delay,
                  "off" if args.no_fsync else "on", os.path.realpath(args.bin_dir)), flush=True)
         self.start_fake()
@@ -645,6 +734,8 @@ class Loop:
                         self.failures.add(round_no, "load client: " + w.error)
                 with self.tracker.lock:
                     last_started = self.tracker.started - before
+                self.after_kill(round_no)
+                self.read_stored()
                 for line in self.read(log_path).splitlines():
                     if any(mark in line for mark in ("Fatal error", "Program crashed", "Crash report", "Assertion failed")):
                         self.failures.add(round_no, "confabd crashed by itself: " + line)
@@ -662,7 +753,7 @@ class Loop:
         wall = time.monotonic() - started
         s = self.stats
         print()
-        print("crashloop summary (seed %d)" % args.seed)
+        print("%s summary (seed %d)" % (self.name, args.seed))
         print("  rounds (daemon starts): %d" % s["rounds"])
         print("  kills (SIGKILL under load): %d%s" % (s["kills"], "  (stopped at the time limit)" if stopped_early else ""))
         if self.in_flight_at_kill:
@@ -674,8 +765,14 @@ class Loop:
               % (s["unchanged_skipped"], self.args.full_check_every))
         print("  replies cut off by a kill: %d restored as interrupted, %d found complete (stored, not yet announced);"
               " %d of them seen streaming by a client" % (s["interrupted"], s["restored_complete"], s["started_cut"]))
+        if s.get("started_resumed"):
+            print("  replies seen streaming whose start a cut took away, running again after the restart: %d"
+                  % s["started_resumed"])
         print("  torn last lines cut at load: %d; conversations created but not announced: %d"
               % (s["torn"], s["unannounced_convs"]))
+        print("  cut-off replies compared with their log files' text: %d" % s["compared_with_file"])
+        for line in self.extra_summary():
+            print("  " + line)
         print("  conversations at the end: %d" % len(self.pool))
         print("  index entries checked against their logs at the end: %d" % s.get("index_checked", 0))
         print("  failures: %d" % len(self.failures.items))
@@ -686,7 +783,7 @@ class Loop:
         if self.failures.items:
             # Every failure, not just the first 50, outside the temporary directory so it
             # survives its removal.
-            path = args.failures_file or os.path.join(tempfile.gettempdir(), "confab-crashloop-%d-failures.txt" % args.seed)
+            path = args.failures_file or os.path.join(tempfile.gettempdir(), "confab-%s-%d-failures.txt" % (self.name, args.seed))
             with open(path, "w") as out:
                 for item in self.failures.items:
                     out.write(item + "\n")
@@ -699,7 +796,7 @@ class Loop:
         return 1 if self.failures.items or s["kills"] == 0 else 0
 
 
-def main():
+def arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kills", type=int, default=100, help="SIGKILLs to deliver (default 100)")
     parser.add_argument("--max-seconds", type=float, default=600, help="stop starting rounds after this long (default 600)")
@@ -716,6 +813,11 @@ def main():
                         help="read every conversation's history in full every N rounds; in between only those whose log "
                              "or listing changed, or that were written to (default 25)")
     parser.add_argument("--verbose", action="store_true")
+    return parser
+
+
+def main():
+    parser = arguments()
     args = parser.parse_args()
     if args.seed is None:
         args.seed = int.from_bytes(os.urandom(4), "big")

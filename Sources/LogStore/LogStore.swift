@@ -125,9 +125,26 @@ public final class ConversationLog {
             loop.onNextTurn { done(nil) }
             return
         }
+        if Self.announcesBeforeSync {
+            // The ordering bug the power-cut simulator must catch: answer first, sync after.
+            loop.onNextTurn { done(nil) }
+            syncWaiters.append { _ in }
+            if !syncInFlight { startSync() }
+            return
+        }
         syncWaiters.append(done)
         if !syncInFlight { startSync() }
     }
+
+    #if DEBUG
+    /// Test only, and only in debug builds: with `CONFAB_TEST_ONLY_ANNOUNCE_BEFORE_FDATASYNC`
+    /// set, `sync` calls back before its fdatasync has run, so announcements go out for records
+    /// not yet on stable storage. PowerCutTests sets it to show the simulator catches that;
+    /// release builds never read it.
+    static let announcesBeforeSync = getenv("CONFAB_TEST_ONLY_ANNOUNCE_BEFORE_FDATASYNC") != nil
+    #else
+    static let announcesBeforeSync = false
+    #endif
 
     /// Write, then sync: the usual way to store something that will be announced.
     public func append(_ records: [LogRecord], durable done: @escaping (StoreError?) -> Void) {
@@ -228,14 +245,20 @@ public final class LogStore {
         self.syncEnabled = syncEnabled
         // A file-size limit (ulimit -f) must fail an append with EFBIG, not kill the daemon.
         signal(SIGXFSZ, SIG_IGN)
-        try Self.makeDirectories(conversationsDirectory)
+        try Self.makeDirectories(conversationsDirectory, syncEnabled: syncEnabled)
     }
 
-    static func makeDirectories(_ path: String) throws(StoreError) {
+    /// Creates each missing directory of `path`. A new directory is on disk only once its
+    /// parent's entry for it is: without the parent's fsync a power cut could take the
+    /// conversations directory, and every log announced in it, away (`make powercut`).
+    static func makeDirectories(_ path: String, syncEnabled: Bool) throws(StoreError) {
         var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
+            let parent = current.isEmpty ? "/" : current
             current += "/" + component
-            if mkdir(current, 0o700) != 0 && errno != EEXIST {
+            if mkdir(current, 0o700) == 0 {
+                if syncEnabled, let error = syncDirectory(parent) { throw error }
+            } else if errno != EEXIST {
                 throw StoreError(errno: errno, operation: "mkdir \(current)")
             }
         }
