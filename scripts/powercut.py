@@ -203,6 +203,7 @@ def rebuild(data, journal, mode, rng):
 class PowerCutLoop(crashloop.Loop):
     """The crash loop with a power cut at every kill."""
     name = "powercut"
+    index_damage_expected = True
 
     def __init__(self, args):
         super().__init__(args)

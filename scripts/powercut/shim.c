@@ -23,7 +23,8 @@
  *   CONFAB_POWERCUT_JOURNAL  a directory outside it for "journal" and "blobs/" (required)
  *   CONFAB_POWERCUT_CONTROL  optional directory of control files, read at every sync:
  *                              "hold"  while it exists, syncs wait (a disk that has not
- *                                      answered yet; at most 120 s, then they go on)
+ *                                      answered yet; at most 120 s, then they go on),
+ *                                      after writing "held NAME" to the journal
  *                              "fail"  while it exists, syncs fail with the errno named in
  *                                      it ("EIO" or "ENOSPC") without syncing
  *
@@ -243,12 +244,16 @@ static void after_open(int fd, int flags) {
 }
 
 /* Waits while the "hold" control file exists; returns the errno "fail" names, or 0. */
-static int control(void) {
+static int control(const char *name) {
     if (!control_dir[0]) return 0;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/hold", control_dir);
-    struct timespec pause = { 0, 1000000 };
-    for (int waited = 0; access(path, F_OK) == 0 && waited < 120000; waited++) nanosleep(&pause, NULL);
+    if (access(path, F_OK) == 0) {
+        /* Said before waiting: a test waits for this line, then cuts the power. */
+        journal("held %s", name);
+        struct timespec pause = { 0, 1000000 };
+        for (int waited = 0; access(path, F_OK) == 0 && waited < 120000; waited++) nanosleep(&pause, NULL);
+    }
     snprintf(path, sizeof path, "%s/fail", control_dir);
     int fd = real_open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
@@ -315,7 +320,7 @@ static int synced(int fd, int (*real)(int), const char *kind) {
     char path[PATH_MAX], name[PATH_MAX * 3];
     if (fd_path(fd, path, sizeof path) != 0 || !relative(path)) return real(fd);
     escape(relative(path), name, sizeof name);
-    int failure = control();
+    int failure = control(name);
     if (failure) {
         journal("syncfail %s %lu %s errno=%d", kind, (unsigned long)info.st_ino, name, failure);
         errno = failure;
