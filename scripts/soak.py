@@ -49,7 +49,7 @@ class Stats:
         self.events = collections.Counter()     # everything else worth counting
         self.notifications = collections.Counter()
         self.violations = []
-        self.outcomes = {}                      # (conversation, reply) -> (status, error code, chars)
+        self.outcomes = {}                      # (conversation, reply) -> (status, error code, text)
         self.expected = {}                      # (conversation, reply) -> (kind, {(status, code)})
         self.cancelled = set()                  # replies generation.cancel said it stopped
 
@@ -65,14 +65,15 @@ class Stats:
             log("VIOLATION: " + text)
 
     def record_final(self, key, message, error, who):
-        entry = (message.get("status"), (error or message.get("error") or {}).get("code"), len(message.get("content", "")))
+        entry = (message.get("status"), (error or message.get("error") or {}).get("code"), message.get("content", ""))
         with self.lock:
             previous = self.outcomes.get(key)
             if previous is None:
                 self.outcomes[key] = entry
                 return
         if previous != entry:
-            self.violation("%s: reply %s/%s ended as %s here but %s for another client" % (who, key[0], key[1], entry, previous))
+            self.violation("%s: reply %s/%s ended as %s here but %s for another client"
+                           % (who, key[0], key[1], entry[:2] + (entry[2][-60:],), previous[:2] + (previous[2][-60:],)))
 
 
 class Pool:
@@ -710,6 +711,10 @@ class Soak:
         self.watchers = []
         self.daemon = None
         self.load_log = None
+        # prompt text -> the whole reply the fake upstream was asked to send for it: the oracle
+        # every stored reply is compared with (not the daemon with itself).
+        self.sources = {}
+        self.sources_lock = threading.Lock()
 
     # -- bookkeeping
 
@@ -739,7 +744,24 @@ class Soak:
 
     # -- prompts: text for message.send and what the reply should end as
 
+    @staticmethod
+    def upstream_text(prompt):
+        """What confab-fake-upstream streams for a prompt (its [[reply:]], [[words:]], else an echo)."""
+        reply = re.search(r"\[\[reply:(.*?)\]\]", prompt)
+        if reply:
+            return reply.group(1)
+        words = re.search(r"\[\[words:(\d+)\]\]", prompt)
+        if words:
+            return " ".join("w%d" % i for i in range(1, int(words.group(1)) + 1))
+        return "You said: " + re.sub(r"\[\[[^\]]*\]\]", "", prompt).strip()
+
     def prompt(self, rng, kind):
+        text, expected = self.make_prompt(rng, kind)
+        with self.sources_lock:
+            self.sources[text] = self.upstream_text(text)
+        return text, expected
+
+    def make_prompt(self, rng, kind):
         tag = self.tag()
         complete = {("complete", None)}
         if kind == "short":
@@ -1260,7 +1282,8 @@ class Soak:
             if alive:
                 time.sleep(3)
                 end = self.sample("end", start)
-                before = self.snapshot()
+                before, before_histories = self.snapshot()
+                self.compare_with_sources(before_histories, failures)
             log("stopping confabd with SIGTERM")
             code = self.daemon.stop()
             self.daemon.log.poll()
@@ -1270,7 +1293,7 @@ class Soak:
 
             restart = None
             if alive:
-                restart = self.restart(args, tmp, config, env, before, failures)
+                restart = self.restart(args, tmp, config, env, before, before_histories, failures)
                 findings["confabd-restart.log"] = sanitizer_findings(os.path.join(tmp, "confabd-restart.log"))
             if args.save_logs:
                 os.makedirs(args.save_logs, exist_ok=True)
@@ -1341,14 +1364,61 @@ class Soak:
             client.close()
 
     def snapshot(self):
+        """Every conversation's listing and whole history: (listing by id, history by id)."""
         c = Client(self, "snapshot")
         try:
             listing, _ = c.call("conversation.list", {"limit": 10000}, expect={"result"})
-            return {conv["id"]: conv for conv in listing["conversations"]}
+            convs = {conv["id"]: conv for conv in listing["conversations"]}
+            return convs, {cid: self.history(c, cid) for cid in convs}
         finally:
             c.close()
 
-    def restart(self, args, tmp, config, env, before, failures):
+    @staticmethod
+    def history(c, cid):
+        messages, before = [], None
+        for _ in range(10000):
+            params = {"conversation": cid, "limit": 1000}
+            if before:
+                params["before"] = before
+            page, _ = c.call("conversation.history", params, expect={"result"})
+            messages = page["messages"] + messages
+            if not page["more"] or not page["messages"]:
+                return messages
+            before = page["messages"][0]["id"]
+        raise RuntimeError("history of %s did not end" % cid)
+
+    def compare_with_sources(self, histories, failures):
+        """Every stored send holds the prompt it was sent with, and its reply the text the fake
+        upstream was asked to send: all of it when complete, a prefix of it otherwise."""
+        with self.sources_lock:
+            sources = dict(self.sources)
+        compared = 0
+        wrong = []
+        for cid, messages in histories.items():
+            by_id = {m["id"]: m for m in messages}
+            for m in messages:
+                if m["role"] != "user" or m["content"] not in sources:
+                    continue
+                source = sources[m["content"]]
+                reply = by_id.get("m%d" % (int(m["id"][1:]) + 1))
+                if reply is None or reply["role"] != "assistant":
+                    wrong.append("%s/%s: a stored send with no reply after it" % (cid, m["id"]))
+                    continue
+                compared += 1
+                if reply["status"] == "complete" and reply["content"] != source:
+                    wrong.append("%s/%s: complete, but not the text the upstream sent (%d chars, expected %d)"
+                                 % (cid, reply["id"], len(reply["content"]), len(source)))
+                elif reply["status"] != "complete" and not source.startswith(reply["content"]):
+                    wrong.append("%s/%s: %s, and its text is not a prefix of what the upstream sent"
+                                 % (cid, reply["id"], reply["status"]))
+        for line in wrong[:20]:
+            self.stats.violation(line)
+        if wrong:
+            failures.append("%d stored replies differ from what the upstream was asked to send" % len(wrong))
+        self.stats.bump("stored replies compared with the upstream's text", compared)
+        return compared
+
+    def restart(self, args, tmp, config, env, before, before_histories, failures):
         """Starts confabd again on the same data: clean load, same conversations, no reply left streaming."""
         log("restarting confabd on the same data")
         try:
@@ -1369,12 +1439,19 @@ class Soak:
                 old = before.get(cid)
                 if old and (old["message_count"], old["title"]) != (conv["message_count"], conv["title"]):
                     failures.append("restart: %s was %r/%d messages, now %r/%d" % (cid, old["title"], old["message_count"], conv["title"], conv["message_count"]))
-                history, _ = c.call("conversation.history", {"conversation": cid, "limit": 1000}, expect={"result"})
-                for message in history["messages"]:
+                messages = self.history(c, cid)
+                for message in messages:
                     if message["role"] == "assistant":
                         statuses[message["status"]] += 1
-                if history["messages"] and history["messages"][-1]["status"] == "streaming":
+                if messages and messages[-1]["status"] == "streaming":
                     failures.append("restart: %s has a reply still streaming" % cid)
+                # The whole history, message by message, is what it was before the stop.
+                old_messages = before_histories.get(cid)
+                if old_messages is not None and old_messages != messages:
+                    changed = [m["id"] for m, n in zip(old_messages, messages) if m != n]
+                    failures.append("restart: %s's history changed: %d messages before, %d after, first differing %s"
+                                    % (cid, len(old_messages), len(messages), changed[:3] or "(a message added or lost)"))
+                self.stats.bump("messages compared before and after the restart", len(messages))
         except Disconnected:
             failures.append("restart: lost the connection while verifying")
         finally:
