@@ -1535,6 +1535,9 @@ class Soak:
         if restart:
             log("restart: %d conversations loaded, stored replies %s, log problems %d" %
                 (restart["conversations"], dict(restart["statuses"]), len(restart["problems"])))
+        log("stored replies compared with the text the upstream was asked to send: %d; messages compared "
+            "before and after the restart: %d" % (st.events["stored replies compared with the upstream's text"],
+                                                  st.events["messages compared before and after the restart"]))
 
         # Descriptors: every kind back where it started, except one log per live conversation,
         # idle upstream connections in libcurl's cache, and libcurl's own wake-up socket pair:
