@@ -27,7 +27,7 @@ last kill. Checks after every restart:
 Loopback and Unix sockets only; bounded in kills and time; every process it starts is
 ended by PID; the temporary directory is removed. Exit status 1 on any failure.
 """
-import argparse, json, os, random, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import argparse, collections, json, os, random, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(HERE, "..", ".build", "release"))
@@ -37,8 +37,16 @@ def expected_words(n):
     return " ".join("w%d" % i for i in range(1, n + 1))
 
 
-def send_text(rng, tag):
-    """A send's content and the reply text the fake upstream will stream for it."""
+def send_text(rng, tag, tools=False):
+    """A send's content and the reply text the fake upstream will stream for it (None when it
+    cannot be known here: a chain of tool calls)."""
+    if tools and rng.random() < 0.5:
+        # The loopback tools of the crash-loop config: `echo` answers at once, `guarded` waits
+        # for a client's tool.approve.
+        tool = "guarded" if rng.random() < 0.4 else "echo"
+        return '[[tool:%s {"city":"c%d"}]] [[delay:2]] %s' % (tool, rng.randrange(1000), tag), None
+    if rng.random() < 0.08:
+        return "[[words:30]] [[delay:2]] [[finish:length]] %s" % tag, expected_words(30)   # to continue
     roll = rng.random()
     if roll < 0.70:
         n, delay = 400, 3           # about 2.3 s: most are cut off by the kill
@@ -70,6 +78,12 @@ class Tracker:
         self.started = set()       # (conv, reply id) seen as message.created streaming
         self.conversations = set() # announced creates
         self.titles = {}           # conv -> (acked title or None, [titles asked for since])
+        self.systems = {}          # conv -> (acked system prompt, [system prompts asked for since])
+        self.tool_convs = set()    # conversations made from the profile that offers the tools
+        self.fork_counts = {}      # fork -> message_count its creation announced
+        self.asked = collections.Counter()   # requests the load clients made, by kind
+        self.changed = set()       # (conv, mid) legitimately changed since the last check
+                                   # (superseded, continued): not compared with the last restart
 
     def announce(self, message):
         key = (message["conversation"], message["id"])
@@ -78,6 +92,35 @@ class Tracker:
             if old is not None and old != message:
                 self.conflicts.append((key, old, message))
             self.announced[key] = message
+
+    def supersede(self, conv, mid, by):
+        """`message.superseded`: an announced message now carries `superseded_by`."""
+        key = (conv, mid)
+        with self.lock:
+            if key in self.announced:
+                self.announced[key] = dict(self.announced[key], superseded_by=by)
+            self.changed.add(key)
+
+    def continued(self, conv, mid):
+        """`message.continued`: an announced reply streams again; its next ending is what counts."""
+        key = (conv, mid)
+        with self.lock:
+            self.announced.pop(key, None)
+            self.expected.pop(key, None)
+            self.started.add(key)
+            self.changed.add(key)
+
+    def system_asked(self, conv, system):
+        with self.lock:
+            acked, pending = self.systems.get(conv, (None, []))
+            self.systems[conv] = (acked, pending + [system])
+
+    def system_acked(self, conv, system):
+        with self.lock:
+            acked, pending = self.systems.get(conv, (None, []))
+            if system in pending:
+                pending = pending[pending.index(system) + 1:]
+            self.systems[conv] = (system, pending)
 
     def rename_asked(self, conv, title):
         with self.lock:
@@ -197,9 +240,13 @@ class Worker(threading.Thread):
         self.pending = {}   # request id -> (kind, data)
         self.sends = 0
         self.error = None
+        self.last_user = {}        # conv -> (its last user message id, the reply text it asks for)
+        self.length_replies = {}   # conv -> its last reply, cut by the token limit: can be continued
 
     def request(self, method, params, kind=None, data=None):
         rid = self.conn.send(method, params)
+        with self.tracker.lock:
+            self.tracker.asked[method if "[[tool:" not in str(params.get("content", "")) else "message.send with a tool call"] += 1
         if rid is not None and kind is not None:
             self.pending[rid] = (kind, data)
 
@@ -208,8 +255,35 @@ class Worker(threading.Thread):
         return "r%d %s #%d" % (self.round_no, self.name, self.sends)
 
     def send_message(self, conv):
-        content, text = send_text(self.rng, self.tag())
+        with self.tracker.lock:
+            tools = conv in self.tracker.tool_convs
+        content, text = send_text(self.rng, self.tag(), tools)
         self.request("message.send", {"conversation": conv, "content": content}, "send", (conv, text))
+
+    def next_turn(self, conv):
+        """What follows a reply that ended: mostly a send; sometimes a regenerate, an edit of the
+        last user message, a continue of a reply cut by the token limit, a fork, or a change of
+        the system prompt (with a send after it), so every record kind is written under the kills."""
+        roll = self.rng.random()
+        if conv in self.length_replies and roll < 0.7:
+            self.length_replies.pop(conv)
+            self.request("message.continue", {"conversation": conv}, "continue", conv)
+        elif roll < 0.08 and conv in self.last_user:
+            self.request("message.regenerate", {"conversation": conv}, "regenerate", (conv, self.last_user[conv][1]))
+        elif roll < 0.16 and conv in self.last_user:
+            content, text = send_text(self.rng, self.tag() + " edited")
+            self.request("message.edit", {"conversation": conv, "message": self.last_user[conv][0], "content": content},
+                         "edit", (conv, text))
+        elif roll < 0.20:
+            self.request("conversation.fork", {"conversation": conv, "title": "fork %s" % self.tag()}, "fork", conv)
+            self.send_message(conv)
+        elif roll < 0.26:
+            system = "system %s" % self.tag()
+            self.tracker.system_asked(conv, system)
+            self.request("conversation.configure", {"conversation": conv, "system": system}, "configure", (conv, system))
+            self.send_message(conv)
+        else:
+            self.send_message(conv)
 
     def rename(self, conv):
         title = "%s r%d %d" % (self.name, self.round_no, self.rng.randrange(10 ** 6))
@@ -231,6 +305,13 @@ class Worker(threading.Thread):
                 code = frame["error"].get("code")
                 if kind == "send" and code == -32004:
                     return          # too many queued: allowed
+                if kind in ("regenerate", "edit", "continue", "fork") and code == -32006:
+                    # A reply in flight or queued (a second send), or nothing to act on: send instead.
+                    if kind != "fork" and not self.stop.is_set():
+                        self.send_message(data[0] if isinstance(data, tuple) else data)
+                    return
+                if kind == "approve" and code == -32006:
+                    return          # the call ended before the answer (the conversation's reply was cancelled)
                 raise RuntimeError("%s failed: %s" % (kind, frame["error"]))
             result = frame["result"]
             if kind == "create":
@@ -238,13 +319,41 @@ class Worker(threading.Thread):
                 with t.lock:
                     t.conversations.add(conv)
                     t.titles.setdefault(conv, (result["conversation"]["title"], []))
+                    t.systems.setdefault(conv, (result["conversation"].get("system"), []))
+                    if result["conversation"].get("profile") == "tools":
+                        t.tool_convs.add(conv)
                 self.convs.append(conv)
                 self.start_conv(conv)
             elif kind == "send":
                 conv, text = data
                 t.announce(result["message"])
+                self.last_user[conv] = (result["message"]["id"], text)
                 with t.lock:
-                    t.expected[(conv, result["reply"])] = text
+                    if text is not None:
+                        t.expected[(conv, result["reply"])] = text
+            elif kind == "regenerate":
+                conv, text = data
+                with t.lock:
+                    if text is not None:
+                        t.expected[(conv, result["reply"])] = text
+            elif kind == "edit":
+                conv, text = data
+                t.announce(result["message"])
+                self.last_user[conv] = (result["message"]["id"], text)
+                with t.lock:
+                    if text is not None:
+                        t.expected[(conv, result["reply"])] = text
+            elif kind == "fork":
+                info = result["conversation"]
+                with t.lock:
+                    t.conversations.add(info["id"])
+                    t.titles[info["id"]] = (info["title"], [])
+                    t.systems[info["id"]] = (info.get("system"), [])
+                    t.fork_counts[info["id"]] = info["message_count"]
+                    if data in t.tool_convs:
+                        t.tool_convs.add(info["id"])
+            elif kind == "configure":
+                t.system_acked(data[0], result["conversation"].get("system"))
             elif kind == "rename":
                 t.rename_acked(data[0], result["conversation"]["title"])
             return
@@ -259,8 +368,21 @@ class Worker(threading.Thread):
         elif method in ("message.completed", "message.failed"):
             message = params["message"]
             t.announce(message)
-            if not self.admin and not self.stop.is_set() and message["conversation"] in self.convs:
-                self.send_message(message["conversation"])
+            conv = message["conversation"]
+            # A reply is over when a message of its chain ends without tool calls, or not complete.
+            ended = message["role"] == "assistant" and (message["status"] != "complete" or not message.get("tool_calls"))
+            if ended and message["status"] == "complete" and message.get("finish_reason") == "length":
+                self.length_replies[conv] = message["id"]
+            if ended and not self.admin and not self.stop.is_set() and conv in self.convs:
+                self.next_turn(conv)
+        elif method == "message.superseded":
+            t.supersede(params["conversation"], params["message"], params["by"])
+        elif method == "message.continued":
+            t.continued(params["conversation"], params["message"]["id"])
+        elif method == "tool.approval_requested":
+            if not self.admin and params["conversation"] in self.convs:
+                self.request("tool.approve", {"conversation": params["conversation"], "call": params["call"],
+                                              "allow": self.rng.random() < 0.8}, "approve")
 
     def run(self):
         try:
@@ -269,7 +391,10 @@ class Worker(threading.Thread):
             for conv in self.convs:
                 self.start_conv(conv)
             if self.create:
-                self.request("conversation.create", {"title": "%s r%d" % (self.name, self.round_no)}, "create")
+                params = {"title": "%s r%d" % (self.name, self.round_no)}
+                if self.rng.random() < 0.4:
+                    params["profile"] = "tools"
+                self.request("conversation.create", params, "create")
             next_action = time.monotonic() + self.rng.uniform(0.02, 0.2)
             deadline = time.monotonic() + 30 + self.max_delay
             while not self.conn.closed and time.monotonic() < deadline:
@@ -347,6 +472,13 @@ class Loop:
             f.write('[upstream]\nbase_url = "http://127.0.0.1:%s/v1"\nmodel = "fake-model"\ntimeout_seconds = 10\n'
                     '[limits]\nmax_streams = %d\n[storage]\nfsync = %s\n'
                     % (words[2], self.args.streams + 8, "false" if self.args.no_fsync else "true"))
+            # Two loopback tools (the fake upstream's /tool/ endpoints) and the profile offering them.
+            tool = ('[tools.%s]\ndescription = "%s"\n%s'
+                    'parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }\n'
+                    '[tools.%s.request]\nurl = "http://127.0.0.1:%s/tool/echo/{city}"\ntimeout_seconds = 5\n')
+            f.write(tool % ("echo", "Says back what it was asked", "", "echo", words[2]))
+            f.write(tool % ("guarded", "Needs a yes", 'approval = "always"\n', "guarded", words[2]))
+            f.write('[profiles.tools]\ntools = ["echo", "guarded"]\n')
         self.config = config
 
     def daemon_environment(self, round_no):
@@ -529,6 +661,10 @@ class Loop:
             expected = dict(t.expected)
             created = set(t.conversations)
             titles = dict(t.titles)
+            systems = dict(t.systems)
+            fork_counts = dict(t.fork_counts)
+            changed = set(t.changed)
+            t.changed = set()
             conflicts = list(t.conflicts)
             t.conflicts = []
         for key, old, new in conflicts:
@@ -566,12 +702,14 @@ class Loop:
             ids = [m["id"] for m in messages]
             if len(ids) != len(set(ids)):
                 fail("%s: an id appears twice: %s" % (conv, sorted(i for i in set(ids) if ids.count(i) > 1)))
-            sequences = [int(i[1:]) for i in ids]
+            sequences = [tuple(int(part) for part in i[1:].split(".")) for i in ids]
             if sequences != sorted(sequences):
                 fail("%s: history out of id order" % conv)
             if info["message_count"] != len(messages):
                 fail("%s: message_count %d but %d messages" % (conv, info["message_count"], len(messages)))
             current = {m["id"]: m for m in messages}
+            self.stats["tool_messages"] = self.stats.get("tool_messages", 0) + sum(1 for m in messages if m["role"] == "tool")
+            self.stats["superseded_messages"] = self.stats.get("superseded_messages", 0) + sum(1 for m in messages if m.get("superseded_by"))
             for m in messages:
                 if m["status"] == "streaming":
                     fail("%s/%s still streaming after restart" % (conv, m["id"]))
@@ -583,7 +721,12 @@ class Loop:
                 elif got != message:
                     diff = {k: (message.get(k), got.get(k)) for k in set(message) | set(got) if message.get(k) != got.get(k)}
                     fail("%s/%s differs from what was announced: %s" % (conv, mid, json.dumps(diff)[:500]))
+            if conv in fork_counts and len(messages) < fork_counts[conv]:
+                fail("%s: a fork announced with %d messages holds %d" % (conv, fork_counts[conv], len(messages)))
             for mid, message in self.snapshot.get(conv, {}).items():
+                if (conv, mid) in changed:
+                    self.stats["changed_since_restart"] = self.stats.get("changed_since_restart", 0) + 1
+                    continue
                 if current.get(mid) != message:
                     fail("%s/%s changed or vanished since the last restart: %s -> %s" % (conv, mid, message, current.get(mid)))
             for m in messages:
@@ -624,8 +767,13 @@ class Loop:
             acked, pending = titles.get(conv, (None, []))
             if acked is not None and info["title"] not in [acked] + pending:
                 fail("%s: title %r, announced %r (asked later: %r)" % (conv, info["title"], acked, pending))
+            acked, pending = systems.get(conv, (None, []))
+            if conv in systems and info.get("system") not in [acked] + pending:
+                fail("%s: system prompt %r, announced %r (asked later: %r)" % (conv, info.get("system"), acked, pending))
             with t.lock:
                 t.titles[conv] = (info["title"], [])
+                if conv in systems:
+                    t.systems[conv] = (info.get("system"), [])
             self.snapshot[conv] = current
             self.verified[conv] = (self.identity(log), info)
         self.pool = sorted(listed)
@@ -785,6 +933,10 @@ class Loop:
         print("  torn last lines cut at load: %d; conversations created but not announced: %d"
               % (s["torn"], s["unannounced_convs"]))
         print("  cut-off replies compared with their log files' text: %d" % s["compared_with_file"])
+        print("  asked by the load: %s" % ", ".join("%s %d" % kv for kv in sorted(self.tracker.asked.items())))
+        print("  seen in histories read after restarts: %d tool messages, %d superseded messages; %d announced messages "
+              "changed since (superseded, continued)" % (s.get("tool_messages", 0), s.get("superseded_messages", 0),
+                                                          s.get("changed_since_restart", 0)))
         for line in self.extra_summary():
             print("  " + line)
         print("  conversations at the end: %d" % len(self.pool))
