@@ -155,6 +155,10 @@ class Client:
         self.attached, self.detaching = set(), set()
         self.tracked = {}                          # (conversation, reply) -> [pieces]
         self.finals = set()
+        self.tool_messages = set()                 # (conversation, id) of tool messages begun, not ended
+        self.chain_ends = set()                    # (conversation, id) of assistant messages that ended a reply
+        self.continues = collections.Counter()     # (conversation, reply) -> times it was continued
+        self.approvals = []                        # (conversation, call) waiting for a yes
         self.sent = set()                          # (conversation, message id) of our stored sends
         self.client_id = None
         self.closed = False                        # we hung up
@@ -307,7 +311,9 @@ class Client:
             return
         if method == "message.created":
             message = params["message"]
-            if message["role"] == "assistant":
+            if message["role"] == "tool":
+                self.tool_messages.add((cid, message["id"]))
+            elif message["role"] == "assistant":
                 key = (cid, message["id"])
                 if key in self.finals or key in self.tracked:
                     self.stats.violation("%s: message.created for reply %s again" % (self.who, key))
@@ -324,6 +330,22 @@ class Client:
                 self.stats.violation("%s: delta for reply %s/%s, never announced" % (self.who, cid, params["message"]))
             else:
                 pieces.append(params["content"])
+        elif method in ("message.completed", "message.failed") and params["message"].get("role") == "tool":
+            key = (cid, params["message"]["id"])
+            if key not in self.tool_messages:
+                self.stats.violation("%s: %s for tool message %s, never announced" % (self.who, method, key))
+            self.tool_messages.discard(key)
+            self.stats.record_final(key, params["message"], params.get("error"), self.who)
+        elif method == "message.continued":
+            key = (cid, params["message"]["id"])
+            if key not in self.finals:
+                self.stats.violation("%s: message.continued for %s, which had not ended" % (self.who, key))
+            self.finals.discard(key)
+            self.chain_ends.discard(key)
+            self.continues[key] += 1
+            self.tracked[key] = [params["message"].get("content", "")]
+        elif method == "tool.approval_requested":
+            self.approvals.append((cid, params["call"]))
         elif method in ("message.completed", "message.failed"):
             message = params["message"]
             key = (cid, message["id"])
@@ -343,14 +365,19 @@ class Client:
                 self.stats.violation("%s: %s with status %r" % (self.who, method, status))
             if method == "message.failed" and not params.get("error"):
                 self.stats.violation("%s: message.failed without error" % self.who)
-            self.stats.record_final(key, message, params.get("error"), self.who)
+            if status != "complete" or not message.get("tool_calls"):
+                self.chain_ends.add(key)
+            # A continued reply ends again: each ending is compared with the same ending elsewhere.
+            self.stats.record_final(key + ((self.continues[key],) if self.continues[key] else ()), message,
+                                    params.get("error"), self.who)
         elif method == "conversation.deleted":
             self.attached.discard(cid)
             self.detaching.discard(cid)
             stopped = [k for k in self.tracked if k[0] == cid]
             self.stats.bump("replies in flight when their conversation was deleted (per watching client)", len(stopped))
             self._forget(cid)
-        elif method not in ("message.retrying", "generation.cancelled", "client.attached", "client.detached", "conversation.updated"):
+        elif method not in ("message.retrying", "generation.cancelled", "client.attached", "client.detached", "conversation.updated",
+                            "message.superseded", "tool.approved", "tool.denied", "tool.started", "tool.completed"):
             self.stats.violation("%s: unknown notification %s" % (self.who, method))
 
     # -- writing
@@ -715,6 +742,7 @@ class Soak:
         # every stored reply is compared with (not the daemon with itself).
         self.sources = {}
         self.sources_lock = threading.Lock()
+        self.tool_conversations = []
 
     # -- bookkeeping
 
@@ -757,8 +785,10 @@ class Soak:
 
     def prompt(self, rng, kind):
         text, expected = self.make_prompt(rng, kind)
-        with self.sources_lock:
-            self.sources[text] = self.upstream_text(text)
+        if "[[tool:" not in text:     # a chain of tool calls: its text depends on the tool's answer
+            with self.sources_lock:
+                # A reply cut by the token limit may be continued: then it starts with the text.
+                self.sources[text] = (self.upstream_text(text), "[[finish:length]]" in text)
         return text, expected
 
     def make_prompt(self, rng, kind):
@@ -790,6 +820,10 @@ class Soak:
             return "[[fail-first:1]] [[words:20]] [[delay:5]] %s" % tag, complete
         if kind == "fail-first-2":
             return "[[fail-first:2]] [[words:20]] %s" % tag, {("failed", "upstream_http")}
+        if kind == "length":      # cut by the token limit, to be continued
+            return "[[words:%d]] [[chunk:8]] [[delay:5]] [[finish:length]] %s" % (rng.randint(20, 200), tag), complete
+        if kind in ("tool-echo", "tool-guarded"):
+            return '[[tool:%s {"city":"c%d"}]] [[delay:5]] %s' % (kind[5:], rng.randrange(1000), tag), complete
         raise ValueError(kind)
 
     NORMAL = ["short"] * 6 + ["echo", "unicode", "long"]
@@ -835,6 +869,83 @@ class Soak:
                     c.call("conversation.detach", {"conversation": cid}, expect={"result", -32001})
             if rng.random() < 0.3:
                 c.call("conversation.history", {"conversation": cid, "limit": rng.randint(1, 30)}, expect={"result", -32001})
+        finally:
+            c.close()
+
+    def sc_revise(self, rng):
+        """A send, then one of regenerate, edit, continue, fork or configure on it (each may be
+        refused with -32006 when another scenario's reply is in flight there, or -32001 when the
+        conversation was deleted meanwhile)."""
+        cid = self.pool.pick(rng)
+        c = Client(self, "revise")
+        refused = {"result", -32001, -32006}
+        try:
+            if not self.attach(c, cid):
+                return
+            op = rng.choice(["regenerate", "edit", "continue", "fork", "configure"])
+            key = self.send(c, rng, cid, "length" if op == "continue" else "short")
+            if key is None or c.wait_final(key, 150) != "final":
+                return
+            reply = None
+            if op == "regenerate":
+                result, error = c.call("message.regenerate", {"conversation": cid}, expect=refused)
+                reply = None if error else result["reply"]
+            elif op == "edit":
+                text, expected = self.prompt(rng, "short")
+                user = "m%d" % (int(key[1][1:]) - 1)
+                result, error = c.call("message.edit", {"conversation": cid, "message": user, "content": text}, expect=refused | {-32602})
+                reply = None if error else result["reply"]
+                if reply:
+                    with self.stats.lock:
+                        self.stats.expected[(cid, reply)] = ("edit", expected)
+            elif op == "continue":
+                result, error = c.call("message.continue", {"conversation": cid}, expect=refused)
+                reply = None if error else result["reply"]
+            elif op == "fork":
+                result, error = c.call("conversation.fork", {"conversation": cid, "title": "fork " + self.tag()}, expect=refused)
+            else:
+                result, error = c.call("conversation.configure", {"conversation": cid, "system": "soak system " + self.tag()},
+                                       expect={"result", -32001})
+            self.stats.bump("revisions: %s%s" % (op, " refused" if error else ""))
+            if reply is not None and c.wait_final((cid, reply), 150) is None:
+                self.stats.bump("revise gave up waiting for a final")
+        finally:
+            c.close()
+
+    def sc_tools(self, rng):
+        """A send that calls a loopback tool (the fake upstream's /tool/echo), sometimes one that
+        waits for tool.approve, which this client answers; followed to the end of the chain."""
+        cid = rng.choice(self.tool_conversations)
+        c = Client(self, "tools")
+        try:
+            if not self.attach(c, cid):
+                return
+            kind = rng.choice(["tool-echo", "tool-echo", "tool-guarded"])
+            key = self.send(c, rng, cid, kind)
+            if key is None:
+                return
+            step = key[1] + "."
+
+            def over():
+                with_tools = [k for k in c.chain_ends if k[0] == cid and (k[1] == key[1] or k[1].startswith(step))]
+                if with_tools:
+                    return "over"
+                if c.approvals:
+                    return "approval"
+                return None
+            for _ in range(20):
+                state = c.wait_for(over, 150)
+                if state == "approval":
+                    with c.cond:
+                        waiting, c.approvals = list(c.approvals), []
+                    for conv, call in waiting:
+                        allow = rng.random() < 0.8
+                        c.call("tool.approve", {"conversation": conv, "call": call, "allow": allow}, expect={"result", -32006})
+                        self.stats.bump("tool calls approved" if allow else "tool calls denied")
+                    continue
+                if state is None:
+                    self.stats.bump("tools gave up waiting for the end of the chain")
+                break
         finally:
             c.close()
 
@@ -1066,12 +1177,12 @@ class Soak:
             c.close()
 
     SCENARIOS = [("chat", 30), ("fault", 16), ("attach-mid", 8), ("cancel", 8), ("hangup", 8), ("delete+create", 5),
-                 ("scratch", 3), ("burst", 4), ("malformed", 5), ("visit", 6)]
+                 ("scratch", 3), ("burst", 4), ("malformed", 5), ("visit", 6), ("revise", 8), ("tools", 6)]
 
     def worker(self, n):
         rng = random.Random("%d-worker-%d" % (self.seed, n))
         names, weights = zip(*self.SCENARIOS)
-        run = {"chat": self.sc_chat, "fault": self.sc_fault, "attach-mid": self.sc_attach_mid, "cancel": self.sc_cancel,
+        run = {"chat": self.sc_chat, "fault": self.sc_fault, "revise": self.sc_revise, "tools": self.sc_tools, "attach-mid": self.sc_attach_mid, "cancel": self.sc_cancel,
                "hangup": self.sc_hangup, "delete+create": self.sc_delete, "scratch": self.sc_scratch, "burst": self.sc_burst,
                "malformed": self.sc_malformed, "visit": self.sc_idle}
         while not self.stop.is_set():
@@ -1236,6 +1347,13 @@ class Soak:
                         'connect_timeout_seconds = 3\nmax_retries = 1\n'
                         '[limits]\nmax_client_buffer_bytes = %d\nmax_line_bytes = %d\nmax_streams = %d\n' %
                         (port, CLIENT_BUFFER_BYTES, MAX_LINE_BYTES, MAX_STREAMS))
+                # Two loopback tools (the fake upstream's /tool/ endpoints) and a profile offering them.
+                tool = ('[tools.%s]\ndescription = "%s"\n%s'
+                        'parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }\n'
+                        '[tools.%s.request]\nurl = "http://127.0.0.1:%d/tool/echo/{city}"\ntimeout_seconds = 5\n')
+                f.write(tool % ("echo", "Says back what it was asked", "", "echo", port))
+                f.write(tool % ("guarded", "Needs a yes", 'approval = "always"\n', "guarded", port))
+                f.write('[profiles.tools]\ntools = ["echo", "guarded"]\n')
             log("confab soak: seed %d, %.1f minutes, confabd %s%s, upstream %s, %d workers, at most %d clients, temp %s" %
                 (self.seed, args.minutes, os.path.relpath(args.confabd, REPO) if args.confabd.startswith(REPO) else args.confabd,
                  " (AddressSanitizer)" if asan else "", os.path.relpath(args.upstream, REPO) if args.upstream.startswith(REPO) else args.upstream,
@@ -1251,6 +1369,10 @@ class Soak:
                 result, _ = setup.call("conversation.create", {"title": "pool %d" % i}, expect={"result"})
                 self.pool.add(result["conversation"]["id"])
                 self.stats.bump("conversations created")
+            # Conversations offering the tools, kept out of the pool (no scenario deletes them).
+            for i in range(2):
+                result, _ = setup.call("conversation.create", {"title": "tools %d" % i, "profile": "tools"}, expect={"result"})
+                self.tool_conversations.append(result["conversation"]["id"])
             setup.close()
             self.watchers = [Client(self, "watcher") for _ in range(3)]
             threads = [threading.Thread(target=self.watch, name="watch", daemon=True),
@@ -1399,18 +1521,27 @@ class Soak:
             for m in messages:
                 if m["role"] != "user" or m["content"] not in sources:
                     continue
-                source = sources[m["content"]]
-                reply = by_id.get("m%d" % (int(m["id"][1:]) + 1))
+                source, continued = sources[m["content"]]
+                reply = by_id.get("m%d" % (int(m["id"][1:].split(".")[0]) + 1))
                 if reply is None or reply["role"] != "assistant":
                     wrong.append("%s/%s: a stored send with no reply after it" % (cid, m["id"]))
                     continue
-                compared += 1
-                if reply["status"] == "complete" and reply["content"] != source:
-                    wrong.append("%s/%s: complete, but not the text the upstream sent (%d chars, expected %d)"
-                                 % (cid, reply["id"], len(reply["content"]), len(source)))
-                elif reply["status"] != "complete" and not source.startswith(reply["content"]):
-                    wrong.append("%s/%s: %s, and its text is not a prefix of what the upstream sent"
-                                 % (cid, reply["id"], reply["status"]))
+                # The reply, then every reply that regenerated it (same prompt, same text).
+                for _ in range(100):
+                    compared += 1
+                    text = reply["content"]
+                    if continued and text.startswith(source):
+                        pass                  # continued past the token limit: the rest is the continuation's
+                    elif reply["status"] == "complete" and text != source:
+                        wrong.append("%s/%s: complete, but not the text the upstream sent (%d chars, expected %d)"
+                                     % (cid, reply["id"], len(text), len(source)))
+                    elif reply["status"] != "complete" and not source.startswith(text):
+                        wrong.append("%s/%s: %s, and its text is not a prefix of what the upstream sent"
+                                     % (cid, reply["id"], reply["status"]))
+                    newer = by_id.get(reply.get("superseded_by"))
+                    if newer is None or newer["role"] != "assistant":
+                        break
+                    reply = newer
         for line in wrong[:20]:
             self.stats.violation(line)
         if wrong:
