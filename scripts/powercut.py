@@ -204,6 +204,7 @@ class PowerCutLoop(crashloop.Loop):
     """The crash loop with a power cut at every kill."""
     name = "powercut"
     index_damage_expected = True
+    lost_steps_allowed = True
 
     def __init__(self, args):
         super().__init__(args)
