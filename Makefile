@@ -51,10 +51,12 @@ run: release
 	.build/release/confabd $(ARGS)
 
 # The power-cut simulator's recorder (scripts/powercut/shim.c), preloaded under confabd.
+# Built with cc, or with the Swift toolchain's clang where there is no cc.
 POWERCUT_SHIM = .build/powercut/libconfab-powercut.so
+SHIM_CC ?= $(shell command -v cc 2>/dev/null || command -v clang 2>/dev/null || echo cc)
 $(POWERCUT_SHIM): scripts/powercut/shim.c
 	@mkdir -p $(dir $@)
-	cc -shared -fPIC -O2 -Wall -Werror -o $@ scripts/powercut/shim.c -ldl -lpthread
+	$(SHIM_CC) -shared -fPIC -O2 -Wall -Werror -o $@ scripts/powercut/shim.c -ldl -lpthread
 
 # One debug build serves every test target; XCTest is the runner. Then the short runs of the
 # long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop, 10 power cuts,

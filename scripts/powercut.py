@@ -38,7 +38,8 @@ MODES = ("strict", "prefix", "metadata", "metadata+prefix")
 
 
 def build_shim(output):
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", output, SHIM_SOURCE, "-ldl", "-lpthread"],
+    compiler = shutil.which("cc") or shutil.which("clang") or "cc"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", output, SHIM_SOURCE, "-ldl", "-lpthread"],
                    check=True)
     return output
 

@@ -27,7 +27,7 @@ final class PowerCutTests: XCTestCase {
 
     override func setUpWithError() throws {
         guard Self.which("python3") != nil else { throw XCTSkip("python3 is needed to rebuild the data directory") }
-        guard Self.which("cc") != nil else { throw XCTSkip("cc is needed to build the power-cut shim") }
+        guard Self.which("cc") ?? Self.which("clang") != nil else { throw XCTSkip("cc or clang is needed to build the power-cut shim") }
         harness = try Harness()
         // The harness's daemon made the data directory; the ones under the shim start from it.
         harness.stopDaemon()
