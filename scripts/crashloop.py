@@ -641,6 +641,9 @@ class Loop:
             if "log problem:" in line:
                 if "torn last line" in line:
                     self.stats["torn"] += 1
+                elif "empty log" in line or "no whole record" in line:
+                    # A log created and never announced (its header not yet synced): removed.
+                    self.stats["unannounced_logs_removed"] = self.stats.get("unannounced_logs_removed", 0) + 1
                 elif self.index_damage_expected and "/index.jsonl" in line:
                     # Not synced by design: after a power cut it may be old, empty or garbage,
                     # and then the logs are read instead (docs/reliability.md).
@@ -937,6 +940,8 @@ class Loop:
               % (s["unchanged_skipped"], self.args.full_check_every))
         print("  replies cut off by a kill: %d restored as interrupted, %d found complete (stored, not yet announced);"
               " %d of them seen streaming by a client" % (s["interrupted"], s["restored_complete"], s["started_cut"]))
+        if s.get("unannounced_logs_removed"):
+            print("  logs created and never announced, removed at start (empty or a torn header): %d" % s["unannounced_logs_removed"])
         if s.get("steps_lost"):
             print("  tool-chain steps seen streaming whose start a cut took (not resumed, as for any chain): %d" % s["steps_lost"])
         if s.get("index_unreadable"):

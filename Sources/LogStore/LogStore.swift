@@ -590,6 +590,16 @@ public final class LogStore {
             unlink(path)
             return nil
         }
+        if read.goodSize == 0 {
+            // Not one whole line: the header itself is torn (a power cut before its sync), and a
+            // log is announced only once its header is synced. Otherwise it would be reported,
+            // and ignored, at every start.
+            problems.append(LoadProblem(file: path, line: nil,
+                                        message: "no whole record (a power cut before its header was synced): removed"))
+            Glibc.close(read.fd)
+            unlink(path)
+            return nil
+        }
         if read.goodSize < read.fileSize, ftruncate(read.fd, off_t(read.goodSize)) != 0 {
             problems.append(LoadProblem(file: path, line: nil, message: "cannot cut torn tail: \(String(cString: strerror(errno)))"))
         }
