@@ -4,8 +4,9 @@
 Each round starts confabd on a temporary socket and data directory (the data directory
 is kept from round to round, so damage would accumulate), checks everything clients were
 told before the previous kill, puts it under load (several socket clients, about 20
-replies streaming at once across conversations, plus creates, renames, cancels and
-queued sends), and SIGKILLs it after a random 0 to 1.5 s. A last restart checks the
+replies streaming at once across conversations, plus creates, renames, cancels, queued
+sends, regenerates, edits, continues, forks, system-prompt changes, and calls of two
+loopback tools, one of them approved by the client), and SIGKILLs it after a random 0 to 1.5 s. A last restart checks the
 last kill. Checks after every restart:
 
 - every log loads: the daemon reports no log problem but torn last lines, and every

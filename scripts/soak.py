@@ -15,6 +15,11 @@ message.completed or message.failed whose text is exactly the deltas it was sent
 client detached, or the conversation was deleted); nothing arrives for a conversation the
 client is not attached to.
 
+Regenerates, edits, continues, forks, system-prompt changes and calls of loopback tools
+(with approvals) are among the scenarios. Every prompt is kept with the text the fake
+upstream was asked to stream for it; at the end every stored reply is compared with that
+text, and every history, message by message, with itself after the restart.
+
 Every minute it prints confabd's RSS, open descriptors and `status` counts. At the end it
 lets replies finish, disconnects everyone, samples once more, stops confabd with SIGTERM
 (exit status must be 0), restarts it on the same data and checks that everything loads
