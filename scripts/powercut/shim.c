@@ -135,13 +135,21 @@ __attribute__((constructor)) static void powercut_init(void) {
 
 /* One journal line, written whole (one write under the lock, so threads never interleave). */
 static void journal(const char *format, ...) {
-    char line[65536];
-    va_list args;
+    char small[4096];
+    char *line = small;
+    va_list args, again;
     va_start(args, format);
-    int n = vsnprintf(line, sizeof line - 1, format, args);
+    va_copy(again, args);
+    int n = vsnprintf(small, sizeof small - 1, format, args);
     va_end(args);
+    if (n >= 0 && (size_t)n >= sizeof small - 1) {
+        /* A directory listing of thousands of logs: never cut a line short. */
+        line = malloc((size_t)n + 2);
+        if (!line) { fprintf(stderr, "powercut shim: out of memory\n"); _exit(97); }
+        vsnprintf(line, (size_t)n + 1, format, again);
+    }
+    va_end(again);
     if (n < 0) return;
-    if ((size_t)n > sizeof line - 2) n = sizeof line - 2;
     line[n++] = '\n';
     int saved = errno;
     pthread_mutex_lock(&journal_lock);
@@ -153,6 +161,7 @@ static void journal(const char *format, ...) {
         done += (size_t)w;
     }
     pthread_mutex_unlock(&journal_lock);
+    if (line != small) free(line);
     errno = saved;
 }
 
@@ -327,7 +336,7 @@ static int synced(int fd, int (*real)(int), const char *kind) {
         return -1;
     }
     if (S_ISDIR(info.st_mode)) {
-        static char listing[1 << 20];
+        static char listing[8 << 20];     /* about 200,000 entries */
         static pthread_mutex_t listing_lock = PTHREAD_MUTEX_INITIALIZER;
         pthread_mutex_lock(&listing_lock);
         if (list_directory(path, listing, sizeof listing) != 0) {
