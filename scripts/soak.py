@@ -372,9 +372,11 @@ class Client:
                 self.stats.violation("%s: message.failed without error" % self.who)
             if status != "complete" or not message.get("tool_calls"):
                 self.chain_ends.add(key)
-            # A continued reply ends again: each ending is compared with the same ending elsewhere.
-            self.stats.record_final(key + ((self.continues[key],) if self.continues[key] else ()), message,
-                                    params.get("error"), self.who)
+            # A reply cut by the token limit may be continued and end again: its endings are told
+            # apart by their finish reason and status (a client attached mid-continuation saw only
+            # the second), and each is compared with the same ending elsewhere.
+            length = message.get("finish_reason") == "length"
+            self.stats.record_final(key + (("length", status),) if length else key, message, params.get("error"), self.who)
         elif method == "conversation.deleted":
             self.attached.discard(cid)
             self.detaching.discard(cid)
