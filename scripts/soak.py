@@ -1545,8 +1545,10 @@ class Soak:
                         wrong.append("%s/%s: complete, but not the text the upstream sent (%d chars, expected %d)"
                                      % (cid, reply["id"], len(text), len(source)))
                     elif reply["status"] != "complete" and not source.startswith(text):
-                        wrong.append("%s/%s: %s, and its text is not a prefix of what the upstream sent"
-                                     % (cid, reply["id"], reply["status"]))
+                        wrong.append("%s/%s: %s (%s), and its text is not a prefix of what the upstream sent for %r: "
+                                     "%d chars ending %r, expected a prefix of %d chars"
+                                     % (cid, reply["id"], reply["status"], (reply.get("error") or {}).get("code"),
+                                        m["content"][:80], len(text), text[-60:], len(source)))
                     newer = by_id.get(reply.get("superseded_by"))
                     if newer is None or newer["role"] != "assistant":
                         break
