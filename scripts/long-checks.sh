@@ -30,7 +30,7 @@ run "crash loop" "summary \(seed|announced messages checked|failures:" \
     python3 "$here/crashloop.py" --bin-dir "$bin" --kills 20 --max-seconds 180
 run "power cuts" "summary \(seed|power cuts:|announced messages checked|failures:" \
     python3 "$here/powercut.py" --bin-dir "$bin" --shim "$shim" --kills 10 --max-seconds 120
-run "soak" "soak summary|stored replies compared|VERDICT" \
+run "soak" "soak summary|^stored replies compared|VERDICT" \
     python3 "$here/soak.py" --bin "$bin" --minutes 1
 echo "long checks: $(( $(date +%s) - total_start )) s"
 exit $status
