@@ -8,7 +8,7 @@ DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev li
 SWIFT      ?= swift
 ARGS       ?=
 
-.PHONY: all deps build release run test man bench fuzz fuzz-socket soak crashloop install uninstall clean
+.PHONY: all deps build release run test man bench fuzz fuzz-socket soak crashloop powercut install uninstall clean
 
 all: build
 
@@ -50,12 +50,30 @@ release: deps
 run: release
 	.build/release/confabd $(ARGS)
 
-# System calls only in the wrapper modules (scripts/check-syscalls.sh), then one debug build
-# serves every test target; XCTest is the runner.
-test: deps
+# The power-cut simulator's recorder (scripts/powercut/shim.c), preloaded under confabd.
+# Built with cc, or with the Swift toolchain's clang where there is no cc.
+POWERCUT_SHIM = .build/powercut/libconfab-powercut.so
+SHIM_CC ?= $(shell command -v cc 2>/dev/null || command -v clang 2>/dev/null || echo cc)
+$(POWERCUT_SHIM): scripts/powercut/shim.c
+	@mkdir -p $(dir $@)
+	$(SHIM_CC) -shared -fPIC -O2 -Wall -Werror -o $@ scripts/powercut/shim.c -ldl -lpthread
+
+# First, system calls only in the wrapper modules (scripts/check-syscalls.sh). One debug build
+# serves every test target; XCTest is the runner. Then the short runs of the
+# long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop, 10 power cuts,
+# a 1-minute soak; a few minutes together), each one line unless it fails.
+test: deps $(POWERCUT_SHIM)
 	scripts/check-syscalls.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
+	scripts/long-checks.sh "$$($(SWIFT) build --show-bin-path)" $(POWERCUT_SHIM)
+
+# Power cuts under load (scripts/powercut.py, docs/reliability.md, "Power cuts"): the crash
+# loop's load and checks, with the data directory rebuilt after each SIGKILL as a disk would
+# hold it after a power cut. 100 cuts, 10 minutes at most; flags through ARGS, e.g.
+# ARGS="--kills 300 --max-seconds 1200 --seed 7".
+powercut: release $(POWERCUT_SHIM)
+	python3 scripts/powercut.py --shim $(POWERCUT_SHIM) $(ARGS)
 
 # scripts/bench.py: every figure next to its peer (Redis, a C client) measured in the same run,
 # then a table of the goals (docs/performance.md). Bounded to about 10 minutes on 2 cores.

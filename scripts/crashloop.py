@@ -4,8 +4,9 @@
 Each round starts confabd on a temporary socket and data directory (the data directory
 is kept from round to round, so damage would accumulate), checks everything clients were
 told before the previous kill, puts it under load (several socket clients, about 20
-replies streaming at once across conversations, plus creates, renames, cancels and
-queued sends), and SIGKILLs it after a random 0 to 1.5 s. A last restart checks the
+replies streaming at once across conversations, plus creates, renames, cancels, queued
+sends, regenerates, edits, continues, forks, system-prompt changes, and calls of two
+loopback tools, one of them approved by the client), and SIGKILLs it after a random 0 to 1.5 s. A last restart checks the
 last kill. Checks after every restart:
 
 - every log loads: the daemon reports no log problem but torn last lines, and every
@@ -15,8 +16,11 @@ last kill. Checks after every restart:
   conversation's history exactly once and identical; so is every message a previous
   restart showed;
 - no id appears twice, no message is left `streaming`;
-- a reply cut off by the kill is `interrupted` with a prefix of its text (or, if its
-  final record was written and the kill beat the announcement, `complete`);
+- a reply cut off by the kill comes back exactly as its log file held it when the daemon
+  was down (read from the file between the kill and the restart, not from the daemon):
+  unfinished there, it is `interrupted` with the text of its `reply.started` and
+  `reply.text` records; finished there (the kill beat the announcement), it has that
+  record's status and text. Either way the text is a prefix of what the upstream sent;
 - every conversation whose creation was announced is listed, and its title is the last
   one announced or one asked for later;
 - the daemon serves: `status`, and a fresh send runs to `message.completed`.
@@ -24,7 +28,7 @@ last kill. Checks after every restart:
 Loopback and Unix sockets only; bounded in kills and time; every process it starts is
 ended by PID; the temporary directory is removed. Exit status 1 on any failure.
 """
-import argparse, json, os, random, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import argparse, collections, json, os, random, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(HERE, "..", ".build", "release"))
@@ -34,8 +38,16 @@ def expected_words(n):
     return " ".join("w%d" % i for i in range(1, n + 1))
 
 
-def send_text(rng, tag):
-    """A send's content and the reply text the fake upstream will stream for it."""
+def send_text(rng, tag, tools=False):
+    """A send's content and the reply text the fake upstream will stream for it (None when it
+    cannot be known here: a chain of tool calls)."""
+    if tools and rng.random() < 0.5:
+        # The loopback tools of the crash-loop config: `echo` answers at once, `guarded` waits
+        # for a client's tool.approve.
+        tool = "guarded" if rng.random() < 0.4 else "echo"
+        return '[[tool:%s {"city":"c%d"}]] [[delay:2]] %s' % (tool, rng.randrange(1000), tag), None
+    if rng.random() < 0.08:
+        return "[[words:30]] [[delay:2]] [[finish:length]] %s" % tag, expected_words(30)   # to continue
     roll = rng.random()
     if roll < 0.70:
         n, delay = 400, 3           # about 2.3 s: most are cut off by the kill
@@ -67,6 +79,12 @@ class Tracker:
         self.started = set()       # (conv, reply id) seen as message.created streaming
         self.conversations = set() # announced creates
         self.titles = {}           # conv -> (acked title or None, [titles asked for since])
+        self.systems = {}          # conv -> (acked system prompt, [system prompts asked for since])
+        self.tool_convs = set()    # conversations made from the profile that offers the tools
+        self.fork_counts = {}      # fork -> message_count its creation announced
+        self.asked = collections.Counter()   # requests the load clients made, by kind
+        self.changed = set()       # (conv, mid) legitimately changed since the last check
+                                   # (superseded, continued): not compared with the last restart
 
     def announce(self, message):
         key = (message["conversation"], message["id"])
@@ -75,6 +93,35 @@ class Tracker:
             if old is not None and old != message:
                 self.conflicts.append((key, old, message))
             self.announced[key] = message
+
+    def supersede(self, conv, mid, by):
+        """`message.superseded`: an announced message now carries `superseded_by`."""
+        key = (conv, mid)
+        with self.lock:
+            if key in self.announced:
+                self.announced[key] = dict(self.announced[key], superseded_by=by)
+            self.changed.add(key)
+
+    def continued(self, conv, mid):
+        """`message.continued`: an announced reply streams again; its next ending is what counts."""
+        key = (conv, mid)
+        with self.lock:
+            self.announced.pop(key, None)
+            self.expected.pop(key, None)
+            self.started.add(key)
+            self.changed.add(key)
+
+    def system_asked(self, conv, system):
+        with self.lock:
+            acked, pending = self.systems.get(conv, (None, []))
+            self.systems[conv] = (acked, pending + [system])
+
+    def system_acked(self, conv, system):
+        with self.lock:
+            acked, pending = self.systems.get(conv, (None, []))
+            if system in pending:
+                pending = pending[pending.index(system) + 1:]
+            self.systems[conv] = (system, pending)
 
     def rename_asked(self, conv, title):
         with self.lock:
@@ -194,9 +241,13 @@ class Worker(threading.Thread):
         self.pending = {}   # request id -> (kind, data)
         self.sends = 0
         self.error = None
+        self.last_user = {}        # conv -> (its last user message id, the reply text it asks for)
+        self.length_replies = {}   # conv -> its last reply, cut by the token limit: can be continued
 
     def request(self, method, params, kind=None, data=None):
         rid = self.conn.send(method, params)
+        with self.tracker.lock:
+            self.tracker.asked[method if "[[tool:" not in str(params.get("content", "")) else "message.send with a tool call"] += 1
         if rid is not None and kind is not None:
             self.pending[rid] = (kind, data)
 
@@ -205,8 +256,35 @@ class Worker(threading.Thread):
         return "r%d %s #%d" % (self.round_no, self.name, self.sends)
 
     def send_message(self, conv):
-        content, text = send_text(self.rng, self.tag())
+        with self.tracker.lock:
+            tools = conv in self.tracker.tool_convs
+        content, text = send_text(self.rng, self.tag(), tools)
         self.request("message.send", {"conversation": conv, "content": content}, "send", (conv, text))
+
+    def next_turn(self, conv):
+        """What follows a reply that ended: mostly a send; sometimes a regenerate, an edit of the
+        last user message, a continue of a reply cut by the token limit, a fork, or a change of
+        the system prompt (with a send after it), so every record kind is written under the kills."""
+        roll = self.rng.random()
+        if conv in self.length_replies and roll < 0.7:
+            self.length_replies.pop(conv)
+            self.request("message.continue", {"conversation": conv}, "continue", conv)
+        elif roll < 0.08 and conv in self.last_user:
+            self.request("message.regenerate", {"conversation": conv}, "regenerate", (conv, self.last_user[conv][1]))
+        elif roll < 0.16 and conv in self.last_user:
+            content, text = send_text(self.rng, self.tag() + " edited")
+            self.request("message.edit", {"conversation": conv, "message": self.last_user[conv][0], "content": content},
+                         "edit", (conv, text))
+        elif roll < 0.20:
+            self.request("conversation.fork", {"conversation": conv, "title": "fork %s" % self.tag()}, "fork", conv)
+            self.send_message(conv)
+        elif roll < 0.26:
+            system = "system %s" % self.tag()
+            self.tracker.system_asked(conv, system)
+            self.request("conversation.configure", {"conversation": conv, "system": system}, "configure", (conv, system))
+            self.send_message(conv)
+        else:
+            self.send_message(conv)
 
     def rename(self, conv):
         title = "%s r%d %d" % (self.name, self.round_no, self.rng.randrange(10 ** 6))
@@ -228,6 +306,13 @@ class Worker(threading.Thread):
                 code = frame["error"].get("code")
                 if kind == "send" and code == -32004:
                     return          # too many queued: allowed
+                if kind in ("regenerate", "edit", "continue", "fork") and code == -32006:
+                    # A reply in flight or queued (a second send), or nothing to act on: send instead.
+                    if kind != "fork" and not self.stop.is_set():
+                        self.send_message(data[0] if isinstance(data, tuple) else data)
+                    return
+                if kind == "approve" and code == -32006:
+                    return          # the call ended before the answer (the conversation's reply was cancelled)
                 raise RuntimeError("%s failed: %s" % (kind, frame["error"]))
             result = frame["result"]
             if kind == "create":
@@ -235,13 +320,41 @@ class Worker(threading.Thread):
                 with t.lock:
                     t.conversations.add(conv)
                     t.titles.setdefault(conv, (result["conversation"]["title"], []))
+                    t.systems.setdefault(conv, (result["conversation"].get("system"), []))
+                    if result["conversation"].get("profile") == "tools":
+                        t.tool_convs.add(conv)
                 self.convs.append(conv)
                 self.start_conv(conv)
             elif kind == "send":
                 conv, text = data
                 t.announce(result["message"])
+                self.last_user[conv] = (result["message"]["id"], text)
                 with t.lock:
-                    t.expected[(conv, result["reply"])] = text
+                    if text is not None:
+                        t.expected[(conv, result["reply"])] = text
+            elif kind == "regenerate":
+                conv, text = data
+                with t.lock:
+                    if text is not None:
+                        t.expected[(conv, result["reply"])] = text
+            elif kind == "edit":
+                conv, text = data
+                t.announce(result["message"])
+                self.last_user[conv] = (result["message"]["id"], text)
+                with t.lock:
+                    if text is not None:
+                        t.expected[(conv, result["reply"])] = text
+            elif kind == "fork":
+                info = result["conversation"]
+                with t.lock:
+                    t.conversations.add(info["id"])
+                    t.titles[info["id"]] = (info["title"], [])
+                    t.systems[info["id"]] = (info.get("system"), [])
+                    t.fork_counts[info["id"]] = info["message_count"]
+                    if data in t.tool_convs:
+                        t.tool_convs.add(info["id"])
+            elif kind == "configure":
+                t.system_acked(data[0], result["conversation"].get("system"))
             elif kind == "rename":
                 t.rename_acked(data[0], result["conversation"]["title"])
             return
@@ -256,8 +369,21 @@ class Worker(threading.Thread):
         elif method in ("message.completed", "message.failed"):
             message = params["message"]
             t.announce(message)
-            if not self.admin and not self.stop.is_set() and message["conversation"] in self.convs:
-                self.send_message(message["conversation"])
+            conv = message["conversation"]
+            # A reply is over when a message of its chain ends without tool calls, or not complete.
+            ended = message["role"] == "assistant" and (message["status"] != "complete" or not message.get("tool_calls"))
+            if ended and message["status"] == "complete" and message.get("finish_reason") == "length":
+                self.length_replies[conv] = message["id"]
+            if ended and not self.admin and not self.stop.is_set() and conv in self.convs:
+                self.next_turn(conv)
+        elif method == "message.superseded":
+            t.supersede(params["conversation"], params["message"], params["by"])
+        elif method == "message.continued":
+            t.continued(params["conversation"], params["message"]["id"])
+        elif method == "tool.approval_requested":
+            if not self.admin and params["conversation"] in self.convs:
+                self.request("tool.approve", {"conversation": params["conversation"], "call": params["call"],
+                                              "allow": self.rng.random() < 0.8}, "approve")
 
     def run(self):
         try:
@@ -266,7 +392,10 @@ class Worker(threading.Thread):
             for conv in self.convs:
                 self.start_conv(conv)
             if self.create:
-                self.request("conversation.create", {"title": "%s r%d" % (self.name, self.round_no)}, "create")
+                params = {"title": "%s r%d" % (self.name, self.round_no)}
+                if self.rng.random() < 0.4:
+                    params["profile"] = "tools"
+                self.request("conversation.create", params, "create")
             next_action = time.monotonic() + self.rng.uniform(0.02, 0.2)
             deadline = time.monotonic() + 30 + self.max_delay
             while not self.conn.closed and time.monotonic() < deadline:
@@ -294,12 +423,18 @@ class Worker(threading.Thread):
 
 
 class Loop:
+    name = "crashloop"
+    # A SIGKILL cannot damage the index (it is renamed into place whole); a power cut can.
+    index_damage_expected = False
+    # A SIGKILL keeps every record written; a power cut can take a tool step's unsynced start.
+    lost_steps_allowed = False
+
     def __init__(self, args):
         self.args = args
         self.rng = random.Random(args.seed)
         self.failures = Failures()
         self.tracker = Tracker()
-        self.tmp = tempfile.mkdtemp(prefix="confab-crashloop-")
+        self.tmp = tempfile.mkdtemp(prefix="confab-%s-" % self.name)
         self.socket = os.path.join(self.tmp, "confabd.sock")
         self.data = os.path.join(self.tmp, "data")
         self.logs = os.path.join(self.tmp, "logs")
@@ -317,7 +452,11 @@ class Loop:
         self.pool = []               # conversations to load
         self.health = None
         self.stats = dict(rounds=0, kills=0, checked=0, unchanged_skipped=0, interrupted=0, restored_complete=0, torn=0,
-                          unannounced_convs=0, announced=0, started_cut=0)
+                          unannounced_convs=0, announced=0, started_cut=0, compared_with_file=0)
+        # (conv, reply id) -> [status or None while unfinished, text] as the log files held
+        # them between the last kill and the restart; conv -> (log identity, its replies).
+        self.stored = {}
+        self.stored_cache = {}
 
     # --- processes -------------------------------------------------------------
 
@@ -336,14 +475,33 @@ class Loop:
             f.write('[upstream]\nbase_url = "http://127.0.0.1:%s/v1"\nmodel = "fake-model"\ntimeout_seconds = 10\n'
                     '[limits]\nmax_streams = %d\n[storage]\nfsync = %s\n'
                     % (words[2], self.args.streams + 8, "false" if self.args.no_fsync else "true"))
+            # Two loopback tools (the fake upstream's /tool/ endpoints) and the profile offering them.
+            tool = ('[tools.%s]\ndescription = "%s"\n%s'
+                    'parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }\n'
+                    '[tools.%s.request]\nurl = "http://127.0.0.1:%s/tool/echo/{city}"\ntimeout_seconds = 5\n')
+            f.write(tool % ("echo", "Says back what it was asked", "", "echo", words[2]))
+            f.write(tool % ("guarded", "Needs a yes", 'approval = "always"\n', "guarded", words[2]))
+            f.write('[profiles.tools]\ntools = ["echo", "guarded"]\n')
         self.config = config
+
+    def daemon_environment(self, round_no):
+        """The environment confabd starts with (a subclass adds to it)."""
+        return None
+
+    def after_kill(self, round_no):
+        """Runs once the daemon is dead and the load clients have stopped, before the restart."""
+
+    def extra_summary(self):
+        """More summary lines (a subclass adds its own)."""
+        return []
 
     def start_daemon(self, round_no):
         log_path = os.path.join(self.logs, "confabd-%03d.log" % round_no)
+        environment = self.daemon_environment(round_no)
         log = open(log_path, "ab")
         self.daemon = subprocess.Popen([os.path.join(self.args.bin_dir, "confabd"), "--socket", self.socket,
                                         "--data-dir", self.data, "--config", self.config, "--log-level", "info"],
-                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=environment)
         log.close()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -379,6 +537,63 @@ class Loop:
             return (st.st_size, st.st_mtime_ns, st.st_ino)
         except OSError:
             return None
+
+    @staticmethod
+    def replies_in_log(path):
+        """reply id -> [status or None while unfinished, text] from a log's whole lines, folded
+        as the daemon folds them: `reply.started` sets the text, `reply.text` appends to an
+        unfinished reply, `reply.finished` sets status and text. A torn last line is ignored
+        (the daemon cuts it), and so is a line that is not JSON (the daemon reports it)."""
+        with open(path, "rb") as f:
+            data = f.read()
+        replies = {}
+        for line in data.split(b"\n")[:-1]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            kind = record.get("type") if isinstance(record, dict) else None
+            message = record.get("message") if kind else None
+            if kind == "reply.started" and isinstance(message, dict):
+                replies[message["id"]] = [None, message.get("content", "")]
+            elif kind == "reply.text" and isinstance(message, str):
+                if message in replies and replies[message][0] is None:
+                    replies[message][1] += record.get("content", "")
+            elif kind == "reply.finished" and isinstance(message, dict):
+                replies[message["id"]] = [message.get("status"), message.get("content", "")]
+        return replies
+
+    def read_stored(self):
+        """What every log holds of its replies, read from the files while the daemon is down."""
+        directory = os.path.join(self.data, "conversations")
+        stored = {}
+        for name in os.listdir(directory) if os.path.isdir(directory) else []:
+            if not name.endswith(".jsonl"):
+                continue
+            conv, path = name[:-6], os.path.join(directory, name)
+            identity = self.identity(path)
+            cached = self.stored_cache.get(conv)
+            if cached is None or cached[0] != identity:
+                cached = (identity, self.replies_in_log(path))
+                self.stored_cache[conv] = cached
+            for mid, state in cached[1].items():
+                stored[(conv, mid)] = state
+        self.stored = stored
+
+    def running_again(self, client, conv, mid):
+        """A reply whose start record did not reach the disk (a power cut) is owed again and
+        runs after the restart with the id it was announced with: it is the conversation's
+        reply in flight, or has ended since the history was read."""
+        # It may wait behind other resumed replies for a stream: wait for it (bounded).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pending = client.call("conversation.attach", {"conversation": conv, "history": 0}).get("pending")
+            client.call("conversation.detach", {"conversation": conv})
+            if (pending and pending.get("id") == mid) or any(m["id"] == mid for m in self.history(client, conv)):
+                self.stats["started_resumed"] = self.stats.get("started_resumed", 0) + 1
+                return True
+            time.sleep(0.2)
+        return False
 
     def history(self, client, conv):
         messages, before = [], None
@@ -420,17 +635,30 @@ class Loop:
         self.stats["index_checked"] = len(lines) - 1
         return problems
 
-    def check(self, round_no, log_path, last_started):
-        fail = lambda text: self.failures.add(round_no, text)
-        t = self.tracker
+    def scan_daemon_log(self, round_no, log_path):
+        """What the daemon reported about its logs, read once it has ended (it may not have
+        written its start-up lines yet while the check runs)."""
         for line in self.read(log_path).splitlines():
             if "log problem:" in line:
                 if "torn last line" in line:
                     self.stats["torn"] += 1
+                elif "empty log" in line or "no whole record" in line:
+                    # A log created and never announced (its header not yet synced): removed.
+                    self.stats["unannounced_logs_removed"] = self.stats.get("unannounced_logs_removed", 0) + 1
+                elif self.index_damage_expected and "/index.jsonl" in line:
+                    # Not synced by design: after a power cut it may be old, empty or garbage,
+                    # and then the logs are read instead (docs/reliability.md).
+                    self.stats["index_unreadable"] = self.stats.get("index_unreadable", 0) + 1
                 else:
-                    fail("daemon reported: " + line)
+                    self.failures.add(round_no, "daemon reported: " + line)
             elif "cannot record interrupted" in line or line.startswith("error:"):
-                fail("daemon reported: " + line)
+                self.failures.add(round_no, "daemon reported: " + line)
+            elif any(mark in line for mark in ("Fatal error", "Program crashed", "Crash report", "Assertion failed")):
+                self.failures.add(round_no, "confabd crashed by itself: " + line)
+
+    def check(self, round_no, log_path, last_started):
+        fail = lambda text: self.failures.add(round_no, text)
+        t = self.tracker
         client = Client(self.socket)
         client.call("hello", {"client": "crashloop-check"})
         listed = {c["id"]: c for c in client.call("conversation.list", {"limit": 10000})["conversations"]}
@@ -443,6 +671,10 @@ class Loop:
             expected = dict(t.expected)
             created = set(t.conversations)
             titles = dict(t.titles)
+            systems = dict(t.systems)
+            fork_counts = dict(t.fork_counts)
+            changed = set(t.changed)
+            t.changed = set()
             conflicts = list(t.conflicts)
             t.conflicts = []
         for key, old, new in conflicts:
@@ -480,12 +712,14 @@ class Loop:
             ids = [m["id"] for m in messages]
             if len(ids) != len(set(ids)):
                 fail("%s: an id appears twice: %s" % (conv, sorted(i for i in set(ids) if ids.count(i) > 1)))
-            sequences = [int(i[1:]) for i in ids]
+            sequences = [tuple(int(part) for part in i[1:].split(".")) for i in ids]
             if sequences != sorted(sequences):
                 fail("%s: history out of id order" % conv)
             if info["message_count"] != len(messages):
                 fail("%s: message_count %d but %d messages" % (conv, info["message_count"], len(messages)))
             current = {m["id"]: m for m in messages}
+            self.stats["tool_messages"] = self.stats.get("tool_messages", 0) + sum(1 for m in messages if m["role"] == "tool")
+            self.stats["superseded_messages"] = self.stats.get("superseded_messages", 0) + sum(1 for m in messages if m.get("superseded_by"))
             for m in messages:
                 if m["status"] == "streaming":
                     fail("%s/%s still streaming after restart" % (conv, m["id"]))
@@ -497,7 +731,12 @@ class Loop:
                 elif got != message:
                     diff = {k: (message.get(k), got.get(k)) for k in set(message) | set(got) if message.get(k) != got.get(k)}
                     fail("%s/%s differs from what was announced: %s" % (conv, mid, json.dumps(diff)[:500]))
+            if conv in fork_counts and len(messages) < fork_counts[conv]:
+                fail("%s: a fork announced with %d messages holds %d" % (conv, fork_counts[conv], len(messages)))
             for mid, message in self.snapshot.get(conv, {}).items():
+                if (conv, mid) in changed:
+                    self.stats["changed_since_restart"] = self.stats.get("changed_since_restart", 0) + 1
+                    continue
                 if current.get(mid) != message:
                     fail("%s/%s changed or vanished since the last restart: %s -> %s" % (conv, mid, message, current.get(mid)))
             for m in messages:
@@ -505,6 +744,16 @@ class Loop:
                 if m["role"] != "assistant" or m["id"] in self.snapshot.get(conv, {}) or key in announced:
                     continue
                 full = expected.get(key)
+                stored = self.stored.get(key)
+                if stored is not None:
+                    # The file is the oracle: the reply is what it held when the daemon was down.
+                    self.stats["compared_with_file"] += 1
+                    want_status = stored[0] or "interrupted"
+                    if m["status"] != want_status:
+                        fail("%s/%s is %s, its log held it %s" % (conv, m["id"], m["status"], stored[0] or "unfinished"))
+                    elif m["content"] != stored[1]:
+                        fail("%s/%s %s text differs from its log's: %r vs %r"
+                             % (conv, m["id"], m["status"], m["content"][-60:], stored[1][-60:]))
                 if m["status"] == "interrupted":
                     self.stats["interrupted"] += 1
                     if full is not None and not full.startswith(m["content"]):
@@ -513,18 +762,34 @@ class Loop:
                     self.stats["restored_complete"] += 1
                     if full is not None and m["content"] != full:
                         fail("%s/%s complete but text differs from the reply" % (conv, m["id"]))
-                elif m["status"] not in ("cancelled",):
+                elif m["status"] == "cancelled":
+                    if full is not None and not full.startswith(m["content"]):
+                        fail("%s/%s cancelled text is not a prefix of the reply: %r" % (conv, m["id"], m["content"][-80:]))
+                    if stored is None:
+                        fail("%s/%s cancelled but no log record says so" % (conv, m["id"]))
+                else:
                     fail("%s/%s cut off by the kill but %s" % (conv, m["id"], m["status"]))
             for key in last_started:
                 if key[0] == conv and key not in announced:
                     self.stats["started_cut"] += 1
-                    if key[1] not in current:
+                    if key[1] in current:
+                        continue
+                    if self.lost_steps_allowed and "." in key[1]:
+                        # A step of a tool chain whose start record a power cut took: chains are
+                        # not resumed (docs/protocol.md, Tools), so it is gone, and nothing said otherwise.
+                        self.stats["steps_lost"] = self.stats.get("steps_lost", 0) + 1
+                    elif not self.running_again(client, conv, key[1]):
                         fail("%s/%s started streaming before the kill but is gone" % key)
             acked, pending = titles.get(conv, (None, []))
             if acked is not None and info["title"] not in [acked] + pending:
                 fail("%s: title %r, announced %r (asked later: %r)" % (conv, info["title"], acked, pending))
+            acked, pending = systems.get(conv, (None, []))
+            if conv in systems and info.get("system") not in [acked] + pending:
+                fail("%s: system prompt %r, announced %r (asked later: %r)" % (conv, info.get("system"), acked, pending))
             with t.lock:
                 t.titles[conv] = (info["title"], [])
+                if conv in systems:
+                    t.systems[conv] = (info.get("system"), [])
             self.snapshot[conv] = current
             self.verified[conv] = (self.identity(log), info)
         self.pool = sorted(listed)
@@ -598,7 +863,7 @@ class Loop:
     def run(self):
         args = self.args
         started = time.monotonic()
-        print("crashloop: seed %d, up to %d kills in %.0f s, %d clients, ~%d streams, kill after 0-%.2f s, fsync %s, %s"
+        print(self.name + ": seed %d, up to %d kills in %.0f s, %d clients, ~%d streams, kill after 0-%.2f s, fsync %s, %s"
               % (args.seed, args.kills, args.max_seconds, args.clients, args.streams, args.max_delay,
                  "off" if args.no_fsync else "on", os.path.realpath(args.bin_dir)), flush=True)
         self.start_fake()
@@ -645,9 +910,9 @@ class Loop:
                         self.failures.add(round_no, "load client: " + w.error)
                 with self.tracker.lock:
                     last_started = self.tracker.started - before
-                for line in self.read(log_path).splitlines():
-                    if any(mark in line for mark in ("Fatal error", "Program crashed", "Crash report", "Assertion failed")):
-                        self.failures.add(round_no, "confabd crashed by itself: " + line)
+                self.after_kill(round_no)
+                self.read_stored()
+                self.scan_daemon_log(round_no, log_path)
                 if args.verbose or self.stats["kills"] % 10 == 0:
                     print("  %d kills, %d announced messages, %d interrupted replies restored, %d failures, %.0f s"
                           % (self.stats["kills"], len(self.tracker.announced), self.stats["interrupted"],
@@ -657,12 +922,14 @@ class Loop:
         finally:
             self.end(self.daemon, signal.SIGTERM)
             self.end(self.fake, signal.SIGTERM)
+        if round_no and self.stats["rounds"] == round_no and self.stats["kills"] < round_no:
+            self.scan_daemon_log(round_no, os.path.join(self.logs, "confabd-%03d.log" % round_no))
         for problem in self.index_check():
             self.failures.add(round_no, problem)
         wall = time.monotonic() - started
         s = self.stats
         print()
-        print("crashloop summary (seed %d)" % args.seed)
+        print("%s summary (seed %d)" % (self.name, args.seed))
         print("  rounds (daemon starts): %d" % s["rounds"])
         print("  kills (SIGKILL under load): %d%s" % (s["kills"], "  (stopped at the time limit)" if stopped_early else ""))
         if self.in_flight_at_kill:
@@ -674,8 +941,24 @@ class Loop:
               % (s["unchanged_skipped"], self.args.full_check_every))
         print("  replies cut off by a kill: %d restored as interrupted, %d found complete (stored, not yet announced);"
               " %d of them seen streaming by a client" % (s["interrupted"], s["restored_complete"], s["started_cut"]))
+        if s.get("unannounced_logs_removed"):
+            print("  logs created and never announced, removed at start (empty or a torn header): %d" % s["unannounced_logs_removed"])
+        if s.get("steps_lost"):
+            print("  tool-chain steps seen streaming whose start a cut took (not resumed, as for any chain): %d" % s["steps_lost"])
+        if s.get("index_unreadable"):
+            print("  starts that found the index unreadable and read every log instead: %d" % s["index_unreadable"])
+        if s.get("started_resumed"):
+            print("  replies seen streaming whose start a cut took away, running again after the restart: %d"
+                  % s["started_resumed"])
         print("  torn last lines cut at load: %d; conversations created but not announced: %d"
               % (s["torn"], s["unannounced_convs"]))
+        print("  cut-off replies compared with their log files' text: %d" % s["compared_with_file"])
+        print("  asked by the load: %s" % ", ".join("%s %d" % kv for kv in sorted(self.tracker.asked.items())))
+        print("  seen in histories read after restarts: %d tool messages, %d superseded messages; %d announced messages "
+              "changed since (superseded, continued)" % (s.get("tool_messages", 0), s.get("superseded_messages", 0),
+                                                          s.get("changed_since_restart", 0)))
+        for line in self.extra_summary():
+            print("  " + line)
         print("  conversations at the end: %d" % len(self.pool))
         print("  index entries checked against their logs at the end: %d" % s.get("index_checked", 0))
         print("  failures: %d" % len(self.failures.items))
@@ -686,7 +969,7 @@ class Loop:
         if self.failures.items:
             # Every failure, not just the first 50, outside the temporary directory so it
             # survives its removal.
-            path = args.failures_file or os.path.join(tempfile.gettempdir(), "confab-crashloop-%d-failures.txt" % args.seed)
+            path = args.failures_file or os.path.join(tempfile.gettempdir(), "confab-%s-%d-failures.txt" % (self.name, args.seed))
             with open(path, "w") as out:
                 for item in self.failures.items:
                     out.write(item + "\n")
@@ -699,7 +982,7 @@ class Loop:
         return 1 if self.failures.items or s["kills"] == 0 else 0
 
 
-def main():
+def arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kills", type=int, default=100, help="SIGKILLs to deliver (default 100)")
     parser.add_argument("--max-seconds", type=float, default=600, help="stop starting rounds after this long (default 600)")
@@ -716,6 +999,11 @@ def main():
                         help="read every conversation's history in full every N rounds; in between only those whose log "
                              "or listing changed, or that were written to (default 25)")
     parser.add_argument("--verbose", action="store_true")
+    return parser
+
+
+def main():
+    parser = arguments()
     args = parser.parse_args()
     if args.seed is None:
         args.seed = int.from_bytes(os.urandom(4), "big")

@@ -32,7 +32,10 @@ extension JSON {
 
 extension JSON {
     /// Compact UTF-8, keys sorted so equal values always produce equal bytes.
-    public func write(into out: inout [UInt8]) {
+    public func write(into out: inout [UInt8]) { write(into: &out, terminalSafe: false) }
+
+    /// With `terminalSafe`, strings (keys too) are written by `writeTerminalSafeString`.
+    private func write(into out: inout [UInt8], terminalSafe: Bool) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
@@ -44,12 +47,13 @@ extension JSON {
             } else {
                 out.append(contentsOf: "null".utf8)
             }
-        case .string(let value): JSON.writeString(value, into: &out)
+        case .string(let value):
+            if terminalSafe { JSON.writeTerminalSafeString(value, into: &out) } else { JSON.writeString(value, into: &out) }
         case .array(let items):
             out.append(UInt8(ascii: "["))
             for (index, item) in items.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                item.write(into: &out)
+                item.write(into: &out, terminalSafe: terminalSafe)
             }
             out.append(UInt8(ascii: "]"))
         case .object(let members):
@@ -58,9 +62,9 @@ extension JSON {
             for key in members.keys.sorted() {
                 if !first { out.append(UInt8(ascii: ",")) }
                 first = false
-                JSON.writeString(key, into: &out)
+                if terminalSafe { JSON.writeTerminalSafeString(key, into: &out) } else { JSON.writeString(key, into: &out) }
                 out.append(UInt8(ascii: ":"))
-                members[key]!.write(into: &out)
+                members[key]!.write(into: &out, terminalSafe: terminalSafe)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -121,31 +125,8 @@ extension JSON {
     /// bidirectional controls. For what the client prints (`--json`); the wire keeps `text`.
     public var terminalSafeText: String {
         var out: [UInt8] = []
-        writeTerminalSafe(into: &out)
+        write(into: &out, terminalSafe: true)
         return String(decoding: out, as: UTF8.self)
-    }
-
-    private func writeTerminalSafe(into out: inout [UInt8]) {
-        switch self {
-        case .string(let value): JSON.writeTerminalSafeString(value, into: &out)
-        case .array(let items):
-            out.append(UInt8(ascii: "["))
-            for (index, item) in items.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                item.writeTerminalSafe(into: &out)
-            }
-            out.append(UInt8(ascii: "]"))
-        case .object(let members):
-            out.append(UInt8(ascii: "{"))
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                JSON.writeTerminalSafeString(key, into: &out)
-                out.append(UInt8(ascii: ":"))
-                members[key]!.writeTerminalSafe(into: &out)
-            }
-            out.append(UInt8(ascii: "}"))
-        default: write(into: &out)
-        }
     }
 
     /// Whether `scalar` is written as `\uXXXX` by `terminalSafeText`.

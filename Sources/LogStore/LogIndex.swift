@@ -100,7 +100,7 @@ extension LogStore {
             try Files.writeAtomically(path: path, bytes: bytes, temporary: temporary)
             return nil
         } catch {
-            return StoreError(errno: error.errno.code, operation: "write \(error.path)")
+            return StoreError(errno: error.errno.code, operation: "\(error.operation) \(error.path)")
         }
     }
 

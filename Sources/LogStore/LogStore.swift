@@ -52,9 +52,12 @@ public final class LogStore {
         // A file-size limit (ulimit -f) must fail an append with EFBIG, not kill the daemon.
         signal(SIGXFSZ, SIG_IGN)
         do {
-            try Files.makeDirectories(conversationsDirectory)
+            // A new directory is on disk only once its parent's entry for it is: without the
+            // parent's fsync a power cut could take the conversations directory, and every log
+            // announced in it, away (`make powercut`).
+            try Files.makeDirectories(conversationsDirectory, durable: syncEnabled)
         } catch {
-            throw StoreError(errno: error.errno.code, operation: "mkdir \(error.path)")
+            throw StoreError(errno: error.errno.code, operation: "\(error.operation) \(error.path)")
         }
     }
 
@@ -139,7 +142,7 @@ public final class LogStore {
             try Files.syncDirectory(path)
             return nil
         } catch {
-            return StoreError(errno: error.errno.code, operation: "fsync \(path)")
+            return StoreError(errno: error.errno.code, operation: "\(error.operation) \(error.path)")
         }
     }
 
@@ -329,6 +332,16 @@ public final class LogStore {
         if read.fileSize == 0 {
             // Created, then the daemon died before the header was written: never announced.
             problems.append(LoadProblem(file: path, line: nil, message: "empty log (a crash right after it was created): removed"))
+            Files.close(read.fd)
+            try? Files.remove(path)
+            return nil
+        }
+        if read.goodSize == 0 {
+            // Not one whole line: the header itself is torn (a power cut before its sync), and a
+            // log is announced only once its header is synced. Otherwise it would be reported,
+            // and ignored, at every start.
+            problems.append(LoadProblem(file: path, line: nil,
+                                        message: "no whole record (a power cut before its header was synced): removed"))
             Files.close(read.fd)
             try? Files.remove(path)
             return nil

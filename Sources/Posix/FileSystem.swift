@@ -37,15 +37,19 @@ public struct FileStatus: Sendable, Equatable {
     }
 }
 
-/// A failed call on a path, naming the path: `mkdir -p` fails on one of several.
+/// A failed step on a path, naming the step and the path: `mkdir -p` fails on one of several
+/// directories, an atomic write in one of its steps.
 public struct PathError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What failed, in the system call's words: `mkdir`, `open`, `create`, `write`, `fsync`, `rename`.
+    public let operation: String
     public let path: String
     public let errno: Errno
-    public init(path: String, errno: Errno) {
+    public init(_ operation: String, path: String, errno: Errno) {
+        self.operation = operation
         self.path = path
         self.errno = errno
     }
-    public var description: String { "\(path): \(errno)" }
+    public var description: String { "\(operation) \(path): \(errno)" }
 }
 
 /// Descriptors, metadata, durability and directories: the file chores of the daemon and the
@@ -117,9 +121,9 @@ extension Files {
     /// Makes the directory's entries (a file created, renamed or removed in it) durable.
     public static func syncDirectory(_ path: String) throws(PathError) {
         let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw PathError(path: path, errno: .current) }
+        guard fd >= 0 else { throw PathError("open", path: path, errno: .current) }
         defer { Glibc.close(fd) }
-        guard fsync(fd) == 0 else { throw PathError(path: path, errno: .current) }
+        guard fsync(fd) == 0 else { throw PathError("fsync", path: path, errno: .current) }
     }
 
     /// Removes the file (`unlink(2)`).
@@ -145,15 +149,21 @@ extension Files {
     }
 
     /// `mkdir -p`: each missing directory of `path` made, the last with `mode` and those above
-    /// it with `parentMode`; one that exists is left as it is. The error names the one that failed.
-    public static func makeDirectories(_ path: String, mode: mode_t = 0o700, parentMode: mode_t = 0o700) throws(PathError) {
+    /// it with `parentMode`; one that exists is left as it is. With `durable`, the parent of each
+    /// directory made is fsynced, so the new entry survives a power cut once this returns. The
+    /// error names the step and the directory that failed.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o700, parentMode: mode_t = 0o700,
+                                       durable: Bool = false) throws(PathError) {
         var current = path.hasPrefix("/") ? "" : "."
         let components = path.split(separator: "/")
         for (index, component) in components.enumerated() {
+            let parent = current.isEmpty ? "/" : current
             current += "/" + component
             let last = index == components.count - 1
-            if mkdir(current, last ? mode : parentMode) != 0 && errno != EEXIST {
-                throw PathError(path: current, errno: .current)
+            if mkdir(current, last ? mode : parentMode) == 0 {
+                if durable { try syncDirectory(parent) }
+            } else if errno != EEXIST {
+                throw PathError("mkdir", path: current, errno: .current)
             }
         }
     }
@@ -220,11 +230,11 @@ extension Files {
                                        temporary: String? = nil, durable: Bool = false) throws(PathError) {
         let temporary = temporary ?? path + ".\(getpid()).tmp"
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
-        guard fd >= 0 else { throw PathError(path: temporary, errno: .current) }
-        var failure = writeAll(fd, bytes).failure.map { PathError(path: temporary, errno: Errno($0)) }
-        if failure == nil, durable, fsync(fd) != 0 { failure = PathError(path: temporary, errno: .current) }
+        guard fd >= 0 else { throw PathError("create", path: temporary, errno: .current) }
+        var failure = writeAll(fd, bytes).failure.map { PathError("write", path: temporary, errno: Errno($0)) }
+        if failure == nil, durable, fsync(fd) != 0 { failure = PathError("fsync", path: temporary, errno: .current) }
         Glibc.close(fd)
-        if failure == nil, rename(temporary, path) != 0 { failure = PathError(path: temporary, errno: .current) }
+        if failure == nil, rename(temporary, path) != 0 { failure = PathError("rename", path: temporary, errno: .current) }
         if let failure {
             unlink(temporary)
             throw failure

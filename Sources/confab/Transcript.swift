@@ -325,7 +325,7 @@ final class Transcript {
         }
         let created = message.created
         let isUser = message.role != .assistant
-        let name = isUser ? (message.author.map { $0.name.isEmpty ? $0.login : $0.name } ?? Role.user.rawValue) : Role.assistant.rawValue
+        let name = isUser ? Words.authorName(message) : Role.assistant.rawValue
         if !isUser { finished.insert(message.id) }
         breakLine()
         let content = message.content

@@ -86,13 +86,23 @@ enum Words {
     /// `ana@pts/3`, or what of it the client object has.
     static func clientName(_ client: ClientInfo?) -> String {
         guard let client else { return "someone" }
-        return [client.name, client.login, client.id].first { !$0.isEmpty } ?? "someone"
+        if client.name.isEmpty && client.login.isEmpty { return client.id.isEmpty ? "someone" : client.id }
+        return person(name: client.name, login: client.login)
     }
 
-    /// Who wrote a person's message: the name they gave, else their login.
+    /// Who wrote a person's message: the name they gave, with their login beside it.
     static func authorName(_ message: Message) -> String {
         guard let author = message.author else { return Role.user.rawValue }
-        return author.name.isEmpty ? author.login : author.name
+        return person(name: author.name, login: author.login)
+    }
+
+    /// A display name is chosen by whoever connects, so the login the kernel vouches for
+    /// stands beside it (`Build Bot (bob)`) unless the name already starts with it (the default
+    /// `bob@pts/3`, or `bob` itself).
+    static func person(name: String, login: String) -> String {
+        if name.isEmpty { return login }
+        if login.isEmpty || name == login || name.hasPrefix(login + "@") { return name }
+        return "\(name) (\(login))"
     }
 
     /// `1 message`, `2 messages`.

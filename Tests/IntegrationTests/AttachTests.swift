@@ -22,7 +22,7 @@ final class AttachTests: TmuxTestCase {
         let id = try new()
         let ana = try attach(id, name: "ana")
         let bob = try attach(id, name: "bob")
-        try tmux.waitForText(ana, "-- bob joined --")
+        try tmux.waitForText(ana, "-- bob (root) joined --")
         try tmux.type(bob, "[[reply:hello from the model]] hi")
         try tmux.send(bob, ["Enter"])
         for pane in [ana, bob] {
@@ -51,7 +51,7 @@ final class AttachTests: TmuxTestCase {
 
         try tmux.type(pane, "//etc/hosts is a file")
         try tmux.send(pane, ["Enter"])
-        try tmux.waitForText(pane, "ana: /etc/hosts is a file")
+        try tmux.waitForText(pane, "ana (root): /etc/hosts is a file")
         XCTAssertEqual(try history(id).first?["content"]?.string, "/etc/hosts is a file")
 
         try tmux.type(pane, "/rename better title")

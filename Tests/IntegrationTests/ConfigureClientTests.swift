@@ -40,7 +40,7 @@ final class ConfigureClientTests: TmuxTestCase {
         try tmux.waitForText(pane, "here: ana (you)")
         let watcher = try tmux.start(harness.confabCommand(["attach", id, "--name", "bo"]), width: 120, height: 30)
         try tmux.waitForText(watcher, "here: bo (you)")
-        try tmux.waitForText(pane, "-- bo joined --")
+        try tmux.waitForText(pane, "-- bo (root) joined --")
         try tmux.type(pane, "/model tmux-model")
         try tmux.send(pane, ["Enter"])
         try tmux.waitForText(pane, "model: tmux-model")

@@ -47,11 +47,11 @@ final class ConversationCommandsTests: TmuxTestCase {
         let shown = try harness.runClient(["show", id])
         XCTAssertEqual(shown.status, 0, shown.stderr)
         XCTAssertTrue(shown.stdout.hasPrefix("exported (\(id)) · 2 messages\n"), shown.stdout)
-        XCTAssertTrue(shown.stdout.contains("── Ana · ") && shown.stdout.contains("── assistant (fake-model) · "), shown.stdout)
+        XCTAssertTrue(shown.stdout.contains("── Ana (root) · ") && shown.stdout.contains("── assistant (fake-model) · "), shown.stdout)
         XCTAssertTrue(shown.stdout.contains("the answer\n"), shown.stdout)
 
         let markdown = try harness.runClient(["export", id]).stdout
-        XCTAssertTrue(markdown.hasPrefix("# exported\n\n## user: Ana, "), markdown)
+        XCTAssertTrue(markdown.hasPrefix("# exported\n\n## user: Ana (root), "), markdown)
         XCTAssertTrue(markdown.contains("\n## assistant (fake-model), ") && markdown.hasSuffix("\nthe answer\n"), markdown)
 
         let json = try JSON.parse(try harness.runClient(["export", id, "--format", "json"]).stdout)

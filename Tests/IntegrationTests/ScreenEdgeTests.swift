@@ -122,7 +122,7 @@ final class ScreenEdgeTests: TmuxTestCase {
         XCTAssertFalse(try tmux.screen(bob).contains("[cancelled"))
 
         try tmux.send(bob, ["C-c"])
-        try tmux.waitForText(ana, "[cancelled by bob")
+        try tmux.waitForText(ana, "[cancelled by bob (root)")
         try tmux.waitForText(bob, "[cancelled by you]")
         XCTAssertEqual(try history(id).last?["status"]?.string, "cancelled")
         XCTAssertFalse(try history(id).contains { $0["content"]?.string?.contains("half typed") ?? false })

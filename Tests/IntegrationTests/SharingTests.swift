@@ -348,7 +348,7 @@ final class SharingAttachTests: XCTestCase {
                        "attach", id, "--name", "bob"].map(Tmux.quoted).joined(separator: " ")
         let reader = try tmux.start(command, width: 120, height: 24)
         try tmux.waitForText(reader, "here: bob (you)")
-        try tmux.waitForText(owner, "bob joined")
+        try tmux.waitForText(owner, "bob (\(Self.reader)) joined")
         try tmux.type(reader, "may I?")
         try tmux.send(reader, ["Enter"])
         try tmux.waitForText(reader, "needs the write role")
@@ -360,7 +360,7 @@ final class SharingAttachTests: XCTestCase {
         try tmux.send(owner, ["Enter"])
         try tmux.waitForText(reader, "the owner stopped sharing this conversation with you")
         try tmux.waitForText(reader, "[exit 0]")
-        try tmux.waitForText(owner, "bob left")
+        try tmux.waitForText(owner, "bob (\(Self.reader)) left")
         try tmux.waitForText(owner, "shared with nobody")
     }
 }

@@ -129,7 +129,7 @@ final class ToolClientTests: TmuxTestCase {
         try tmux.waitForText(ana, "here: ana (you)", timeout: 10)
         let bob = try tmux.start(harness.confabCommand(["attach", id, "--name", "bob"]), width: 140, height: 50)
         try tmux.waitForText(bob, "here: bob (you)", timeout: 10)
-        try tmux.waitForText(ana, "-- bob joined --", timeout: 10)
+        try tmux.waitForText(ana, "-- bob (root) joined --", timeout: 10)
 
         // /approve on the other screen.
         try enter(ana, "first [[tool:guarded {\"city\":\"Paris\"}]]")
@@ -137,7 +137,7 @@ final class ToolClientTests: TmuxTestCase {
         try tmux.waitForText(ana, question, timeout: 10)
         try tmux.waitForText(bob, question, timeout: 10)
         try enter(bob, "/approve")
-        try tmux.waitForText(ana, "approved by bob --", timeout: 10)
+        try tmux.waitForText(ana, "approved by bob (root) --", timeout: 10)
         try tmux.waitForText(bob, "approved by you --", timeout: 10)
         try tmux.waitForText(ana, "⚙ guarded → 200 · ", timeout: 10)
         try tmux.waitForText(ana, "tool results: [guarded]", timeout: 10)
@@ -155,7 +155,7 @@ final class ToolClientTests: TmuxTestCase {
         try tmux.waitForText(bob, "⚙ guarded {\"city\":\"Rome\"} needs your approval", timeout: 10)
         try enter(bob, "y")
         try tmux.waitForScreen(ana, timeout: 10, "a second approval and answer") { screen in
-            self.count("approved by bob --", in: screen) == 2 && self.count("tool results: [guarded]", in: screen) == 2
+            self.count("approved by bob (root) --", in: screen) == 2 && self.count("tool results: [guarded]", in: screen) == 2
         }
         try waitForReplyStored(id, messages: 8)
 
@@ -163,7 +163,7 @@ final class ToolClientTests: TmuxTestCase {
         try enter(ana, "third [[tool:guarded {\"city\":\"Oslo\"}]]")
         try tmux.waitForText(bob, "⚙ guarded {\"city\":\"Oslo\"} needs your approval", timeout: 10)
         try enter(bob, "n")
-        try tmux.waitForText(ana, "denied by bob --", timeout: 10)
+        try tmux.waitForText(ana, "denied by bob (root) --", timeout: 10)
         try tmux.waitForText(ana, "⚙ guarded ✗ denied", timeout: 10)
         try tmux.waitForScreen(ana, timeout: 10, "the answer to the denied call") { self.count("tool results: [guarded]", in: $0) == 3 }
         try waitForReplyStored(id, messages: 12)

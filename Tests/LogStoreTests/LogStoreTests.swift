@@ -407,6 +407,21 @@ final class LogStoreTests: XCTestCase {
         XCTAssertFalse(Files.exists(path), "removed, so it is not reported at every start")
     }
 
+    func testLogHoldingOnlyATornHeaderIsRemoved() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let loop = try Loop()
+        let store = try makeStore(dir.path, loop: loop)
+        let path = store.conversationsDirectory + "/k3v9q2m8x7ad.jsonl"
+        let header = Files.record(.header(Fixture.header()))
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(header.prefix(header.count / 2))))
+        let (loaded, problems) = try reload(dir.path, loop)
+        defer { closeAll(loaded) }
+        XCTAssertTrue(loaded.isEmpty)
+        XCTAssertTrue(problems.contains { $0.message.contains("no whole record") }, "\(problems)")
+        XCTAssertFalse(Files.exists(path), "removed, so it is not reported at every start")
+    }
+
     func testLogWhoseHeaderNamesAnotherIdIsIgnored() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -1,0 +1,36 @@
+#!/bin/sh
+# The short runs of the long checks that `make test` adds after the XCTest suite: a 20-kill
+# crash loop, a 1-minute soak and 10 power cuts, on the debug build the suite just used.
+# Each prints one line when it passes and its whole summary when it fails; the exit status
+# is 1 if any failed. Usage: scripts/long-checks.sh BIN_DIR POWERCUT_SHIM
+set -u
+bin=$1
+shim=$2
+here=$(dirname "$0")
+status=0
+total_start=$(date +%s)
+
+# run NAME PATTERN COMMAND...: PATTERN picks the summary lines shown when it passes.
+run() {
+    name=$1 pattern=$2
+    shift 2
+    out=$(mktemp)
+    start=$(date +%s)
+    if "$@" >"$out" 2>&1; then
+        echo "$name: passed in $(( $(date +%s) - start )) s: $(grep -E "$pattern" "$out" | sed 's/^ *//' | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+    else
+        echo "$name: FAILED after $(( $(date +%s) - start )) s:"
+        tail -n 80 "$out"
+        status=1
+    fi
+    rm -f "$out"
+}
+
+run "crash loop" "summary \(seed|announced messages checked|failures:" \
+    python3 "$here/crashloop.py" --bin-dir "$bin" --kills 20 --max-seconds 180
+run "power cuts" "summary \(seed|power cuts:|announced messages checked|failures:" \
+    python3 "$here/powercut.py" --bin-dir "$bin" --shim "$shim" --kills 10 --max-seconds 120
+run "soak" "soak summary|^stored replies compared|VERDICT" \
+    python3 "$here/soak.py" --bin "$bin" --minutes 1
+echo "long checks: $(( $(date +%s) - total_start )) s"
+exit $status
