@@ -27,7 +27,7 @@ final class AttachTests: TmuxTestCase {
         try tmux.send(bob, ["Enter"])
         for pane in [ana, bob] {
             let screen = try tmux.waitForText(pane, "assistant: hello from the model")
-            XCTAssertTrue(screen.contains("bob: [[reply:hello from the model]] hi"), screen)
+            XCTAssertTrue(screen.contains("bob (root): [[reply:hello from the model]] hi"), screen)
             XCTAssertFalse(screen.contains("assistant:\n"), "no empty reply line:\n\(screen)")
         }
         // A one-shot ask is not announced as a join.
