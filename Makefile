@@ -58,10 +58,12 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 	@mkdir -p $(dir $@)
 	$(SHIM_CC) -shared -fPIC -O2 -Wall -Werror -o $@ scripts/powercut/shim.c -ldl -lpthread
 
-# One debug build serves every test target; XCTest is the runner. Then the short runs of the
+# First, system calls only in the wrapper modules (scripts/check-syscalls.sh). One debug build
+# serves every test target; XCTest is the runner. Then the short runs of the
 # long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop, 10 power cuts,
 # a 1-minute soak; a few minutes together), each one line unless it fails.
 test: deps $(POWERCUT_SHIM)
+	scripts/check-syscalls.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
 	scripts/long-checks.sh "$$($(SWIFT) build --show-bin-path)" $(POWERCUT_SHIM)

@@ -60,11 +60,14 @@ let package = Package(
         // Daemon internals.
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
-        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "Tools"], swiftSettings: strict),
-        .target(name: "Config", dependencies: ["TOML", "Broker", "Upstream", "ConfabProtocol", "Posix", "Tools"], swiftSettings: strict),
+        // What the daemon is configured with, as values: the settings, limits, profiles and context
+        // budget. Config makes them from the file; Broker runs on them. Neither knows the other.
+        .target(name: "DaemonSettings", dependencies: ["ConfabProtocol", "Upstream", "Tools"], swiftSettings: strict),
+        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "Tools", "DaemonSettings"], swiftSettings: strict),
+        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "Upstream", "ConfabProtocol", "Posix", "Tools"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
-            "Broker", "Config", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
+            "Broker", "Config", "DaemonSettings", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict, linkerSettings: [
             // Relative relocations packed (DT_RELR, glibc 2.36): the static Swift runtime made the
@@ -100,7 +103,7 @@ let package = Package(
         .executableTarget(name: "confab-fake-upstream", swiftSettings: strict),
         // Writes big data directories through the daemon's own log writer, for benchmarks.
         .executableTarget(name: "confab-loggen", dependencies: [
-            "LogStore", "EventLoop", "ConfabProtocol",
+            "LogStore", "EventLoop", "ConfabProtocol", "Posix",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
 
@@ -109,8 +112,8 @@ let package = Package(
         .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Markdown"], swiftSettings: strict),
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
-        .testTarget(name: "BrokerTests", dependencies: ["Broker", "ConfabProtocol", "Upstream"], swiftSettings: strict),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "TOML", "Tools", "ConfabProtocol", "Posix"], swiftSettings: strict),
+        .testTarget(name: "BrokerTests", dependencies: ["Broker", "DaemonSettings", "ConfabProtocol", "Upstream"], swiftSettings: strict),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [

@@ -1,10 +1,12 @@
 // libFuzzer harness for the bytes an upstream sends to confabd: SSEParser -> ChatStreamDecoder,
 // plus upstreamErrorMessage for non-2xx bodies. Compiled together with
-// Sources/Upstream/SSEParser.swift and Sources/Upstream/ChatStream.swift (same module, so no
+// Sources/Upstream/SSEParser.swift and the stream's files (ChatStream.swift, ChatStreamDecoder.swift,
+// ChatStreamShapes.swift, ToolCallAssembler.swift, UpstreamErrorBody.swift; same module, so no
 // import of Upstream) by scripts/fuzz.sh:
 //
 //   swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
-//       Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream.swift fuzz/FuzzInput.swift fuzz/SSEFuzz.swift \
+//       Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream*.swift Sources/Upstream/ToolCallAssembler.swift \
+//       Sources/Upstream/UpstreamErrorBody.swift fuzz/FuzzInput.swift fuzz/SSEFuzz.swift \
 //       -o .build-fuzz/sse-fuzz
 //
 // Input layout: as in ProtocolFuzz.swift (`Chunking`, fuzz/FuzzInput.swift).

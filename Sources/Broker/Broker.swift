@@ -1,4 +1,5 @@
 import ConfabProtocol
+import DaemonSettings
 import EventLoop
 import LogStore
 import Tools
@@ -8,30 +9,6 @@ import Upstream
 import Glibc
 #endif
 
-public struct BrokerLimits: Sendable, Equatable {
-    public var maxLineBytes = 4 << 20
-    public var maxClientBufferBytes = 16 << 20
-    public var maxClients = 256
-    public var maxQueuedSends = 16
-    public var maxHistory = 1000
-    /// How often text of a streaming reply is written to its log (no fsync).
-    public var replySaveIntervalMilliseconds: UInt64 = 250
-    /// Replies streaming from the upstream at once, across conversations; more wait their turn.
-    public var maxStreams = 16
-    /// First backoff; it doubles with each attempt, capped at 30 s, unless Retry-After says otherwise.
-    public var retryBaseMilliseconds: UInt64 = 1000
-    /// A conversation nobody has touched for this long, with nothing in flight, leaves memory.
-    public var unloadIdleMilliseconds: UInt64 = 60_000
-    /// Requests of one client still waiting for their answer (a search, a send being stored):
-    /// at this many the daemon stops reading from the client until half of them are answered.
-    public var maxUnansweredPerClient = 64
-    /// Turns of one reply that may ask for tools; a turn asking again after that fails the reply.
-    public var maxToolRounds = 8
-    /// A call waiting for approval this long is denied.
-    public var toolApprovalTimeoutSeconds = 600
-    public init() {}
-}
-
 /// The daemon's state and behaviour: every conversation, every client, every reply.
 /// A request comes in through a `ClientSession`, is dispatched in `Methods.swift`, touches a
 /// `Conversation`, goes to the log (`LogStore`) and the upstream (`UpstreamClient`), and
@@ -39,45 +16,35 @@ public struct BrokerLimits: Sendable, Equatable {
 public final class Broker {
     let loop: Loop
     let store: LogStore
-    public var upstream: UpstreamClient { replies.upstream }
-    /// Replaced on reload: replies from then on, and retries, use the new table.
-    public var providers: ProviderTable {
-        get { replies.providers }
-        set { replies.providers = newValue }
-    }
-    /// Replaced on reload: conversations created from then on use the new table; those
-    /// created before keep what they recorded, but for `context_tokens`, read per reply.
-    public var profiles: ProfileTable {
-        didSet { replies.profiles = profiles }
-    }
-    /// Replaced on reload: turns that start from then on offer the new tools.
-    public var tools: ToolTable {
-        get { replies.tools }
-        set { replies.tools = newValue }
-    }
-    /// Replaced on reload; a higher `maxStreams` lets replies waiting for a stream start now.
-    public var limits: BrokerLimits {
-        didSet { replies.limits = limits }
-    }
-    public var logger: Logger {
-        didSet { replies.logger = logger }
-    }
-    /// Replaced on reload: every configured secret, redacted from what comes from outside (a
-    /// model server's errors, model listings' errors, tool results) before it is stored, sent
-    /// or logged, and from every log line.
-    public var secrets: SecretRedactor = .none {
-        didSet {
-            logger.secrets = secrets
-            replies.secrets = secrets
-            models.secrets = secrets
+    public var upstream: any ReplyUpstream { replies.upstream }
+    /// The settings in force, shared with the reply runner (`CurrentSettings` says what a
+    /// replacement changes for whom).
+    let current: CurrentSettings
+    /// A reload is one assignment: from then on everything reads the new value; a higher
+    /// `maxStreams` lets replies waiting for a stream start now, and the connections of a uid
+    /// taken off `access.allow_uids` close.
+    public var settings: Settings {
+        get { current.value }
+        set {
+            let previous = current.value
+            current.replace(with: newValue)
+            replies.settingsReplaced()
+            closeClients(noLongerAllowedBy: previous.allowedUIDs)
         }
     }
+    var providers: ProviderTable { current.providers }
+    var profiles: ProfileTable { current.profiles }
+    var limits: BrokerLimits { current.limits }
+    var allowedUIDs: Set<UInt32> { current.allowedUIDs }
+    /// The daemon's log, its secrets those of the settings in force.
+    public var logger: Logger { current.logger }
+    /// Every configured secret, redacted from what comes from outside (a model server's
+    /// errors, model listings' errors, tool results) before it is stored, sent or logged, and
+    /// from every log line.
+    var secrets: SecretRedactor { current.secrets }
     let replies: ReplyRunner
     /// `models.list`'s listings, fetched and kept per provider.
     let models: ModelCatalog
-    /// uids besides our own that may connect; changed with `allow(_:)`, which closes the
-    /// connections of a uid taken off.
-    public internal(set) var allowedUIDs: Set<UInt32>
     var conversations: [String: Conversation] = [:]
     /// `conversation.list`'s order, kept between calls; told of every conversation whose time
     /// may have changed (each log write, through the store), created or deleted.
@@ -95,17 +62,12 @@ public final class Broker {
     let ownUID = UInt32(getuid())
     let flusher: OutputFlusher
 
-    public init(loop: Loop, store: LogStore, upstream: UpstreamClient, providers: ProviderTable, profiles: ProfileTable = ProfileTable(),
-                limits: BrokerLimits, logger: Logger, allowedUIDs: Set<UInt32> = []) {
+    public init(loop: Loop, store: LogStore, upstream: any ReplyUpstream, settings: Settings, logger: Logger) {
         self.loop = loop
-        self.profiles = profiles
         self.store = store
-        replies = ReplyRunner(loop: loop, upstream: upstream, providers: providers, limits: limits, logger: logger)
-        replies.profiles = profiles
-        models = ModelCatalog(loop: loop, upstream: upstream)
-        self.limits = limits
-        self.logger = logger
-        self.allowedUIDs = allowedUIDs
+        current = CurrentSettings(settings, logger: logger)
+        replies = ReplyRunner(loop: loop, upstream: upstream, settings: current)
+        models = ModelCatalog(loop: loop, upstream: upstream, settings: current)
         startedAt = loop.now
         flusher = OutputFlusher(loop: loop)
         upstream.onTransportError = { [unowned self] message in self.logger.error("upstream transport: \(message)") }

@@ -285,7 +285,7 @@ final class OutputFlusher {
         queued.append(client)
     }
 
-    /// Also called directly where the loop may not turn again before the output matters.
+    /// Runs once per loop turn, before the loop sleeps (the `BeforePoll` hook above).
     func flush() {
         // Closing a client tells the others it left: those frames go out in this same pass.
         while !queued.isEmpty {

@@ -1,4 +1,5 @@
 import ConfabProtocol
+import DaemonSettings
 import LogStore
 
 extension Broker {

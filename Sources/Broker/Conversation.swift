@@ -33,7 +33,9 @@ final class Conversation {
     private(set) var attached: [ClientSession] = []
     /// Reply ids reserved by stored sends, waiting for their turn.
     private(set) var queue: [String] = []
-    private(set) var active: ActiveReply?
+    /// The reply in flight (one at a time): set by `ReplyRunner` when it starts one, cleared
+    /// when the reply is over (`Reply.leave`).
+    var active: Reply?
     var isDeleted = false
     /// Reported over estimated prompt tokens of its last reply whose upstream reported usage:
     /// corrects the context budget's estimate. In memory only; nil until such a reply.
@@ -52,88 +54,6 @@ final class Conversation {
     var waitingForMessages: [(needsMessages: Bool, resume: (RPCError?) -> Void)] = []
     /// `loop.now` when a request last touched it, to tell idle conversations that can leave memory.
     var lastUsed: UInt64 = 0
-
-    final class ActiveReply {
-        var message: Message
-        var request: ChatRequest
-        var stream: ReplyStream?
-        /// Waiting to try the upstream again after a refusal that streamed nothing.
-        var retryTimer: Timer?
-        var attempts = 0
-        var unsavedText = ""
-        var lastSave: UInt64
-        /// How the reply ended, while that final record is being made durable. Clients still
-        /// see `message` (streaming) until the ending is announced.
-        var ending: Message?
-        /// A continuation (`message.continue`) of a reply that stopped for length: the text it
-        /// already had (UTF-8 bytes) and the usage of the requests before, added at the end.
-        var continued: (bytes: Int, usage: Usage?)?
-        /// The final record is being made durable; the reply can no longer be cancelled.
-        var isFinishing: Bool { ending != nil }
-        /// The sequence number every message of this reply has (`m2`, `m2.1`, …).
-        let chain: Int
-        /// The step the next message of the reply gets.
-        var nextStep: Int
-        /// The form of a textless tool-call turn the server refused in this turn's request, once
-        /// the other form has been tried instead (it is tried once a turn).
-        var refusedToolCallTurnContent: ToolCallTurnContent?
-        /// Turns that asked for tools so far.
-        var toolRounds = 0
-        /// The calls of the turn that asked for tools, while any has not been stored.
-        var toolRuns: [ToolRun] = []
-        var isRunningTools: Bool { !toolRuns.isEmpty }
-
-        init(message: Message, request: ChatRequest, now: UInt64) {
-            self.message = message
-            self.request = request
-            self.lastSave = now
-            chain = message.order.sequence
-            nextStep = message.order.step + 1
-        }
-
-        /// Stops whatever is talking to the upstream or to a tool for this reply, or waiting to.
-        func stop() {
-            stream?.cancel()
-            stream = nil
-            retryTimer?.close()
-            retryTimer = nil
-            for run in toolRuns { run.stop() }
-        }
-    }
-
-    /// One tool call of a reply: its message (role `tool`) from the moment it is asked for to
-    /// the moment its ending is stored.
-    final class ToolRun {
-        let call: ToolCall
-        var message: Message
-        /// nil when the conversation does not offer the tool.
-        let definition: ToolDefinition?
-        /// The checked arguments; nil when they failed the check (`refusal` says why).
-        var arguments: JSON?
-        /// Why the call will not be made, decided before anything is sent.
-        var refusal: MessageError?
-        var http: ToolHTTPCall?
-        var approvalTimer: Timer?
-        /// Its ending is decided (being stored, or stored).
-        var ending: Message?
-        /// Its ending is stored and announced.
-        var isStored = false
-
-        init(call: ToolCall, message: Message, definition: ToolDefinition?) {
-            self.call = call
-            self.message = message
-            self.definition = definition
-        }
-
-        var isWaitingForApproval: Bool { ending == nil && message.tool?.approval == .pending }
-
-        func stop() {
-            http?.cancel()
-            http = nil
-            approvalTimer?.close()
-            approvalTimer = nil
-        }
-    }
 
     /// Known by its summary only; `take(_:)` brings its messages in.
     init(log: ConversationLog) {
@@ -269,13 +189,6 @@ final class Conversation {
     func dropQueue() {
         queue = []
         continuing = nil
-    }
-
-    func begin(_ reply: ActiveReply) { active = reply }
-
-    func end() -> ActiveReply? {
-        defer { active = nil }
-        return active
     }
 
     /// What the upstream sees for a reply: the system prompt and every earlier turn, in an order

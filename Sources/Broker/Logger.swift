@@ -1,7 +1,5 @@
+import Posix
 import Tools
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// One line per event on stderr. Under systemd (`JOURNAL_STREAM` set) each line starts
 /// with the `<N>` syslog priority the journal understands; otherwise with the level name.
@@ -46,15 +44,8 @@ public struct Logger: Sendable {
         guard level >= self.level else { return }
         let text = Self.escapingControls(secrets.redacting(message()))
         let line = (journal ? "<\(level.rawValue)>" : "\(level.name): ") + text + "\n"
-        var bytes = Array(line.utf8)
-        bytes.withUnsafeMutableBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
-                offset += n
-            }
-        }
+        // Nowhere to report a failed write of the daemon's own log.
+        _ = Files.writeAll(2, Array(line.utf8))
     }
 
     public func error(_ message: @autoclosure () -> String) { log(.error, message()) }

@@ -1,4 +1,5 @@
 import ConfabProtocol
+import DaemonSettings
 import EventLoop
 import LogStore
 
@@ -413,11 +414,7 @@ extension Broker {
     private func cancel(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let only = try params.optionalString("message")
         if let only, MessageID.sequence(of: only) == nil { throw .invalidParams("parameter \"message\" is not a message id") }
-        guard let reply = conversation.active, !reply.isFinishing else { return ["cancelled": .null] }
-        // A client stopping the reply it asked for must not stop the next one instead.
-        // Any message of the reply's chain names it: `m2` stops `m2` and the turns after its tool calls.
-        if let only, MessageID.sequence(of: only) != reply.chain { return ["cancelled": .null] }
-        conversation.broadcast(.generationCancelled(message: reply.message.id, by: client.info))
-        return ["cancelled": replies.cancel(in: conversation).map(JSON.string) ?? .null]
+        let chain = only.flatMap(MessageID.sequence(of:))
+        return ["cancelled": replies.cancel(in: conversation, chain: chain, by: client).map(JSON.string) ?? .null]
     }
 }

@@ -19,25 +19,28 @@ final class ModelCatalog {
     private final class Pending {
         let provider: Provider
         var waiters: [(ModelListing) -> Void] = []
-        var request: ModelListingRequest?
+        var request: (any UpstreamCall)?
         init(provider: Provider) { self.provider = provider }
     }
 
     private let loop: Loop
-    private let upstream: UpstreamClient
+    private let upstream: any ReplyUpstream
     private var cached: [String: Entry] = [:]
     private var inFlight: [String: Pending] = [:]
     /// Told about each fetch that failed, for the daemon's log.
     var onFailure: ((String, MessageError) -> Void)?
-    /// Redacted from every failure, which may quote the key the listing was asked with.
-    var secrets = SecretRedactor.none
+    /// The settings in force: their secrets are redacted from every failure, which may quote
+    /// the key the listing was asked with.
+    private let settings: CurrentSettings
+    private var secrets: SecretRedactor { settings.secrets }
     /// How to answer each `models.list` still waiting, should the daemon stop first.
     private var waitingCalls: [Int: (RPCError) -> Void] = [:]
     private var nextCall = 0
 
-    init(loop: Loop, upstream: UpstreamClient) {
+    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings) {
         self.loop = loop
         self.upstream = upstream
+        self.settings = settings
     }
 
     /// `provider`'s listing: at once when a fresh one is kept, else when the fetch ends.
@@ -55,7 +58,7 @@ final class ModelCatalog {
         let pending = Pending(provider: provider)
         pending.waiters.append(done)
         inFlight[name] = pending
-        pending.request = upstream.listModels(of: provider) { [unowned self] result in
+        pending.request = upstream.startModelListing(of: provider) { [unowned self] result in
             let result = result.mapError(secrets.redacting)
             // A fetch for a configuration replaced meanwhile still answers its own callers, but
             // neither its answer nor its place is kept.

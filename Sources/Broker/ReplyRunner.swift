@@ -1,4 +1,5 @@
 import ConfabProtocol
+import DaemonSettings
 import EventLoop
 import LogStore
 import Tools
@@ -14,35 +15,39 @@ import Upstream
 /// at shutdown (`interruptAll`). Everything here runs on the loop thread.
 final class ReplyRunner {
     let loop: Loop
-    let upstream: UpstreamClient
-    var providers: ProviderTable {
-        didSet { toolCallTurnContent = [:] }
-    }
+    let upstream: any ReplyUpstream
+    /// The broker's settings in force, read at each use (never copied: a reload replaces them
+    /// there and says so through `settingsReplaced`).
+    let settings: CurrentSettings
+    var providers: ProviderTable { settings.providers }
     /// By provider name, the form of a textless tool-call turn its server took after refusing
     /// the usual one: sent first from then on, until the config is loaded again.
     private var toolCallTurnContent: [String: ToolCallTurnContent] = [:]
     /// For each reply's context budget and tools, looked up by the conversation's profile name.
-    var profiles = ProfileTable()
+    var profiles: ProfileTable { settings.profiles }
     /// The configured tools; a conversation offers those its profile lists.
-    var tools = ToolTable()
-    var limits: BrokerLimits {
-        didSet { admitWaiting() }
-    }
-    var logger: Logger
+    var tools: ToolTable { settings.tools }
+    var limits: BrokerLimits { settings.limits }
+    var logger: Logger { settings.logger }
     /// Redacted from every error a model server gives and every tool result.
-    var secrets = SecretRedactor.none
+    var secrets: SecretRedactor { settings.secrets }
     /// Conversations with a reply ready to start, waiting for a free upstream stream.
     private var waitingForStream: [Conversation] = []
     /// Replies started and not yet ended, across conversations.
     private(set) var activeReplies = 0
     private(set) var isStopping = false
 
-    init(loop: Loop, upstream: UpstreamClient, providers: ProviderTable, limits: BrokerLimits, logger: Logger) {
+    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings) {
         self.loop = loop
         self.upstream = upstream
-        self.providers = providers
-        self.limits = limits
-        self.logger = logger
+        self.settings = settings
+    }
+
+    /// The config was loaded again: what was learnt about the old providers is forgotten, and
+    /// a higher `maxStreams` lets waiting replies start now.
+    func settingsReplaced() {
+        toolCallTurnContent = [:]
+        admitWaiting()
     }
 
     /// Starts the next queued reply of a conversation if none is running and a stream is free.
@@ -72,9 +77,9 @@ final class ReplyRunner {
             message.context = nil
             continued = (stored.content.utf8.count, stored.usage)
         }
-        let reply = Conversation.ActiveReply(message: message, request: ChatRequest(model: conversation.model, messages: []), now: loop.now)
+        let reply = Reply(message: message, request: ChatRequest(model: conversation.model, messages: []), now: loop.now)
         reply.continued = continued
-        conversation.begin(reply)
+        conversation.active = reply
         activeReplies += 1
         startTurn(of: reply, in: conversation)
     }
@@ -82,7 +87,7 @@ final class ReplyRunner {
     /// Asks the upstream for the reply's message as it stands (a new reply, a continuation, or
     /// the next turn after tool calls): the request from the context before it, the budget, the
     /// start record, the announcement, then the stream.
-    func startTurn(of reply: Conversation.ActiveReply, in conversation: Conversation) {
+    func startTurn(of reply: Reply, in conversation: Conversation) {
         var message = reply.message
         let continued = reply.continued
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: message.id))
@@ -144,9 +149,14 @@ final class ReplyRunner {
         conversation.profile.flatMap { profiles[$0]?.contextTokens } ?? providers[conversation.provider]?.config.contextTokens
     }
 
-    /// Cancels the reply in flight, if it can still be cancelled; returns its id.
-    func cancel(in conversation: Conversation) -> String? {
+    /// `generation.cancel`: stops the reply in flight, if it can still be stopped and is of
+    /// `chain` when one is named (a client stopping the reply it asked for must not stop the
+    /// next one instead; any message of a chain names it: `m2` stops `m2` and the turns after its
+    /// tool calls). Returns the id of the message it stopped at.
+    func cancel(in conversation: Conversation, chain: Int?, by client: ClientSession) -> String? {
         guard let reply = conversation.active, !reply.isFinishing else { return nil }
+        if let chain, chain != reply.chain { return nil }
+        conversation.broadcast(.generationCancelled(message: reply.message.id, by: client.info))
         let id = reply.message.id
         logger.info("conversation=\(conversation.id) reply=\(id) cancelled")
         if reply.isRunningTools {
@@ -161,16 +171,13 @@ final class ReplyRunner {
 
     /// A deleted conversation: its reply stops without an ending, its queue goes, its stream is free.
     func forget(_ conversation: Conversation) {
-        if let reply = conversation.end() {
-            reply.stop()
-            activeReplies -= 1
-        }
+        if let reply = conversation.active { release(reply, from: conversation) }
         waitingForStream.removeAll { $0 === conversation }
         conversation.dropQueue()
         admitWaiting()
     }
 
-    private func askUpstream(for reply: Conversation.ActiveReply, in conversation: Conversation) {
+    private func askUpstream(for reply: Reply, in conversation: Conversation) {
         // Looked up for every attempt: a reload between two takes effect at the next one.
         guard let provider = providers[conversation.provider] else {
             logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) provider \(conversation.provider) is not configured")
@@ -179,12 +186,10 @@ final class ReplyRunner {
             return
         }
         reply.attempts += 1
-        // The reply is found again through its conversation rather than held weakly: a weak
-        // reference gives an object a side table, which makes every retain of it slower, and
-        // this runs for every token. (A reply's stream is cancelled before the reply goes.)
-        let replyID = ObjectIdentifier(reply), attempt = reply.attempts
-        reply.stream = upstream.stream(reply.request, from: provider) { [unowned self, unowned conversation] event in
-            guard let reply = conversation.active, ObjectIdentifier(reply) == replyID, reply.attempts == attempt else { return }
+        // The handler holds the reply (never weakly: a weak reference gives an object a side
+        // table, which makes every retain of it slower, and this runs for every token) until
+        // the stream drops it, when it ends or is cancelled: nothing to look up, nothing stale.
+        reply.stream = upstream.startReply(reply.request, from: provider) { [unowned self] event in
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
             case .finished(let finishReason, let usage, let serverError, let retryAfter, let toolCalls):
@@ -233,7 +238,7 @@ final class ReplyRunner {
     /// holding an assistant turn that asked for tools and said nothing, before any text came.
     /// The other form is then tried, once a turn, so that no server's schema can leave a
     /// conversation unusable for good.
-    private func mayTryOtherToolCallTurnContent(after error: MessageError, _ reply: Conversation.ActiveReply, api: ProviderAPI) -> Bool {
+    private func mayTryOtherToolCallTurnContent(after error: MessageError, _ reply: Reply, api: ProviderAPI) -> Bool {
         guard api == .chat, reply.refusedToolCallTurnContent == nil, reply.request.hasTextlessToolCallTurn, !isStopping,
               error.code == .upstreamHTTP, let status = error.status, (400..<600).contains(status), ![404, 408, 413, 502, 503, 504, 529].contains(status)
         else { return false }
@@ -242,7 +247,7 @@ final class ReplyRunner {
 
     /// A failure as the reply is to carry it: what the server refused, or what an empty answer
     /// usually means and where to change it.
-    private func explained(_ error: MessageError, reply: Conversation.ActiveReply, in conversation: Conversation) -> MessageError {
+    private func explained(_ error: MessageError, reply: Reply, in conversation: Conversation) -> MessageError {
         if error == .noAnswer {
             let setting = conversation.profile.map { "in profile \"\($0)\" or provider \"\(conversation.provider)\"" }
                 ?? "in provider \"\(conversation.provider)\""
@@ -262,7 +267,7 @@ final class ReplyRunner {
 
     /// A reply that got text but no usage from the upstream (llama.cpp's server sends none even
     /// when asked) gets an estimate, marked as such, so token totals still add up.
-    private func estimatedUsage(of reply: Conversation.ActiveReply) -> Usage? {
+    private func estimatedUsage(of reply: Reply) -> Usage? {
         // A continuation's own completion is the text after what it started with.
         let completion = reply.continued.map { String(decoding: reply.message.content.utf8.dropFirst($0.bytes), as: UTF8.self) }
             ?? reply.message.content
@@ -272,7 +277,7 @@ final class ReplyRunner {
     }
 
     /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.
-    private func shouldRetry(_ error: MessageError, _ reply: Conversation.ActiveReply, maxRetries: Int) -> Bool {
+    private func shouldRetry(_ error: MessageError, _ reply: Reply, maxRetries: Int) -> Bool {
         // Nothing streamed in this attempt: a continuation starts with the text it had.
         let streamed = reply.message.content.utf8.count - (reply.continued?.bytes ?? 0)
         guard streamed == 0, reply.attempts <= maxRetries, !isStopping else { return false }
@@ -295,22 +300,22 @@ final class ReplyRunner {
         return min(base << UInt64(doublings), cap)
     }
 
-    private func scheduleRetry(of reply: Conversation.ActiveReply, in conversation: Conversation, after error: MessageError, retryAfterSeconds: Int?) {
+    private func scheduleRetry(of reply: Reply, in conversation: Conversation, after error: MessageError, retryAfterSeconds: Int?) {
         let delay = Self.retryDelayMilliseconds(attempt: reply.attempts, retryAfterSeconds: retryAfterSeconds,
                                                 base: limits.retryBaseMilliseconds)
         logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attempt \(reply.attempts) failed (\(error.logText)): retrying in \(delay) ms")
         conversation.broadcast(.messageRetrying(message: reply.message.id, attempt: reply.attempts, delayMilliseconds: Int(delay), error: error))
         let timer = Timer(loop: loop)
         reply.retryTimer = timer
-        timer.start(after: delay) { [unowned self, unowned conversation, weak reply] in
+        timer.start(after: delay) { [unowned self] in
             timer.close()
-            guard let reply, conversation.active === reply, !reply.isFinishing else { return }
+            guard !reply.isOver, !reply.isFinishing else { return }
             reply.retryTimer = nil
             askUpstream(for: reply, in: conversation)
         }
     }
 
-    private func received(_ text: String, for reply: Conversation.ActiveReply, in conversation: Conversation) {
+    private func received(_ text: String, for reply: Reply, in conversation: Conversation) {
         reply.message.content += text
         conversation.broadcastDelta(message: reply.message.id, content: text)
         reply.unsavedText += text
@@ -323,7 +328,7 @@ final class ReplyRunner {
 
     /// Puts a streaming reply's recent text in its log (page cache only: it survives a
     /// daemon crash, not a power cut, and costs one write(2)).
-    private func saveText(of reply: Conversation.ActiveReply, in conversation: Conversation) {
+    private func saveText(of reply: Reply, in conversation: Conversation) {
         guard !reply.unsavedText.isEmpty else { return }
         do {
             try conversation.log.write([.replyText(message: reply.message.id, content: reply.unsavedText)])
@@ -346,7 +351,7 @@ final class ReplyRunner {
         reply.ending = ending
         conversation.log.append([.replyFinished(ending)]) { [unowned self] storeError in
             // Deleted meanwhile, or already settled by shutdown: nothing left to announce.
-            guard !conversation.isDeleted, conversation.active === reply else { return }
+            guard !conversation.isDeleted, !reply.isOver else { return }
             let final = announce(ending, of: conversation, storeError: storeError)
             // A turn that asked for tools is not the end of the reply: the calls and the next turn follow.
             if final.status == .complete, let calls = final.toolCalls, !calls.isEmpty, !isStopping {
@@ -354,16 +359,21 @@ final class ReplyRunner {
                 runTools(calls, of: reply, in: conversation)
                 return
             }
-            endReply(in: conversation)
+            endReply(reply, in: conversation)
         }
     }
 
     /// The reply's chain is over: its stream is free, and what waits goes ahead.
-    func endReply(in conversation: Conversation) {
-        _ = conversation.end()
-        activeReplies -= 1
+    func endReply(_ reply: Reply, in conversation: Conversation) {
+        release(reply, from: conversation)
         startNext(in: conversation)
         admitWaiting()
+    }
+
+    /// The one way a reply leaves: it stops, its conversation no longer has it, its stream is free.
+    func release(_ reply: Reply, from conversation: Conversation) {
+        reply.leave(conversation)
+        activeReplies -= 1
     }
 
     /// Announces how a message of the reply in flight ended, once its final record is durable or
@@ -410,19 +420,16 @@ final class ReplyRunner {
                 let storeError = conversation.log.syncNow()
                 announceStoredCalls(of: reply, in: conversation, storeError: storeError)
                 announce(ending, of: conversation, storeError: storeError)
-                _ = conversation.end()
-                activeReplies -= 1
+                release(reply, from: conversation)
                 continue
             }
             if let reply = conversation.active, reply.isRunningTools {
                 interruptCalls(of: reply, in: conversation)
-                _ = conversation.end()
-                activeReplies -= 1
+                release(reply, from: conversation)
                 continue
             }
-            guard let reply = conversation.end() else { continue }
-            activeReplies -= 1
-            reply.stop()
+            guard let reply = conversation.active else { continue }
+            release(reply, from: conversation)
             reply.message.usage = Usage.sum(reply.continued?.usage, estimatedUsage(of: reply))
             reply.message.status = .interrupted
             Self.keepContinuable(&reply.message, reply, status: .interrupted)
@@ -447,7 +454,7 @@ final class ReplyRunner {
 
     /// A continuation that did not finish (cancelled, failed, interrupted) is still a reply cut
     /// off for length: it can be continued again.
-    private static func keepContinuable(_ ending: inout Message, _ reply: Conversation.ActiveReply, status: MessageStatus) {
+    private static func keepContinuable(_ ending: inout Message, _ reply: Reply, status: MessageStatus) {
         guard reply.continued != nil, status != .complete, ending.finishReason == nil else { return }
         ending.finishReason = "length"
     }

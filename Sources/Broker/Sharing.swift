@@ -84,10 +84,10 @@ extension Broker {
         }
     }
 
-    /// A reload's new `access.allow_uids`: the connections of a uid no longer listed close now.
-    public func allow(_ uids: Set<UInt32>) {
-        let removed = allowedUIDs.subtracting(uids)
-        allowedUIDs = uids
+    /// After a reload: the connections of a uid `previous` listed and `access.allow_uids` no
+    /// longer does close now.
+    func closeClients(noLongerAllowedBy previous: Set<UInt32>) {
+        let removed = previous.subtracting(allowedUIDs)
         guard !removed.isEmpty else { return }
         for client in clients.values where removed.contains(client.credentials.uid) {
             client.close(reason: "uid=\(client.credentials.uid) is no longer in access.allow_uids")

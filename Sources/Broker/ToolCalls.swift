@@ -10,10 +10,10 @@ import Upstream
 /// the model's next turn starts. Cancel, shutdown and deletion stop them where they are.
 extension ReplyRunner {
     /// Starts the calls a stored turn asked for.
-    func runTools(_ calls: [ToolCall], of reply: Conversation.ActiveReply, in conversation: Conversation) {
+    func runTools(_ calls: [ToolCall], of reply: Reply, in conversation: Conversation) {
         reply.toolRounds += 1
         let offered = offeredTools(in: conversation)
-        var runs: [Conversation.ToolRun] = []
+        var runs: [ToolRun] = []
         for call in calls {
             let id = MessageID.make(reply.chain, step: reply.nextStep)
             reply.nextStep += 1
@@ -34,7 +34,7 @@ extension ReplyRunner {
             }
             let message = Message(id: id, conversation: conversation.id, role: .tool, content: "", status: .streaming,
                                   created: .now(), tool: result)
-            let run = Conversation.ToolRun(call: call, message: message, definition: definition)
+            let run = ToolRun(call: call, message: message, definition: definition)
             run.arguments = arguments
             run.refusal = refusal
             runs.append(run)
@@ -62,15 +62,15 @@ extension ReplyRunner {
         }
     }
 
-    private func requestApproval(for run: Conversation.ToolRun, of reply: Conversation.ActiveReply, in conversation: Conversation) {
+    private func requestApproval(for run: ToolRun, of reply: Reply, in conversation: Conversation) {
         logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) waiting for approval")
         conversation.broadcast(.toolApprovalRequested(message: run.message, call: run.call))
         let timer = Timer(loop: loop)
         run.approvalTimer = timer
         let seconds = limits.toolApprovalTimeoutSeconds
-        timer.start(after: UInt64(seconds) * 1000) { [unowned self, unowned conversation, weak reply, weak run] in
+        timer.start(after: UInt64(seconds) * 1000) { [unowned self] in
             timer.close()
-            guard let reply, let run, conversation.active === reply, run.isWaitingForApproval else { return }
+            guard !reply.isOver, run.isWaitingForApproval else { return }
             run.approvalTimer = nil
             decide(run, allow: false, by: nil, of: reply, in: conversation,
                    reason: "nobody approved this call within \(seconds) s, so it was not made")
@@ -85,7 +85,7 @@ extension ReplyRunner {
         return true
     }
 
-    private func decide(_ run: Conversation.ToolRun, allow: Bool, by client: ClientSession?, of reply: Conversation.ActiveReply,
+    private func decide(_ run: ToolRun, allow: Bool, by client: ClientSession?, of reply: Reply,
                         in conversation: Conversation, reason: String) {
         run.approvalTimer?.close()
         run.approvalTimer = nil
@@ -102,7 +102,7 @@ extension ReplyRunner {
         startCall(run, of: reply, in: conversation)
     }
 
-    private func startCall(_ run: Conversation.ToolRun, of reply: Conversation.ActiveReply, in conversation: Conversation) {
+    private func startCall(_ run: ToolRun, of reply: Reply, in conversation: Conversation) {
         guard let definition = run.definition, let arguments = run.arguments else { return }
         let request = definition.httpRequest(arguments: arguments)
         conversation.broadcast(.toolStarted(message: run.message, call: run.call))
@@ -110,10 +110,10 @@ extension ReplyRunner {
         // headers (some are secrets) are logged.
         let path = request.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.url
         logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) \(request.method.rawValue) \(Self.loggable(path))")
-        run.http = upstream.callTool(method: request.method.rawValue, url: request.url, headers: request.headers, body: request.body,
+        run.http = upstream.startToolCall(method: request.method.rawValue, url: request.url, headers: request.headers, body: request.body,
                                      timeoutSeconds: definition.timeoutSeconds, maxResponseBytes: definition.maxResponseBytes) {
-            [unowned self, unowned conversation, weak reply, weak run] outcome in
-            guard let reply, let run, conversation.active === reply, run.ending == nil else { return }
+            [unowned self] outcome in
+            guard !reply.isOver, run.ending == nil else { return }
             run.http = nil
             run.message.tool?.durationMilliseconds = outcome.durationMilliseconds
             run.message.tool?.httpStatus = outcome.status
@@ -133,7 +133,7 @@ extension ReplyRunner {
     }
 
     /// Decides how a call ended and stores it; once every call of the turn is stored, the next turn starts.
-    private func end(_ run: Conversation.ToolRun, of reply: Conversation.ActiveReply, in conversation: Conversation,
+    private func end(_ run: ToolRun, of reply: Reply, in conversation: Conversation,
                      status: MessageStatus, error: MessageError?, content: String) {
         guard run.ending == nil else { return }
         run.stop()
@@ -142,8 +142,8 @@ extension ReplyRunner {
         ending.error = error
         ending.content = content
         run.ending = ending
-        conversation.log.append([.replyFinished(ending)]) { [unowned self, weak reply, weak run] storeError in
-            guard let reply, let run, !conversation.isDeleted, conversation.active === reply, !run.isStored else { return }
+        conversation.log.append([.replyFinished(ending)]) { [unowned self] storeError in
+            guard !conversation.isDeleted, !reply.isOver, !run.isStored else { return }
             store(run, storeError: storeError, in: conversation)
             guard !reply.isFinishing, reply.toolRuns.allSatisfy(\.isStored) else { return }
             reply.toolRuns = []
@@ -161,7 +161,7 @@ extension ReplyRunner {
     }
 
     /// A call's ending is durable (or could not be made so: then it is a `storage` failure).
-    private func store(_ run: Conversation.ToolRun, storeError: StoreError?, in conversation: Conversation) {
+    private func store(_ run: ToolRun, storeError: StoreError?, in conversation: Conversation) {
         guard var final = run.ending else { return }
         run.isStored = true
         if let storeError {
@@ -176,7 +176,7 @@ extension ReplyRunner {
     /// Ends the reply while its calls run (cancel, or a log that cannot be written): every call
     /// not ended yet ends with `status`, and an empty assistant turn with that status closes the
     /// reply, so every client following it sees its end.
-    func closeChain(of reply: Conversation.ActiveReply, in conversation: Conversation, status: MessageStatus, error: MessageError? = nil) {
+    func closeChain(of reply: Reply, in conversation: Conversation, status: MessageStatus, error: MessageError? = nil) {
         reply.stop()
         var records: [LogRecord] = []
         for run in reply.toolRuns where run.ending == nil {
@@ -193,16 +193,16 @@ extension ReplyRunner {
         reply.message = closing
         reply.ending = closing
         records.append(.replyFinished(closing))
-        conversation.log.append(records) { [unowned self, weak reply] storeError in
-            guard let reply, !conversation.isDeleted, conversation.active === reply else { return }
+        conversation.log.append(records) { [unowned self] storeError in
+            guard !conversation.isDeleted, !reply.isOver else { return }
             announceStoredCalls(of: reply, in: conversation, storeError: storeError)
             announce(closing, of: conversation, storeError: storeError)
-            endReply(in: conversation)
+            endReply(reply, in: conversation)
         }
     }
 
     /// Announces every call whose ending was written and not yet announced (it is durable now).
-    func announceStoredCalls(of reply: Conversation.ActiveReply, in conversation: Conversation, storeError: StoreError?) {
+    func announceStoredCalls(of reply: Reply, in conversation: Conversation, storeError: StoreError?) {
         for run in reply.toolRuns where run.ending != nil && !run.isStored {
             store(run, storeError: storeError, in: conversation)
         }
@@ -211,7 +211,7 @@ extension ReplyRunner {
 
     /// Shutdown while calls run: each unfinished one is stored `interrupted` now (blocking is
     /// fine here) and announced; no further turn starts.
-    func interruptCalls(of reply: Conversation.ActiveReply, in conversation: Conversation) {
+    func interruptCalls(of reply: Reply, in conversation: Conversation) {
         reply.stop()
         var records: [LogRecord] = []
         for run in reply.toolRuns where run.ending == nil {

@@ -1,4 +1,4 @@
-import Broker
+import DaemonSettings
 import ConfabProtocol
 import Posix
 import TOML
@@ -224,56 +224,21 @@ struct ConfigFile {
     init() {}
 }
 
-/// Everything the daemon takes from its config file and environment.
-public struct Settings {
-    /// `[upstream]`: the provider named `default`.
-    public var upstream = UpstreamConfig()
-    /// `[providers.NAME]` tables, in the order written.
-    public var providers: [Provider] = []
-    /// Which provider a new conversation that names none uses.
-    public var defaultProvider = Provider.defaultName
-    /// `[profiles.NAME]` tables, in the order written.
-    public var profiles: [Profile] = []
-    /// Which profile a new conversation that names none uses; nil: none.
-    public var defaultProfile: String?
-    /// `[tools.NAME]` tables: HTTP tools a profile's conversations may let the model call.
-    public var tools = ToolTable()
-    public var limits = BrokerLimits()
-    public var fsync = true
-    public var allowedUIDs: Set<UInt32> = []
-    public var warnings: [String] = []
-
-    public init() {}
-
-    /// Every provider, `[upstream]` as `default` among them.
-    public var providerTable: ProviderTable {
-        ProviderTable([Provider(name: Provider.defaultName, config: upstream)] + providers, defaultName: defaultProvider)
-    }
-
-    public var profileTable: ProfileTable {
-        ProfileTable(profiles, defaultName: defaultProfile)
-    }
-
-    /// Every configured secret: each provider's API key (`[upstream]`'s among them) and the
-    /// value of each tool header read from the environment or a file.
-    public var secrets: SecretRedactor {
-        let keys = ([upstream] + providers.map(\.config)).compactMap(\.apiKey)
-        let headers = tools.sorted.flatMap(\.headers).filter(\.isSecret).map(\.value)
-        return SecretRedactor(secrets: keys + headers)
-    }
-
+extension Settings {
     /// Reads `path` (a missing file is fine unless `required`) and the environment.
     public static func load(path: String, required: Bool, environment: [String: String]) throws(ConfigError) -> Settings {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            guard !required && errno == ENOENT else {
-                throw ConfigError(description: "cannot read \(path): \(String(cString: strerror(errno)))")
+        let info: FileStatus
+        do {
+            info = try Files.status(path: path)
+        } catch {
+            guard !required && error.code == ENOENT else {
+                throw ConfigError(description: "cannot read \(path): \(error)")
             }
             return try resolve(ConfigFile(), environment: environment)
         }
         let file = try parse(readText(path, "config file"), path: path)
         var settings = try resolve(file, environment: environment)
-        if file.upstream?.api_key != nil || file.providers.contains(where: { $0.api_key?.isEmpty == false }), info.st_mode & 0o077 != 0 {
+        if file.upstream?.api_key != nil || file.providers.contains(where: { $0.api_key?.isEmpty == false }), info.permissions & 0o077 != 0 {
             settings.warnings.insert("\(path) holds an API key and can be read by others: chmod 600 \(path)", at: 0)
         }
         return settings
@@ -311,8 +276,7 @@ public struct Settings {
             let key = try readText(keyFile, "upstream.api_key_file")
             settings.upstream.apiKey = key.trimmingWhitespace
             // As ssh does for private keys; the key itself is never part of the message.
-            var keyInfo = stat()
-            if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & S_IFMT == S_IFREG, keyInfo.st_mode & 0o044 != 0 {
+            if isReadableByOthers(keyFile) {
                 settings.warnings.append("the API key file \(keyFile) (upstream.api_key_file) can be read by others: chmod 600 \(keyFile)")
             }
         } else if let key = try credential("openai-api-key", environment: environment) {
@@ -396,204 +360,6 @@ public struct Settings {
         return settings
     }
 
-    /// A `[providers.NAME]` table, checked: errors name the key and its line.
-    private static func provider(_ section: ConfigFile.ProviderSection, environment: [String: String],
-                                 warnings: inout [String]) throws(ConfigError) -> Provider {
-        let table = section.table
-        let name = section.name
-        // Errors about the table as a whole are put at its header.
-        func tableError(_ problem: String) -> ConfigError {
-            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
-            return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
-        }
-        guard isName(name) else { throw tableError("is not a provider name: 1 to 64 letters, digits, - or _") }
-        guard name != Provider.defaultName else {
-            throw tableError("cannot be: the provider named default is [upstream]")
-        }
-
-        let apiName = section.api ?? "chat"
-        var config = UpstreamConfig(model: nil, maxRetries: 2)
-        let api: ProviderAPI
-        switch apiName {
-        case "chat":
-            api = .chat
-        case "completions":
-            for label in [("user_label", section.user_label), ("assistant_label", section.assistant_label)] {
-                if let text = label.1, text.isEmpty || text.contains(where: \.isNewline) {
-                    throw table.error(label.0, "must be a non-empty label on one line")
-                }
-            }
-            if let stop = section.stop, stop.contains(where: \.isEmpty) {
-                throw table.error("stop", "must not hold an empty string")
-            }
-            api = .completions(CompletionsOptions(userLabel: section.user_label ?? CompletionsOptions.defaultUserLabel,
-                                                  assistantLabel: section.assistant_label ?? CompletionsOptions.defaultAssistantLabel,
-                                                  stop: section.stop))
-        case "anthropic":
-            config.baseURL = "https://api.anthropic.com/v1"
-            if let version = section.anthropic_version, version.isEmpty || !isHeaderValue(version) {
-                throw table.error("anthropic_version", "must be a version such as \"\(AnthropicOptions.defaultVersion)\"")
-            }
-            api = .anthropic(AnthropicOptions(version: section.anthropic_version ?? AnthropicOptions.defaultVersion))
-            config.maxTokens = AnthropicOptions.defaultMaxTokens
-        default:
-            throw table.error("api", "must be \"chat\", \"completions\" or \"anthropic\", not \"\(apiName)\"")
-        }
-        // Keys of one API only are refused elsewhere: a typo'd api must not silently drop them.
-        let onlyFor: [(key: String, api: String, given: Bool)] = [
-            ("user_label", "completions", section.user_label != nil), ("assistant_label", "completions", section.assistant_label != nil),
-            ("stop", "completions", section.stop != nil), ("anthropic_version", "anthropic", section.anthropic_version != nil),
-        ]
-        for key in onlyFor where key.given && key.api != apiName {
-            throw table.error(key.key, "is only for api = \"\(key.api)\", and this provider's api is \"\(apiName)\"")
-        }
-
-        if let url = section.base_url {
-            guard url.hasPrefix("http://") || url.hasPrefix("https://"), isHeaderValue(url), !url.contains(" ") else {
-                throw table.error("base_url", "must start with http:// or https://")
-            }
-            config.baseURL = url
-        }
-        if let model = section.model {
-            guard !model.isEmpty, model.count <= 200, !model.contains(where: \.isWhitespace) else {
-                throw table.error("model", "must be 1 to 200 characters without spaces")
-            }
-            config.model = model
-        }
-        if let seconds = section.timeout_seconds {
-            guard seconds > 0 else { throw table.error("timeout_seconds", "must be positive") }
-            config.timeoutSeconds = seconds
-        }
-        if let seconds = section.connect_timeout_seconds {
-            guard seconds > 0 else { throw table.error("connect_timeout_seconds", "must be positive") }
-            config.connectTimeoutSeconds = seconds
-        }
-        if let retries = section.max_retries {
-            guard (0...10).contains(retries) else { throw table.error("max_retries", "must be between 0 and 10") }
-            config.maxRetries = retries
-        }
-        if let tokens = section.max_tokens {
-            guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
-            config.maxTokens = tokens
-        }
-        if let tokens = section.context_tokens {
-            let reply = config.maxTokens ?? ContextBudget.defaultMaxTokens
-            // Otherwise every reply would fail with context_too_large.
-            guard tokens > reply else {
-                throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
-            }
-            config.contextTokens = tokens
-        }
-        if let given = section.headers, case .table(let inner)? = table.table["headers"] {
-            // For errors at each header's own line.
-            let headers = ConfigTable(file: table.file, path: table.name("headers"), table: inner)
-            for header in given {
-                guard isHeaderName(header.key) else { throw headers.error(header.key, "is not an HTTP header name") }
-                guard isHeaderValue(header.value) else { throw headers.error(header.key, "must not hold line breaks or control characters") }
-                config.headers.append(HTTPHeader(name: header.key, value: header.value))
-            }
-        }
-
-        let sources = [("api_key", section.api_key != nil), ("api_key_file", section.api_key_file != nil), ("api_key_env", section.api_key_env != nil)]
-            .filter(\.1).map(\.0)
-        if sources.count > 1 {
-            throw table.error(sources[1], "cannot be given with \(sources[0]): the key comes from one place")
-        }
-        var keySource = "api_key"
-        if let key = section.api_key {
-            config.apiKey = key
-        } else if let keyFile = section.api_key_file {
-            keySource = "api_key_file"
-            do {
-                config.apiKey = try readText(keyFile, "the key file").trimmingWhitespace
-            } catch {
-                throw table.error("api_key_file", "cannot be used: \(error)")
-            }
-            var keyInfo = stat()
-            if stat(keyFile, &keyInfo) == 0, keyInfo.st_mode & S_IFMT == S_IFREG, keyInfo.st_mode & 0o044 != 0 {
-                warnings.append("the API key file \(keyFile) (\(table.name("api_key_file"))) can be read by others: chmod 600 \(keyFile)")
-            }
-        } else if let variable = section.api_key_env {
-            keySource = "api_key_env"
-            guard !variable.isEmpty else { throw table.error("api_key_env", "must name an environment variable") }
-            config.apiKey = environment[variable].flatMap { $0.isEmpty ? nil : $0 }
-            if config.apiKey == nil {
-                throw table.error("api_key_env", "names \(variable), which is not set in confabd's environment")
-            }
-        } else if case .anthropic = api {
-            keySource = "ANTHROPIC_API_KEY"
-            config.apiKey = environment["ANTHROPIC_API_KEY"].flatMap { $0.isEmpty ? nil : $0 }
-        }
-        if let key = config.apiKey, !isHeaderValue(key) {
-            throw table.error(keySource == "ANTHROPIC_API_KEY" ? "api_key" : keySource, "holds a key with line breaks or control characters")
-        }
-        // Anthropic always wants a key; a chat or completions server elsewhere than this
-        // machine almost always does, and `api_key = ""` says it does not.
-        let needsKey: Bool = if case .anthropic = api { true } else { !isLoopback(config.baseURL) && section.api_key == nil }
-        if needsKey, (config.apiKey ?? "").isEmpty {
-            if section.api_key != nil || section.api_key_file != nil {
-                throw table.error(keySource, "gives an empty key, and this provider needs one")
-            }
-            let fallback = if case .anthropic = api { ", or ANTHROPIC_API_KEY in confabd's environment" } else { " (api_key = \"\" for a server that takes none)" }
-            throw tableError("needs an API key: set api_key, api_key_file or api_key_env\(fallback)")
-        }
-        return Provider(name: name, api: api, config: config)
-    }
-
-    /// A `[profiles.NAME]` table, checked against the providers: errors name the key and its line.
-    private static func profile(_ section: ConfigFile.ProfileSection, providers: ProviderTable, tools: ToolTable) throws(ConfigError) -> Profile {
-        let table = section.table
-        let name = section.name
-        guard isName(name) else {
-            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
-            throw ConfigError(description: "\(table.file): \(line)\(table.path) is not a profile name: 1 to 64 letters, digits, - or _")
-        }
-        let providerName = section.provider ?? providers.defaultName
-        guard let provider = providers[providerName] else {
-            throw table.error("provider", "names no configured provider: \"\(providerName)\" (there are: \(providers.names.joined(separator: ", ")))")
-        }
-        if let model = section.model, model.isEmpty || model.count > 200 || model.contains(where: \.isWhitespace) {
-            throw table.error("model", "must be 1 to 200 characters without spaces")
-        }
-        if let found = section.params.problem() {
-            throw table.error(found.key.rawValue, found.problem)
-        }
-        for key in section.params.keys where provider.api.unsupportedParameters.contains(key) {
-            throw table.error(key.rawValue, "is not a parameter of the \(provider.api.name) API, which provider \"\(provider.name)\" speaks")
-        }
-        for key in [("welcome", section.welcome), ("quick_replies", section.quick_replies)] {
-            if let texts = key.1, texts.contains(where: { $0.trimmingWhitespace.isEmpty }) {
-                throw table.error(key.0, "must not hold an empty string")
-            }
-        }
-        if let tokens = section.context_tokens {
-            let reply = section.params.maxTokens ?? provider.config.maxTokens ?? ContextBudget.defaultMaxTokens
-            // Otherwise every reply would fail with context_too_large.
-            guard tokens > reply else {
-                throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
-            }
-        }
-        // Quick replies are offered under the last welcome message: with none, nothing would show them.
-        if section.quick_replies?.isEmpty == false, section.welcome?.isEmpty ?? true {
-            throw table.error("quick_replies", "needs a welcome message to be offered under")
-        }
-        let toolNames = section.tools ?? []
-        if !toolNames.isEmpty, case .completions = provider.api {
-            throw table.error("tools", "cannot be used with provider \"\(provider.name)\": the completions API has no tool calls")
-        }
-        var listed: Set<String> = []
-        for tool in toolNames {
-            guard tools[tool] != nil else {
-                let known = tools.names
-                throw table.error("tools", "names no configured tool: \"\(tool)\"" + (known.isEmpty ? " (there are none)" : " (there are: \(known.joined(separator: ", ")))"))
-            }
-            guard listed.insert(tool).inserted else { throw table.error("tools", "names \"\(tool)\" twice") }
-        }
-        return Profile(name: name, provider: provider.name, model: section.model, system: section.system,
-                       params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [],
-                       contextTokens: section.context_tokens, tools: toolNames)
-    }
-
     /// 1 to 64 ASCII letters, digits, - or _: what a provider or profile may be called.
     static func isName(_ name: String) -> Bool {
         !name.isEmpty && name.count <= 64
@@ -635,10 +401,15 @@ public struct Settings {
     private static func credential(_ name: String, environment: [String: String]) throws(ConfigError) -> String? {
         guard let directory = environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") else { return nil }
         let path = directory + "/" + name
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
+        guard (try? Files.status(path: path)) != nil else { return nil }
         let key = try readText(path, "credential").trimmingWhitespace
         return key.isEmpty ? nil : key
+    }
+
+    /// A regular file its group or others may read: a secret in it is not kept secret.
+    static func isReadableByOthers(_ path: String) -> Bool {
+        guard let status = try? Files.status(path: path) else { return false }
+        return status.kind == .regular && status.permissions & 0o044 != 0
     }
 
     /// The whole file as UTF-8, through plain reads so that /dev/null and pipes work too.

@@ -1,4 +1,5 @@
 import ConfabProtocol
+import DaemonSettings
 import Posix
 import TOML
 import Tools
@@ -139,8 +140,7 @@ extension Settings {
                         throw list.error(header.key, "names \(path), whose value holds line breaks or control characters")
                     }
                     // As ssh does for private keys; the value itself is never part of the message.
-                    var info = stat()
-                    if stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_mode & 0o044 != 0 {
+                    if Settings.isReadableByOthers(path) {
                         warnings.append("the header file \(path) (\(list.name(header.key))) can be read by others: chmod 600 \(path)")
                     }
                     headers.append(ToolHeader(name: header.key, value: value, isSecret: true))

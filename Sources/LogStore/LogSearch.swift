@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CBytes
 import ConfabProtocol
+import Posix
 
 /// What `conversation.search` looks for: the whole text, or failing that every word of it,
 /// case-insensitively, in a stored message's content.
@@ -126,23 +127,13 @@ public enum LogSearch {
 
     /// The whole file in `buffer`, reused from file to file.
     private static func read(_ path: String, into buffer: inout [UInt8]) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return false }
         // A log grows while it is read (a reply streaming): what is past the size seen is left.
-        let size = Int(info.st_size)
-        if buffer.count < size { buffer = [UInt8](repeating: 0, count: size) }
-        var total = 0
-        while total < size {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + total, size - total) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            total += count
+        do {
+            try Files.readWhole(path: path, into: &buffer)
+            return true
+        } catch {
+            return false
         }
-        buffer.removeLast(buffer.count - total)
-        return true
     }
 
     /// A copy with A-Z turned into a-z and every other byte left as it is.

@@ -10,7 +10,7 @@ public enum Files {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw Errno.current
@@ -23,8 +23,7 @@ public enum Files {
 
     /// The file at `path`, read with plain reads (so a pipe or `/dev/null` works too).
     public static func readAll(path: String, limit: Int = .max) throws(Errno) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw Errno.current }
+        let fd = try open(path, O_RDONLY)
         defer { close(fd) }
         return try readAll(fd, limit: limit)
     }
@@ -47,8 +46,13 @@ public enum Files {
     /// Returns how many bytes went out and, when not all did, the errno that stopped it (EIO
     /// for a write that took nothing): a caller cutting back a partial record needs both.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> (written: Int, failure: Int32?) {
+        bytes.withUnsafeBytes { writeAll(fd, $0) }
+    }
+
+    /// `writeAll` of bytes the caller holds in place (a String's UTF-8, a reused buffer).
+    public static func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) -> (written: Int, failure: Int32?) {
         var written = 0
-        let failure: Int32? = bytes.withUnsafeBytes { raw in
+        let failure: Int32? = {
             while written < raw.count {
                 let n = write(fd, raw.baseAddress! + written, raw.count - written)
                 if n < 0 {
@@ -59,23 +63,8 @@ public enum Files {
                 written += n
             }
             return nil
-        }
+        }()
         return (written, failure)
-    }
-
-    /// Replaces the file at `path` with `bytes` in one step (a temporary file beside it,
-    /// then rename), so a reader sees the old content or the new, never a part.
-    public static func writeAtomically(path: String, bytes: [UInt8], mode: mode_t = 0o600) throws(Errno) {
-        let temporary = path + ".\(getpid()).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
-        guard fd >= 0 else { throw Errno.current }
-        var failure = writeAll(fd, bytes).failure.map(Errno.init)
-        close(fd)
-        if failure == nil, rename(temporary, path) != 0 { failure = Errno.current }
-        if let failure {
-            unlink(temporary)
-            throw failure
-        }
     }
 
     /// Makes the directory (not its parents) unless it exists.

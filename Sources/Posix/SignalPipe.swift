@@ -51,10 +51,4 @@ public enum SignalPipe {
             caught += buffer[0..<count].map { Int32($0) }
         }
     }
-
-    /// Back to the default action for `signals` (before exec'ing an editor, or to die of
-    /// a signal as a filter should).
-    public static func restoreDefault(_ signals: [Int32]) {
-        for number in signals { signal(number, SIG_DFL) }
-    }
 }

@@ -133,6 +133,17 @@ public enum UserAccount {
         return String(cString: name)
     }
 
+    /// The home directory the user database gives `uid`, or nil when it knows none.
+    public static func homeDirectory(of uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let directory = entry.pw_dir else {
+            return nil
+        }
+        return String(cString: directory)
+    }
+
     /// The uid of the login `name`, or nil when the user database does not know it.
     public static func uid(of name: String) -> UInt32? {
         var entry = passwd()

@@ -2,6 +2,7 @@ import ArgumentParser
 import ConfabProtocol
 import EventLoop
 import LogStore
+import Posix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -95,7 +96,7 @@ struct LogGen: ParsableCommand {
         // Let an index write the store started in the background finish, then write it whole.
         loop.run()
         if noIndex {
-            unlink(store.indexPath)
+            try? Files.remove(store.indexPath)
         } else if let error = store.writeIndexNow() {
             throw error
         }

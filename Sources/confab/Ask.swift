@@ -146,8 +146,7 @@ struct Ask: ClientCommand {
         var line: [UInt8] = []
         var byte: UInt8 = 0
         while true {
-            let count = read(0, &byte, 1)
-            if count < 0 && errno == EINTR { continue }
+            let count = (try? withUnsafeMutableBytes(of: &byte) { (raw) throws(Errno) -> Int in try Files.read(0, into: raw) }) ?? -1
             if count <= 0 || byte == 0x0A { break }
             line.append(byte)
         }

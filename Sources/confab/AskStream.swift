@@ -101,34 +101,33 @@ final class AskStream {
                 if let exit = try handle(event) { return exit }
             }
             drawPendingText()
-            var fds = [pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: signals, events: Int16(POLLIN), revents: 0)]
+            var fds = [BlockingPoll.Watch(fd: connection.fd), BlockingPoll.Watch(fd: signals)]
             // A pipe's writing end reports POLLERR once its reader is gone: `| head` has
             // had enough, even while no text is due.
             let watchOutput = outputOpen && !toTerminal
             let outputIndex = fds.count
-            if watchOutput { fds.append(pollfd(fd: 1, events: 0, revents: 0)) }
+            if watchOutput { fds.append(BlockingPoll.Watch(fd: 1, readable: false)) }
             let questionIndex = fds.count
             let questionInput = asking != nil ? questionTerminal??.input : nil
-            if let questionInput { fds.append(pollfd(fd: questionInput, events: Int16(POLLIN), revents: 0)) }
-            let ready = poll(&fds, nfds_t(fds.count), status.nextTickMilliseconds)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                throw .message("poll failed: \(errorText(errno))")
+            if let questionInput { fds.append(BlockingPoll.Watch(fd: questionInput)) }
+            do {
+                guard try BlockingPoll.wait(&fds, timeoutMilliseconds: status.nextTickMilliseconds) else { continue }
+            } catch {
+                throw .message("poll failed: \(error)")
             }
             status.tick()
-            if fds[1].revents != 0 {
+            if fds[1].ready {
                 let caught = SignalPipe.drain()
                 if caught.contains(SIGWINCH) { resized() }
                 if caught.contains(SIGINT), let exit = try interrupted() { return exit }
             }
-            if watchOutput, fds[outputIndex].revents & Int16(POLLERR | POLLHUP) != 0 {
+            if watchOutput, fds[outputIndex].ready {
                 if let exit = try outputClosed() { return exit }
             }
-            if questionInput != nil, fds[questionIndex].revents != 0 {
+            if questionInput != nil, fds[questionIndex].ready {
                 try readAnswer()
             }
-            if fds[0].revents != 0 {
+            if fds[0].ready {
                 if !(try connection.receive()) {
                     // What was read before the end is handled first: the reply may have ended.
                     while let event = connection.nextEvent() {
@@ -159,9 +158,8 @@ final class AskStream {
         var waitMilliseconds: Int32 = 100
         while true {
             status.spin("waiting for confabd")
-            var fds = [pollfd(fd: signals, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 1, waitMilliseconds)
-            if ready > 0 {
+            var fds = [BlockingPoll.Watch(fd: signals)]
+            if (try? BlockingPoll.wait(&fds, timeoutMilliseconds: waitMilliseconds)) == true, fds[0].ready {
                 let caught = SignalPipe.drain()
                 if caught.contains(SIGWINCH) { resized() }
                 if caught.contains(SIGINT) {
@@ -438,8 +436,7 @@ final class AskStream {
         if isatty(0) != 0 && isatty(2) != 0 {
             found = QuestionTerminal(input: 0, output: 2)
         } else {
-            let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
-            if fd >= 0 { found = QuestionTerminal(input: fd, output: fd) }
+            if let fd = try? Files.open("/dev/tty", O_RDWR | O_NOCTTY) { found = QuestionTerminal(input: fd, output: fd) }
         }
         questionTerminal = .some(found)
         return found
@@ -450,8 +447,14 @@ final class AskStream {
     private func readAnswer() throws(Failure) {
         guard var question = asking, let terminal = questionTerminal ?? nil else { return }
         var buffer = [UInt8](repeating: 0, count: 512)
-        let count = buffer.withUnsafeMutableBytes { read(terminal.input, $0.baseAddress, $0.count) }
-        if count < 0 && (errno == EINTR || errno == EAGAIN) { return }
+        let count: Int
+        do {
+            count = try buffer.withUnsafeMutableBytes { (raw) throws(Errno) -> Int in try Files.read(terminal.input, into: raw) }
+        } catch let error as Errno where error.code == EAGAIN {
+            return
+        } catch {
+            count = -1
+        }
         if count > 0 {
             question.line += buffer[0..<count]
             guard let newline = question.line.firstIndex(of: 0x0A) else {

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import ConfabProtocol
+import Posix
 import Terminal
 
 /// Options every command takes.

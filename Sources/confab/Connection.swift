@@ -34,7 +34,7 @@ final class Connection {
         self.path = path
     }
 
-    deinit { Glibc.close(fd) }
+    deinit { Files.close(fd) }
 
     /// Connects to the daemon at `path`, and only to a daemon of ours: anyone can put a
     /// socket where we look when we look somewhere shared, and whoever answers there reads
@@ -65,21 +65,7 @@ final class Connection {
 
     private func write(_ frame: [UInt8]) throws(Failure) {
         if isClosed { throw .disconnected }
-        var failure: Int32?
-        frame.withUnsafeBytes { raw in
-            guard var pointer = raw.baseAddress else { return }
-            var left = raw.count
-            while left > 0 {
-                let sent = Glibc.send(fd, pointer, left, Int32(MSG_NOSIGNAL))
-                if sent < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                pointer += sent
-                left -= sent
-            }
-        }
+        let failure = frame.withUnsafeBytes { UnixSocket.sendAll(fd, $0) }
         if failure != nil {
             // EPIPE, ECONNRESET and friends: the daemon has gone away.
             isClosed = true
@@ -134,26 +120,10 @@ final class Connection {
         return event
     }
 
-    /// The next event, reading (blocking) as long as needed; nil when the daemon closed
-    /// the connection.
-    func waitForEvent() throws(Failure) -> Event? {
-        try settleHello()
-        while true {
-            if let event = nextEvent() { return event }
-            guard try receive() else { return nil }
-        }
-    }
-
     /// One blocking read; frames go to `events`. False at end of stream.
     func receive() throws(Failure) -> Bool {
         if isClosed { return false }
-        let count: Int = buffer.withUnsafeMutableBytes { raw in
-            while true {
-                let count = Glibc.read(fd, raw.baseAddress, raw.count)
-                if count < 0 && errno == EINTR { continue }
-                return count
-            }
-        }
+        let count = buffer.withUnsafeMutableBytes { raw in (try? Files.read(fd, into: raw)) ?? -1 }
         if count <= 0 {
             // 0 is an orderly close; an error (ECONNRESET) means the same to us.
             isClosed = true
@@ -279,19 +249,21 @@ enum DaemonTrust {
     static func checkFallbackDirectory(of path: String) throws(Failure) {
         let fallback = "/tmp/confab-\(getuid())"
         guard path.hasPrefix(fallback + "/") else { return }
-        var info = stat()
-        guard lstat(fallback, &info) == 0 else {
-            if errno == ENOENT { return }  // Nothing there: connecting says so.
-            throw .refused("cannot check \(fallback): \(errorText(errno))")
+        let info: FileStatus
+        do {
+            info = try Files.status(path: fallback, followingLinks: false)
+        } catch {
+            if error.code == ENOENT { return }  // Nothing there: connecting says so.
+            throw .refused("cannot check \(fallback): \(errorText(error.code))")
         }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
+        guard info.kind == .directory else {
             throw .refused("refusing \(fallback): it is not a directory (a symlink or a file); remove it and start confabd again")
         }
-        guard info.st_uid == getuid() else {
-            throw .refused("refusing \(fallback): it belongs to \(describe(uid: info.st_uid)), not to you (\(describe(uid: getuid()))); "
+        guard info.owner == getuid() else {
+            throw .refused("refusing \(fallback): it belongs to \(describe(uid: info.owner)), not to you (\(describe(uid: getuid()))); "
                 + "another user may be pretending to be confabd there. Set XDG_RUNTIME_DIR or CONFAB_SOCKET, or have it removed")
         }
-        let mode = info.st_mode & 0o777
+        let mode = mode_t(info.permissions & 0o777)
         guard mode & 0o077 == 0 else {
             throw .refused("refusing \(fallback): its mode is \(octal(mode)), and it must be 0700 (yours alone); "
                 + "check what is in it, then: chmod 700 \(fallback)")

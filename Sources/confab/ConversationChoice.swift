@@ -85,14 +85,10 @@ enum ConversationChoice {
 
     /// `$PWD` when it names the current directory (it keeps the user's symbolic links), else getcwd.
     static func currentDirectory() -> String {
-        var here = stat(), there = stat()
-        if let pwd = Environment.get("PWD"), pwd.hasPrefix("/"), stat(".", &here) == 0, stat(pwd, &there) == 0,
-           here.st_dev == there.st_dev, here.st_ino == there.st_ino {
+        if let pwd = Environment.get("PWD"), pwd.hasPrefix("/"), Files.sameFile(".", pwd) {
             return pwd
         }
-        guard let path = getcwd(nil, 0) else { return "." }
-        defer { free(path) }
-        return String(cString: path)
+        return Files.workingDirectory() ?? "."
     }
 }
 

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import ConfabProtocol
+import Posix
 import Terminal
 
 // The commands that look at conversations as a whole: ls, show, export, rm, cancel.
@@ -307,7 +308,8 @@ struct Remove: ClientCommand {
     private static func readLine() -> String {
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
-        while read(0, &byte, 1) == 1, byte != 0x0A { bytes.append(byte) }
+        while (try? withUnsafeMutableBytes(of: &byte) { (raw) throws(Errno) -> Int in try Files.read(0, into: raw) }) == 1,
+              byte != 0x0A { bytes.append(byte) }
         return String(decoding: bytes, as: UTF8.self).trimmed
     }
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ConfabProtocol
+import Posix
 import Terminal
 
 /// Why a command stopped early, and how it tells the user.
@@ -59,18 +60,7 @@ enum Out {
     /// Writes all of `bytes`, riding out EINTR and short writes. Returns the errno on failure.
     @discardableResult
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-        guard var pointer = bytes.baseAddress else { return nil }
-        var left = bytes.count
-        while left > 0 {
-            let written = Glibc.write(fd, pointer, left)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            pointer += written
-            left -= written
-        }
-        return nil
+        Files.writeAll(fd, bytes).failure
     }
 
     /// Standard output. A reader that went away (`confab ask … | head`) ends us the way

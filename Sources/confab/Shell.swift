@@ -217,13 +217,13 @@ struct ReplyWaiter {
                     }
                 }
             }
-            var ready = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
-            let count = poll(&ready, 1, 100)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .message("poll failed: \(errorText(errno))")
+            var watches = [BlockingPoll.Watch(fd: connection.fd)]
+            do {
+                guard try BlockingPoll.wait(&watches, timeoutMilliseconds: 100) else { continue }
+            } catch {
+                throw .message("poll failed: \(error)")
             }
-            if count == 0 {
+            if !watches[0].ready {
                 status.tick()
                 continue
             }

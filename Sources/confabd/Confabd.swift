@@ -2,6 +2,7 @@ import ArgumentParser
 import Broker
 import ConfabProtocol
 import Config
+import DaemonSettings
 import EventLoop
 import LogStore
 import Posix
@@ -71,10 +72,7 @@ struct Confabd: ParsableCommand {
             throw StartupError(description: "data directory \(dataDirectory): \(error)")
         }
         let upstream = UpstreamClient(loop: loop)
-        let broker = Broker(loop: loop, store: store, upstream: upstream, providers: settings.providerTable, profiles: settings.profileTable, limits: settings.limits,
-                            logger: logger, allowedUIDs: settings.allowedUIDs)
-        broker.tools = settings.tools
-        broker.secrets = settings.secrets
+        let broker = Broker(loop: loop, store: store, upstream: upstream, settings: settings, logger: logger)
 
         let listener = try UnixListener(loop: loop)
         // Only a socket this process bound is ever removed by it; systemd's stays where it is.
@@ -164,12 +162,7 @@ struct Confabd: ParsableCommand {
             do {
                 let fresh = try Settings.load(path: configPath, required: config != nil, environment: environment)
                 for warning in fresh.warnings { logger.warning(warning) }
-                broker.providers = fresh.providerTable
-                broker.profiles = fresh.profileTable
-                broker.tools = fresh.tools
-                broker.secrets = fresh.secrets
-                broker.limits = fresh.limits
-                broker.allow(fresh.allowedUIDs)
+                broker.settings = fresh
                 if fresh.fsync != settings.fsync {
                     // Every open log holds the policy it was opened with; switching some of
                     // them mid-run would make the promise depend on the conversation.

@@ -37,10 +37,10 @@ enum Listening {
             return nil
         }
         let first: Int32 = 3
-        for fd in first..<(first + count) { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        for fd in first..<(first + count) { Files.setCloseOnExec(fd) }
         if count > 1 {
             // One socket is all confabd serves; the rest would only leak.
-            for fd in (first + 1)..<(first + count) { close(fd) }
+            for fd in (first + 1)..<(first + count) { Files.close(fd) }
             logger.warning("systemd passed \(count) sockets; serving the first, closing the others")
         }
         guard UnixSocket.isListeningStream(first) else {
@@ -60,10 +60,9 @@ enum Listening {
 
         /// Removes the socket file if it is still the one we bound.
         func removeIfOurs() {
-            var info = stat()
-            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK,
-                  UInt64(info.st_dev) == device, UInt64(info.st_ino) == inode else { return }
-            unlink(path)
+            guard let info = try? Files.status(path: path, followingLinks: false), info.kind == .socket,
+                  info.device == device, info.inode == inode else { return }
+            try? Files.remove(path)
         }
     }
 
@@ -85,52 +84,43 @@ enum Listening {
         } catch let error as Errno {
             throw StartupError(description: "cannot lock \(path).lock: \(error)")
         }
-        var info = stat()
-        if lstat(path, &info) == 0 {
-            guard info.st_mode & S_IFMT == S_IFSOCK else {
+        if let info = try? Files.status(path: path, followingLinks: false) {
+            guard info.kind == .socket else {
                 throw StartupError(description: "\(path) exists and is not a socket; not touching it")
             }
             if UnixSocket.answers(path) {
                 throw StartupError(description: "another confabd is already running on \(path)")
             }
-            unlink(path)
+            try? Files.remove(path)
         }
-        let previous = umask(0o177)
-        defer { umask(previous) }
         do {
-            try listener.bind(path: path)
+            try Files.withCreationMask(0o177) { try listener.bind(path: path) }
         } catch {
             throw StartupError(description: "cannot bind \(path): \(error)")
         }
-        chmod(path, 0o600)
-        var created = stat()
-        guard lstat(path, &created) == 0 else {
+        try? Files.setPermissions(path, 0o600)
+        guard let created = try? Files.status(path: path, followingLinks: false) else {
             throw StartupError(description: "\(path) vanished right after bind")
         }
-        return Bound(path: path, device: UInt64(created.st_dev), inode: UInt64(created.st_ino), lock: lock)
+        return Bound(path: path, device: created.device, inode: created.inode, lock: lock)
     }
 
     static func makePrivateDirectory(_ path: String) throws {
-        var current = ""
-        let components = path.split(separator: "/")
-        for (index, component) in components.enumerated() {
-            current += "/" + component
-            let last = index == components.count - 1
-            if mkdir(current, last ? 0o700 : 0o755) != 0 && errno != EEXIST {
-                throw StartupError(description: "cannot create \(current): \(String(cString: strerror(errno)))")
-            }
+        do {
+            try Files.makeDirectories(path, mode: 0o700, parentMode: 0o755)
+        } catch {
+            throw StartupError(description: "cannot create \(error.path): \(error.errno)")
         }
-        var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+        guard let info = try? Files.status(path: path, followingLinks: false), info.kind == .directory else {
             throw StartupError(description: "\(path) is not a directory (or is a symlink); refusing to use it")
         }
-        guard info.st_uid == getuid() else {
-            throw StartupError(description: "\(path) belongs to uid \(info.st_uid), not to us; refusing to use it")
+        guard info.owner == getuid() else {
+            throw StartupError(description: "\(path) belongs to uid \(info.owner), not to us; refusing to use it")
         }
         // A sticky directory open to all (/tmp) is shared by design: the socket's own 0600
         // mode protects it there, and making the directory private would lock out every
         // other user of the machine.
-        if info.st_mode & 0o077 != 0 && info.st_mode & S_ISVTX == 0 { chmod(path, 0o700) }
+        if info.permissions & 0o077 != 0 && !info.isSticky { try? Files.setPermissions(path, 0o700) }
     }
 }
 

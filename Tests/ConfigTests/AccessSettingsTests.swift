@@ -1,4 +1,5 @@
 import Config
+import DaemonSettings
 import Posix
 import XCTest
 

@@ -1,4 +1,5 @@
 import Config
+import DaemonSettings
 import XCTest
 
 /// How the config tests read a file's text, and check that one is refused with a given error.

@@ -1,6 +1,6 @@
 import XCTest
 
-import Broker
+import DaemonSettings
 import ConfabProtocol
 import Config
 

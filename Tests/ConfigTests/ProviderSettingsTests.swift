@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 import Config
+import DaemonSettings
 import Upstream
 #if canImport(Glibc)
 import Glibc

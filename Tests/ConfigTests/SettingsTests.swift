@@ -1,6 +1,7 @@
 import XCTest
 
 import Config
+import DaemonSettings
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -2,6 +2,7 @@ import XCTest
 
 import ConfabProtocol
 import Config
+import DaemonSettings
 import Tools
 #if canImport(Glibc)
 import Glibc

@@ -19,7 +19,7 @@ public struct ConfabPaths: Sendable {
 
     private var home: String {
         if let home = variable("HOME"), !home.isEmpty { return home }
-        if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir { return String(cString: dir) }
+        if let directory = UserAccount.homeDirectory(of: getuid()) { return directory }
         return "/"
     }
 

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import ConfabProtocol
+@testable import Posix
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -92,7 +92,7 @@ public struct ContextBudget: Sendable, Equatable {
 extension ChatMessage {
     /// What of a turn the model reads as text: its content, and the name and arguments of each
     /// tool call it made.
-    var estimatedText: String {
+    public var estimatedText: String {
         toolCalls.isEmpty ? content : toolCalls.reduce(content) { $0 + $1.name + $1.arguments }
     }
 }

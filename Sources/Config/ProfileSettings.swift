@@ -1,0 +1,62 @@
+import ConfabProtocol
+import DaemonSettings
+import Posix
+import TOML
+import Tools
+import Upstream
+
+extension Settings {
+    /// A `[profiles.NAME]` table, checked against the providers: errors name the key and its line.
+    static func profile(_ section: ConfigFile.ProfileSection, providers: ProviderTable, tools: ToolTable) throws(ConfigError) -> Profile {
+        let table = section.table
+        let name = section.name
+        guard isName(name) else {
+            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
+            throw ConfigError(description: "\(table.file): \(line)\(table.path) is not a profile name: 1 to 64 letters, digits, - or _")
+        }
+        let providerName = section.provider ?? providers.defaultName
+        guard let provider = providers[providerName] else {
+            throw table.error("provider", "names no configured provider: \"\(providerName)\" (there are: \(providers.names.joined(separator: ", ")))")
+        }
+        if let model = section.model, model.isEmpty || model.count > 200 || model.contains(where: \.isWhitespace) {
+            throw table.error("model", "must be 1 to 200 characters without spaces")
+        }
+        if let found = section.params.problem() {
+            throw table.error(found.key.rawValue, found.problem)
+        }
+        for key in section.params.keys where provider.api.unsupportedParameters.contains(key) {
+            throw table.error(key.rawValue, "is not a parameter of the \(provider.api.name) API, which provider \"\(provider.name)\" speaks")
+        }
+        for key in [("welcome", section.welcome), ("quick_replies", section.quick_replies)] {
+            if let texts = key.1, texts.contains(where: { $0.trimmingWhitespace.isEmpty }) {
+                throw table.error(key.0, "must not hold an empty string")
+            }
+        }
+        if let tokens = section.context_tokens {
+            let reply = section.params.maxTokens ?? provider.config.maxTokens ?? ContextBudget.defaultMaxTokens
+            // Otherwise every reply would fail with context_too_large.
+            guard tokens > reply else {
+                throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
+            }
+        }
+        // Quick replies are offered under the last welcome message: with none, nothing would show them.
+        if section.quick_replies?.isEmpty == false, section.welcome?.isEmpty ?? true {
+            throw table.error("quick_replies", "needs a welcome message to be offered under")
+        }
+        let toolNames = section.tools ?? []
+        if !toolNames.isEmpty, case .completions = provider.api {
+            throw table.error("tools", "cannot be used with provider \"\(provider.name)\": the completions API has no tool calls")
+        }
+        var listed: Set<String> = []
+        for tool in toolNames {
+            guard tools[tool] != nil else {
+                let known = tools.names
+                throw table.error("tools", "names no configured tool: \"\(tool)\"" + (known.isEmpty ? " (there are none)" : " (there are: \(known.joined(separator: ", ")))"))
+            }
+            guard listed.insert(tool).inserted else { throw table.error("tools", "names \"\(tool)\" twice") }
+        }
+        return Profile(name: name, provider: provider.name, model: section.model, system: section.system,
+                       params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [],
+                       contextTokens: section.context_tokens, tools: toolNames)
+    }
+}

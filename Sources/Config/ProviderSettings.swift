@@ -1,0 +1,151 @@
+import ConfabProtocol
+import DaemonSettings
+import Posix
+import TOML
+import Tools
+import Upstream
+
+extension Settings {
+    /// A `[providers.NAME]` table, checked: errors name the key and its line.
+    static func provider(_ section: ConfigFile.ProviderSection, environment: [String: String],
+                         warnings: inout [String]) throws(ConfigError) -> Provider {
+        let table = section.table
+        let name = section.name
+        // Errors about the table as a whole are put at its header.
+        func tableError(_ problem: String) -> ConfigError {
+            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
+            return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
+        }
+        guard isName(name) else { throw tableError("is not a provider name: 1 to 64 letters, digits, - or _") }
+        guard name != Provider.defaultName else {
+            throw tableError("cannot be: the provider named default is [upstream]")
+        }
+
+        let apiName = section.api ?? "chat"
+        var config = UpstreamConfig(model: nil, maxRetries: 2)
+        let api: ProviderAPI
+        switch apiName {
+        case "chat":
+            api = .chat
+        case "completions":
+            for label in [("user_label", section.user_label), ("assistant_label", section.assistant_label)] {
+                if let text = label.1, text.isEmpty || text.contains(where: \.isNewline) {
+                    throw table.error(label.0, "must be a non-empty label on one line")
+                }
+            }
+            if let stop = section.stop, stop.contains(where: \.isEmpty) {
+                throw table.error("stop", "must not hold an empty string")
+            }
+            api = .completions(CompletionsOptions(userLabel: section.user_label ?? CompletionsOptions.defaultUserLabel,
+                                                  assistantLabel: section.assistant_label ?? CompletionsOptions.defaultAssistantLabel,
+                                                  stop: section.stop))
+        case "anthropic":
+            config.baseURL = "https://api.anthropic.com/v1"
+            if let version = section.anthropic_version, version.isEmpty || !isHeaderValue(version) {
+                throw table.error("anthropic_version", "must be a version such as \"\(AnthropicOptions.defaultVersion)\"")
+            }
+            api = .anthropic(AnthropicOptions(version: section.anthropic_version ?? AnthropicOptions.defaultVersion))
+            config.maxTokens = AnthropicOptions.defaultMaxTokens
+        default:
+            throw table.error("api", "must be \"chat\", \"completions\" or \"anthropic\", not \"\(apiName)\"")
+        }
+        // Keys of one API only are refused elsewhere: a typo'd api must not silently drop them.
+        let onlyFor: [(key: String, api: String, given: Bool)] = [
+            ("user_label", "completions", section.user_label != nil), ("assistant_label", "completions", section.assistant_label != nil),
+            ("stop", "completions", section.stop != nil), ("anthropic_version", "anthropic", section.anthropic_version != nil),
+        ]
+        for key in onlyFor where key.given && key.api != apiName {
+            throw table.error(key.key, "is only for api = \"\(key.api)\", and this provider's api is \"\(apiName)\"")
+        }
+
+        if let url = section.base_url {
+            guard url.hasPrefix("http://") || url.hasPrefix("https://"), isHeaderValue(url), !url.contains(" ") else {
+                throw table.error("base_url", "must start with http:// or https://")
+            }
+            config.baseURL = url
+        }
+        if let model = section.model {
+            guard !model.isEmpty, model.count <= 200, !model.contains(where: \.isWhitespace) else {
+                throw table.error("model", "must be 1 to 200 characters without spaces")
+            }
+            config.model = model
+        }
+        if let seconds = section.timeout_seconds {
+            guard seconds > 0 else { throw table.error("timeout_seconds", "must be positive") }
+            config.timeoutSeconds = seconds
+        }
+        if let seconds = section.connect_timeout_seconds {
+            guard seconds > 0 else { throw table.error("connect_timeout_seconds", "must be positive") }
+            config.connectTimeoutSeconds = seconds
+        }
+        if let retries = section.max_retries {
+            guard (0...10).contains(retries) else { throw table.error("max_retries", "must be between 0 and 10") }
+            config.maxRetries = retries
+        }
+        if let tokens = section.max_tokens {
+            guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
+            config.maxTokens = tokens
+        }
+        if let tokens = section.context_tokens {
+            let reply = config.maxTokens ?? ContextBudget.defaultMaxTokens
+            // Otherwise every reply would fail with context_too_large.
+            guard tokens > reply else {
+                throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
+            }
+            config.contextTokens = tokens
+        }
+        if let given = section.headers, case .table(let inner)? = table.table["headers"] {
+            // For errors at each header's own line.
+            let headers = ConfigTable(file: table.file, path: table.name("headers"), table: inner)
+            for header in given {
+                guard isHeaderName(header.key) else { throw headers.error(header.key, "is not an HTTP header name") }
+                guard isHeaderValue(header.value) else { throw headers.error(header.key, "must not hold line breaks or control characters") }
+                config.headers.append(HTTPHeader(name: header.key, value: header.value))
+            }
+        }
+
+        let sources = [("api_key", section.api_key != nil), ("api_key_file", section.api_key_file != nil), ("api_key_env", section.api_key_env != nil)]
+            .filter(\.1).map(\.0)
+        if sources.count > 1 {
+            throw table.error(sources[1], "cannot be given with \(sources[0]): the key comes from one place")
+        }
+        var keySource = "api_key"
+        if let key = section.api_key {
+            config.apiKey = key
+        } else if let keyFile = section.api_key_file {
+            keySource = "api_key_file"
+            do {
+                config.apiKey = try readText(keyFile, "the key file").trimmingWhitespace
+            } catch {
+                throw table.error("api_key_file", "cannot be used: \(error)")
+            }
+            if isReadableByOthers(keyFile) {
+                warnings.append("the API key file \(keyFile) (\(table.name("api_key_file"))) can be read by others: chmod 600 \(keyFile)")
+            }
+        } else if let variable = section.api_key_env {
+            keySource = "api_key_env"
+            guard !variable.isEmpty else { throw table.error("api_key_env", "must name an environment variable") }
+            config.apiKey = environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+            if config.apiKey == nil {
+                throw table.error("api_key_env", "names \(variable), which is not set in confabd's environment")
+            }
+        } else if case .anthropic = api {
+            keySource = "ANTHROPIC_API_KEY"
+            config.apiKey = environment["ANTHROPIC_API_KEY"].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        if let key = config.apiKey, !isHeaderValue(key) {
+            throw table.error(keySource == "ANTHROPIC_API_KEY" ? "api_key" : keySource, "holds a key with line breaks or control characters")
+        }
+        // Anthropic always wants a key; a chat or completions server elsewhere than this
+        // machine almost always does, and `api_key = ""` says it does not.
+        let needsKey: Bool = if case .anthropic = api { true } else { !isLoopback(config.baseURL) && section.api_key == nil }
+        if needsKey, (config.apiKey ?? "").isEmpty {
+            if section.api_key != nil || section.api_key_file != nil {
+                throw table.error(keySource, "gives an empty key, and this provider needs one")
+            }
+            let fallback = if case .anthropic = api { ", or ANTHROPIC_API_KEY in confabd's environment" } else { " (api_key = \"\" for a server that takes none)" }
+            throw tableError("needs an API key: set api_key, api_key_file or api_key_env\(fallback)")
+        }
+        return Provider(name: name, api: api, config: config)
+    }
+}

@@ -1,0 +1,67 @@
+import ConfabProtocol
+import Tools
+import Upstream
+
+/// Everything the daemon takes from its config file and environment.
+public struct Settings {
+    /// `[upstream]`: the provider named `default`.
+    public var upstream = UpstreamConfig()
+    /// `[providers.NAME]` tables, in the order written.
+    public var providers: [Provider] = []
+    /// Which provider a new conversation that names none uses.
+    public var defaultProvider = Provider.defaultName
+    /// `[profiles.NAME]` tables, in the order written.
+    public var profiles: [Profile] = []
+    /// Which profile a new conversation that names none uses; nil: none.
+    public var defaultProfile: String?
+    /// `[tools.NAME]` tables: HTTP tools a profile's conversations may let the model call.
+    public var tools = ToolTable()
+    public var limits = BrokerLimits()
+    public var fsync = true
+    public var allowedUIDs: Set<UInt32> = []
+    public var warnings: [String] = []
+
+    public init() {}
+
+    /// Every provider, `[upstream]` as `default` among them.
+    public var providerTable: ProviderTable {
+        ProviderTable([Provider(name: Provider.defaultName, config: upstream)] + providers, defaultName: defaultProvider)
+    }
+
+    public var profileTable: ProfileTable {
+        ProfileTable(profiles, defaultName: defaultProfile)
+    }
+
+    /// Every configured secret: each provider's API key (`[upstream]`'s among them) and the
+    /// value of each tool header read from the environment or a file.
+    public var secrets: SecretRedactor {
+        let keys = ([upstream] + providers.map(\.config)).compactMap(\.apiKey)
+        let headers = tools.sorted.flatMap(\.headers).filter(\.isSecret).map(\.value)
+        return SecretRedactor(secrets: keys + headers)
+    }
+}
+
+/// The daemon's limits (`[limits]`): what one client, one conversation and the whole daemon may hold.
+public struct BrokerLimits: Sendable, Equatable {
+    public var maxLineBytes = 4 << 20
+    public var maxClientBufferBytes = 16 << 20
+    public var maxClients = 256
+    public var maxQueuedSends = 16
+    public var maxHistory = 1000
+    /// How often text of a streaming reply is written to its log (no fsync).
+    public var replySaveIntervalMilliseconds: UInt64 = 250
+    /// Replies streaming from the upstream at once, across conversations; more wait their turn.
+    public var maxStreams = 16
+    /// First backoff; it doubles with each attempt, capped at 30 s, unless Retry-After says otherwise.
+    public var retryBaseMilliseconds: UInt64 = 1000
+    /// A conversation nobody has touched for this long, with nothing in flight, leaves memory.
+    public var unloadIdleMilliseconds: UInt64 = 60_000
+    /// Requests of one client still waiting for their answer (a search, a send being stored):
+    /// at this many the daemon stops reading from the client until half of them are answered.
+    public var maxUnansweredPerClient = 64
+    /// Turns of one reply that may ask for tools; a turn asking again after that fails the reply.
+    public var maxToolRounds = 8
+    /// A call waiting for approval this long is denied.
+    public var toolApprovalTimeoutSeconds = 600
+    public init() {}
+}

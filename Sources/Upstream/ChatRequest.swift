@@ -1,0 +1,203 @@
+import ConfabProtocol
+
+// MARK: - Request body
+
+public struct ChatMessage: Equatable, Sendable {
+    public var role: Role
+    public var content: String
+    /// An assistant turn that asked for tools.
+    public var toolCalls: [ToolCall]
+    /// A `tool` turn: the call it answers, the tool's name, and whether it is an error
+    /// (no answer: bad arguments, denied, timed out, …).
+    public var toolCallID: String?
+    public var toolName: String?
+    public var isError: Bool
+
+    public init(role: Role, content: String, toolCalls: [ToolCall] = [], toolCallID: String? = nil,
+                toolName: String? = nil, isError: Bool = false) {
+        self.role = role
+        self.content = content
+        self.toolCalls = toolCalls
+        self.toolCallID = toolCallID
+        self.toolName = toolName
+        self.isError = isError
+    }
+
+    /// An assistant turn that asked for tools and said nothing.
+    public var isTextlessToolCallTurn: Bool { role == .assistant && !toolCalls.isEmpty && content.isEmpty }
+
+    /// The chat-completions turns, separated by commas: `{"role":..,"content":..}`; an assistant
+    /// turn with `tool_calls` (its content, when empty, as `toolCallTurnContent` says); a tool
+    /// turn with its `tool_call_id`.
+    static func write(_ messages: [ChatMessage], toolCallTurnContent: ToolCallTurnContent = .empty, into out: inout [UInt8]) {
+        for (index, message) in messages.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"role":"#.utf8)
+            JSON.writeString(message.role.rawValue, into: &out)
+            if let callID = message.toolCallID, message.role == .tool {
+                out.append(contentsOf: #","tool_call_id":"#.utf8)
+                JSON.writeString(callID, into: &out)
+            }
+            if !message.isTextlessToolCallTurn || toolCallTurnContent == .empty {
+                out.append(contentsOf: #","content":"#.utf8)
+                JSON.writeString(message.content, into: &out)
+            }
+            if !message.toolCalls.isEmpty {
+                out.append(contentsOf: #","tool_calls":["#.utf8)
+                for (position, call) in message.toolCalls.enumerated() {
+                    if position > 0 { out.append(UInt8(ascii: ",")) }
+                    out.append(contentsOf: #"{"id":"#.utf8)
+                    JSON.writeString(call.id, into: &out)
+                    out.append(contentsOf: #","type":"function","function":{"name":"#.utf8)
+                    JSON.writeString(call.name, into: &out)
+                    out.append(contentsOf: #","arguments":"#.utf8)
+                    JSON.writeString(call.arguments, into: &out)
+                    out.append(contentsOf: "}}".utf8)
+                }
+                out.append(UInt8(ascii: "]"))
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+}
+
+/// How a chat-completions body carries the `content` of an assistant turn that asked for tools
+/// and said nothing. OpenAI writes such a turn with `"content": null`, but servers that check
+/// requests against their own schema refuse that (llama-cpp-python answers 500: "Input should
+/// be a valid string"; llama.cpp's server has too), and some refuse a turn with no `content`
+/// (llama.cpp's and llama-cpp-python's older versions, some vLLM setups). An empty string is the
+/// one form all of them take; the other is kept for a server that refuses it, tried once when
+/// one does (see `ReplyRunner`).
+public enum ToolCallTurnContent: Sendable, Equatable, CustomStringConvertible {
+    /// `"content":""`.
+    case empty
+    /// No `content` key.
+    case omitted
+
+    public var other: ToolCallTurnContent { self == .empty ? .omitted : .empty }
+
+    /// As an error message names it.
+    public var description: String {
+        switch self {
+        case .empty: #"with "content":"""#
+        case .omitted: #"without "content""#
+        }
+    }
+}
+
+/// A tool as the model is told of it: its name, what it does, and its parameters' JSON Schema.
+public struct ToolDeclaration: Equatable, Sendable {
+    public var name: String
+    public var description: String
+    public var parameters: JSON
+
+    public init(name: String, description: String, parameters: JSON) {
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+    }
+}
+
+public struct ChatRequest: Equatable, Sendable {
+    public var model: String
+    public var messages: [ChatMessage]
+    /// Only those set are sent, each in its API's own name.
+    public var params: SamplingParameters
+    public var temperature: Double? {
+        get { params.temperature }
+        set { params.temperature = newValue }
+    }
+    /// Sent as `max_tokens`.
+    public var maxTokens: Int? {
+        get { params.maxTokens }
+        set { params.maxTokens = newValue }
+    }
+    /// The text of a reply that stopped for length and is to be continued (`message.continue`).
+    /// Chat completions have no way to extend a final assistant turn, so the chat body sends it
+    /// as an assistant turn followed by `continuationInstruction` as a user turn; what streams
+    /// back is appended to the same reply.
+    public var continuing: String?
+    /// The tools the model may ask for; none is sent when empty.
+    public var tools: [ToolDeclaration] = []
+    /// How an assistant turn that asked for tools and said nothing carries its `content`
+    /// (chat completions; the other APIs have one form).
+    public var toolCallTurnContent: ToolCallTurnContent = .empty
+
+    public static let continuationInstruction =
+        "Continue your last answer exactly where it stopped, without repeating anything and without any preamble."
+
+    public init(model: String, messages: [ChatMessage], temperature: Double? = nil, maxTokens: Int? = nil, continuing: String? = nil) {
+        self.model = model
+        self.messages = messages
+        self.params = SamplingParameters(temperature: temperature, maxTokens: maxTokens)
+        self.continuing = continuing
+    }
+
+    /// Whether the turns sent hold an assistant turn that asked for tools and said nothing: the
+    /// one part of a body whose shape servers disagree on (`toolCallTurnContent`).
+    public var hasTextlessToolCallTurn: Bool { messages.contains { $0.isTextlessToolCallTurn } }
+
+    /// The turns a chat-completions body carries: the context, and for a continuation the
+    /// reply so far and the instruction to go on.
+    public var chatMessages: [ChatMessage] {
+        guard let continuing else { return messages }
+        return messages + [ChatMessage(role: .assistant, content: continuing), ChatMessage(role: .user, content: Self.continuationInstruction)]
+    }
+
+    /// The JSON body for `POST {base}/chat/completions`:
+    /// `{"model":..,"messages":[{"role":..,"content":..}],"stream":true,"stream_options":{"include_usage":true}}`
+    /// plus each sampling parameter set (a non-finite number is omitted).
+    /// Compact, UTF-8.
+    public func jsonBody() -> [UInt8] {
+        var out: [UInt8] = []
+        let messages = chatMessages
+        out.reserveCapacity(128 + model.utf8.count + messages.reduce(0) { $0 + $1.content.utf8.count + 32 })
+        out.append(contentsOf: #"{"model":"#.utf8)
+        JSON.writeString(model, into: &out)
+        out.append(contentsOf: #","messages":["#.utf8)
+        ChatMessage.write(messages, toolCallTurnContent: toolCallTurnContent, into: &out)
+        out.append(contentsOf: #"],"stream":true,"stream_options":{"include_usage":true}"#.utf8)
+        if !tools.isEmpty {
+            out.append(contentsOf: #","tools":["#.utf8)
+            for (position, tool) in tools.enumerated() {
+                if position > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: #"{"type":"function","function":"#.utf8)
+                JSON.object(["name": .string(tool.name), "description": .string(tool.description), "parameters": tool.parameters])
+                    .write(into: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        writeSamplingParameters(into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}
+
+extension ChatRequest {
+    /// OpenAI's names for the parameters set (`temperature`, `top_p`, `max_tokens`,
+    /// `presence_penalty`, `frequency_penalty`, `stop`, `seed`), each with its comma; a
+    /// non-finite number is left out, as JSON cannot hold it.
+    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true) {
+        func number(_ name: String, _ value: Double?) {
+            guard let value, value.isFinite else { return }
+            out.append(contentsOf: ",\"\(name)\":".utf8)
+            out.append(contentsOf: value.description.utf8)
+        }
+        func integer(_ name: String, _ value: Int?) {
+            guard let value else { return }
+            out.append(contentsOf: ",\"\(name)\":".utf8)
+            out.append(contentsOf: String(value).utf8)
+        }
+        number("temperature", params.temperature)
+        number("top_p", params.topP)
+        integer("max_tokens", params.maxTokens)
+        number("presence_penalty", params.presencePenalty)
+        number("frequency_penalty", params.frequencyPenalty)
+        if includesStop, let stop = params.stop {
+            out.append(contentsOf: #","stop":"#.utf8)
+            JSON.array(stop.map(JSON.string)).write(into: &out)
+        }
+        integer("seed", params.seed)
+    }
+}

@@ -1,0 +1,224 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import ConfabProtocol
+import LineEditor
+import Posix
+import Terminal
+
+/// The slash commands typed on the input line.
+extension AttachSession {
+    static let help = """
+        /help            this list
+        /cancel          stop the reply in flight (Ctrl-C on an empty line does too)
+        /history [N]     show N (default 20) earlier messages
+        /who             who is attached
+        /rename TITLE    retitle the conversation
+        /model NAME      ask the next replies of the model NAME
+        /system [TEXT]   the system prompt for the next replies (nothing clears it)
+        /switch ID       attach to another conversation instead (Tab completes ids and titles)
+        /new [TITLE]     start a conversation and switch to it
+        /edit            write a message in $EDITOR, then send it
+        /retry           a new reply to the last message (the old one is kept)
+        /versions [ID]   earlier versions of the last reply (or of reply ID)
+        /edit-last       change your last message in $EDITOR and get a new reply
+        /continue        continue a reply cut off at the model's length limit
+        /fork [MSG]      copy the conversation (up to message MSG) into a new one
+        /tool [ID]       all a tool answered (ID: a call id or a message id such as m2.1; default the latest)
+        /share USER      share it with USER, a login or uid (--read-only: to only read)
+        /unshare USER    stop sharing it with USER (their clients are detached)
+        /approve [CALL]  let a tool call that waits for approval run (default the oldest; y alone does too)
+        /deny [CALL]     refuse it (n alone on a line does too)
+        /N               send quick reply N (the number alone on a line does too)
+        /quit            detach and leave (Ctrl-D does too)
+        //text           send a line that starts with a slash
+        """
+
+    func command(_ line: String) throws(Failure) {
+        let words = line.dropFirst().split(separator: " ", maxSplits: 1).map(String.init)
+        let name = words.first ?? ""
+        let argument = words.count > 1 ? words[1].trimmed : ""
+        switch name {
+        case "help":
+            transcript.block(Self.help)
+        case "cancel":
+            try cancel()
+        case "history":
+            let count = argument.isEmpty ? 20 : Int(argument) ?? -1
+            guard (1...1000).contains(count) else {
+                transcript.error("/history takes a number of messages, 1 to 1000")
+                return
+            }
+            try earlier(count)
+        case "who":
+            transcript.notice(whoLine())
+        case "rename":
+            guard !argument.isEmpty else {
+                transcript.error("/rename needs a title")
+                return
+            }
+            let id = try connection.send(.conversationRename, ["conversation": .string(conversation), "title": .string(argument)])
+            outstanding[id] = .rename
+        case "model":
+            guard !argument.isEmpty, !argument.contains(where: \.isWhitespace) else {
+                transcript.error("/model needs a model name (confab models lists them)")
+                return
+            }
+            outstanding[try connection.send(.conversationConfigure, ["conversation": .string(conversation), "model": .string(argument)])] = .configure
+        case "system":
+            outstanding[try connection.send(.conversationConfigure, ["conversation": .string(conversation), "system": .string(argument)])] = .configure
+        case "switch":
+            guard !argument.isEmpty else {
+                transcript.error("/switch needs a conversation id")
+                return
+            }
+            do throws(Failure) {
+                try switchTo(try connection.resolveConversation(argument))
+            } catch {
+                if case .message(let text) = error { transcript.error(text) } else { throw error }
+            }
+        case "new":
+            let made = try createConversation(connection, title: argument.isEmpty ? nil : argument, system: nil, model: nil)
+            try switchTo(made.id)
+        case "edit":
+            try edit()
+        case "retry":
+            outstanding[try connection.send(.messageRegenerate, ["conversation": .string(conversation)])] = .revision
+        case "continue":
+            outstanding[try connection.send(.messageContinue, ["conversation": .string(conversation)])] = .revision
+        case "versions":
+            try versions(of: argument.isEmpty ? nil : argument)
+        case "approve", "deny":
+            try answer(allow: name == "approve", call: argument.isEmpty ? nil : argument)
+        case "tool":
+            try showTool(argument.isEmpty ? nil : argument)
+        case "edit-last":
+            try editLast()
+        case "fork":
+            if !argument.isEmpty, MessageID.sequence(of: argument) == nil {
+                transcript.error("/fork takes a message id such as m4 (confab show lists them), or nothing for all")
+                return
+            }
+            var params: [String: JSON] = ["conversation": .string(conversation)]
+            if !argument.isEmpty { params["at"] = .string(argument) }
+            outstanding[try connection.send(.conversationFork, .object(params))] = .fork
+        case "share", "unshare":
+            var words = argument.split(separator: " ").map(String.init)
+            let readOnly = name == "share" && words.contains("--read-only")
+            words.removeAll { $0 == "--read-only" && name == "share" }
+            guard words.count == 1 else {
+                transcript.error(name == "share" ? "/share needs a user (a login or uid), and --read-only if they should only read" : "/unshare needs a user (a login or uid)")
+                return
+            }
+            var params = SharedUser.params(words[0])
+            params["conversation"] = .string(conversation)
+            if name == "share" { params["role"] = .string((readOnly ? ShareRole.read : .write).rawValue) }
+            let method = name == "share" ? RPCMethod.conversationShare : .conversationUnshare
+            outstanding[try connection.send(method, .object(params))] = .share
+        case "quit", "exit":
+            leave()
+        default:
+            if let number = Int(name), argument.isEmpty {
+                guard (1...max(1, offered.count)).contains(number), !offered.isEmpty else {
+                    transcript.error(offered.isEmpty ? "no quick replies are offered" : "/\(number): the quick replies are /1 to /\(offered.count)")
+                    return
+                }
+                try send(offered[number - 1])
+                return
+            }
+            transcript.error("unknown command /\(name) (/help lists them; // sends a line starting with a slash)")
+        }
+    }
+
+    func earlier(_ count: Int) throws(Failure) {
+        guard moreHistory, let before = oldestShown else {
+            transcript.notice("nothing earlier")
+            return
+        }
+        let page = try connection.call(.conversationHistory,
+                                       ["conversation": .string(conversation), "before": .string(before), "limit": .int(count)])
+        let messages = (page["messages"]?.array ?? []).compactMap(Message.init(json:))
+        moreHistory = page["more"]?.bool ?? false
+        if let first = messages.first?.id { oldestShown = first }
+        transcript.notice("\(Words.count(messages.count, "earlier message"))" + (moreHistory ? " (more with /history)" : ""))
+        showHistory(messages)
+        transcript.notice("back to now")
+    }
+
+    func switchTo(_ id: String) throws(Failure) {
+        guard id != conversation else { return }
+        _ = try connection.call(.conversationDetach, ["conversation": .string(conversation)])
+        transcript.reset()
+        try attach(id, history: 20)
+    }
+
+    /// Stored messages, the way the conversation reads now: a message replaced by a newer one
+    /// (a regenerated reply with its tool calls and later turns, an edited message) is left
+    /// out, and a reply with earlier versions says so once it is shown whole.
+    func showHistory(_ messages: [Message], newest: Bool = false) {
+        for message in messages { note(message) }
+        func head(_ message: Message) -> String { ToolLines.head(message.id) ?? "" }
+        let replaced = Set(messages.compactMap { $0.supersededBy.flatMap(ToolLines.head) })
+        // A reply replaced is replaced whole, whether or not each of its steps says so.
+        let replacedReplies = Set(messages.filter { $0.supersededBy != nil && !ToolLines.isStep($0.id) }.map(head))
+        let shown = messages.filter { $0.supersededBy == nil && !(ToolLines.isStep($0.id) && replacedReplies.contains(head($0))) }
+        for (index, message) in shown.enumerated() {
+            transcript.message(message)
+            // Offered only under the newest message: once answered they are history.
+            if newest, index == shown.count - 1, let replies = message.quickReplies, !replies.isEmpty {
+                offered = replies
+                transcript.quickReplies(replies)
+            }
+            let endsItsReply = index == shown.count - 1 || head(shown[index + 1]) != head(message)
+            if endsItsReply, message.role != .user, replaced.contains(head(message)) {
+                transcript.notice("an earlier version exists: /versions")
+            }
+        }
+    }
+
+    /// Remembers who wrote a message, to say what a `message.superseded` means, and the tool
+    /// calls and results it holds, for /tool and /approve.
+    func note(_ message: Message) {
+        let id = message.id
+        roles[id] = message.role
+        if newestSeen.map({ $0 < message.order }) ?? true { newestSeen = message.order }
+        for call in ToolLines.calls(of: message) { callsSeen[call.id] = call }
+        guard message.role == .tool else { return }
+        toolMessages[id] = message
+        if let call = message.tool?.callID { toolMessageOfCall[call] = id }
+        if let order = MessageID.order(of: id), newestTool.flatMap(MessageID.order(of:)).map({ $0 < order }) ?? true {
+            newestTool = id
+        }
+    }
+
+    /// /versions: the replies a reply replaced, oldest first, each with its tool calls and
+    /// later turns, then which one is current.
+    func versions(of given: String?) throws(Failure) {
+        let messages = try wholeMessages(connection, conversation)
+        func head(_ id: String?) -> String? { id.flatMap(ToolLines.head) }
+        guard let current = head(given ?? messages.last(where: { $0.role == .assistant && $0.supersededBy == nil })?.id) else {
+            transcript.notice(given == nil ? "no reply yet" : "/versions takes a reply's id, such as m4")
+            return
+        }
+        var chain: [String] = []
+        var newer = current
+        while let older = head(messages.last(where: {
+            head($0.supersededBy) == newer && $0.role == .assistant && !ToolLines.isStep($0.id)
+        })?.id), older != newer, !chain.contains(older) {
+            chain.insert(older, at: 0)
+            newer = older
+        }
+        guard !chain.isEmpty else {
+            transcript.notice("\(current) has no earlier versions")
+            return
+        }
+        for (number, reply) in chain.enumerated() {
+            transcript.notice("version \(number + 1) of \(chain.count + 1) (\(reply))")
+            for message in messages where head(message.id) == reply && message.role != .user {
+                transcript.message(message)
+            }
+        }
+        transcript.notice("version \(chain.count + 1) (\(current)) is the current one")
+    }
+}
