@@ -31,6 +31,7 @@ extension Broker {
         let job = SearchJob(client: client.id, uid: client.credentials.uid, query: query, limit: limit, scope: scope, respond: respond)
         pendingSearches.append(job)
         if !searchRotation.contains(client.id) { searchRotation.append(client.id) }
+        logger.debug("search queued client=\(client.id) waiting=\(pendingSearches.count)")
         if runningSearch == nil { runNextSearch() }
     }
 
