@@ -1,0 +1,281 @@
+"""confab-web in a real browser: headless Chromium (Debian's) through Playwright."""
+import http.client
+import json
+import os
+import time
+
+from conftest import wait_for
+
+SCREENSHOTS = os.environ.get("CONFAB_WEB_SCREENSHOTS")
+
+
+def new_conversation(terminal, title, profile=None):
+    params = {"title": title}
+    if profile:
+        params["profile"] = profile
+    return terminal.call("conversation.create", params)["conversation"]["id"]
+
+
+def open_conversation(context, world, conversation):
+    page = context.new_page()
+    page.goto(world.base + "/c/" + conversation)
+    page.wait_for_selector("#status:text('live')")
+    return page
+
+
+def reply_text(page, reply_id):
+    return page.eval_on_selector("#msg-" + reply_id.replace(".", "\\.") + " .body", "e => e.textContent")
+
+
+def raw_request(world, path, headers=None):
+    connection = http.client.HTTPConnection("127.0.0.1", world.port, timeout=30)
+    connection.request("GET", path, headers=headers or {})
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response, body
+
+
+def upgrade_headers(world, origin, cookie=None):
+    headers = {"Host": "127.0.0.1:%d" % world.port, "Connection": "Upgrade", "Upgrade": "websocket",
+               "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    if origin:
+        headers["Origin"] = origin
+    if cookie:
+        headers["Cookie"] = "confab_token=" + cookie
+    return headers
+
+
+def owner_token(world):
+    return world.owner_url.split("token=", 1)[1]
+
+
+def test_no_token_is_401(world):
+    for path in ["/", "/c/k3v9q2m8x7ad", "/?token=wrong"]:
+        response, _ = raw_request(world, path)
+        assert response.status == 401, path
+    response, _ = raw_request(world, "/ws", upgrade_headers(world, world.base))
+    assert response.status == 401
+    response, _ = raw_request(world, "/", {"Cookie": "confab_token=" + owner_token(world)})
+    assert response.status == 200
+    assert response.getheader("Content-Security-Policy").startswith("default-src 'self'")
+
+
+def test_foreign_origin_websocket_is_refused(world, owner):
+    token = owner_token(world)
+    response, _ = raw_request(world, "/ws", upgrade_headers(world, "http://evil.example", token))
+    assert response.status == 403
+    response, _ = raw_request(world, "/ws", upgrade_headers(world, None, token))
+    assert response.status == 403
+    response, _ = raw_request(world, "/ws", upgrade_headers(world, world.base, token))
+    assert response.status == 101
+    # And from a real page of another origin: the browser's attempt fails.
+    page = owner.new_page()
+    page.goto("about:blank")
+    outcome = page.evaluate("""url => new Promise(done => {
+        const ws = new WebSocket(url);
+        ws.onopen = () => done("open");
+        ws.onerror = () => done("refused");
+    })""", "ws://127.0.0.1:%d/ws" % world.port)
+    assert outcome == "refused"
+    page.close()
+
+
+def test_two_pages_and_a_terminal_see_the_same_reply(world, owner):
+    terminal = world.terminal("ana-terminal")
+    conversation = new_conversation(terminal, "streamed")
+    terminal.call("conversation.attach", {"conversation": conversation})
+    first = open_conversation(owner, world, conversation)
+    second = open_conversation(owner, world, conversation)
+    wait_for(lambda: "ana-terminal" in first.text_content("#presence"), "presence of the terminal")
+    first.fill("#input", "hello from the page [[words:80]] [[delay:15]] [[chunk:2]]")
+    first.press("#input", "Enter")
+    created = terminal.wait_event(lambda e: e["method"] == "message.created" and e["params"]["message"]["role"] == "user",
+                                  "the page's message at the terminal")
+    assert created["params"]["message"]["content"].startswith("hello from the page")
+    assert created["params"]["message"]["author"]["name"] == "web:browser"
+    reply = terminal.wait_event(lambda e: e["method"] == "message.created" and e["params"]["message"]["role"] == "assistant",
+                                "the reply starting")["params"]["message"]["id"]
+    # Mid-stream, the second page is filling in.
+    wait_for(lambda: second.query_selector("#msg-%s.streaming" % reply) is not None, "a streaming reply on the second page")
+    terminal.wait_event(lambda e: e["method"] == "message.completed" and e["params"]["message"]["id"] == reply, "the reply's end")
+    expected = terminal.reply_text(reply)
+    assert expected == " ".join("w%d" % i for i in range(1, 81))
+    for page in (first, second):
+        wait_for(lambda: page.query_selector("#msg-%s.complete" % reply) is not None, "the reply complete on a page")
+        assert reply_text(page, reply).strip() == expected
+    # Shift-Enter is a line break, not a send.
+    first.fill("#input", "one")
+    first.press("#input", "Shift+Enter")
+    first.type("#input", "two")
+    assert first.input_value("#input") == "one\ntwo"
+    first.close()
+    second.close()
+    terminal.close()
+
+
+def test_quick_reply_button_sends_its_text(world, owner):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "guided", profile="guide")
+    terminal.call("conversation.attach", {"conversation": conversation})
+    page = open_conversation(owner, world, conversation)
+    page.click(".quick button:text('go left [[reply:went left]]')")
+    created = terminal.wait_event(lambda e: e["method"] == "message.created" and e["params"]["message"]["role"] == "user",
+                                  "the quick reply at the terminal")
+    assert created["params"]["message"]["content"] == "go left [[reply:went left]]"
+    page.wait_for_selector(".msg.assistant.complete .body:text('went left')")
+    page.close()
+    terminal.close()
+
+
+def test_tool_approval_from_a_page_is_seen_everywhere(world, owner):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "tools", profile="helper")
+    terminal.call("conversation.attach", {"conversation": conversation})
+    first = open_conversation(owner, world, conversation)
+    second = open_conversation(owner, world, conversation)
+    terminal.call("message.send", {"conversation": conversation,
+                                   "content": "| city | temp |\n|---|--:|\n| Paris | 21 |\n\n[[tool:guarded {\"city\":\"Paris\"}]] [[tool-text:Checking the weather.]]"})
+    first.wait_for_selector(".card button.approve")
+    second.wait_for_selector(".card button.approve")
+    if SCREENSHOTS:
+        first.screenshot(path=os.path.join(SCREENSHOTS, "conversation-tool-card.png"), full_page=True)
+    first.click(".card button.approve")
+    approved = terminal.wait_event(lambda e: e["method"] == "tool.approved", "the approval at the terminal")
+    assert approved["params"]["client"]["name"] == "web:browser"
+    for page in (first, second):
+        page.wait_for_selector(".card .answered:text('approved by web:browser')")
+        page.wait_for_selector(".card.complete details.result")
+    terminal.wait_event(lambda e: e["method"] == "tool.completed", "the tool's result")
+    first.close()
+    second.close()
+    terminal.close()
+
+
+def test_hostile_reply_is_shown_as_text(world, owner):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "hostile")
+    terminal.call("conversation.attach", {"conversation": conversation})
+    page = owner.new_page()
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    foreign = []
+    page.on("request", lambda r: None if r.url.startswith(world.base) or r.url.startswith("ws://127.0.0.1:%d" % world.port) else foreign.append(r.url))
+    page.goto(world.base + "/c/" + conversation)
+    page.wait_for_selector("#status:text('live')")
+    hostile = ("see <img src=x onerror=alert(1)> and <script>alert(2)</script> "
+               "and [click](javascript:alert(3)) and &#27;[31m red ![i](http://127.0.0.9/pixel.png)")
+    result = terminal.call("message.send", {"conversation": conversation, "content": "[[reply:%s]]" % hostile})
+    reply = result["reply"]
+    terminal.wait_event(lambda e: e["method"] == "message.completed" and e["params"]["message"]["id"] == reply, "the reply")
+    page.wait_for_selector("#msg-%s.complete" % reply)
+    text = reply_text(page, reply)
+    assert "<img src=x onerror=alert(1)>" in text
+    assert "<script>alert(2)</script>" in text
+    assert "(javascript:alert(3))" in text
+    assert "\u241b[31m" in text
+    assert page.query_selector("#messages img") is None
+    assert page.query_selector("#messages script") is None
+    assert page.query_selector("#messages a[href^='javascript']") is None
+    # Whatever the page might have been tricked into doing had some time to happen.
+    page.click("#msg-%s .body" % reply)
+    page.reload()
+    page.wait_for_selector("#msg-%s.complete" % reply)
+    assert dialogs == []
+    assert foreign == []
+    page.close()
+    terminal.close()
+
+
+def test_read_only_share_link(world, browser):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "shared")
+    other = new_conversation(terminal, "private")
+    terminal.call("conversation.attach", {"conversation": conversation})
+    terminal.call("message.send", {"conversation": conversation, "content": "[[reply:visible to the share]]"})
+    link = world.web("share", conversation, "--read-only", "--expires", "2h").strip()
+    assert link.startswith(world.base + "/s/")
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(link)
+    page.wait_for_url("**/c/" + conversation)
+    page.wait_for_selector(".msg.assistant .body:text('visible to the share')")
+    assert not page.is_visible("#composer")
+    # The server refuses a send even when the page is made to try.
+    page.evaluate("""url => { const ws = new WebSocket(url); window.probe = [];
+        ws.onmessage = e => window.probe.push(JSON.parse(e.data));
+        ws.onopen = () => ws.send(JSON.stringify({op: "send", text: "sneaky"})); }""",
+                  "ws://127.0.0.1:%d/ws?c=%s" % (world.port, conversation))
+    wait_for(lambda: any(e.get("type") == "notice" and "read-only" in e.get("text", "")
+                         for e in page.evaluate("window.probe")), "the refusal")
+    time.sleep(0.5)  # not a condition: only gives a wrongly accepted send time to show up below
+    terminal.poll()
+    assert not any(e["method"] == "message.created" and e["params"]["message"]["content"] == "sneaky" for e in terminal.events)
+    # Another conversation does not exist for it, nor does the list.
+    assert page.goto(world.base + "/c/" + other).status == 404
+    outcome = page.evaluate("""url => new Promise(done => { const ws = new WebSocket(url);
+        ws.onopen = () => done("open"); ws.onerror = () => done("refused"); })""",
+                            "ws://127.0.0.1:%d/ws?c=%s" % (world.port, other))
+    assert outcome == "refused"
+    page.goto(world.base + "/")
+    page.wait_for_url("**/c/" + conversation)
+    page.wait_for_selector("#status:text('live')")
+    # Revoked: the open page is closed and the link stops working.
+    share_id = [line.split()[0] for line in world.web("shares").splitlines() if conversation in line][0]
+    world.web("revoke", share_id)
+    page.wait_for_selector("#status:text('closed')")
+    assert "no longer works" in page.text_content("#notice")
+    assert page.goto(world.base + "/c/" + conversation).status == 401
+    # Expired: a link of one second.
+    short = world.web("share", conversation, "--expires", "1s").strip()
+    token = short.rsplit("/", 1)[1]
+    wait_for(lambda: raw_request(world, "/c/" + conversation, {"Cookie": "confab_token=" + token})[0].status == 401,
+             "the link to expire", timeout=30)
+    assert page.goto(short).status == 401
+    context.close()
+    terminal.close()
+
+
+def test_page_catches_up_after_the_gateway_restarts_mid_reply(world, owner):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "restart")
+    terminal.call("conversation.attach", {"conversation": conversation})
+    page = open_conversation(owner, world, conversation)
+    reply = terminal.call("message.send", {"conversation": conversation, "content": "[[words:300]] [[delay:10]] [[chunk:2]]"})["reply"]
+    wait_for(lambda: page.query_selector("#msg-%s.streaming" % reply) is not None and len(reply_text(page, reply)) > 10,
+             "the reply streaming on the page")
+    world.stop_gateway()
+    page.wait_for_selector("#status:text('reconnecting…')")
+    world.start_gateway()
+    terminal.wait_event(lambda e: e["method"] == "message.completed" and e["params"]["message"]["id"] == reply, "the reply's end")
+    page.wait_for_selector("#msg-%s.complete" % reply, timeout=60000)
+    assert reply_text(page, reply).strip() == terminal.reply_text(reply)
+    assert page.text_content("#status") == "live"
+    page.close()
+    terminal.close()
+
+
+def test_list_is_live_and_phone_width(world, owner, browser):
+    page = owner.new_page()
+    page.goto(world.base + "/")
+    page.wait_for_selector("#status:text('live')")
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "appears live")
+    page.wait_for_selector(".conversations a[href='/c/%s']" % conversation)
+    if SCREENSHOTS:
+        page.screenshot(path=os.path.join(SCREENSHOTS, "list.png"))
+    page.close()
+    phone = browser.new_context(viewport={"width": 390, "height": 760}, user_agent="Mozilla/5.0 (Linux; Android 14) Mobile")
+    phone_page = phone.new_page()
+    phone_page.goto(world.owner_url)
+    phone_page.wait_for_url(world.base + "/")
+    terminal.call("message.send", {"conversation": conversation,
+                                   "content": "[[reply:Here is a table:\n\n| item | qty |\n|---|--:|\n| apples | 3 |\n| pears | 12 |\n\n```python\nprint('hi')\n```\n]]"})
+    phone_page.goto(world.base + "/c/" + conversation)
+    phone_page.wait_for_selector(".msg.assistant.complete table")
+    width = phone_page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390
+    if SCREENSHOTS:
+        phone_page.screenshot(path=os.path.join(SCREENSHOTS, "phone.png"))
+    phone.close()
+    terminal.close()
