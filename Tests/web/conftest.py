@@ -67,13 +67,16 @@ class Terminal:
         self.sock.sendall((json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}) + "\n").encode())
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
+            answer = None
             for frame in self._read_frames(1.0):
                 if frame.get("id") == request_id:
-                    if "error" in frame:
-                        raise RuntimeError(frame["error"])
-                    return frame["result"]
-                if "method" in frame:
+                    answer = frame
+                elif "method" in frame:
                     self.events.append(frame)
+            if answer is not None:
+                if "error" in answer:
+                    raise RuntimeError(answer["error"])
+                return answer["result"]
         raise AssertionError("no answer to " + method)
 
     def poll(self):
