@@ -98,10 +98,8 @@ struct Share: ParsableCommand {
     var expires: String?
 
     func run() throws {
-        guard ConversationID.isValid(conversation) else {
-            throw ValidationError("not a conversation id: \(conversation)")
-        }
         let settings = try locations.settings()
+        let conversation = try DaemonLookup.conversation(matching: self.conversation, socketPath: locations.socketPath)
         var expiry = settings.shareExpirySeconds
         if let expires {
             if expires == "never" {
@@ -148,7 +146,8 @@ struct Revoke: ParsableCommand {
 
     func run() throws {
         guard try locations.store.revoke(share) else {
-            throw ValidationError("no share link \(share)")
+            FileHandleOut.error("confab-web: no share link \(share) (confab web shares lists them)")
+            throw ExitCode(1)
         }
         print("revoked \(share)")
     }
@@ -158,5 +157,39 @@ enum FileHandleOut {
     static func error(_ line: String) {
         let text = line + "\n"
         _ = Files.writeAll(2, Array(text.utf8))
+    }
+}
+
+/// The one question the command line asks confabd: which conversation an id (or a unique
+/// prefix of at least 4 characters, as confab takes) names. A blocking call: no server runs here.
+enum DaemonLookup {
+    static func conversation(matching text: String, socketPath: String) throws -> String {
+        guard text.count >= 4, ConversationID.isValidPrefix(text) else {
+            throw ValidationError("not a conversation id: \(text)")
+        }
+        let fd: Int32
+        do { fd = try UnixSocket.connect(to: socketPath) } catch {
+            FileHandleOut.error("confab-web: cannot reach confabd at \(socketPath): \(error)")
+            throw ExitCode(3)
+        }
+        defer { close(fd) }
+        _ = Files.writeAll(fd, RPC.request(id: 1, method: .conversationList, params: ["limit": 10000]))
+        var framer = LineFramer(maxLineBytes: 64 << 20)
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var answer: JSON?
+        while answer == nil {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            try framer.feed(Array(buffer[0..<count])) { line in
+                if case .success(.response(let id, let result)) = RPC.parse(line), id.int == 1 { answer = result }
+            }
+        }
+        let ids = (answer?["conversations"]?.array ?? []).compactMap { $0["id"]?.string }.filter { $0.hasPrefix(text) }
+        guard ids.count == 1 else {
+            FileHandleOut.error(ids.isEmpty ? "confab-web: no conversation \(text)" : "confab-web: \(text) names several conversations: give more of the id")
+            throw ExitCode(1)
+        }
+        return ids[0]
     }
 }

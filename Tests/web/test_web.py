@@ -137,7 +137,7 @@ def test_tool_approval_from_a_page_is_seen_everywhere(world, owner):
     first = open_conversation(owner, world, conversation)
     second = open_conversation(owner, world, conversation)
     terminal.call("message.send", {"conversation": conversation,
-                                   "content": "| city | temp |\n|---|--:|\n| Paris | 21 |\n\n[[tool:guarded {\"city\":\"Paris\"}]] [[tool-text:Checking the weather.]]"})
+                                   "content": "weather in Paris? [[tool:guarded {\"city\":\"Paris\"}]] [[tool-text:The last readings:\n\n| city | temp | wind |\n|---|--:|:--|\n| Paris | 21 | NW 10 |\n| Lyon | 24 | S 5 |\n\nAsking the weather tool for now.]]"})
     first.wait_for_selector(".card button.approve")
     second.wait_for_selector(".card button.approve")
     if SCREENSHOTS:
@@ -229,7 +229,8 @@ def test_read_only_share_link(world, browser):
     assert "no longer works" in page.text_content("#notice")
     assert page.goto(world.base + "/c/" + conversation).status == 401
     # Expired: a link of one second.
-    short = world.web("share", conversation, "--expires", "1s").strip()
+    # (an id may be shortened to a unique prefix, as confab takes it)
+    short = world.web("share", conversation[:6], "--expires", "1s").strip()
     token = short.rsplit("/", 1)[1]
     wait_for(lambda: raw_request(world, "/c/" + conversation, {"Cookie": "confab_token=" + token})[0].status == 401,
              "the link to expire", timeout=30)
