@@ -172,16 +172,56 @@ public struct ConversationView: Sendable {
         return .object(object)
     }
 
-    /// The conversation list as a page shows it.
-    public static func listEvent(_ conversations: [ConversationInfo]) -> JSON {
+    /// The conversation list as a page shows it, with who is attached to each and whether a
+    /// reply streams there, where known.
+    public static func listEvent(_ conversations: [ConversationInfo], activity: [String: ListActivity] = [:]) -> JSON {
         [
             "type": "list",
             "conversations": .array(conversations.map { info in
-                [
+                var entry: [String: JSON] = [
                     "id": .string(info.id), "title": .string(info.title), "model": .string(info.model),
                     "updated": .string(info.updated.description), "messages": .int(info.messageCount),
                 ]
+                if let activity = activity[info.id] {
+                    entry["clients"] = .array(activity.clients.map { .string($0.name) })
+                    entry["streaming"] = .bool(!activity.streaming.isEmpty)
+                }
+                return .object(entry)
             }),
         ]
+    }
+}
+
+/// What the list shows of a conversation beyond its summary: who is attached, and whether a
+/// reply (or one of its tool calls) is in flight. Followed with a quiet attach, so the list
+/// page itself is in nobody's presence list.
+public struct ListActivity: Equatable, Sendable {
+    public private(set) var clients: [ClientInfo] = []
+    /// Messages in flight, by id.
+    public private(set) var streaming: Set<String> = []
+
+    public init(_ attach: AttachResult) {
+        clients = attach.clients
+        if let pending = attach.pending { streaming.insert(pending.id) }
+        for tool in attach.tools { streaming.insert(tool.id) }
+    }
+
+    /// Whether the event changed what the list shows.
+    public mutating func apply(_ event: ConversationEvent) -> Bool {
+        let before = self
+        switch event {
+        case .messageCreated(let message), .messageContinued(let message), .toolStarted(let message, _):
+            if message.status == .streaming { streaming.insert(message.id) }
+        case .messageCompleted(let message), .toolCompleted(let message), .messageFailed(let message, _):
+            streaming.remove(message.id)
+        case .clientAttached(let client):
+            clients.removeAll { $0.id == client.id }
+            clients.append(client)
+        case .clientDetached(let client):
+            clients.removeAll { $0.id == client.id }
+        default:
+            break
+        }
+        return self != before
     }
 }

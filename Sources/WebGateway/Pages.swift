@@ -80,6 +80,7 @@ public enum Pages {
         .conversations li a { display: block; padding: .6em .4em; border-bottom: 1px solid var(--line); text-decoration: none; color: inherit; }
         .conversations .title { font-weight: 600; display: block; overflow-wrap: anywhere; }
         .conversations .meta, .empty { font-size: .8em; color: var(--muted); }
+        .conversations .live-reply { font-size: .8em; color: #1e8e3e; font-weight: 600; margin-left: .5em; }
         .msg { margin: 0 0 .8em; padding: .5em .7em; border-radius: 8px; background: #fff; border: 1px solid var(--line); overflow-wrap: anywhere; }
         .msg.user { background: var(--user); }
         .msg.tool { background: var(--card); }
@@ -206,7 +207,10 @@ public enum Pages {
               const link = element("a");
               link.href = "/c/" + encodeURIComponent(c.id);
               link.appendChild(element("span", "title", c.title));
-              link.appendChild(element("span", "meta", c.model + " · " + c.messages + " messages · " + c.updated.replace("T", " ").slice(0, 16)));
+              let meta = c.model + " · " + c.messages + " messages · " + c.updated.replace("T", " ").slice(0, 16);
+              if (c.clients && c.clients.length) meta += " · here: " + c.clients.join(", ");
+              link.appendChild(element("span", "meta", meta));
+              if (c.streaming) link.appendChild(element("span", "live-reply", "replying…"));
               item.appendChild(link);
               list.appendChild(item);
             }

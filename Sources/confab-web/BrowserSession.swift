@@ -26,6 +26,11 @@ actor BrowserSession {
     private var nextID = 1
     private var view: ConversationView?
     private var lastList: JSON?
+    /// The list page's view of each listed conversation it follows.
+    private var activity: [String: ListActivity] = [:]
+    private var listed: [ConversationInfo] = []
+    /// How many of the most recent conversations the list follows live.
+    private static let followedConversations = 100
     private(set) var closing: Close?
 
     init(daemonOut: NIOAsyncChannelOutboundWriter<ByteBuffer>, page: WebSocketOutboundWriter, conversation: String?,
@@ -156,6 +161,12 @@ actor BrowserSession {
             switch notification {
             case .serverStopping:
                 throw Close.page(code: 1012, reason: "confabd is restarting")
+            case .conversation(let id, let event) where conversation == nil:
+                guard var entry = activity[id] else { return }
+                if entry.apply(event) {
+                    activity[id] = entry
+                    await showList()
+                }
             case .conversation(let id, let event):
                 guard id == conversation, var view else { return }
                 let events = view.apply(event)
@@ -206,7 +217,24 @@ actor BrowserSession {
 
     private func refreshList() async throws {
         let result = try await call(.conversationList, ["limit": 200])
-        let list = ConversationView.listEvent((result["conversations"]?.array ?? []).compactMap(ConversationInfo.init(json:)))
+        listed = (result["conversations"]?.array ?? []).compactMap(ConversationInfo.init(json:))
+        // The most recent ones are followed (attached quietly: history 0, and nobody is
+        // told); one that left the list, or was deleted, is let go.
+        let followed = Set(listed.prefix(Self.followedConversations).map(\.id))
+        for id in activity.keys where !followed.contains(id) {
+            activity[id] = nil
+            _ = try? await call(.conversationDetach, ["conversation": .string(id)])
+        }
+        for info in listed.prefix(Self.followedConversations) where activity[info.id] == nil {
+            if let attached = try? await call(.conversationAttach, ["conversation": .string(info.id), "history": 0, "quiet": true]) {
+                activity[info.id] = ListActivity(AttachResult(json: attached))
+            }
+        }
+        await showList()
+    }
+
+    private func showList() async {
+        let list = ConversationView.listEvent(listed, activity: activity)
         if list != lastList {
             lastList = list
             await show(list)

@@ -143,20 +143,27 @@ class World:
             f.write(CONFIG.format(port=self.upstream_port))
         self.socket = os.path.join(self.dir, "confabd.sock")
         self.state = os.path.join(self.dir, "web")
-        env = dict(os.environ)
-        env.pop("NOTIFY_SOCKET", None)
-        self.daemon = subprocess.Popen(
-            [os.path.join(BIN, "confabd"), "--socket", self.socket, "--data-dir", os.path.join(self.dir, "data"),
-             "--config", self.config],
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "confabd.log"), "w"), env=env)
-        self.children.append(self.daemon)
-        wait_for(lambda: self._daemon_answers(), "confabd to answer")
+        self.start_daemon()
         self.port = free_port()
         self.gateway = None
         self.start_gateway()
         self.base = "http://127.0.0.1:%d" % self.port
         self.owner_url = self.web("url").strip()
         assert self.owner_url.startswith(self.base + "/?token="), self.owner_url
+
+    def start_daemon(self):
+        env = dict(os.environ)
+        env.pop("NOTIFY_SOCKET", None)
+        self.daemon = subprocess.Popen(
+            [os.path.join(BIN, "confabd"), "--socket", self.socket, "--data-dir", os.path.join(self.dir, "data"),
+             "--config", self.config],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "confabd.log"), "a"), env=env)
+        self.children.append(self.daemon)
+        wait_for(lambda: self._daemon_answers(), "confabd to answer")
+
+    def stop_daemon(self):
+        self.daemon.send_signal(signal.SIGTERM)
+        self.daemon.wait(timeout=60)
 
     def _daemon_answers(self):
         try:

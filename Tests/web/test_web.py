@@ -264,9 +264,17 @@ def test_list_is_live_and_phone_width(world, owner, browser):
     page.wait_for_selector("#status:text('live')")
     terminal = world.terminal()
     conversation = new_conversation(terminal, "appears live")
-    page.wait_for_selector(".conversations a[href='/c/%s']" % conversation)
+    entry = ".conversations a[href='/c/%s']" % conversation
+    page.wait_for_selector(entry)
+    # Who is attached, and a reply streaming, show in the list as they happen.
+    terminal.call("conversation.attach", {"conversation": conversation})
+    page.wait_for_selector(entry + " .meta:has-text('here: terminal')")
+    reply = terminal.call("message.send", {"conversation": conversation, "content": "[[words:150]] [[delay:10]]"})["reply"]
+    page.wait_for_selector(entry + " .live-reply")
     if SCREENSHOTS:
         page.screenshot(path=os.path.join(SCREENSHOTS, "list.png"))
+    terminal.wait_event(lambda e: e["method"] == "message.completed" and e["params"]["message"]["id"] == reply, "the reply's end")
+    page.wait_for_selector(entry + " .live-reply", state="detached")
     page.close()
     phone = browser.new_context(viewport={"width": 390, "height": 760}, user_agent="Mozilla/5.0 (Linux; Android 14) Mobile")
     phone_page = phone.new_page()
@@ -282,3 +290,19 @@ def test_list_is_live_and_phone_width(world, owner, browser):
         phone_page.screenshot(path=os.path.join(SCREENSHOTS, "phone.png"))
     phone.close()
     terminal.close()
+
+
+def test_page_catches_up_after_confabd_restarts(world, owner):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "daemon restart")
+    page = open_conversation(owner, world, conversation)
+    terminal.close()
+    world.stop_daemon()
+    page.wait_for_selector("#status:text('reconnecting…')")
+    world.start_daemon()
+    page.wait_for_selector("#status:text('live')", timeout=60000)
+    # Caught up and usable: what is sent now is answered on the page.
+    page.fill("#input", "after the restart [[reply:back again]]")
+    page.press("#input", "Enter")
+    page.wait_for_selector(".msg.assistant.complete .body:has-text('back again')")
+    page.close()
