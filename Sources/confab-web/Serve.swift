@@ -121,7 +121,9 @@ struct Gateway: Sendable {
                 // A first visit with the owner's link: the token becomes a cookie, and the
                 // address bar loses it.
                 guard store.access(for: offered) == .owner else { return unauthorized }
-                return page(Pages.enter(next: "/"), headers: cookie(offered, maxAge: nil))
+                // Kept for 400 days (browsers' cap), so a phone stays signed in; `confab web
+                // rotate` ends it sooner.
+                return page(Pages.enter(next: "/"), headers: cookie(offered, maxAge: 400 * 86400))
             }
             guard let (access, _) = access(of: request) else { return unauthorized }
             guard case .owner = access else {
