@@ -250,6 +250,15 @@ public enum Pages {
             const box = document.getElementById("messages");
             const nearBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
             let el = views.get(m.id);
+            // A delta changes only the text: everything else of the message is kept as drawn.
+            const shape = JSON.stringify(Object.assign({}, m, { html: null, text: null }));
+            if (el && el.dataset.shape === shape && !m.tool) {
+              const body = el.querySelector(".body");
+              if (m.html !== undefined) body.innerHTML = m.html; // rendered and escaped by the gateway
+              else body.textContent = m.text;
+              if (nearBottom) box.scrollTop = box.scrollHeight;
+              return;
+            }
             if (!el) {
               el = element("article");
               el.id = "msg-" + m.id;
@@ -263,6 +272,7 @@ public enum Pages {
             el.dataset.id = m.id;
             el.dataset.status = m.status;
             el.dataset.cut = m.cut_off ? "1" : "";
+            el.dataset.shape = shape;
             el.className = "msg " + m.role + " " + m.status + (m.superseded ? " superseded" : "") + (m.tool ? " card" : "");
             el.replaceChildren();
             let meta = m.role === "user" ? (m.author || "user") : m.role === "tool" ? "tool" : "assistant";
