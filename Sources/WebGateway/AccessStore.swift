@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ConfabProtocol
 import Posix
 
@@ -104,11 +101,11 @@ public struct AccessStore: Sendable {
         for component in directory.split(separator: "/") {
             path += "/" + component
             do { try Files.makeDirectory(path, mode: 0o700) } catch {
-                if error.code != EEXIST { throw Failure(description: "cannot make \(path): \(error)") }
+                throw Failure(description: "cannot make \(path): \(error)")
             }
         }
         // The last one is ours alone whatever made it.
-        _ = chmod(directory, 0o700)
+        Files.setMode(directory, 0o700)
     }
 
     /// A new random token: 32 bytes from the system's secure generator, as hex.
@@ -186,7 +183,8 @@ public struct AccessStore: Sendable {
         return nil
     }
 
-    public static func now() -> Int { Int(time(nil)) }
+    /// Seconds since the epoch.
+    public static func now() -> Int { Int(Timestamp.now().milliseconds / 1000) }
 
     static func constantTimeEqual(_ left: String, _ right: String) -> Bool {
         let a = Array(left.utf8)

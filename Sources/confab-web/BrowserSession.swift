@@ -3,6 +3,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOPosix
+import Posix
 import WebGateway
 
 /// One browser page and its own connection to confabd: the page's actions become RPC calls,
@@ -50,8 +51,23 @@ actor BrowserSession {
                     logger: Logger) async {
         let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
+            // Connected here (a Unix socket connects at once or fails) so that the kernel can
+            // say who listens before anything is sent: only a daemon of this same user is
+            // told what the pages type, and relayed to them. NIO then owns the descriptor.
+            let fd = try UnixSocket.connect(to: socketPath)
+            let peer: UnixSocket.PeerCredentials
+            do { peer = try UnixSocket.peerCredentials(of: fd) } catch {
+                Descriptor.close(fd)
+                throw error
+            }
+            guard peer.uid == ProcessEnvironment.userID else {
+                Descriptor.close(fd)
+                logger.error("refusing \(socketPath): it is served by uid \(peer.uid) (pid \(peer.pid)), not by this user")
+                try? await outbound.close(.unknown(1011), reason: "confabd's socket is served by another user")
+                return
+            }
             channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connect(unixDomainSocketPath: socketPath) { channel in
+                .withConnectedSocket(fd) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                     }

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import ConfabProtocol
 import Posix
@@ -23,7 +20,7 @@ struct Locations: ParsableArguments {
     var environment: [String: String] {
         var values: [String: String] = [:]
         for name in ["HOME", "XDG_STATE_HOME"] {
-            if let value = getenv(name) { values[name] = String(cString: value) }
+            if let value = ProcessEnvironment.variable(name) { values[name] = value }
         }
         return values
     }
@@ -172,14 +169,13 @@ enum DaemonLookup {
             FileHandleOut.error("confab-web: cannot reach confabd at \(socketPath): \(error)")
             throw ExitCode(3)
         }
-        defer { close(fd) }
+        defer { Descriptor.close(fd) }
         _ = Files.writeAll(fd, RPC.request(id: 1, method: .conversationList, params: ["limit": 10000]))
         var framer = LineFramer(maxLineBytes: 64 << 20)
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         var answer: JSON?
         while answer == nil {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
+            let count = try Descriptor.readSome(fd, into: &buffer)
             guard count > 0 else { break }
             try framer.feed(Array(buffer[0..<count])) { line in
                 if case .success(.response(let id, let result)) = RPC.parse(line), id.int == 1 { answer = result }

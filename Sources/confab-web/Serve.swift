@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import ConfabProtocol
 import HTTPTypes
@@ -201,7 +198,7 @@ struct JournalLogHandler: LogHandler {
     let label: String
     /// Under systemd (JOURNAL_STREAM set) the priority is a prefix the journal reads;
     /// elsewhere it is spelled out.
-    let journal = getenv("JOURNAL_STREAM") != nil
+    let journal = ProcessEnvironment.variable("JOURNAL_STREAM") != nil
     var logLevel: Logger.Level = .info
     var metadata: Logger.Metadata = [:]
 

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ArgumentParser
 import Posix
 
@@ -34,7 +31,7 @@ struct Web: ParsableCommand {
     static func gatewayExecutable() -> String {
         if let me = Files.linkTarget("/proc/self/exe"), let slash = me.lastIndex(of: "/") {
             let beside = String(me[..<slash]) + "/confab-web"
-            if access(beside, X_OK) == 0 { return beside }
+            if Files.isExecutable(beside) { return beside }
         }
         return "confab-web"
     }
