@@ -153,7 +153,17 @@ actor BrowserSession {
         nextID += 1
         try await daemonOut.write(ByteBuffer(bytes: RPC.request(id: .int(id), method: method, params: params)))
         if let result = early.removeValue(forKey: id) { return try result.get() }
-        return try await withCheckedThrowingContinuation { pending[id] = $0 }
+        // A daemon that never answers must not hold the page, or the gateway's shutdown,
+        // forever: a cancelled session gives up its calls.
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { pending[id] = $0 }
+        } onCancel: {
+            Task { await self.abandon(id) }
+        }
+    }
+
+    private func abandon(_ id: Int) {
+        pending.removeValue(forKey: id)?.resume(throwing: CancellationError())
     }
 
     private func resolve(_ id: JSON, _ result: Result<JSON, RPCError>) {

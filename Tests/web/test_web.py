@@ -2,6 +2,7 @@
 import http.client
 import json
 import os
+import sys
 import time
 
 from conftest import wait_for
@@ -306,3 +307,80 @@ def test_page_catches_up_after_confabd_restarts(world, owner):
     page.press("#input", "Enter")
     page.wait_for_selector(".msg.assistant.complete .body:has-text('back again')")
     page.close()
+
+
+FOREIGN_DAEMON = r"""
+import json, os, socket, sys
+path, log = sys.argv[1], sys.argv[2]
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(path)
+os.chmod(path, 0o777)
+server.listen(8)
+server.settimeout(120)
+while True:
+    try:
+        connection, _ = server.accept()
+    except socket.timeout:
+        break
+    connection.settimeout(5)
+    buffer = b""
+    try:
+        while True:
+            data = connection.recv(65536)
+            if not data:
+                break
+            with open(log, "ab") as f:
+                f.write(data)
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                answer = {"jsonrpc": "2.0", "id": request.get("id"),
+                          "result": {"conversations": [], "messages": [], "clients": []}}
+                connection.sendall((json.dumps(answer) + "\n").encode())
+    except OSError:
+        pass
+    connection.close()
+"""
+
+
+def test_gateway_talks_only_to_a_daemon_of_its_own_user(world, browser):
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+    from conftest import BIN, free_port
+    directory = tempfile.mkdtemp(prefix="confab-web-foreign-")
+    os.chmod(directory, 0o777)
+    path, log = os.path.join(directory, "confabd.sock"), os.path.join(directory, "received")
+    # Somebody else's "confabd": it would answer anything it is asked.
+    impostor = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                 sys.executable, "-c", FOREIGN_DAEMON, path, log])
+    port = free_port()
+    gateway_log = os.path.join(directory, "confab-web.log")
+    wait_for(lambda: os.path.exists(path), "the other user's socket")
+    gateway = subprocess.Popen([os.path.join(BIN, "confab-web"), "serve", "--config", world.config, "--socket", path,
+                                "--state-dir", world.state, "--listen", "127.0.0.1:%d" % port],
+                               stdout=subprocess.DEVNULL, stderr=open(gateway_log, "w"))
+    def listening():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+    try:
+        wait_for(listening, "the second gateway to listen")
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto("http://127.0.0.1:%d/?token=%s" % (port, owner_token(world)))
+        page.goto("http://127.0.0.1:%d/" % port)
+        wait_for(lambda: "served by uid 65534" in open(gateway_log).read(), "the refusal in the gateway's log")
+        assert not os.path.exists(log) or open(log, "rb").read() == b"", "nothing may be sent to another user's socket"
+        assert page.text_content("#status") != "live"
+        context.close()
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=30)
+        impostor.terminate()
+        impostor.wait(timeout=30)
+        shutil.rmtree(directory, ignore_errors=True)
