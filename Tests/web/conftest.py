@@ -197,8 +197,9 @@ class World:
         wait_for(listening, "confab-web to listen")
 
     def stop_gateway(self):
+        """SIGTERM, as systemd stops it: the pages are closed and it exits 0."""
         self.gateway.send_signal(signal.SIGTERM)
-        self.gateway.wait(timeout=60)
+        assert self.gateway.wait(timeout=60) == 0
 
     def terminal(self, name="terminal"):
         return Terminal(self.socket, name)
