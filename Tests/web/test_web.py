@@ -384,3 +384,37 @@ def test_gateway_talks_only_to_a_daemon_of_its_own_user(world, browser):
         impostor.terminate()
         impostor.wait(timeout=30)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_write_share_link_sends_but_never_answers_a_tool_call(world, browser):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "shared tools", profile="helper")
+    terminal.call("conversation.attach", {"conversation": conversation})
+    link = world.web("share", conversation).strip()
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(link)
+    page.wait_for_url("**/c/" + conversation)
+    page.wait_for_selector("#status:text('live')")
+    page.fill("#input", "from a colleague [[tool:guarded {\"city\":\"Oslo\"}]]")
+    page.press("#input", "Enter")
+    sent = terminal.wait_event(lambda e: e["method"] == "message.created" and e["params"]["message"]["role"] == "user",
+                               "the share link's message at the terminal")
+    assert sent["params"]["message"]["author"]["name"].startswith("web:share-")
+    requested = terminal.wait_event(lambda e: e["method"] == "tool.approval_requested", "the approval request")
+    page.wait_for_selector(".card")
+    assert page.query_selector(".card button.approve") is None, "no Approve button for a share link"
+    # Made to try anyway, the gateway refuses it.
+    page.evaluate("""([url, call]) => { const ws = new WebSocket(url); window.probe = [];
+        ws.onmessage = e => window.probe.push(JSON.parse(e.data));
+        ws.onopen = () => ws.send(JSON.stringify({op: "approve", call: call, allow: true})); }""",
+                  ["ws://127.0.0.1:%d/ws?c=%s" % (world.port, conversation), requested["params"]["call"]])
+    wait_for(lambda: any(e.get("type") == "notice" and "owner" in e.get("text", "") for e in page.evaluate("window.probe")),
+             "the refusal")
+    # The owner's answer is still the one that counts.
+    terminal.call("tool.approve", {"conversation": conversation, "call": requested["params"]["call"], "allow": False})
+    denied = terminal.wait_event(lambda e: e["method"] in ("tool.approved", "tool.denied"), "the owner's answer")
+    assert denied["method"] == "tool.denied" and denied["params"]["client"]["name"] == "terminal"
+    page.wait_for_selector(".card .answered:text('denied by terminal')")
+    context.close()
+    terminal.close()
