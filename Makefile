@@ -4,11 +4,11 @@
 
 PREFIX     ?= $(HOME)/.local
 UNITDIR    ?= $(HOME)/.config/systemd/user
-DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools
+DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools chromium python3-venv
 SWIFT      ?= swift
 ARGS       ?=
 
-.PHONY: all deps build release run test man bench fuzz fuzz-socket soak crashloop powercut install uninstall clean
+.PHONY: all deps build release run test test-web test-web-deps man bench fuzz fuzz-socket soak crashloop powercut install uninstall clean
 
 all: build
 
@@ -61,12 +61,14 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 # First, system calls only in the wrapper modules (scripts/check-syscalls.sh). One debug build
 # serves every test target; XCTest is the runner. Then the short runs of the
 # long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop, 10 power cuts,
-# a 1-minute soak; a few minutes together), each one line unless it fails.
+# a 1-minute soak; a few minutes together), each one line unless it fails. Last, confab-web
+# in a real browser: Debian's chromium driven by Playwright for Python (Tests/web, pytest).
 test: deps $(POWERCUT_SHIM)
 	scripts/check-syscalls.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
 	scripts/long-checks.sh "$$($(SWIFT) build --show-bin-path)" $(POWERCUT_SHIM)
+	$(MAKE) test-web
 
 # Power cuts under load (scripts/powercut.py, docs/reliability.md, "Power cuts"): the crash
 # loop's load and checks, with the data directory rebuilt after each SIGKILL as a disk would
@@ -75,10 +77,21 @@ test: deps $(POWERCUT_SHIM)
 powercut: release $(POWERCUT_SHIM)
 	python3 scripts/powercut.py --shim $(POWERCUT_SHIM) $(ARGS)
 
+# The browser tests alone, on the debug build `make test` made. Playwright and pytest come
+# from PyPI into a virtual environment under the build directory; the browser is Debian's
+# (/usr/bin/chromium), as Playwright's own download cannot be used here.
+VENV ?= .build/venv
+test-web-deps:
+	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	@$(VENV)/bin/python -c "import playwright, pytest" 2>/dev/null || $(VENV)/bin/pip install -q playwright pytest
+
+test-web: test-web-deps
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/web
+
 # scripts/bench.py: every figure next to its peer (Redis, a C client) measured in the same run,
 # then a table of the goals (docs/performance.md). Bounded to about 10 minutes on 2 cores.
 # Options through ARGS, e.g. ARGS="--only fanout,latency" or ARGS="--big".
-bench: release
+bench: release test-web-deps
 	scripts/bench.sh $(ARGS)
 
 # libFuzzer on the parsers of untrusted bytes (docs/reliability.md, "Hostile and broken clients"), bounded in time:
@@ -133,10 +146,17 @@ install_service = sed 's|^ExecStart=/usr/bin/env $(SHIPPED_CONFABD)$$|ExecStart=
 	mv -f $(UNITDIR)/confabd.service.tmp $(UNITDIR)/confabd.service
 endif
 
+# confab-web.service (not enabled) runs %h/.local/bin/confab-web: rewritten like confabd's
+# for another PREFIX.
+install_web_service = sed 's|^ExecStart=/usr/bin/env %h/.local/bin/confab-web serve$$|ExecStart=/usr/bin/env $(abspath $(PREFIX))/bin/confab-web serve|' \
+		systemd/confab-web.service > $(UNITDIR)/confab-web.service.tmp && \
+	chmod 0644 $(UNITDIR)/confab-web.service.tmp && mv -f $(UNITDIR)/confab-web.service.tmp $(UNITDIR)/confab-web.service
+
 install: release
 	install -d $(PREFIX)/bin $(UNITDIR)
 	install -d -m 0700 $(CONFIGDIR) $(DATADIR)
 	install -m 0755 $(RELEASEDIR)/confabd $(RELEASEDIR)/confab $(PREFIX)/bin/
+	if [ -x $(RELEASEDIR)/confab-web ]; then install -m 0755 $(RELEASEDIR)/confab-web $(PREFIX)/bin/; fi
 	install -d $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR) $(MANDIR)
 	$(RELEASEDIR)/confab completions bash > $(BASHCOMPDIR)/confab
 	$(RELEASEDIR)/confab completions zsh > $(ZSHCOMPDIR)/_confab
@@ -145,10 +165,12 @@ install: release
 	if [ -x $(RELEASEDIR)/$(RELEASE_BACKTRACER) ]; then install -D -m 0755 $(RELEASEDIR)/$(RELEASE_BACKTRACER) $(PREFIX)/$(RELEASE_BACKTRACER); fi
 	$(install_service)
 	install -m 0644 systemd/confabd.socket $(UNITDIR)/confabd.socket
+	$(install_web_service)
 	@echo
 	@echo "Installed confabd and confab to $(PREFIX)/bin and the units to $(UNITDIR). Enable with:"
 	@echo "  systemctl --user daemon-reload"
 	@echo "  systemctl --user enable --now confabd.socket"
+	@echo "The browser gateway, if wanted: systemctl --user enable --now confab-web.service; confab web --url"
 	@echo "API key, if your server needs one: OPENAI_API_KEY=... in $(CONFIGDIR)/env (mode 0600)."
 	@echo "After an upgrade: systemctl --user daemon-reload && systemctl --user restart confabd.service"
 
@@ -162,7 +184,9 @@ man: build
 # Leaves the config ($(CONFIGDIR)) and the conversations ($(DATADIR)) alone.
 uninstall:
 	-systemctl --user disable --now confabd.socket confabd.service 2>/dev/null
+	-systemctl --user disable --now confab-web.service 2>/dev/null
 	rm -f $(PREFIX)/bin/confabd $(PREFIX)/bin/confab $(UNITDIR)/confabd.service $(UNITDIR)/confabd.socket
+	rm -f $(PREFIX)/bin/confab-web $(UNITDIR)/confab-web.service
 	rm -f $(BASHCOMPDIR)/confab $(ZSHCOMPDIR)/_confab $(FISHCOMPDIR)/confab.fish $(MANDIR)/confab.1
 	rm -f $(PREFIX)/$(RELEASE_BACKTRACER)
 	-rmdir $(PREFIX)/libexec/swift/linux $(PREFIX)/libexec/swift $(PREFIX)/libexec 2>/dev/null

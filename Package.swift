@@ -12,9 +12,13 @@ let package = Package(
         .executable(name: "confab", targets: ["confab"]),
         .executable(name: "confab-fake-upstream", targets: ["confab-fake-upstream"]),
         .executable(name: "confab-loggen", targets: ["confab-loggen"]),
+        .executable(name: "confab-web", targets: ["confab-web"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // The browser gateway's HTTP and WebSocket server (confab-web only).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
     ],
     targets: [
         // C libraries, seen through module maps with a few typed shims.
@@ -107,6 +111,18 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
 
+        // The browser gateway: its testable logic (pages, markdown as HTML, tokens and share
+        // links, the [web] settings) in WebGateway, the server in confab-web.
+        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "TOML"], swiftSettings: strict),
+        .executableTarget(name: "confab-web", dependencies: [
+            "WebGateway", "ConfabProtocol", "Posix",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
+
         .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
         .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Markdown"], swiftSettings: strict),
@@ -116,8 +132,9 @@ let package = Package(
         .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
+        .testTarget(name: "WebGatewayTests", dependencies: ["WebGateway", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [
-            "ConfabProtocol", "confabd", "confab", "confab-fake-upstream", "confab-loggen",
+            "ConfabProtocol", "confabd", "confab", "confab-fake-upstream", "confab-loggen", "confab-web",
         ], swiftSettings: strict),
     ],
     cxxLanguageStandard: .cxx17

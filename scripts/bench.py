@@ -20,6 +20,9 @@ Sections (all by default; pick some with --only):
             messages written by confab-loggen, and the latency of another conversation's
             deltas to a reader while searches run back to back, next to the same without
 - profile:  (only with --only profile) perf record -g of confabd during a 10-reader burst
+- web:      confab-web with 10 headless Chromium pages on one conversation: a delta's arrival
+            at an attached terminal client to its text in each page, p50/p99, and the
+            gateway's RSS with the pages idle (scripts/bench_web.py, in .build/venv's Python)
 
 Everything runs on loopback and Unix sockets in temporary directories; every run has a
 count and a deadline; every process started here is ended by its PID.
@@ -726,9 +729,28 @@ def bench_profile(ctx):
             print("  " + " ".join(line.split()).removesuffix(" - -")[:160])
 
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile"]
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile", "web"]
 # The search needs a 660 MB data directory written first: only when named.
 DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search")]
+
+
+def bench_web(ctx):
+    venv = os.path.join(ROOT, ".build", "venv", "bin", "python")
+    if not os.path.exists(os.path.join(BIN, "confab-web")) or not os.path.exists(venv) or not os.path.exists("/usr/bin/chromium"):
+        print("web: skipped (needs confab-web in %s, make test-web-deps and Debian's chromium)" % BIN)
+        return
+    env = dict(os.environ, CONFAB_BIN_DIR=BIN)
+    result = subprocess.run([venv, os.path.join(HERE, "bench_web.py")], capture_output=True, text=True, env=env, timeout=600)
+    if result.returncode != 0:
+        print("web: failed\n" + result.stderr[-2000:])
+        record("delta to browser page, 10 pages", "failed", goal="p99 ≤ 5 ms", met=False)
+        return
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    print("web: delta at a terminal to text in %d pages: p50 %.1f ms, p99 %.1f ms (%d samples); gateway RSS with the pages idle %d KiB" % (
+        figures["pages"], figures["p50_ms"], figures["p99_ms"], figures["samples"], figures["idle_rss_kib"]))
+    record("delta at a terminal to text in a browser page, 10 pages", "p50 %.1f ms, p99 %.1f ms" % (figures["p50_ms"], figures["p99_ms"]),
+           goal="p99 ≤ 5 ms", met=figures["p99_ms"] <= 5)
+    record("confab-web RSS, 10 pages idle", "%.1f MiB" % (figures["idle_rss_kib"] / 1024))
 
 
 def main():

@@ -1,0 +1,227 @@
+import ConfabProtocol
+
+/// One conversation as a page shows it, kept up to date from the daemon's notifications,
+/// and the events a page is sent. Every string of a message goes to the page as text, to be
+/// set with `textContent`; the only markup is `html`, the reply's markdown rendered here.
+///
+/// Page events (JSON text frames, `type` first):
+/// - `state`: `{conversation, messages, clients, role}`, everything, after an attach;
+/// - `message`: `{message}`, one message as it is now (created, grown by a delta, ended);
+/// - `clients`: `{clients}`, the names of everybody attached;
+/// - `info`: `{conversation}`, renamed or reconfigured;
+/// - `retrying`: `{message, attempt, delay_ms}`;
+/// - `gone`: `{reason}`, deleted or no longer shared.
+public struct ConversationView: Sendable {
+    public private(set) var info: ConversationInfo?
+    private var messages: [String: Message] = [:]
+    private var clients: [ClientInfo] = []
+    /// Who answered each approval, by call id, as this gateway saw it.
+    private var answers: [String: String] = [:]
+    /// Calls by id, from the replies that made them and from approval requests.
+    private var calls: [String: ToolCall] = [:]
+    public let role: String
+
+    public init(role: String) {
+        self.role = role
+    }
+
+    public mutating func load(_ attach: AttachResult) -> JSON {
+        info = attach.conversation
+        messages = [:]
+        for message in attach.messages + attach.tools + (attach.pending.map { [$0] } ?? []) {
+            store(message)
+        }
+        clients = attach.clients
+        return state
+    }
+
+    public var state: JSON {
+        [
+            "type": "state",
+            "conversation": info.map(Self.infoView) ?? .null,
+            "messages": .array(orderedMessages.map(view)),
+            "clients": clientNames,
+            "role": .string(role),
+        ]
+    }
+
+    private var orderedMessages: [Message] {
+        messages.values.sorted { $0.order < $1.order }
+    }
+
+    private var clientNames: JSON { .array(clients.map { .string($0.name) }) }
+
+    private mutating func store(_ message: Message) {
+        messages[message.id] = message
+        for call in message.toolCalls ?? [] { calls[call.id] = call }
+    }
+
+    /// The page events one daemon event makes (none for what a page does not show).
+    public mutating func apply(_ event: ConversationEvent) -> [JSON] {
+        switch event {
+        case .messageCreated(let message), .messageCompleted(let message), .messageContinued(let message),
+             .toolCompleted(let message):
+            store(message)
+            return [messageEvent(message.id)]
+        case .messageFailed(let message, _):
+            store(message)
+            return [messageEvent(message.id)]
+        case .messageDelta(let id, let content):
+            guard var message = messages[id] else { return [] }
+            message.content += content
+            messages[id] = message
+            return [messageEvent(id)]
+        case .messageRetrying(let id, let attempt, let delay, _):
+            return [["type": "retrying", "message": .string(id), "attempt": .int(attempt), "delay_ms": .int(delay)]]
+        case .messageSuperseded(let id, let by):
+            guard var message = messages[id] else { return [] }
+            message.supersededBy = by
+            messages[id] = message
+            return [messageEvent(id)]
+        case .generationCancelled(let id, let by):
+            if let by { answers["cancel:" + id] = by.name }
+            return []
+        case .toolApprovalRequested(let message, let call):
+            calls[call.id] = call
+            if let message {
+                store(message)
+                return [messageEvent(message.id)]
+            }
+            return []
+        case .toolApproved(let call, let by):
+            answers[call] = "approved by " + (by?.name ?? "somebody")
+            return toolMessageEvents(call: call, approval: .approved)
+        case .toolDenied(let call, let by):
+            answers[call] = by.map { "denied by " + $0.name } ?? "denied: nobody answered in time"
+            return toolMessageEvents(call: call, approval: .denied)
+        case .toolStarted(let message, let call):
+            calls[call.id] = call
+            store(message)
+            return [messageEvent(message.id)]
+        case .conversationUpdated(let info):
+            self.info = info
+            return [["type": "info", "conversation": Self.infoView(info)]]
+        case .conversationDeleted:
+            return [["type": "gone", "reason": "The conversation was deleted."]]
+        case .conversationUnshared:
+            return [["type": "gone", "reason": "The conversation is no longer shared."]]
+        case .clientAttached(let client):
+            clients.removeAll { $0.id == client.id }
+            clients.append(client)
+            return [["type": "clients", "clients": clientNames]]
+        case .clientDetached(let client):
+            clients.removeAll { $0.id == client.id }
+            return [["type": "clients", "clients": clientNames]]
+        }
+    }
+
+    private mutating func toolMessageEvents(call: String, approval: ToolApprovalState) -> [JSON] {
+        guard var message = messages.values.first(where: { $0.tool?.callID == call }) else { return [] }
+        message.tool?.approval = approval
+        messages[message.id] = message
+        return [messageEvent(message.id)]
+    }
+
+    private func messageEvent(_ id: String) -> JSON {
+        guard let message = messages[id] else { return .null }
+        return ["type": "message", "message": view(message)]
+    }
+
+    static func infoView(_ info: ConversationInfo) -> JSON {
+        ["id": .string(info.id), "title": .string(info.title), "model": .string(info.model)]
+    }
+
+    /// One message as the page draws it.
+    public func view(_ message: Message) -> JSON {
+        var object: [String: JSON] = [
+            "id": .string(message.id),
+            "role": .string(message.role.rawValue),
+            "status": .string(message.status.rawValue),
+        ]
+        if let author = message.author { object["author"] = .string(author.name) }
+        if message.supersededBy != nil { object["superseded"] = true }
+        if message.isCutAtLengthLimit && message.status != .streaming { object["cut_off"] = true }
+        if let error = message.error { object["error"] = .string(error.code.rawValue + ": " + error.message) }
+        if let replies = message.quickReplies, !replies.isEmpty {
+            object["quick_replies"] = .array(replies.map(JSON.string))
+        }
+        switch message.role {
+        case .tool:
+            var card: [String: JSON] = ["result": .string(message.content)]
+            if let tool = message.tool {
+                card["call"] = .string(tool.callID)
+                card["name"] = .string(tool.name)
+                if let call = calls[tool.callID] { card["arguments"] = .string(call.arguments) }
+                if let status = tool.httpStatus { card["http_status"] = .int(status) }
+                if let duration = tool.durationMilliseconds { card["duration_ms"] = .int(duration) }
+                if let approval = tool.approval { card["approval"] = .string(approval.rawValue) }
+                if let answer = answers[tool.callID] { card["answered"] = .string(answer) }
+                if tool.truncated { card["truncated"] = true }
+            }
+            object["tool"] = .object(card)
+        case .user:
+            // What a person typed is shown as typed: no markdown, line breaks kept.
+            object["text"] = .string(message.content)
+        case .assistant, .system:
+            object["html"] = .string(MarkdownHTML.render(message.content))
+            if let calls = message.toolCalls, !calls.isEmpty {
+                object["tool_calls"] = .array(calls.map { ["name": .string($0.name), "arguments": .string($0.arguments)] })
+            }
+        }
+        if let by = answers["cancel:" + message.id] { object["cancelled_by"] = .string(by) }
+        return .object(object)
+    }
+
+    /// The conversation list as a page shows it, with who is attached to each and whether a
+    /// reply streams there, where known.
+    public static func listEvent(_ conversations: [ConversationInfo], activity: [String: ListActivity] = [:]) -> JSON {
+        [
+            "type": "list",
+            "conversations": .array(conversations.map { info in
+                var entry: [String: JSON] = [
+                    "id": .string(info.id), "title": .string(info.title), "model": .string(info.model),
+                    "updated": .string(info.updated.description), "messages": .int(info.messageCount),
+                ]
+                if let activity = activity[info.id] {
+                    entry["clients"] = .array(activity.clients.map { .string($0.name) })
+                    entry["streaming"] = .bool(!activity.streaming.isEmpty)
+                }
+                return .object(entry)
+            }),
+        ]
+    }
+}
+
+/// What the list shows of a conversation beyond its summary: who is attached, and whether a
+/// reply (or one of its tool calls) is in flight. Followed with a quiet attach, so the list
+/// page itself is in nobody's presence list.
+public struct ListActivity: Equatable, Sendable {
+    public private(set) var clients: [ClientInfo] = []
+    /// Messages in flight, by id.
+    public private(set) var streaming: Set<String> = []
+
+    public init(_ attach: AttachResult) {
+        clients = attach.clients
+        if let pending = attach.pending { streaming.insert(pending.id) }
+        for tool in attach.tools { streaming.insert(tool.id) }
+    }
+
+    /// Whether the event changed what the list shows.
+    public mutating func apply(_ event: ConversationEvent) -> Bool {
+        let before = self
+        switch event {
+        case .messageCreated(let message), .messageContinued(let message), .toolStarted(let message, _):
+            if message.status == .streaming { streaming.insert(message.id) }
+        case .messageCompleted(let message), .toolCompleted(let message), .messageFailed(let message, _):
+            streaming.remove(message.id)
+        case .clientAttached(let client):
+            clients.removeAll { $0.id == client.id }
+            clients.append(client)
+        case .clientDetached(let client):
+            clients.removeAll { $0.id == client.id }
+        default:
+            break
+        }
+        return self != before
+    }
+}

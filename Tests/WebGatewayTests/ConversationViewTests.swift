@@ -1,0 +1,66 @@
+import ConfabProtocol
+import WebGateway
+import XCTest
+
+/// The daemon's notifications as page events: the same state whatever order of attach and
+/// events a page saw, and everybody's text as text.
+final class ConversationViewTests: XCTestCase {
+    let created = Timestamp(milliseconds: 1_700_000_000_000)
+
+    func reply(_ id: String, _ content: String, status: MessageStatus, calls: [ToolCall]? = nil) -> Message {
+        Message(id: id, conversation: "k3v9q2m8x7ad", role: .assistant, content: content, status: status,
+                created: created, toolCalls: calls)
+    }
+
+    func testDeltasGrowTheRenderedReply() {
+        var view = ConversationView(role: "owner")
+        _ = view.load(AttachResult(json: ["messages": [], "clients": []]))
+        XCTAssertEqual(view.apply(.messageCreated(reply("m2", "", status: .streaming))).count, 1)
+        _ = view.apply(.messageDelta(message: "m2", content: "**bo"))
+        let events = view.apply(.messageDelta(message: "m2", content: "ld** <b>x</b>"))
+        XCTAssertEqual(events.first?["message"]?["html"]?.string, "<p><strong>bold</strong> &lt;b&gt;x&lt;/b&gt;</p>\n")
+        XCTAssertEqual(events.first?["message"]?["status"]?.string, "streaming")
+        XCTAssertTrue(view.apply(.messageDelta(message: "m9", content: "unknown")).isEmpty)
+    }
+
+    func testApprovalSaysWhoAnsweredOnTheToolCard() {
+        var view = ConversationView(role: "owner")
+        let call = ToolCall(id: "call_1", name: "guarded", arguments: "{\"city\":\"<Paris>\"}")
+        _ = view.apply(.messageCompleted(reply("m2", "", status: .complete, calls: [call])))
+        let tool = Message(id: "m2.1", conversation: "k3v9q2m8x7ad", role: .tool, content: "", status: .streaming, created: created,
+                           tool: ToolResult(callID: "call_1", name: "guarded", approval: .pending))
+        _ = view.apply(.toolApprovalRequested(message: tool, call: call))
+        let approver = ClientInfo(id: "c3", uid: 1000, login: "ana", name: "web:phone", client: "confab-web")
+        let events = view.apply(.toolApproved(call: "call_1", by: approver))
+        let card = events.first?["message"]?["tool"]
+        XCTAssertEqual(card?["answered"]?.string, "approved by web:phone")
+        XCTAssertEqual(card?["approval"]?.string, "approved")
+        XCTAssertEqual(card?["arguments"]?.string, "{\"city\":\"<Paris>\"}", "arguments go as text, for textContent")
+        let timedOut = view.apply(.toolDenied(call: "call_1", by: nil))
+        XCTAssertEqual(timedOut.first?["message"]?["tool"]?["answered"]?.string, "denied: nobody answered in time")
+    }
+
+    func testStateOrdersMessagesAndCarriesTheRole() {
+        var view = ConversationView(role: "read")
+        let state = view.load(AttachResult(json: [
+            "messages": [reply("m10", "b", status: .complete).json, reply("m2", "a", status: .complete).json],
+            "pending": reply("m11", "c", status: .streaming).json,
+            "clients": [],
+        ]))
+        XCTAssertEqual(state["messages"]?.array?.compactMap { $0["id"]?.string }, ["m2", "m10", "m11"])
+        XCTAssertEqual(state["role"]?.string, "read")
+    }
+
+    func testListActivityFollowsRepliesAndPresence() {
+        var activity = ListActivity(AttachResult(json: ["clients": [], "messages": []]))
+        XCTAssertTrue(activity.apply(.messageCreated(reply("m2", "", status: .streaming))))
+        XCTAssertEqual(activity.streaming, ["m2"])
+        XCTAssertFalse(activity.apply(.messageDelta(message: "m2", content: "x")))
+        XCTAssertTrue(activity.apply(.messageCompleted(reply("m2", "x", status: .complete))))
+        XCTAssertTrue(activity.streaming.isEmpty)
+        let client = ClientInfo(id: "c1", uid: 1000, login: "ana", name: "terminal", client: "confab-attach")
+        XCTAssertTrue(activity.apply(.clientAttached(client)))
+        XCTAssertEqual(activity.clients.map(\.name), ["terminal"])
+        XCTAssertTrue(activity.apply(.clientDetached(client)))
+    }
+}
