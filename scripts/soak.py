@@ -1581,6 +1581,8 @@ class Soak:
                 if any(earlier["content"] not in sources for earlier in run):
                     continue          # joined with a tool call's prompt: its text depends on the tool's answer
                 turn = "\n\n".join(earlier["content"] for earlier in run)
+                if len(run) > 1:
+                    self.stats.bump("stored replies that answered several copied sends as one turn")
                 # A reply cut by the token limit may be continued: then it starts with the text.
                 source, continued = self.upstream_script(turn)
                 # The reply, then every reply that regenerated it (same prompt, same text).
