@@ -745,9 +745,10 @@ class Soak:
         self.watchers = []
         self.daemon = None
         self.load_log = None
-        # prompt text -> the whole reply the fake upstream was asked to send for it: the oracle
-        # every stored reply is compared with (not the daemon with itself).
-        self.sources = {}
+        # Every prompt sent whose reply the fake upstream's directives decide (all but tool
+        # calls): what it was asked to send is the oracle every stored reply is compared with
+        # (not the daemon with itself).
+        self.sources = set()
         self.sources_lock = threading.Lock()
         self.tool_conversations = []
 
@@ -779,23 +780,40 @@ class Soak:
 
     # -- prompts: text for message.send and what the reply should end as
 
-    @staticmethod
-    def upstream_text(prompt):
-        """What confab-fake-upstream streams for a prompt (its [[reply:]], [[words:]], else an echo)."""
-        reply = re.search(r"\[\[reply:(.*?)\]\]", prompt)
-        if reply:
-            return reply.group(1)
-        words = re.search(r"\[\[words:(\d+)\]\]", prompt)
-        if words:
-            return " ".join("w%d" % i for i in range(1, int(words.group(1)) + 1))
-        return "You said: " + re.sub(r"\[\[[^\]]*\]\]", "", prompt).strip()
+    # A directive as confab-fake-upstream's extractDirectives reads one: [[name]] or
+    # [[name:value]], the value running to the first "]]", across lines too.
+    DIRECTIVE = re.compile(r"\[\[([0-9A-Za-z_-]+)(?:\]\]|:(.*?)\]\])", re.S)
+
+    @classmethod
+    def upstream_script(cls, turn):
+        """What confab-fake-upstream streams for a last user turn, and whether it ends cut by the
+        token limit: as its Script reads the directives, a later one of a name wins, and
+        [[reply:]] goes before [[words:]] whatever their order; without either, an echo of the
+        text without its directives."""
+        reply = words = finish = None
+        for directive in cls.DIRECTIVE.finditer(turn):
+            name, value = directive.group(1).lower(), directive.group(2)
+            if value is None:
+                continue
+            if name == "reply":
+                reply = value
+            elif name == "words" and re.fullmatch(r"[+-]?[0-9]+", value.strip(" \t")) and int(value) >= 0:
+                words = min(int(value), 1000000)
+            elif name == "finish" and value:
+                finish = value
+        if reply is not None:
+            text = reply
+        elif words is not None:
+            text = " ".join("w%d" % i for i in range(1, words + 1))
+        else:
+            text = "You said: " + cls.DIRECTIVE.sub("", turn).strip()
+        return text, finish == "length"
 
     def prompt(self, rng, kind):
         text, expected = self.make_prompt(rng, kind)
         if "[[tool:" not in text:     # a chain of tool calls: its text depends on the tool's answer
             with self.sources_lock:
-                # A reply cut by the token limit may be continued: then it starts with the text.
-                self.sources[text] = (self.upstream_text(text), "[[finish:length]]" in text)
+                self.sources.add(text)
         return text, expected
 
     def make_prompt(self, rng, kind):
@@ -1516,25 +1534,57 @@ class Soak:
             before = page["messages"][0]["id"]
         raise RuntimeError("history of %s did not end" % cid)
 
+    @staticmethod
+    def message_order(message):
+        sequence, _, step = message["id"][1:].partition(".")
+        return int(sequence), int(step or 0)
+
+    @staticmethod
+    def user_turn(messages, index):
+        """The user turn the upstream is sent for a reply to messages[index], a user message:
+        that message's text, joined by a blank line after those of the user messages straight
+        before it, as confabd sends user messages with no reply between them as one turn. A fork
+        copies sends whose replies were still queued or in flight without those replies, and
+        answers the last of them: its reply answers them all. (Messages superseded before it are
+        not in the context; none before it can have been superseded after it was sent.)"""
+        run = [messages[index]]
+        for earlier in reversed(messages[:index]):
+            if earlier.get("superseded_by"):
+                continue
+            if earlier["role"] != "user":
+                break
+            if earlier["content"]:
+                run.insert(0, earlier)
+        return run
+
     def compare_with_sources(self, histories, failures, convs=None):
         """Every stored send holds the prompt it was sent with, and its reply the text the fake
-        upstream was asked to send: all of it when complete, a prefix of it otherwise."""
+        upstream was asked to send for the user turn it answered: all of it when complete, a
+        prefix of it otherwise."""
         with self.sources_lock:
-            sources = dict(self.sources)
+            sources = set(self.sources)
         compared = 0
         wrong = []
         for cid, messages in histories.items():
+            messages = sorted(messages, key=self.message_order)
             by_id = {m["id"]: m for m in messages}
-            for m in messages:
+            for index, m in enumerate(messages):
                 if m["role"] != "user" or m["content"] not in sources:
                     continue
-                source, continued = sources[m["content"]]
-                reply = by_id.get("m%d" % (int(m["id"][1:].split(".")[0]) + 1))
+                reply = by_id.get("m%d" % (self.message_order(m)[0] + 1))
                 if reply is None or reply["role"] != "assistant":
                     # A fork copies a user message without a reply that was in flight then.
                     if not (convs or {}).get(cid, {}).get("forked_from"):
                         wrong.append("%s/%s: a stored send with no reply after it" % (cid, m["id"]))
                     continue
+                run = self.user_turn(messages, index)
+                if any(earlier["content"] not in sources for earlier in run):
+                    continue          # joined with a tool call's prompt: its text depends on the tool's answer
+                turn = "\n\n".join(earlier["content"] for earlier in run)
+                if len(run) > 1:
+                    self.stats.bump("stored replies that answered several copied sends as one turn")
+                # A reply cut by the token limit may be continued: then it starts with the text.
+                source, continued = self.upstream_script(turn)
                 # The reply, then every reply that regenerated it (same prompt, same text).
                 for _ in range(100):
                     compared += 1
@@ -1542,13 +1592,13 @@ class Soak:
                     if continued and text.startswith(source):
                         pass                  # continued past the token limit: the rest is the continuation's
                     elif reply["status"] == "complete" and text != source:
-                        wrong.append("%s/%s: complete, but not the text the upstream sent (%d chars, expected %d)"
-                                     % (cid, reply["id"], len(text), len(source)))
+                        wrong.append("%s/%s: complete, but not the text the upstream sent for %s (%d chars, expected %d)"
+                                     % (cid, reply["id"], "+".join(earlier["id"] for earlier in run), len(text), len(source)))
                     elif reply["status"] != "complete" and not source.startswith(text):
                         wrong.append("%s/%s: %s (%s), and its text is not a prefix of what the upstream sent for %r: "
                                      "%d chars ending %r, expected a prefix of %d chars"
                                      % (cid, reply["id"], reply["status"], (reply.get("error") or {}).get("code"),
-                                        m["content"][:80], len(text), text[-60:], len(source)))
+                                        turn[:80], len(text), text[-60:], len(source)))
                     newer = by_id.get(reply.get("superseded_by"))
                     if newer is None or newer["role"] != "assistant":
                         break

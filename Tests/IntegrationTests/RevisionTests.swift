@@ -282,6 +282,44 @@ final class RevisionTests: XCTestCase {
         XCTAssertEqual(contents(wholeCopy["messages"]), ["q [[reply:first version]]", "first version"])
         XCTAssertEqual(wholeCopy["messages"]?.array?.count, 2, "the superseded reply is not copied")
     }
+
+    /// Sends whose replies are still queued or in flight are copied without them: the fork
+    /// holds them one after another, and its one reply answers them all, sent as one user turn.
+    func testAForkOfSendsWaitingForRepliesAnswersThemAsOneTurn() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        let texts = ["first [[hold:0 fork-queue]]", "second [[reply:two]]", "third [[reply:three]]"]
+        var replies: [String] = []
+        for text in texts {
+            let sent = try client.call("message.send", ["conversation": .string(id), "content": .string(text)])
+            replies.append(try XCTUnwrap(sent["reply"]?.string))
+        }
+        XCTAssertEqual(replies, ["m2", "m4", "m6"])
+        try harness.waitUntilUpstreamHolds("fork-queue")
+        let fork = try client.call("conversation.fork", ["conversation": .string(id)])
+        let forkID = try XCTUnwrap(fork["conversation"]?["id"]?.string)
+        XCTAssertEqual(fork["reply"]?.string, "m4", "one reply, after the three copied sends")
+        try harness.releaseUpstream("fork-queue")
+        for reply in replies { _ = try client.awaitReply(reply) }
+
+        var copied: [JSON] = []
+        let deadline = Date().addingTimeInterval(30)
+        repeat {
+            copied = try client.call("conversation.history", ["conversation": .string(forkID)])["messages"]?.array ?? []
+            if copied.last?["status"]?.string != "complete" { usleep(20_000) }
+        } while copied.last?["status"]?.string != "complete" && Date() < deadline
+        XCTAssertEqual(copied.compactMap { $0["id"]?.string }, ["m1", "m2", "m3", "m4"])
+        XCTAssertEqual(copied.compactMap { $0["role"]?.string }, ["user", "user", "user", "assistant"])
+        XCTAssertEqual(contents(.array(copied)), texts + ["three"])
+        // What the fork's reply answered: the three sends joined by blank lines, one user turn.
+        let joined = texts.joined(separator: "\n\n")
+        let asked = harness.upstreamRequests().compactMap { $0["body"]?["messages"]?.array }.filter {
+            $0.contains { $0["content"]?.string?.contains("third") == true }
+        }
+        XCTAssertEqual(asked.filter { $0.count == 1 }.map { $0.compactMap { $0["content"]?.string } }, [[joined]])
+        XCTAssertEqual(asked.filter { $0.count == 1 }.first?.first?["role"]?.string, "user")
+    }
 }
 
 /// A continuation that does not finish leaves the reply as it was: still cut off for length
