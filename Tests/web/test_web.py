@@ -373,7 +373,9 @@ def test_gateway_talks_only_to_a_daemon_of_its_own_user(world, browser):
         context = browser.new_context()
         page = context.new_page()
         page.goto("http://127.0.0.1:%d/?token=%s" % (port, owner_token(world)))
-        page.goto("http://127.0.0.1:%d/" % port)
+        # The first visit's page moves on to / by itself (with the cookie): wait for it rather
+        # than navigate again, which would race it.
+        page.wait_for_url("http://127.0.0.1:%d/" % port)
         wait_for(lambda: "served by uid 65534" in open(gateway_log).read(), "the refusal in the gateway's log")
         assert not os.path.exists(log) or open(log, "rb").read() == b"", "nothing may be sent to another user's socket"
         assert page.text_content("#status") != "live"
