@@ -19,6 +19,9 @@ import Terminal
 final class AskStream {
     /// Exit status of a reply the model's token limit cut off (`confab continue` goes on with it).
     static let cutAtLengthLimitStatus: Int32 = 4
+    /// Exit status when the owner stopped sharing the conversation mid-reply: the reply may
+    /// go on for the owner, but this user sees no more of it.
+    static let unsharedStatus: Int32 = 5
 
     private var connection: Connection
     private let socketPath: String
@@ -360,6 +363,9 @@ final class AskStream {
             throw .message("the reply was interrupted: confabd stopped before it finished (what came is kept; confab retry \(conversation) asks again)")
         case .conversationDeleted:
             throw .message("the conversation was deleted")
+        case .unshared(let by):
+            Out.error("the reply was cut off: \(Words.unshared(by: by)); what came is all you get to see of it")
+            return Self.unsharedStatus
         }
     }
 

@@ -244,6 +244,8 @@ struct ReplyWaiter {
             throw .message("the reply was interrupted: confabd stopped before it finished")
         case .conversationDeleted:
             throw .message("the conversation was deleted")
+        case .unshared(let by):
+            throw .message("the reply was cut off: \(Words.unshared(by: by))")
         }
     }
 }

@@ -310,6 +310,40 @@ final class SharingTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("65534, the overflow uid"), "\(error)")
         }
     }
+
+    /// `confab ask` by a shared user whose share is taken away mid-reply ends with status 5 and
+    /// says why, instead of waiting for a reply it will never see the end of.
+    func testAskEndsWhenTheOwnerUnsharesMidReply() throws {
+        let owner = try harness.client()
+        let conversation = try harness.createConversation(owner, title: "taken back")
+        _ = try share(owner, conversation, uid: Self.writer, role: .write)
+        _ = try owner.call("conversation.attach", ["conversation": .string(conversation)])
+
+        let ask = Process()
+        ask.executableURL = URL(fileURLWithPath: OtherUser.setpriv!)
+        ask.arguments = ["--reuid=\(Self.writer)", "--regid=\(Self.writer)", "--clear-groups", "--", OtherUser.client,
+                         "--socket", harness.socketPath, "ask", "-c", conversation, "tell a long one [[words:3000]] [[delay:40]]"]
+        ask.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "CONFAB_DAEMON_USER": String(getuid())]
+        ask.currentDirectoryURL = URL(fileURLWithPath: "/")
+        let errors = Pipe()
+        ask.standardOutput = FileHandle.nullDevice
+        ask.standardError = errors
+        ask.standardInput = FileHandle.nullDevice
+        try ask.run()
+        defer { if ask.isRunning { kill(ask.processIdentifier, SIGKILL) } }
+
+        // The reply streams (the owner sees its text), then the owner takes the share away.
+        _ = try owner.collect(until: { method, _ in method == RPCNotification.messageDelta.rawValue }, timeout: 60)
+        _ = try owner.call(RPCMethod.conversationUnshare.rawValue, ["conversation": .string(conversation), "uid": .int(Int(Self.writer))])
+
+        let deadline = Date().addingTimeInterval(30)
+        while ask.isRunning && Date() < deadline { usleep(20_000) }
+        XCTAssertFalse(ask.isRunning, "ask still waits for a reply it can no longer see")
+        guard !ask.isRunning else { return }
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(ask.terminationStatus, 5, stderr)
+        XCTAssertTrue(stderr.contains("stopped sharing the conversation with you"), stderr)
+    }
 }
 
 /// `/share` and `/unshare` in `confab attach`, with the shared user's own attach in another
