@@ -488,7 +488,7 @@ final class AskStream {
         asking = nil
         questions.removeAll { $0.id == question.call.id }
         // What was typed for it is not an answer to anything else.
-        tcflush(terminal.input, TCIFLUSH)
+        TerminalDevice.discardTypedInput(terminal.input)
         var out = "\n" + (text.map { "confab: " + SafeText.singleLine($0) + "\n" } ?? "")
         _ = out.withUTF8 { Out.writeAll(terminal.output, UnsafeRawBufferPointer($0)) }
         flushDeferred()

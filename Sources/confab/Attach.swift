@@ -300,7 +300,7 @@ final class AttachSession {
                 editor.clearLine()
             } else {
                 // What was typed and not yet sent goes; leaving is Ctrl-D or /quit.
-                tcflush(0, TCIFLUSH)
+                TerminalDevice.discardTypedInput(0)
                 input = []
                 transcript.notice("line cleared (Ctrl-D or /quit leaves)")
             }
