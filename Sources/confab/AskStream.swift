@@ -373,7 +373,7 @@ final class AskStream {
         case .conversationDeleted:
             throw .message("the conversation was deleted")
         case .unshared(let by):
-            Out.error("the reply was cut off: \(Words.unshared(by: by)); what came is all you get to see of it")
+            Out.error("the reply was cut off: \(Words.unshared(by: by)); it may go on without you")
             return Self.unsharedStatus
         }
     }

@@ -92,7 +92,7 @@ enum Words {
 
     /// The owner took this user's share of a conversation away.
     static func unshared(by owner: ClientInfo?) -> String {
-        "the owner" + (owner.map { " (\(clientName($0)))" } ?? "") + " stopped sharing the conversation with you"
+        (owner.map { "\(clientName($0)), the owner," } ?? "the owner") + " stopped sharing the conversation with you"
     }
 
     /// Who wrote a person's message: the name they gave, with their login beside it.
