@@ -22,6 +22,7 @@ calls+='|getpwuid|getpwuid_r|getpwnam|getpwnam_r|mkdir|mkdirat|rmdir|rename|rena
 calls+='|readlink|chmod|fchmod|chown|fchown|umask|close|dup|dup2|dup3|pipe|pipe2|poll|ppoll|select|epoll_wait'
 calls+='|fcntl|ioctl|flock|mmap|munmap|kill|fork|vfork|execv|execve|execvp|posix_spawn|posix_spawnp'
 calls+='|waitpid|wait4|opendir|fdopendir|readdir|closedir|tcsetattr|setrlimit|chdir|getcwd|mkstemp|mkstemps'
+calls+='|tcflush|tcdrain|tcgetattr|ttyname|ttyname_r|uname|getpid|getppid|gethostname'
 
 found=0
 declare -A declared
@@ -43,12 +44,31 @@ while IFS= read -r -d '' file; do
     # `send(_:)` is no system call), and never a method call (".name(").
     hits=$(perl -ne '
         BEGIN { $calls = shift; %own = map { $_ => 1 } split(/ /, shift); }
+        # The code of each \( ... ) in a string literal, parentheses balanced.
+        sub interpolations {
+            my ($inner) = @_;
+            my $code = "";
+            while ($inner =~ /\\\(/g) {
+                my ($start, $depth, $at) = (pos($inner), 1, pos($inner));
+                while ($at < length($inner) && $depth > 0) {
+                    my $c = substr($inner, $at++, 1);
+                    $depth++ if $c eq "(";
+                    $depth-- if $c eq ")";
+                }
+                $code .= " (" . substr($inner, $start, $at - $start);
+                pos($inner) = $at;
+            }
+            return $code;
+        }
         push @lines, [$., $_];
         END {
             for my $entry (@lines) {
                 my ($number, $text) = @$entry;
                 my $code = $text;
-                $code =~ s{"(?:[^"\\]|\\.)*"}{""}g; $code =~ s{//.*$}{}; $code =~ s{/\*.*?\*/}{}g;
+                # A literal is dropped, but the interpolations in it are code and stay
+                # ("\\(getpid())" calls getpid).
+                $code =~ s{"((?:[^"\\]|\\.)*)"}{ interpolations($1) . q("") }ge;
+                $code =~ s{//.*$}{}; $code =~ s{/\*.*?\*/}{}g;
                 while ($code =~ /(^|[^.\w]|\bGlibc\.)($calls)\s*\(/g) {
                     my ($before, $name) = ($1, $2);
                     next if $before !~ /Glibc\.$/ && $own{$name};

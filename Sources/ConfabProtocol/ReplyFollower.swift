@@ -45,10 +45,13 @@ public struct ReplyEnd: Equatable, Sendable {
         case interrupted
         /// The conversation was deleted under it.
         case conversationDeleted
+        /// The owner (`by`) stopped sharing the conversation with this user: the reply may go
+        /// on, but nothing more of it reaches this client.
+        case unshared(by: ClientInfo?)
     }
 
     public var outcome: Outcome
-    /// The reply's last turn as stored; nil when the conversation was deleted.
+    /// The reply's last turn as stored; nil when the conversation was deleted or unshared.
     public var message: Message?
 
     public init(outcome: Outcome, message: Message?) {
@@ -172,6 +175,9 @@ public struct ReplyFollower: Sendable {
             ended(message, error: error, into: &out)
         case .conversationDeleted:
             end = ReplyEnd(outcome: .conversationDeleted, message: nil)
+            out.append(.finished(end!))
+        case .conversationUnshared(let by):
+            end = ReplyEnd(outcome: .unshared(by: by), message: nil)
             out.append(.finished(end!))
         default:
             break

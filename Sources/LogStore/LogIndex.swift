@@ -29,7 +29,7 @@ extension LogStore {
         let entries = indexEntries()
         let path = indexPath
         indexWrites += 1
-        let temporary = "\(indexPath).\(getpid()).\(indexWrites).tmp"
+        let temporary = "\(indexPath).\(ThisProcess.id).\(indexWrites).tmp"
         loop.queueWork({ Self.writeIndex(entries, to: path, through: temporary) }, done: { [weak self] error in
             guard let self else { return }
             indexWriteInFlight = false
@@ -45,7 +45,7 @@ extension LogStore {
     public func writeIndexNow() -> StoreError? {
         indexStale = false
         indexWrites += 1
-        return Self.writeIndex(indexEntries(), to: indexPath, through: "\(indexPath).\(getpid()).\(indexWrites).tmp")
+        return Self.writeIndex(indexEntries(), to: indexPath, through: "\(indexPath).\(ThisProcess.id).\(indexWrites).tmp")
     }
 
     struct IndexEntry: Equatable, Sendable {

@@ -127,24 +127,6 @@ public enum CommandReply {
     }
 }
 
-/// Text from the model on its way to a terminal or a line editor.
-public enum SafeText {
-    /// Without control characters except line feed and tab, without C1 controls and without
-    /// the bidirectional overrides that make text read differently from what runs.
-    public static func keepingLines(_ text: String) -> String {
-        var scalars = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            let value = scalar.value
-            if value == 0x0A || value == 0x09 { scalars.append(scalar); continue }
-            if value < 0x20 || (0x7F...0x9F).contains(value) { continue }
-            if (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value) { continue }
-            scalars.append(scalar)
-        }
-        // CRLF line ends arrive as CR LF; the CR is gone above, the LF stays.
-        return String(scalars)
-    }
-}
-
 /// The terminal the command will be shown on, in character cells.
 public struct ScreenSize: Equatable, Sendable {
     public var columns: Int

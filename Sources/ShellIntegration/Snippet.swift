@@ -99,8 +99,13 @@ public struct Snippet {
         }
         confab() { __confab_run $? "$@"; }
         # ?? [--last] TEXT: every word of TEXT is the question's, none an option (hence --).
+        # The alias turns globbing off before the words are expanded, so `?? why does rm * fail`
+        # sends the *, not the directory's file names; the function turns it back on unless it
+        # was off already. The status before is kept first: set -f would reset it.
         __confab_ask() {
-            local __confab_status=$?
+            local __confab_status=$__confab_ask_status
+            [[ $__confab_ask_flags == *f* ]] || set +f
+            unset __confab_ask_status __confab_ask_flags
             if [[ $1 == --last ]]; then
                 shift
                 __confab_run "$__confab_status" ask -C --last -- "$@"
@@ -108,7 +113,7 @@ public struct Snippet {
                 __confab_run "$__confab_status" ask -C -- "$@"
             fi
         }
-        alias '??'='__confab_ask'
+        alias '??'='__confab_ask_status=$? __confab_ask_flags=$-; set -f; __confab_ask'
         # Ctrl-C while a key waits must end only confab: bash itself would throw the line away.
         __confab_key() {
             local __confab_int __confab_status
@@ -230,6 +235,8 @@ public struct Snippet {
             end
         end
         # An abbreviation, not a function: fish would take a command named ?? for a wildcard.
+        # fish cannot turn globbing off: a * in the question is expanded (or, matching
+        # nothing, refused) unless it is quoted.
         abbr -a -- '??' '__confab_ask'
         # Ctrl-C while a key waits must end only confab: with no handler for INT, fish would
         # cancel the key's function before it gives the line back. The handler lives only

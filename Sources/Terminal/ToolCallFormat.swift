@@ -276,3 +276,11 @@ extension String {
         return String(self[first...last])
     }
 }
+
+extension ToolCallFormat {
+    /// `⚙ weather {"city":"Paris"} waits for the owner's approval`: a call in a conversation
+    /// shared with us, which only its owner may answer.
+    public static func awaitingOwner(name: String, arguments: String, width: Int) -> String {
+        layout(name: name, arguments: arguments, status: "waits for the owner's approval", detail: nil, width: width)
+    }
+}

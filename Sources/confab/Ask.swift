@@ -111,7 +111,7 @@ struct Ask: ClientCommand {
             throw Failure.message("confabd's answer to \(RPCMethod.messageSend.rawValue) has no reply id")
         }
         let stream = AskStream(connection: connection, socketPath: socketPath, conversation: id, reply: reply, json: json,
-                               render: !plain, others: attached.clients)
+                               render: !plain, attached: attached)
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }
     }

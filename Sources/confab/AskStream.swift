@@ -19,6 +19,9 @@ import Terminal
 final class AskStream {
     /// Exit status of a reply the model's token limit cut off (`confab continue` goes on with it).
     static let cutAtLengthLimitStatus: Int32 = 4
+    /// Exit status when the owner stopped sharing the conversation mid-reply: the reply may
+    /// go on for the owner, but this user sees no more of it.
+    static let unsharedStatus: Int32 = 5
 
     private var connection: Connection
     private let socketPath: String
@@ -55,6 +58,8 @@ final class AskStream {
     private let status = StatusLine(fd: 2)
     /// Other clients attached to the conversation, by id: people who would see the reply.
     private var others: Set<String>
+    /// The conversation is ours: its calls wait for our yes (another user's wait for the owner's).
+    private let approvesCalls: Bool
     /// What of the reply went to standard output, byte for byte.
     private var written: [UInt8] = []
     private var outputOpen = true
@@ -73,14 +78,16 @@ final class AskStream {
         case interrupted, outputClosed
     }
 
-    init(connection: Connection, socketPath: String, conversation: String, reply: String, json: Bool, render: Bool, others: [ClientInfo]) {
+    init(connection: Connection, socketPath: String, conversation: String, reply: String, json: Bool, render: Bool,
+         attached: AttachResult) {
         self.connection = connection
         self.socketPath = socketPath
         self.conversation = conversation
         self.reply = reply
         follower = ReplyFollower(conversation: conversation, reply: reply)
         self.json = json
-        self.others = Set(others.map(\.id))
+        self.others = Set(attached.clients.map(\.id))
+        approvesCalls = attached.conversation?.roleOfThisUser == nil
         if render && !json, let size = TerminalSize.of(1) {
             let renderer = MarkdownRenderer(colour: (Environment.get("NO_COLOR") ?? "").isEmpty)
             markdown = MarkdownStream(renderer: renderer, width: size.columns, maxLiveRows: size.rows - 2)
@@ -319,6 +326,11 @@ final class AskStream {
         case .toolsRequested:
             // The reply goes on after its calls, whose lines come as each ends.
             if cancelling == nil && asking == nil { status.spin("running tools") }
+        case .approvalRequested(let call) where !approvesCalls:
+            // Only the owner may answer: nothing to ask here, only what the reply waits for.
+            status.clear()
+            Out.error("call \(SafeText.singleLine(call.name)) waits for the owner's approval")
+            if cancelling == nil { status.spin("waiting for the owner") }
         case .approvalRequested(let call):
             if !questions.contains(where: { $0.id == call.id }) { questions.append(call) }
             try askNext()
@@ -360,6 +372,9 @@ final class AskStream {
             throw .message("the reply was interrupted: confabd stopped before it finished (what came is kept; confab retry \(conversation) asks again)")
         case .conversationDeleted:
             throw .message("the conversation was deleted")
+        case .unshared(let by):
+            Out.error("the reply was cut off: \(Words.unshared(by: by)); it may go on without you")
+            return Self.unsharedStatus
         }
     }
 
@@ -482,7 +497,7 @@ final class AskStream {
         asking = nil
         questions.removeAll { $0.id == question.call.id }
         // What was typed for it is not an answer to anything else.
-        tcflush(terminal.input, TCIFLUSH)
+        TerminalDevice.discardTypedInput(terminal.input)
         var out = "\n" + (text.map { "confab: " + SafeText.singleLine($0) + "\n" } ?? "")
         _ = out.withUTF8 { Out.writeAll(terminal.output, UnsafeRawBufferPointer($0)) }
         flushDeferred()

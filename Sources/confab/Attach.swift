@@ -89,6 +89,10 @@ final class AttachSession {
     var sampling: String?
     /// Who else may see the conversation, as the notices say it (`bob (write), carol (read)`).
     var sharing: String?
+    /// Our role when the conversation is another's, shared with us; nil when it is ours.
+    var sharedRole: ShareRole? {
+        didSet { transcript.continuesReplies = sharedRole != .read }
+    }
     /// Roles of the messages seen here, and the messages that replaced an edited one.
     var roles: [String: Role] = [:]
     var editedAs: Set<String> = []
@@ -202,6 +206,7 @@ final class AttachSession {
         profile = info?.profile
         sampling = info?.params.json.text
         sharing = SharedUser.list(info?.sharedWith ?? [])
+        sharedRole = info?.roleOfThisUser
         editor?.setPrompt(prompt)
         var heading = "\(title) (\(id))"
         if let profile = info?.profile { heading += " · profile \(profile)" }
@@ -300,7 +305,7 @@ final class AttachSession {
                 editor.clearLine()
             } else {
                 // What was typed and not yet sent goes; leaving is Ctrl-D or /quit.
-                tcflush(0, TCIFLUSH)
+                TerminalDevice.discardTypedInput(0)
                 input = []
                 transcript.notice("line cleared (Ctrl-D or /quit leaves)")
             }
@@ -413,6 +418,7 @@ final class AttachSession {
             if newSharing != sharing { transcript.notice(newSharing.map { "shared with \($0)" } ?? "shared with nobody") }
             let configured = newModel != model || newSystem != system || newProfile != profile || newParams != sampling || newSharing != sharing
             sharing = newSharing
+            sharedRole = info.roleOfThisUser
             if newProfile != profile { transcript.notice("profile: \(newProfile ?? "none")") }
             if newModel != model { transcript.notice("model: \(newModel ?? "?")") }
             if newSystem != system { transcript.notice(newSystem.map { "system prompt: \($0)" } ?? "system prompt cleared") }
@@ -575,7 +581,7 @@ final class AttachSession {
         while text.hasSuffix("\n") { text.removeLast() }
         if text.isBlank { return }
         // While a call waits for a yes, `y` or `n` alone answers it; anything longer is a message.
-        if !awaitingApproval.isEmpty, let allow = Self.yesOrNo(text) {
+        if !awaitingApproval.isEmpty, sharedRole == nil, let allow = Self.yesOrNo(text) {
             try answer(allow: allow, call: nil)
             return
         }

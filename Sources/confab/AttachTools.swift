@@ -22,6 +22,10 @@ extension AttachSession {
     func askApproval(_ waiting: Waiting) {
         guard !awaitingApproval.contains(where: { $0.call.id == waiting.call.id }) else { return }
         awaitingApproval.append(waiting)
+        if sharedRole != nil {
+            transcript.toolAwaitingOwner(call: waiting.call.id, name: waiting.call.name, arguments: waiting.call.arguments)
+            return
+        }
         // `y` and `n` answer the oldest; every call can be answered by its id.
         let id = waiting.call.id
         let how = awaitingApproval.count == 1 ? "y/n, or /approve \(id), /deny \(id)" : "/approve \(id) or /deny \(id)"
@@ -31,6 +35,10 @@ extension AttachSession {
     /// `tool.approve` for `given` (a call id, or the id of the tool message answering it), or
     /// for the oldest call waiting.
     func answer(allow: Bool, call given: String?) throws(Failure) {
+        guard sharedRole == nil else {
+            transcript.error("only the conversation's owner approves or denies its tool calls")
+            return
+        }
         var waiting: Waiting
         if let given {
             var callID = given

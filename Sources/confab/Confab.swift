@@ -37,6 +37,7 @@ struct Confab: ParsableCommand {
             Conversation ids may be shortened to a unique prefix of at least 4 characters.
             Exit status: 0 success, 1 error from the daemon or the reply, 2 usage error, \
             3 daemon not reachable, 4 reply cut off at the length limit (ask, retry, continue), \
+            5 the owner stopped sharing the conversation before the reply ended (ask, retry, continue), \
             130 interrupted, 141 the reader of the reply went away.
 
             Shell integration (confab shell-init bash|zsh|fish): Alt-a turns the command line \

@@ -328,10 +328,10 @@ enum DisplayName {
     /// `login@pts/3`: who, and at which terminal; nil without a terminal on stdin. Who is
     /// `$USER`, else /etc/passwd's name for our uid, else the uid: never an NSS lookup.
     static func `default`() -> String? {
-        guard let path = ttyname(0) else { return nil }
+        guard let path = TerminalDevice.path(of: 0) else { return nil }
         let login = [Environment.get("USER"), Environment.get("LOGNAME")].compactMap { $0 }.first { problem($0) == nil && !$0.contains("@") }
             ?? PasswdFile.login(of: getuid()) ?? "uid\(getuid())"
-        var tty = String(cString: path)
+        var tty = path
         if tty.hasPrefix("/dev/") { tty.removeFirst(5) }
         return String("\(login)@\(tty)".prefix(64))
     }

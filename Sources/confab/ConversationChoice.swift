@@ -78,7 +78,7 @@ enum ConversationChoice {
     /// `pts/3`, from whichever of standard input, output and error is a terminal.
     static func terminalName() -> String? {
         for fd: Int32 in [0, 1, 2] where isatty(fd) != 0 {
-            if let name = ttyname(fd) { return String(cString: name) }
+            if let name = TerminalDevice.path(of: fd) { return name }
         }
         return nil
     }

@@ -171,11 +171,13 @@ struct Show: ClientCommand {
             out += "shared with \(shared)\n"
         }
         let width = TerminalSize.of(1)?.columns ?? Int.max / 2
+        // A reader may not go on with a reply: its marker does not suggest it.
+        let mayContinue = info.flatMap(ConversationInfo.init(json:))?.roleOfThisUser != .read
         for message in messages {
             out += "\n" + Self.heading(message) + "\n"
             out += Self.body(message, width: width)
             if message.role == .assistant, message.status == .complete, message.isCutAtLengthLimit, message.supersededBy == nil {
-                out += Transcript.lengthLimitMarker(conversation: conversation) + "\n"
+                out += Transcript.lengthLimitMarker(conversation: conversation, mayContinue: mayContinue) + "\n"
             }
         }
         Out.stdout(out)

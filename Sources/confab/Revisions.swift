@@ -65,7 +65,7 @@ extension ReplyCommand {
             throw Failure.message("confabd's answer to \(Self.method.rawValue) has no reply id")
         }
         let stream = AskStream(connection: connection, socketPath: socketPath, conversation: conversation, reply: reply,
-                               json: options.json, render: !options.plain, others: attached.clients)
+                               json: options.json, render: !options.plain, attached: attached)
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }
     }

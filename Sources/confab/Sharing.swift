@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import ConfabProtocol
 import Terminal
@@ -88,4 +91,11 @@ enum SharedUser {
     static func cell(_ shares: [ConversationShare]) -> String {
         shares.isEmpty ? "-" : shares.map { SafeText.singleLine($0.login) + ($0.role == .read ? ":r" : "") }.joined(separator: ",")
     }
+}
+
+extension ConversationInfo {
+    /// What this user may do with the conversation: nil when it is ours (confabd runs as us
+    /// and owns every conversation: a share is never to the owner), else the role shared
+    /// with us. Only the owner approves tool calls; only a writer goes on with a reply.
+    var roleOfThisUser: ShareRole? { sharedWith.role(of: getuid()) }
 }

@@ -5,6 +5,7 @@ import ArgumentParser
 import ConfabProtocol
 import Posix
 import ShellIntegration
+import Terminal
 
 extension Shell: ExpressibleByArgument {}
 
@@ -104,12 +105,16 @@ struct ShellKey: ClientCommand {
         case .explain:
             let prompt = Prompts.explain(text, context: context)
             var wrote = false
+            // Line breaks are made "\n" across pieces (a CR LF may be split between two), then
+            // whatever would act on the terminal is shown instead, as everywhere else.
+            var lineBreaks = LineBreaks.Normalizer()
             _ = try ReplyWaiter(connection: connection, conversation: conversation, status: status).send(prompt) { piece in
                 status.clear()
-                Out.stdout(SafeText.keepingLines(piece))
+                Out.stdout(SafeText.sanitized(lineBreaks.feed(piece)))
                 wrote = true
             }
             status.clear()
+            Out.stdout(lineBreaks.finish())
             if wrote { Out.stdout("\n") }
         }
     }
@@ -124,13 +129,10 @@ struct ShellKey: ClientCommand {
             for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: key) {
                 var value = line.dropFirst(key.count)
                 if value.first == UInt8(ascii: "\""), value.last == UInt8(ascii: "\""), value.count >= 2 { value = value.dropFirst().dropLast() }
-                // One line already: there is no line break left to turn into a space.
-                if !value.isEmpty { return SafeText.keepingLines(String(decoding: value, as: UTF8.self)) }
+                if !value.isEmpty { return SafeText.singleLine(String(decoding: value, as: UTF8.self)) }
             }
         }
-        var names = utsname()
-        guard uname(&names) == 0 else { return "Linux" }
-        return withUnsafeBytes(of: names.sysname) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+        return ThisProcess.kernelName() ?? "Linux"
     }
 }
 
@@ -207,7 +209,7 @@ struct ReplyWaiter {
                             wroteTurn = false
                         case .approvalRequested(let call):
                             status.clear()
-                            Out.error("the reply's call of \(SafeText.keepingLines(call.name).replacing("\n", with: " ")) waits for approval: "
+                            Out.error("the reply's call of \(SafeText.singleLine(call.name)) waits for approval: "
                                 + "answer it in confab attach \(conversation), or Ctrl-C")
                         case .finished(let end):
                             return try Self.text(of: end)
@@ -244,6 +246,8 @@ struct ReplyWaiter {
             throw .message("the reply was interrupted: confabd stopped before it finished")
         case .conversationDeleted:
             throw .message("the conversation was deleted")
+        case .unshared(let by):
+            throw .message("the reply was cut off: \(Words.unshared(by: by))")
         }
     }
 }
@@ -287,8 +291,7 @@ extension CompletionKind {
             let shell = CompletionShell.requesting
             return (result["conversations"]?.array ?? []).compactMap { conversation in
                 guard let id = conversation["id"]?.string else { return nil }
-                let title = SafeText.keepingLines(conversation["title"]?.string ?? "")
-                    .replacing("\n", with: " ").replacing("\t", with: " ")
+                let title = SafeText.singleLine(conversation["title"]?.string ?? "")
                 if title.isEmpty { return id }
                 if shell == .zsh { return id + ":" + title }
                 if shell == .fish { return id + "\t" + title }

@@ -73,6 +73,9 @@ final class Transcript {
     private static func terminalWidth() -> Int { TerminalSize.of(1)?.columns ?? Int.max / 2 }
 
     var replyInFlight: Bool { !replies.isEmpty }
+    /// Whether this user may go on with a reply cut off at the length limit (a reader may not:
+    /// the marker does not suggest it).
+    var continuesReplies = true
 
     /// The window changed size. Rows already printed stay as the terminal keeps them; the
     /// block a reply is writing is shown again below, laid out at the new width.
@@ -290,7 +293,7 @@ final class Transcript {
         switch error != nil ? .failed : message.status {
         case .complete, .streaming:
             guard message.role == .assistant, message.isCutAtLengthLimit else { return nil }
-            text = Self.lengthLimitMarker(conversation: message.conversation)
+            text = Self.lengthLimitMarker(conversation: message.conversation, mayContinue: continuesReplies)
         case .failed: text = "[failed: \(error ?? Words.replyError(message.error))]"
         case .cancelled: text = "[cancelled" + (cancelledBy[ToolLines.head(id) ?? id].map { " by \($0)" } ?? "") + "]"
         case .interrupted: text = "[\(message.status.rawValue)]"
@@ -299,8 +302,9 @@ final class Transcript {
     }
 
     /// What a reply the model's token limit cut off says after its text, on every surface.
-    static func lengthLimitMarker(conversation: String) -> String {
-        "[cut off at the length limit: /continue, confab continue \(conversation)]"
+    /// Without `mayContinue` (a conversation shared with us read-only) it offers nothing.
+    static func lengthLimitMarker(conversation: String, mayContinue: Bool = true) -> String {
+        mayContinue ? "[cut off at the length limit: /continue, confab continue \(conversation)]" : "[cut off at the length limit]"
     }
 
     /// The marker after the text that ends at `column`, on the same row when it fits, else on the next.
@@ -481,6 +485,13 @@ final class Transcript {
     func toolApprovalRequested(call: String, name: String, arguments: String, how: String) {
         toolLine(ToolCallFormat.approvalRequest(name: name, arguments: arguments, how: how, width: width), .title)
         waiting[toolKey(call)] = Spinner("waiting for approval of " + name)
+        redrawStatus()
+    }
+
+    /// A call in a conversation shared with us waits for its owner's yes: nothing to answer here.
+    func toolAwaitingOwner(call: String, name: String, arguments: String) {
+        toolLine(ToolCallFormat.awaitingOwner(name: name, arguments: arguments, width: width), .title)
+        waiting[toolKey(call)] = Spinner("waiting for the owner to approve " + name)
         redrawStatus()
     }
 

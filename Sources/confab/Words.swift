@@ -90,6 +90,11 @@ enum Words {
         return person(name: client.name, login: client.login)
     }
 
+    /// The owner took this user's share of a conversation away.
+    static func unshared(by owner: ClientInfo?) -> String {
+        (owner.map { "\(clientName($0)), the owner," } ?? "the owner") + " stopped sharing the conversation with you"
+    }
+
     /// Who wrote a person's message: the name they gave, with their login beside it.
     static func authorName(_ message: Message) -> String {
         guard let author = message.author else { return Role.user.rawValue }

@@ -28,7 +28,7 @@ enum Listening {
         unsetenv("LISTEN_PID")
         unsetenv("LISTEN_FDS")
         unsetenv("LISTEN_FDNAMES")
-        guard let pid = Int32(pidText), pid == getpid() else {
+        guard let pid = Int32(pidText), pid == ThisProcess.id else {
             logger.info("LISTEN_PID=\(pidText) is not this process; ignoring LISTEN_FDS")
             return nil
         }
@@ -134,7 +134,7 @@ struct Notifier {
     init(environment: [String: String]) {
         path = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
         // A watchdog set up for another process (WATCHDOG_PID) is not ours to feed.
-        let forUs = environment["WATCHDOG_PID"].map { Int32($0) == getpid() } ?? true
+        let forUs = environment["WATCHDOG_PID"].map { Int32($0) == ThisProcess.id } ?? true
         if forUs, let usec = environment["WATCHDOG_USEC"].flatMap(UInt64.init), usec > 0 {
             watchdogMicroseconds = usec
         } else {

@@ -170,6 +170,15 @@ final class ReplyFollowerTests: XCTestCase {
                        .conversationDeleted)
     }
 
+    /// The owner unsharing mid-reply ends the reply for this user: nothing more of it comes.
+    func testUnsharingEndsTheReplyForTheUserItWasTakenFrom() {
+        var follower = ReplyFollower(conversation: conversation, reply: "m2")
+        let owner = ClientInfo(id: "c1", uid: 1000, login: "ana", name: "ana", client: "confab-attach")
+        XCTAssertEqual(end(feed(&follower, [.messageDelta(message: "m2", content: "a"), .conversationUnshared(by: owner)])),
+                       ReplyEnd(outcome: .unshared(by: owner), message: nil))
+        XCTAssertTrue(follower.isFinished)
+    }
+
     /// After a reconnection the stored messages tell the rest: text not seen, tool results,
     /// the end; and what was seen is not reported twice.
     func testResumingFromStoredMessagesReportsOnlyWhatWasMissed() {

@@ -5,6 +5,21 @@ import XCTest
 import Glibc
 #endif
 
+/// A tool that needs somebody's yes, offered in every new conversation.
+private let guardedToolConfig = """
+    [tools.guarded]
+    description = "Echo what it is given, once somebody allows it"
+    parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
+    approval = "always"
+    [tools.guarded.request]
+    method = "GET"
+    url = "$UPSTREAM/tool/echo?x=2"
+
+    [profiles.helper]
+    tools = ["guarded"]
+
+    """
+
 /// Conversations shared with other users by role (`conversation.share`), with real other
 /// uids connecting through `OtherUser` (root only). The owner is the daemon's own uid (root).
 final class SharingTests: XCTestCase {
@@ -310,6 +325,80 @@ final class SharingTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("65534, the overflow uid"), "\(error)")
         }
     }
+
+    /// `confab ask` by a shared user whose share is taken away mid-reply ends with status 5 and
+    /// says why, instead of waiting for a reply it will never see the end of.
+    func testAskEndsWhenTheOwnerUnsharesMidReply() throws {
+        let owner = try harness.client()
+        let conversation = try harness.createConversation(owner, title: "taken back")
+        _ = try share(owner, conversation, uid: Self.writer, role: .write)
+        _ = try owner.call("conversation.attach", ["conversation": .string(conversation)])
+
+        let ask = Process()
+        ask.executableURL = URL(fileURLWithPath: OtherUser.setpriv!)
+        ask.arguments = ["--reuid=\(Self.writer)", "--regid=\(Self.writer)", "--clear-groups", "--", OtherUser.client,
+                         "--socket", harness.socketPath, "ask", "-c", conversation, "tell a long one [[words:3000]] [[delay:40]]"]
+        ask.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "CONFAB_DAEMON_USER": String(getuid())]
+        ask.currentDirectoryURL = URL(fileURLWithPath: "/")
+        let errors = Pipe()
+        ask.standardOutput = FileHandle.nullDevice
+        ask.standardError = errors
+        ask.standardInput = FileHandle.nullDevice
+        try ask.run()
+        defer { if ask.isRunning { kill(ask.processIdentifier, SIGKILL) } }
+
+        // The reply streams (the owner sees its text), then the owner takes the share away.
+        _ = try owner.collect(until: { method, _ in method == RPCNotification.messageDelta.rawValue }, timeout: 60)
+        _ = try owner.call(RPCMethod.conversationUnshare.rawValue, ["conversation": .string(conversation), "uid": .int(Int(Self.writer))])
+
+        let deadline = Date().addingTimeInterval(30)
+        while ask.isRunning && Date() < deadline { usleep(20_000) }
+        XCTAssertFalse(ask.isRunning, "ask still waits for a reply it can no longer see")
+        guard !ask.isRunning else { return }
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(ask.terminationStatus, 5, stderr)
+        XCTAssertTrue(stderr.contains("stopped sharing the conversation with you"), stderr)
+    }
+
+    /// A shared writer's `ask` does not ask about a call it may not answer (nor deny it for
+    /// want of a terminal): it says the call waits for the owner, and goes on once the owner
+    /// approves.
+    func testAskBySharedUserWaitsForTheOwnersApproval() throws {
+        try harness.writeConfig("[access]\nallow_uids = [\(Self.writer)]\n" + guardedToolConfig, topLevel: "default_profile = \"helper\"")
+        try harness.restartDaemon()
+        OtherUser.openSocket(harness)
+        let owner = try harness.client()
+        let conversation = try harness.createConversation(owner, title: "guarded")
+        _ = try share(owner, conversation, uid: Self.writer, role: .write)
+        _ = try owner.call("conversation.attach", ["conversation": .string(conversation)])
+
+        let ask = Process()
+        ask.executableURL = URL(fileURLWithPath: OtherUser.setpriv!)
+        ask.arguments = ["--reuid=\(Self.writer)", "--regid=\(Self.writer)", "--clear-groups", "--", OtherUser.client,
+                         "--socket", harness.socketPath, "ask", "-c", conversation, #"check [[tool:guarded {"city":"Paris"}]]"#]
+        ask.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "CONFAB_DAEMON_USER": String(getuid())]
+        ask.currentDirectoryURL = URL(fileURLWithPath: "/")
+        let errors = Pipe()
+        ask.standardOutput = FileHandle.nullDevice
+        ask.standardError = errors
+        ask.standardInput = FileHandle.nullDevice
+        try ask.run()
+        defer { if ask.isRunning { kill(ask.processIdentifier, SIGKILL) } }
+
+        let requested = try owner.collect(until: { method, _ in method == RPCNotification.toolApprovalRequested.rawValue }, timeout: 60)
+        let call = try XCTUnwrap(requested.last?.params["call"]?.string)
+        _ = try owner.call(RPCMethod.toolApprove.rawValue, ["conversation": .string(conversation), "call": .string(call), "allow": true])
+
+        let deadline = Date().addingTimeInterval(30)
+        while ask.isRunning && Date() < deadline { usleep(20_000) }
+        XCTAssertFalse(ask.isRunning, "ask did not end after the owner's approval")
+        guard !ask.isRunning else { return }
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(ask.terminationStatus, 0, stderr)
+        XCTAssertTrue(stderr.contains("call guarded waits for the owner's approval"), stderr)
+        XCTAssertFalse(stderr.contains("no terminal to ask on"), stderr)
+    }
+
 }
 
 /// `/share` and `/unshare` in `confab attach`, with the shared user's own attach in another
@@ -362,5 +451,40 @@ final class SharingAttachTests: XCTestCase {
         try tmux.waitForText(reader, "[exit 0]")
         try tmux.waitForText(owner, "bob (\(Self.reader)) left")
         try tmux.waitForText(owner, "shared with nobody")
+    }
+    /// A reader is offered neither an answer to a call (it waits for the owner) nor /continue
+    /// for a reply cut off at the length limit.
+    func testASharedReaderIsOfferedNeitherApprovalNorContinue() throws {
+        try harness.writeConfig("[access]\nallow_uids = [\(Self.reader)]\n" + guardedToolConfig, topLevel: "default_profile = \"helper\"")
+        try harness.restartDaemon()
+        OtherUser.openSocket(harness)
+        let owner = try harness.client()
+        let id = try harness.createConversation(owner, title: "watched")
+        _ = try owner.call(RPCMethod.conversationShare.rawValue, ["conversation": .string(id), "uid": .int(Int(Self.reader)), "role": "read"])
+        _ = try owner.call("conversation.attach", ["conversation": .string(id)])
+
+        let home = harness.directory + "/home-reader"
+        XCTAssertEqual(mkdir(home, 0o700), 0)
+        XCTAssertEqual(chown(home, Self.reader, Self.reader), 0)
+        let command = ["/usr/bin/env", "HOME=\(home)", "CONFAB_DAEMON_USER=\(getuid())", OtherUser.setpriv!, "--reuid=\(Self.reader)",
+                       "--regid=\(Self.reader)", "--clear-groups", "--", OtherUser.client, "--socket", harness.socketPath,
+                       "attach", id, "--name", "bob"].map(Tmux.quoted).joined(separator: " ")
+        let reader = try tmux.start(command, width: 120, height: 24)
+        try tmux.waitForText(reader, "here: bob (you)")
+
+        _ = try owner.call("message.send", ["conversation": .string(id), "content": #"check [[tool:guarded {"city":"Paris"}]]"#])
+        let requested = try owner.collect(until: { method, _ in method == RPCNotification.toolApprovalRequested.rawValue }, timeout: 60)
+        try tmux.waitForText(reader, "waits for the owner's approval")
+        let asked = try tmux.screen(reader)
+        XCTAssertFalse(asked.contains("y/n"), asked)
+        let call = try XCTUnwrap(requested.last?.params["call"]?.string)
+        _ = try owner.call(RPCMethod.toolApprove.rawValue, ["conversation": .string(id), "call": .string(call), "allow": true])
+        try tmux.waitForText(reader, "tool results: [guarded]")
+
+        let sent = try owner.call("message.send", ["conversation": .string(id), "content": "go on [[reply:cut short]] [[finish:length]]"])
+        _ = try owner.awaitReply(sent["reply"]!.string!)
+        try tmux.waitForText(reader, "[cut off at the length limit]")
+        let cut = try tmux.screen(reader)
+        XCTAssertFalse(cut.contains("/continue"), cut)
     }
 }

@@ -304,6 +304,20 @@ final class ShellKeyTests: XCTestCase {
             try tmux.press("one", "Enter")
             try waitFor("the question \(question)") { try self.sessionPrompts().contains(question) }
         }
+        // A * in the question is sent as it is, not as the directory's file names (fish cannot
+        // stop it: its README line says to quote it); globbing works again afterwards.
+        if shell != .fish {
+            XCTAssertTrue(FileManager.default.createFile(atPath: work + "/globbed-file", contents: Data()))
+            try tmux.type("one", "?? why does rm * fail")
+            try tmux.press("one", "Enter")
+            try waitFor("the question with its *") { try self.sessionPrompts().contains("why does rm * fail") }
+            XCTAssertFalse(try sessionPrompts().contains { $0.contains("globbed-file") }, "?? expanded the * into file names")
+            try tmux.type("one", "echo glob*-file > glob-after")
+            try tmux.press("one", "Enter")
+            try waitFor("globbing after ??") {
+                (try? String(contentsOfFile: self.work + "/glob-after", encoding: .utf8)) == "globbed-file\n"
+            }
+        }
         let models = try harness.client().call("conversation.list")["conversations"]?.array?.compactMap { $0["model"]?.string } ?? []
         XCTAssertFalse(models.contains("quickly"), "asking configured the conversation: \(models)")
     }

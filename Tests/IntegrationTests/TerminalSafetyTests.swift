@@ -18,6 +18,15 @@ final class TerminalSafetyTests: TmuxTestCase {
         XCTAssertTrue(try tmux.screen(pane).contains("^[]2;PWNED^G"), "the sequence is shown, visibly", file: file, line: line)
     }
 
+    /// The explain key's text is shown as `ask` shows a reply: every line break made one,
+    /// direction marks and overrides made visible rather than passed on or dropped unseen.
+    func testTheExplainKeyShowsInvisibleCharactersAndNormalisesLineBreaks() throws {
+        let explained = try harness.runClient(["shell-key", "explain", "--shell", "bash", "--",
+                                               "what [[reply:a\u{2028}b\u{200E}c\u{202E}d\r\ne\u{1B}[31m]]"])
+        XCTAssertEqual(explained.status, 0, explained.stderr)
+        XCTAssertEqual(explained.stdout, "a\nb<U+200E>c<U+202E>d\ne^[[31m\n")
+    }
+
     func testAnEscapeSequenceInAReplyDoesNotReachAnAttachedTerminal() throws {
         let id = try newConversation()
         let pane = try tmux.start(harness.confabCommand(["attach", id]))

@@ -203,3 +203,24 @@ final class PasswdFileTests: XCTestCase {
         XCTAssertNil(PasswdFile.login(of: 0, path: path + ".missing"))
     }
 }
+
+final class ThisProcessTests: XCTestCase {
+    func testTheProcessAndItsKernel() {
+        XCTAssertEqual(ThisProcess.id, getpid())
+        XCTAssertEqual(ThisProcess.kernelName(), "Linux")
+    }
+
+    /// A pipe is no terminal: it has no path, and throwing away its typed input leaves what
+    /// is in it (only a terminal has typed input).
+    func testAPipeIsNoTerminal() throws {
+        var ends: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&ends), 0)
+        defer { close(ends[0]); close(ends[1]) }
+        XCTAssertNil(TerminalDevice.path(of: ends[0]))
+        XCTAssertEqual(write(ends[1], "x", 1), 1)
+        TerminalDevice.discardTypedInput(ends[0])
+        var byte: UInt8 = 0
+        XCTAssertEqual(read(ends[0], &byte, 1), 1)
+        XCTAssertEqual(byte, UInt8(ascii: "x"))
+    }
+}
