@@ -124,7 +124,9 @@ extension ReplyRunner {
                 return
             }
             let status = outcome.status ?? 0
-            let answer = ToolResponse.content(status: status, body: outcome.body, totalBytes: outcome.totalBytes, cap: definition.maxResponseBytes)
+            // Redacted before the cut marker is added: a key the cut split is still a key.
+            let answer = ToolResponse.content(status: status, body: outcome.body, totalBytes: outcome.totalBytes,
+                                              cap: definition.maxResponseBytes, secrets: secrets)
             run.message.tool?.truncated = answer.truncated
             let content = secrets.redacting(definition.redactingSecrets(answer.content))
             logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) status=\(status) bytes=\(outcome.totalBytes) ms=\(outcome.durationMilliseconds)")
