@@ -94,3 +94,47 @@ final class SharedToolApprovalTests: XCTestCase {
         XCTAssertEqual(paths, ["/tool/echo/lookup?q=mine", "/tool/echo/lookup?q=theirs"])
     }
 }
+
+/// The owner's screen names who asked for a call it is to approve.
+final class SharedToolApprovalScreenTests: TmuxTestCase {
+    override func setUpWithError() throws {
+        try OtherUser.requireRoot()
+        try super.setUpWithError()
+        try harness.writeConfig("""
+            [access]
+            allow_uids = [\(SharedToolApprovalTests.writer)]
+
+            [tools.lookup]
+            description = "Looks something up with the owner's key"
+            parameters = { type = "object", properties = { q = { type = "string" } }, required = ["q"] }
+            [tools.lookup.request]
+            url = "$UPSTREAM/tool/echo/lookup"
+
+            [profiles.helper]
+            tools = ["lookup"]
+            """)
+        try harness.restartDaemon()
+        OtherUser.openSocket(harness)
+    }
+
+    func testTheApprovalLineNamesTheUserWhoAsked() throws {
+        let owner = try harness.client()
+        let created = try owner.call("conversation.create", ["title": "shared tools", "profile": "helper"])
+        let id = try XCTUnwrap(created["conversation"]?["id"]?.string)
+        try owner.call(RPCMethod.conversationShare.rawValue, ["conversation": .string(id), "uid": .int(Int(SharedToolApprovalTests.writer)),
+                                                            "role": .string(ShareRole.write.rawValue)])
+        let pane = try tmux.start(harness.confabCommand(["attach", id, "--name", "ana"]), width: 160, height: 40)
+        try tmux.waitForText(pane, "here: ana (you)", timeout: 10)
+
+        let connection = try OtherUser.Connection(uid: SharedToolApprovalTests.writer, socketPath: harness.socketPath)
+        defer { connection.stop() }
+        _ = try connection.client.call("hello", ["client": "steer", "name": "Mallory"])
+        _ = try connection.client.call("message.send", ["conversation": .string(id), "content": #"[[tool:lookup {"q":"theirs"}]]"#])
+
+        try tmux.waitForText(pane, #"⚙ lookup {"q":"theirs"} needs your approval: asked by Mallory (\#(SharedToolApprovalTests.writer)); y/n, or /approve "#,
+                             timeout: 15)
+        try tmux.type(pane, "y")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "tool results: [lookup]", timeout: 15)
+    }
+}
