@@ -66,7 +66,7 @@ public final class Broker {
         self.loop = loop
         self.store = store
         current = CurrentSettings(settings, logger: logger)
-        replies = ReplyRunner(loop: loop, upstream: upstream, settings: current)
+        replies = ReplyRunner(loop: loop, upstream: upstream, settings: current, ownUID: ownUID)
         models = ModelCatalog(loop: loop, upstream: upstream, settings: current)
         startedAt = loop.now
         flusher = OutputFlusher(loop: loop)

@@ -182,12 +182,23 @@ final class Conversation {
         return messages.remove(at: position)
     }
 
-    func enqueueReply(_ id: String) { queue.append(id) }
+    /// Who asked for each queued reply (sent the message, regenerated, edited, continued).
+    private var requesters: [String: Author] = [:]
 
-    func takeNextReply() -> String? { queue.isEmpty ? nil : queue.removeFirst() }
+    func enqueueReply(_ id: String, requestedBy requester: Author) {
+        queue.append(id)
+        requesters[id] = requester
+    }
+
+    func takeNextReply() -> (id: String, requestedBy: Author?)? {
+        guard !queue.isEmpty else { return nil }
+        let id = queue.removeFirst()
+        return (id, requesters.removeValue(forKey: id))
+    }
 
     func dropQueue() {
         queue = []
+        requesters = [:]
         continuing = nil
     }
 

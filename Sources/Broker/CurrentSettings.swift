@@ -12,9 +12,13 @@ final class CurrentSettings {
     /// Conversations created from a replacement on use the new profiles; those created before
     /// keep what they recorded, but for `context_tokens`, read per reply.
     private(set) var profiles: ProfileTable
-    /// Every configured secret, gathered once per replacement (a log line or an error from
-    /// outside is redacted with it).
+    /// Every secret any settings held since the daemon started, gathered once per replacement
+    /// (a log line or an error from outside is redacted with it). A reload adds to it and
+    /// never takes away: a reply or a tool call started before a reload still runs with the
+    /// old key, and a server may echo that one.
     private(set) var secrets: SecretRedactor
+    /// The values behind `secrets`.
+    private var secretValues: Set<String>
     /// The daemon's log, redacting the current secrets.
     private(set) var logger: Logger
 
@@ -22,7 +26,8 @@ final class CurrentSettings {
         self.value = value
         providers = value.providerTable
         profiles = value.profileTable
-        secrets = value.secrets
+        secretValues = Set(value.secretValues)
+        secrets = SecretRedactor(secrets: secretValues)
         self.logger = logger
         self.logger.secrets = secrets
     }
@@ -37,7 +42,9 @@ final class CurrentSettings {
         self.value = value
         providers = value.providerTable
         profiles = value.profileTable
-        secrets = value.secrets
+        let known = secretValues.count
+        secretValues.formUnion(value.secretValues)
+        if secretValues.count != known { secrets = SecretRedactor(secrets: secretValues) }
         logger.secrets = secrets
     }
 }

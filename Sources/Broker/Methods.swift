@@ -406,7 +406,7 @@ extension Broker {
             logger.debug("conversation=\(conversation.id) message=\(message.id) content=\(content)")
             respond(.success(["message": message.json, "reply": .string(ids.reply)]))
             conversation.broadcast(.messageCreated(message))
-            conversation.enqueueReply(ids.reply)
+            conversation.enqueueReply(ids.reply, requestedBy: client.author())
             replies.startNext(in: conversation)
         }
     }

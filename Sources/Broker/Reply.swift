@@ -37,6 +37,8 @@ final class Reply {
     var refusedToolCallTurnContent: ToolCallTurnContent?
     /// Turns that asked for tools so far.
     var toolRounds = 0
+    /// Who asked for the reply; a call of a reply another user asked for waits for the owner's yes.
+    var requestedBy: Author?
     /// The calls of the turn that asked for tools, while any has not been stored.
     var toolRuns: [ToolRun] = []
     var isRunningTools: Bool { !toolRuns.isEmpty }

@@ -37,10 +37,14 @@ final class ReplyRunner {
     private(set) var activeReplies = 0
     private(set) var isStopping = false
 
-    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings) {
+    /// The daemon's own uid: the owner, whose secrets tool calls spend.
+    let ownUID: UInt32
+
+    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings, ownUID: UInt32) {
         self.loop = loop
         self.upstream = upstream
         self.settings = settings
+        self.ownUID = ownUID
     }
 
     /// The config was loaded again: what was learnt about the old providers is forgotten, and
@@ -57,7 +61,7 @@ final class ReplyRunner {
             if !waitingForStream.contains(where: { $0 === conversation }) { waitingForStream.append(conversation) }
             return
         }
-        guard let replyID = conversation.takeNextReply() else { return }
+        guard let (replyID, requester) = conversation.takeNextReply() else { return }
         var message = Message(id: replyID, conversation: conversation.id, role: .assistant, content: "", status: .streaming,
                               created: .now(), model: conversation.model, params: conversation.params.isEmpty ? nil : conversation.params)
         var continued: (bytes: Int, usage: Usage?)?
@@ -79,6 +83,7 @@ final class ReplyRunner {
         }
         let reply = Reply(message: message, request: ChatRequest(model: conversation.model, messages: []), now: loop.now)
         reply.continued = continued
+        reply.requestedBy = requester
         conversation.active = reply
         activeReplies += 1
         startTurn(of: reply, in: conversation)

@@ -31,7 +31,7 @@ extension Broker {
             for old in replaced {
                 conversation.broadcast(.messageSuperseded(message: old.id, by: replyID))
             }
-            conversation.enqueueReply(replyID)
+            conversation.enqueueReply(replyID, requestedBy: client.author())
             replies.startNext(in: conversation)
         }
     }
@@ -77,7 +77,7 @@ extension Broker {
                 conversation.broadcast(.messageSuperseded(message: old.id, by: ids.message))
             }
             conversation.broadcast(.messageCreated(message))
-            conversation.enqueueReply(ids.reply)
+            conversation.enqueueReply(ids.reply, requestedBy: client.author())
             replies.startNext(in: conversation)
         }
     }
@@ -94,7 +94,7 @@ extension Broker {
                 + "(only one cut off for length, finish_reason \"length\", can be continued)")
         }
         conversation.continuing = last.id
-        conversation.enqueueReply(last.id)
+        conversation.enqueueReply(last.id, requestedBy: client.author())
         logger.info("conversation=\(conversation.id) reply=\(last.id) to be continued client=\(client.id)")
         replies.startNext(in: conversation)
         return ["reply": .string(last.id)]

@@ -13,12 +13,15 @@ extension ReplyRunner {
     func runTools(_ calls: [ToolCall], of reply: Reply, in conversation: Conversation) {
         reply.toolRounds += 1
         let offered = offeredTools(in: conversation)
+        // Another user's message may steer the model into any offered tool: each call then
+        // spends the owner's secrets only once the owner, told who asked, says yes.
+        let requester = reply.requestedBy.flatMap { $0.uid == ownUID ? nil : $0 }
         var runs: [ToolRun] = []
         for call in calls {
             let id = MessageID.make(reply.chain, step: reply.nextStep)
             reply.nextStep += 1
             let definition = offered.first { $0.name == call.name }
-            var result = ToolResult(callID: call.id, name: call.name)
+            var result = ToolResult(callID: call.id, name: call.name, requestedBy: requester)
             var refusal: MessageError?
             var arguments: JSON?
             if let definition {
@@ -26,7 +29,7 @@ extension ReplyRunner {
                 case .success(let value): arguments = value
                 case .failure(let problem): refusal = MessageError(code: .toolArguments, message: problem.message)
                 }
-                if refusal == nil, definition.approval == .always { result.approval = .pending }
+                if refusal == nil, definition.approval == .always || requester != nil { result.approval = .pending }
             } else {
                 let names = offered.map(\.name)
                 refusal = MessageError(code: .toolUnavailable, message: "there is no tool \"\(call.name)\" here"
@@ -63,7 +66,8 @@ extension ReplyRunner {
     }
 
     private func requestApproval(for run: ToolRun, of reply: Reply, in conversation: Conversation) {
-        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) waiting for approval")
+        let requester = run.message.tool?.requestedBy.map { " requested by uid=\($0.uid) client=\($0.clientID)" } ?? ""
+        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) waiting for approval\(requester)")
         conversation.broadcast(.toolApprovalRequested(message: run.message, call: run.call))
         let timer = Timer(loop: loop)
         run.approvalTimer = timer
@@ -124,7 +128,9 @@ extension ReplyRunner {
                 return
             }
             let status = outcome.status ?? 0
-            let answer = ToolResponse.content(status: status, body: outcome.body, totalBytes: outcome.totalBytes, cap: definition.maxResponseBytes)
+            // Redacted before the cut marker is added: a key the cut split is still a key.
+            let answer = ToolResponse.content(status: status, body: outcome.body, totalBytes: outcome.totalBytes,
+                                              cap: definition.maxResponseBytes, secrets: secrets)
             run.message.tool?.truncated = answer.truncated
             let content = secrets.redacting(definition.redactingSecrets(answer.content))
             logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) status=\(status) bytes=\(outcome.totalBytes) ms=\(outcome.durationMilliseconds)")

@@ -310,15 +310,20 @@ public struct ToolResult: Equatable, Sendable {
     public var approval: ToolApprovalState?
     /// The answer was longer than the tool's `max_response_bytes`: `content` holds its start.
     public var truncated: Bool
+    /// Whose request (a send, a regenerate, an edit, a continue) started the reply that asked
+    /// for this call, when that was not the owner: the call runs with the owner's secrets only
+    /// once the owner has said yes, knowing who asked.
+    public var requestedBy: Author?
 
     public init(callID: String, name: String, httpStatus: Int? = nil, durationMilliseconds: Int? = nil,
-                approval: ToolApprovalState? = nil, truncated: Bool = false) {
+                approval: ToolApprovalState? = nil, truncated: Bool = false, requestedBy: Author? = nil) {
         self.callID = callID
         self.name = name
         self.httpStatus = httpStatus
         self.durationMilliseconds = durationMilliseconds
         self.approval = approval
         self.truncated = truncated
+        self.requestedBy = requestedBy
     }
 }
 
@@ -397,6 +402,7 @@ public struct Message: Equatable, Sendable {
             if let duration = tool.durationMilliseconds { object["duration_ms"] = .int(duration) }
             if let approval = tool.approval { object["approval"] = .string(approval.rawValue) }
             if tool.truncated { object["truncated"] = .bool(true) }
+            if let requester = tool.requestedBy { object["requested_by"] = requester.json }
         }
         return .object(object)
     }
@@ -428,7 +434,7 @@ extension ToolResult {
         self.init(callID: callID, name: json["name"]?.string ?? "", httpStatus: json["http_status"]?.int,
                   durationMilliseconds: json["duration_ms"]?.int,
                   approval: json["approval"]?.string.flatMap(ToolApprovalState.init(rawValue:)),
-                  truncated: json["truncated"]?.bool == true)
+                  truncated: json["truncated"]?.bool == true, requestedBy: json["requested_by"].flatMap(Author.init(json:)))
     }
 }
 

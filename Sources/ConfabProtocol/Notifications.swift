@@ -79,8 +79,10 @@ public enum ConversationEvent: Equatable, Sendable {
         case .generationCancelled(let message, let by):
             return ["message": .string(message), "by": by?.json ?? .null]
         case .toolApprovalRequested(let message, let call):
-            return ["message": message?.json ?? .null, "call": .string(call.id), "tool": .string(call.name),
-                    "arguments": .string(call.arguments)]
+            var params: [String: JSON] = ["message": message?.json ?? .null, "call": .string(call.id), "tool": .string(call.name),
+                                          "arguments": .string(call.arguments)]
+            if let requester = message?.tool?.requestedBy { params["requested_by"] = requester.json }
+            return params
         case .toolApproved(let call, let by), .toolDenied(let call, let by):
             return ["call": .string(call), "client": by?.json ?? .null]
         case .toolStarted(let message, let call):

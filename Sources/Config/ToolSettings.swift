@@ -115,7 +115,7 @@ extension Settings {
                 switch source.key {
                 case "headers":
                     guard isHeaderValue(header.value) else { throw list.error(header.key, "must not hold line breaks or control characters") }
-                    headers.append(ToolHeader(name: header.key, value: header.value))
+                    headers.append(ToolHeader(name: header.key, value: header.value, isSecret: ToolHeader.namesCredential(header.key)))
                 case "header_env":
                     let variable = header.value
                     guard !variable.isEmpty else { throw list.error(header.key, "must name an environment variable") }

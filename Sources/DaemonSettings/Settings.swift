@@ -32,13 +32,19 @@ public struct Settings {
         ProfileTable(profiles, defaultName: defaultProfile)
     }
 
-    /// Every configured secret: each provider's API key (`[upstream]`'s among them) and the
-    /// value of each tool header read from the environment or a file.
-    public var secrets: SecretRedactor {
-        let keys = ([upstream] + providers.map(\.config)).compactMap(\.apiKey)
-        let headers = tools.sorted.flatMap(\.headers).filter(\.isSecret).map(\.value)
-        return SecretRedactor(secrets: keys + headers)
+    /// Every configured secret: each provider's API key (`[upstream]`'s among them), the value
+    /// of every provider header (`headers` may replace the API's own auth header:
+    /// `api-key = "K"`, `Authorization = "Bearer K"`), and the value of each secret tool header
+    /// (read from the environment or a file, or written inline under a credential's name).
+    public var secretValues: [String] {
+        let configs = [upstream] + providers.map(\.config)
+        let keys = configs.compactMap(\.apiKey)
+        let providerHeaders = configs.flatMap(\.headers).map(\.value)
+        let toolHeaders = tools.sorted.flatMap(\.headers).filter(\.isSecret).map(\.value)
+        return keys + providerHeaders + toolHeaders
     }
+
+    public var secrets: SecretRedactor { SecretRedactor(secrets: secretValues) }
 }
 
 /// The daemon's limits (`[limits]`): what one client, one conversation and the whole daemon may hold.

@@ -74,8 +74,27 @@ public struct SecretRedactor: Sendable, Equatable {
         return String(decoding: redacted, as: UTF8.self)
     }
 
+    /// `text`, the start of a longer text cut off at its end, with every form of every secret
+    /// replaced; and a tail that begins a form of a secret (`minimumLength` characters of it or
+    /// more, perhaps with an escape the cut split) is taken for that secret and replaced too: a
+    /// cut must not leave the first half of a key readable.
+    public func redacting(_ text: String, cutAtEnd: Bool) -> String {
+        guard !needles.isEmpty else { return text }
+        guard let redacted = redacting(Array(text.utf8), cutAtEnd: cutAtEnd) else { return text }
+        return String(decoding: redacted, as: UTF8.self)
+    }
+
+    /// A message that `…` ends, as a text cut to a limit is written: the part before it
+    /// redacted as a cut text; any other text as a whole one.
+    public func redactingMessage(_ text: String) -> String {
+        guard !needles.isEmpty else { return text }
+        let ellipsis = "…"
+        guard text.hasSuffix(ellipsis) else { return redacting(text) }
+        return redacting(String(text.dropLast()), cutAtEnd: true) + ellipsis
+    }
+
     /// `bytes` with every form of every secret replaced, or nil when none was found.
-    public func redacting(_ bytes: [UInt8]) -> [UInt8]? {
+    public func redacting(_ bytes: [UInt8], cutAtEnd: Bool = false) -> [UInt8]? {
         guard !needles.isEmpty else { return nil }
         var out: [UInt8] = []
         var copiedUpTo = 0
@@ -91,6 +110,9 @@ public struct SecretRedactor: Sendable, Equatable {
                     matchedEnd = end
                     break
                 }
+            }
+            if matchedEnd == nil, cutAtEnd, needles.contains(where: { Self.beginsAtCut($0, in: bytes, at: index) }) {
+                matchedEnd = bytes.count
             }
             if let end = matchedEnd {
                 if out.isEmpty { out.reserveCapacity(bytes.count) }
@@ -117,6 +139,34 @@ public struct SecretRedactor: Sendable, Equatable {
             position = next
         }
         return position
+    }
+
+    /// Whether the bytes from `start` to the end are the first `minimumLength` or more characters
+    /// of `needle` (not all of it), the last perhaps an escape the cut split (`\u00`, `%2`).
+    private static func beginsAtCut(_ needle: [Unicode.Scalar], in bytes: [UInt8], at start: Int) -> Bool {
+        // The longest a character can be written: a run of backslashes, then a surrogate pair.
+        guard bytes.count - start <= needle.count * 32 else { return false }
+        var position = start
+        var matched = 0
+        for scalar in needle {
+            guard position < bytes.count else { break }
+            guard let next = matchScalar(scalar, in: bytes, at: position) else {
+                let rest = bytes[position...]
+                let isSplitEscape = rest.count <= 32 && (rest.first == UInt8(ascii: "\\") || rest.first == UInt8(ascii: "%"))
+                    && rest.allSatisfy { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "u") || hexDigit($0) }
+                guard isSplitEscape else { return false }
+                position = bytes.count
+                break
+            }
+            position = next
+            matched += 1
+        }
+        return position == bytes.count && matched >= minimumLength && matched < needle.count
+    }
+
+    private static func hexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
     }
 
     /// Where one character of a secret, written in any of the forms the type describes, ends.

@@ -13,11 +13,11 @@ public enum ToolApproval: String, Sendable {
 }
 
 /// One header a tool's requests carry. A secret one (its value from the environment or a
-/// file) never shows its value when printed.
+/// file, or written inline under a credential's name) never shows its value when printed.
 public struct ToolHeader: Sendable, Equatable {
     public var name: String
     public var value: String
-    /// The value came from `header_env` or `header_file`.
+    /// The value came from `header_env` or `header_file`, or the name is a credential's.
     public var isSecret: Bool
 
     public init(name: String, value: String, isSecret: Bool = false) {
@@ -28,6 +28,14 @@ public struct ToolHeader: Sendable, Equatable {
 
     /// The request's header line, value included: for the transport only.
     public var line: String { "\(name): \(value)" }
+
+    /// Whether a header of this name carries a credential (`Authorization`, `Cookie`,
+    /// `X-Api-Key`, `X-Auth-Token`, …): its value is a secret even when written inline in the config.
+    public static func namesCredential(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return ["authorization", "cookie"].contains(lower)
+            || ["key", "token", "secret", "password", "auth"].contains { lower.contains($0) }
+    }
 }
 
 extension ToolHeader: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {

@@ -4,16 +4,18 @@ public enum ToolResponse {
     /// a character boundary when the server sent more; a cut body ends with
     /// `\n[cut: the response was N bytes; the first M are shown]`, N being `totalBytes` (what
     /// the server sent, more than `body.count` when the caller stopped reading). A status
-    /// outside 200…299 is prefixed `HTTP <status>\n`.
-    public static func content(status: Int, body: [UInt8], totalBytes: Int, cap: Int) -> (content: String, truncated: Bool) {
+    /// outside 200…299 is prefixed `HTTP <status>\n`. Every form of each of `secrets` is
+    /// replaced, and in a cut body the start of one that the cut split (the body ends with it).
+    public static func content(status: Int, body: [UInt8], totalBytes: Int, cap: Int,
+                               secrets: SecretRedactor = .none) -> (content: String, truncated: Bool) {
         let prefix = (200...299).contains(status) ? "" : "HTTP \(status)\n"
         let total = max(totalBytes, body.count)
         let limit = max(cap, 0)
         guard total > limit else {
-            return (prefix + String(decoding: body, as: UTF8.self), false)
+            return (prefix + secrets.redacting(String(decoding: body, as: UTF8.self)), false)
         }
         let end = boundary(in: body, before: min(limit, body.count))
-        let shown = String(decoding: body[..<end], as: UTF8.self)
+        let shown = secrets.redacting(String(decoding: body[..<end], as: UTF8.self), cutAtEnd: true)
         return (prefix + shown + "\n[cut: the response was \(total) bytes; the first \(end) are shown]", true)
     }
 

@@ -199,9 +199,9 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
         } else if let parsed = try? JSON.parse(data), parsed.object != nil {
             payload = parsed
         } else if event.type == "error" {
-            return [.error(UpstreamErrorInfo(message: String(data.prefix(1000))))]
+            return [.error(UpstreamErrorInfo(message: capped(data, to: 1000)))]
         } else {
-            throw ChatStreamError.malformedChunk(String(data.prefix(200)))
+            throw ChatStreamError.malformedChunk(capped(data, to: 200))
         }
         // The data names its type too: a proxy that drops `event:` lines still reads right.
         let type = payload["type"]?.string ?? event.type
@@ -248,7 +248,7 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
         case "error":
             let error = payload["error"]
             let message = error?["message"]?.string ?? error?["type"]?.string ?? "upstream reported an error"
-            return [.error(UpstreamErrorInfo(message: String(message.prefix(1000)), type: error?["type"]?.string))]
+            return [.error(UpstreamErrorInfo(message: capped(message, to: 1000), type: error?["type"]?.string))]
         default:
             // `ping`, `content_block_stop`, and event types added later.
             return []

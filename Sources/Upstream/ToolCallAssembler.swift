@@ -53,16 +53,19 @@ public struct ToolCallAssembler: Sendable {
     }
 
     /// The calls in the order they began, each with an id no other call of the reply has: a
-    /// call whose server gave no id gets `call_<position>`, and one whose id an earlier call
+    /// call whose server gave no usable id (none, or one that is not 1 to `maxIDLength` of
+    /// `A-Z a-z 0-9 _ . : -`) gets `call_<position>`, and one whose id an earlier call
     /// already has (two calls at index 0 and 1 with one id) gets `<id>_<position>` (or the first
     /// free `<id>_<position>_<n>`). Each call is then shown, approved and answered by itself:
-    /// an approval by id can never reach a call nobody was shown.
+    /// an approval by id can never reach a call nobody was shown, and `/approve ID` can always
+    /// be typed.
     public var calls: [ToolCall] {
         var taken: Set<String> = []
         return pending.enumerated().map { position, call in
-            var id = call.id.isEmpty ? "call_\(position)" : call.id
+            var id = Self.isUsableID(call.id) ? call.id : "call_\(position)"
             if taken.contains(id) {
-                let base = "\(id)_\(position)"
+                let suffixed = "\(id)_\(position)"
+                let base = suffixed.utf8.count <= Self.maxIDLength ? suffixed : "call_\(position)"
                 id = base
                 var attempt = 2
                 while taken.contains(id) {
@@ -72,6 +75,24 @@ public struct ToolCallAssembler: Sendable {
             }
             taken.insert(id)
             return ToolCall(id: id, name: call.name, arguments: call.arguments)
+        }
+    }
+
+    /// The longest id a server may give a call; a longer one is replaced.
+    public static let maxIDLength = 64
+
+    /// Whether a server's id can stand as it is: short, and only characters a person can type
+    /// after `/approve` and a log line shows as they are.
+    static func isUsableID(_ id: String) -> Bool {
+        guard !id.isEmpty, id.utf8.count <= maxIDLength else { return false }
+        return id.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: ":"), UInt8(ascii: "-"):
+                true
+            default:
+                false
+            }
         }
     }
 }

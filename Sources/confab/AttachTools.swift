@@ -28,7 +28,10 @@ extension AttachSession {
         }
         // `y` and `n` answer the oldest; every call can be answered by its id.
         let id = waiting.call.id
-        let how = awaitingApproval.count == 1 ? "y/n, or /approve \(id), /deny \(id)" : "/approve \(id) or /deny \(id)"
+        // A call in a reply another user asked for would run with our secrets: say whose it is.
+        let requester = toolMessages.values.first { $0.tool?.callID == id }?.tool?.requestedBy
+        let asker = requester.map { "asked by \(Words.person(name: $0.name, login: $0.login)); " } ?? ""
+        let how = asker + (awaitingApproval.count == 1 ? "y/n, or /approve \(id), /deny \(id)" : "/approve \(id) or /deny \(id)")
         transcript.toolApprovalRequested(call: waiting.call.id, name: waiting.call.name, arguments: waiting.call.arguments, how: how)
     }
 

@@ -42,6 +42,13 @@ final class ScriptedUpstream: ReplyUpstream {
             finished = true
             handler(.finished(finishReason: finishReason, usage: nil, error: nil, retryAfterSeconds: nil, toolCalls: toolCalls))
         }
+
+        /// Ends the stream as a server's error does.
+        func fail(_ error: MessageError) {
+            guard !isOver else { return }
+            finished = true
+            handler(.finished(finishReason: nil, usage: nil, error: error, retryAfterSeconds: nil, toolCalls: []))
+        }
     }
 
     final class ToolCallMade {

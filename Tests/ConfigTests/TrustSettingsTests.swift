@@ -30,6 +30,36 @@ final class TrustSettingsTests: XCTestCase {
         XCTAssertTrue(try load("").secrets.isEmpty)
     }
 
+    func testProviderHeadersAndInlineCredentialHeadersAreSecrets() throws {
+        let settings = try load("""
+            [providers.azure]
+            base_url = "http://127.0.0.1:8080/v1"
+            model = "m"
+            headers = { "api-key" = "azure-key-0004" }
+
+            [providers.other]
+            base_url = "http://127.0.0.1:8081/v1"
+            model = "m"
+            headers = { "Authorization" = "Bearer bearer-tok-0005" }
+
+            [tools.echo]
+            description = "echo"
+            [tools.echo.request]
+            url = "http://127.0.0.1:8082/echo"
+            headers = { "Authorization" = "Bearer inline-tok-0006", "X-Api-Key" = "inline-key-0007", "X-Team" = "research-team" }
+            """)
+        let secrets = settings.secrets
+        XCTAssertEqual(secrets.redacting(#"{"error":{"message":"Invalid key azure-key-0004"}}"#), #"{"error":{"message":"Invalid key [secret]"}}"#)
+        XCTAssertEqual(secrets.redacting("token bearer-tok-0005 refused"), "token [secret] refused")
+        XCTAssertEqual(secrets.redacting("got Bearer inline-tok-0006"), "got [secret]")
+        XCTAssertEqual(secrets.redacting("token inline-tok-0006"), "token [secret]")
+        XCTAssertEqual(secrets.redacting("X-Api-Key: inline-key-0007"), "X-Api-Key: [secret]")
+        // A tool header whose name is no credential's stays visible, as written.
+        XCTAssertEqual(secrets.redacting("X-Team: research-team"), "X-Team: research-team")
+        let tool = try XCTUnwrap(settings.tools.sorted.first)
+        XCTAssertEqual(tool.headers.map(\.description), ["Authorization: (secret)", "X-Api-Key: (secret)", "X-Team: research-team"])
+    }
+
     func testUnansweredRequestsPerClientIsALimit() throws {
         XCTAssertEqual(try load("").limits.maxUnansweredPerClient, 64)
         XCTAssertEqual(try load("[limits]\nmax_unanswered_requests = 8\n").limits.maxUnansweredPerClient, 8)

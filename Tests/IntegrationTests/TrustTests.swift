@@ -242,14 +242,17 @@ final class TrustTests: XCTestCase {
         let forged = "cX\u{0}<0>FORGED\u{1B}]0;LOGTITLE\u{07}\u{1B}[2J"
         let reply = try send(client, id, "[[tool-id:\(forged)]] [[tool:detail {\"id\":\"9\"}]]")
         let notes = try follow(client, reply)
-        XCTAssertEqual(notes.first { $0.method == "tool.completed" }?.params["message"]?["tool_call_id"]?.string, forged,
-                       "the id itself is kept: the model server needs it back")
+        XCTAssertEqual(notes.first { $0.method == "tool.completed" }?.params["message"]?["tool_call_id"]?.string, "call_0",
+                       "an id nobody could type after /approve is replaced, and the model server is sent the replacement")
+        XCTAssertEqual(notes.last { $0.method == "message.completed" }?.params["message"]?["status"]?.string, "complete",
+                       "the model server takes the replaced id back")
         let bytes = try Data(contentsOf: URL(fileURLWithPath: harness.daemonLog))
         for control: UInt8 in [0x00, 0x07, 0x1B] {
             XCTAssertFalse(bytes.contains(control), "the daemon's stderr holds byte \(control)")
         }
         let log = String(decoding: bytes, as: UTF8.self)
-        XCTAssertTrue(log.contains(#"call=cX\x00<0>FORGED\x1B]0;LOGTITLE\x07\x1B[2J"#), log)
+        XCTAssertTrue(log.contains("call=call_0 "), log)
+        XCTAssertFalse(log.contains("call=cX"), log)
         XCTAssertFalse(log.split(separator: "\n").contains { $0.hasPrefix("<0>") || $0.hasPrefix("FORGED") })
     }
 

@@ -54,6 +54,21 @@ final class SecretRedactorTests: XCTestCase {
         XCTAssertFalse(body.contains("azN5L3dpdGgvc2xhc2grcGx1cz09"), body)
     }
 
+    func testTheStartOfASecretAtACutIsRedacted() {
+        let cut = redactor.redacting("401 filler key=sk-proj-abc1", cutAtEnd: true)
+        XCTAssertEqual(cut, "401 filler key=[secret]")
+        // An escape the cut split still counts.
+        XCTAssertEqual(redactor.redacting(#"{"a":"k3y\/with\/sl\u00"#, cutAtEnd: true), #"{"a":"[secret]"#)
+        XCTAssertEqual(redactor.redacting("key=k3y%2Fwith%2", cutAtEnd: true), "key=[secret]")
+        // Fewer than eight characters of it are ordinary text; so is a text not cut.
+        XCTAssertEqual(redactor.redacting("key=sk-proj", cutAtEnd: true), "key=sk-proj")
+        XCTAssertEqual(redactor.redacting("key=sk-proj-abc1"), "key=sk-proj-abc1")
+        XCTAssertEqual(redactor.redacting("key=sk-proj-abc1 and more", cutAtEnd: true), "key=sk-proj-abc1 and more")
+        // A message cut to its limit ends with `…`.
+        XCTAssertEqual(redactor.redactingMessage("Invalid key sk-proj-abc123X…"), "Invalid key [secret]…")
+        XCTAssertEqual(redactor.redactingMessage("Invalid key sk-proj-abc123XYZ789 used"), "Invalid key [secret] used")
+    }
+
     func testModelServerErrorBody() {
         let body = #"{"error":{"message":"Incorrect API key provided: sk-proj-abc123XYZ789. You can find your API key at the dashboard.","type":"invalid_request_error","code":"invalid_api_key"}}"#
         let redacted = redactor.redacting(body)

@@ -30,6 +30,15 @@ final class ToolResponseTests: XCTestCase {
         XCTAssertTrue(truncated)
     }
 
+    func testAKeyTheCutSplitsIsRedacted() {
+        let secrets = SecretRedactor(secrets: ["sk-tool-secret-0123456789abcdefghij"])
+        let body = bytes(String(repeating: "x", count: 270) + " key=sk-tool-secret-0123456789abcdefghij end")
+        let cut = ToolResponse.content(status: 200, body: body, totalBytes: body.count, cap: 300, secrets: secrets)
+        XCTAssertEqual(cut.content, String(repeating: "x", count: 270) + " key=[secret]\n[cut: the response was \(body.count) bytes; the first 300 are shown]")
+        let whole = ToolResponse.content(status: 200, body: body, totalBytes: body.count, cap: 1000, secrets: secrets)
+        XCTAssertEqual(whole.content, String(repeating: "x", count: 270) + " key=[secret] end")
+    }
+
     func testACutNeverSplitsACharacter() {
         // "aé" is 61 C3 A9; "a€" is 61 E2 82 AC; "a🌧" is 61 F0 9F 8C A7.
         let cases: [(String, Int, String)] = [

@@ -80,6 +80,22 @@ final class ToolCallTests: XCTestCase {
         XCTAssertEqual(Set(ids).count, ids.count)
     }
 
+    func testAnIdThatCannotBeTypedOrIsTooLongIsReplaced() {
+        var assembler = ToolCallAssembler()
+        let long = String(repeating: "a", count: 100_000)
+        let longest = String(repeating: "b", count: ToolCallAssembler.maxIDLength)
+        assembler.add(ToolCallPiece(index: 0, id: long, name: "a", arguments: ""))
+        assembler.add(ToolCallPiece(index: 1, id: "with space", name: "b", arguments: ""))
+        assembler.add(ToolCallPiece(index: 2, id: "tool\u{1B}[2J", name: "c", arguments: ""))
+        assembler.add(ToolCallPiece(index: 3, id: "call_0", name: "d", arguments: ""))
+        assembler.add(ToolCallPiece(index: 4, id: "toolu_01A.b:c-D", name: "e", arguments: ""))
+        assembler.add(ToolCallPiece(index: 5, id: longest, name: "f", arguments: ""))
+        assembler.add(ToolCallPiece(index: 6, id: longest, name: "g", arguments: ""))
+        let ids = assembler.calls.map(\.id)
+        XCTAssertEqual(ids, ["call_0", "call_1", "call_2", "call_0_3", "toolu_01A.b:c-D", longest, "call_6"])
+        XCTAssertEqual(Set(ids).count, ids.count)
+    }
+
     func testANonStreamedMessageWithArgumentsAsAnObject() throws {
         let result = try decode([
             #"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"q","type":"function","function":{"name":"f","arguments":{"k":[1,2]}}}]},"finish_reason":"tool_calls"}]}"#,
