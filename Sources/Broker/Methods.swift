@@ -198,7 +198,7 @@ extension Broker {
     private func hello(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let program = try params.optionalString("client") ?? ""
         if let problem = DisplayName.characterProblem(program) { throw .invalidParams("parameter \"client\" \(problem)") }
-        client.clientName = String(program.prefix(64))
+        client.clientName = DisplayName.programName(program)
         if let name = try params.optionalString("name") {
             if let problem = DisplayName.problem(name) { throw .invalidParams("parameter \"name\" \(problem)") }
             client.name = name

@@ -27,7 +27,35 @@ final class NamesAndLogLinesTests: XCTestCase {
         XCTAssertEqual(DisplayName.problem("\u{202E}ana"),
                        "must not hold control, format (bidi, zero-width) or separator characters (it holds U+202E)")
         XCTAssertNotNil(DisplayName.problem(""))
-        XCTAssertNotNil(DisplayName.problem(String(repeating: "a", count: 65)))
+        XCTAssertNotNil(DisplayName.problem(String(repeating: "a", count: 129)))
+        XCTAssertNil(DisplayName.problem(String(repeating: "a", count: 128)))
+    }
+
+    func testANameIsCappedInBytesAndInCombiningMarks() {
+        // One grapheme cluster of two million scalars: one character, four megabytes.
+        let stacked = "a" + String(repeating: "\u{301}", count: 2_000_000)
+        XCTAssertEqual(DisplayName.problem(stacked), "must be 1 to 128 bytes of UTF-8")
+        XCTAssertEqual(DisplayName.problem("a\u{301}\u{302}\u{303}"),
+                       "must not hold more than 2 combining marks on one character (U+0303 is one too many)")
+        XCTAssertNotNil(DisplayName.characterProblem(stacked))
+        for name in ["Zoe\u{308}", "Ho\u{302}\u{323}ng", "\u{1F44D}\u{FE0F}"] { XCTAssertNil(DisplayName.problem(name), name) }
+        // A program name is cut to 64 bytes on a character's edge, never inside one.
+        XCTAssertEqual(DisplayName.programName(String(repeating: "é", count: 40)), String(repeating: "é", count: 32))
+        XCTAssertEqual(DisplayName.programName("confab-attach"), "confab-attach")
+    }
+
+    func testCharactersThatPushTheLoginOutOfSightAreRefused() {
+        let refused = [
+            "alice@pts/3" + String(repeating: "\u{3164}", count: 40), "ana\u{FFA0}", "\u{115F}ana", "ana\u{1160}",
+            "ana\u{2800}", "ana\u{3000}bob", "ana\u{A0}", "ana  bob", " ana", "ana ", "ana\u{34F}", "ana\u{180E}",
+        ]
+        for name in refused {
+            XCTAssertNotNil(DisplayName.problem(name), name.unicodeScalars.map { String($0.value, radix: 16) }.joined(separator: " "))
+        }
+        XCTAssertEqual(DisplayName.problem("ana\u{3164}"), "must not hold characters drawn as nothing (it holds U+3164)")
+        XCTAssertEqual(DisplayName.problem("ana\u{3000}"), "must not hold white space other than single spaces (it holds U+3000)")
+        XCTAssertEqual(DisplayName.problem("ana  bob"), "must not begin with a space or hold two in a row")
+        XCTAssertNil(DisplayName.problem("Ana Lima de Souza"))
     }
 
     func testLogLinesEscapeEveryControlCharacter() {
