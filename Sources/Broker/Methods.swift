@@ -214,7 +214,14 @@ extension Broker {
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
                 "uptime_seconds": .int(uptimeSeconds), "conversations": .int(counts.conversations), "clients": .int(counts.clients),
                 "streams": .int(counts.streams), "queued": .int(counts.queued),
-                "searches": .int(pendingSearches.count + (runningSearch == nil ? 0 : 1))]
+                "searches": .int(searchCount(visibleTo: client.credentials.uid))]
+    }
+
+    /// Searches running or waiting: all of them for the owner, another user's own for it (when
+    /// the owner searches is not another user's to learn).
+    func searchCount(visibleTo uid: UInt32) -> Int {
+        let all = pendingSearches + (runningSearch.map { [$0] } ?? [])
+        return uid == ownUID ? all.count : all.count { $0.uid == uid }
     }
 
     private func create(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
@@ -339,7 +346,8 @@ extension Broker {
 
     private func attach(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let count = try params.optionalInt("history", in: 0...limits.maxHistory) ?? 50
-        let quiet = try params.optionalBool("quiet") ?? false
+        // Only the owner may watch unseen: another user's attach is announced whatever it asks.
+        let quiet = try (params.optionalBool("quiet") ?? false) && client.credentials.uid == ownUID
         let others = conversation.present.filter { $0 !== client }.map(\.info.json)
         let result: JSON = [
             "conversation": conversation.info.json,

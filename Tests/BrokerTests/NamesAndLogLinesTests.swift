@@ -1,6 +1,7 @@
 import XCTest
 
 @testable import Broker
+import LogStore
 
 /// What another user may call itself, and what a log line may hold.
 final class NamesAndLogLinesTests: XCTestCase {
@@ -67,5 +68,24 @@ final class NamesAndLogLinesTests: XCTestCase {
         let escaped = Logger.escapingControls(String(decoding: (0...0x9F).map { UInt8($0 < 0x80 ? $0 : 0x20) }, as: UTF8.self)
             + String(String.UnicodeScalarView((0x80...0x9F).compactMap(Unicode.Scalar.init))))
         XCTAssertFalse(escaped.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+    }
+}
+
+/// What `status` tells another user of the searches running or waiting.
+final class SearchCountTests: XCTestCase {
+    func testAnotherUserCountsOnlyItsOwnSearches() throws {
+        let broker = try InProcessBroker()
+        defer { broker.close() }
+        let other: UInt32 = 4321
+        let own = broker.broker.ownUID
+        let query = try XCTUnwrap(SearchQuery("needle"))
+        for (client, uid) in [("c90", own), ("c91", own), ("c92", other)] {
+            broker.broker.pendingSearches.append(SearchJob(client: client, uid: uid, query: query, limit: 1, scope: nil, respond: { _ in }))
+        }
+        XCTAssertEqual(broker.broker.searchCount(visibleTo: own), 3)
+        XCTAssertEqual(broker.broker.searchCount(visibleTo: other), 1)
+        XCTAssertEqual(broker.broker.searchCount(visibleTo: other + 1), 0)
+        XCTAssertEqual(try broker.call(.status)["searches"]?.int, 3)
+        broker.broker.pendingSearches = []
     }
 }

@@ -364,3 +364,22 @@ final class SharingAttachTests: XCTestCase {
         try tmux.waitForText(owner, "shared with nobody")
     }
 }
+
+/// Another user is always seen when it attaches.
+extension SharingTests {
+    func testAnotherUsersQuietAttachIsAnnounced() throws {
+        let owner = try harness.client()
+        let conversation = try harness.createConversation(owner, title: "watched")
+        _ = try share(owner, conversation, uid: Self.reader, role: .read)
+        _ = try owner.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation)])
+        let reader = try connect(Self.reader)
+        _ = try reader.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation), "quiet": true])
+        let joined = try owner.collect { method, _ in method == RPCNotification.clientAttached.rawValue }
+        XCTAssertEqual(joined.last?.params["client"]?["uid"]?.int, Int(Self.reader))
+        let listed = try owner.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation), "history": 0])
+        XCTAssertEqual(listed["clients"]?.array?.compactMap { $0["uid"]?.int }, [Int(Self.reader)])
+        _ = try reader.call(RPCMethod.conversationDetach.rawValue, ["conversation": .string(conversation)])
+        let left = try owner.collect { method, _ in method == RPCNotification.clientDetached.rawValue }
+        XCTAssertEqual(left.last?.params["client"]?["uid"]?.int, Int(Self.reader))
+    }
+}
