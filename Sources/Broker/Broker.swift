@@ -55,6 +55,8 @@ public final class Broker {
     var runningSearch: SearchJob?
     /// Clients with searches waiting, in the order they are served next: one search each in turn.
     var searchRotation: [String] = []
+    /// Another user's announced comings and goings (`Presence.swift`), by uid.
+    var presenceBudgets: [UInt32: PresenceBudget] = [:]
     private var nextClientNumber = 1
     private let startedAt: UInt64
     private(set) var isStopping = false

@@ -357,6 +357,7 @@ extension Broker {
             "tools": .array(conversation.active?.toolRuns.filter { !$0.isStored }.map { ($0.ending ?? $0.message).json } ?? []),
             "clients": .array(others),
         ]
+        if !quiet, !conversation.attached.contains(where: { $0 === client }) { try spendPresence(of: client) }
         if conversation.attach(client, quiet: quiet) {
             client.attached.insert(conversation.id)
             if !quiet { conversation.broadcast(.clientAttached(client.info), except: client) }

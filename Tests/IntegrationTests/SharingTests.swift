@@ -383,3 +383,49 @@ extension SharingTests {
         XCTAssertEqual(left.last?.params["client"]?["uid"]?.int, Int(Self.reader))
     }
 }
+
+/// Another user's comings and goings cannot flood the owner's screen.
+extension SharingTests {
+    func testAnotherUserAlternatingAttachAndDetachIsRefusedPastItsBudget() throws {
+        let owner = try harness.client()
+        let conversation = try harness.createConversation(owner, title: "busy door")
+        _ = try share(owner, conversation, uid: Self.reader, role: .read)
+        _ = try owner.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation)])
+        let reader = try connect(Self.reader)
+        let onConversation: JSON = ["conversation": .string(conversation), "history": 0]
+        let rounds = 60
+        let started = Date()
+        var attached = 0
+        var refusal: JSON?
+        for _ in 0..<rounds {
+            let frame = try reader.request(RPCMethod.conversationAttach.rawValue, onConversation)
+            if let error = frame["error"] {
+                refusal = error
+                continue
+            }
+            attached += 1
+            _ = try reader.call(RPCMethod.conversationDetach.rawValue, ["conversation": .string(conversation)])
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        // Ten attaches in hand and one more every two seconds, whatever the machine's pace.
+        XCTAssertLessThanOrEqual(Double(attached), 10 + elapsed / 2 + 1, "\(attached) attaches in \(elapsed) s")
+        XCTAssertGreaterThanOrEqual(attached, 10)
+        if elapsed < 90 {
+            XCTAssertEqual(refusal?["code"]?.int, RPCError.limitReached, refusal?.text ?? "never refused")
+            XCTAssertTrue(refusal?["message"]?.string?.hasPrefix("attached and detached too often: try again in ") ?? false)
+        }
+        // Every attach that went through was announced, and so was every detach.
+        _ = try owner.call(RPCMethod.status.rawValue)
+        _ = try reader.call(RPCMethod.status.rawValue)
+        _ = try owner.call(RPCMethod.status.rawValue)
+        XCTAssertEqual(owner.notifications.filter { $0.method == RPCNotification.clientAttached.rawValue }.count, attached)
+        XCTAssertEqual(owner.notifications.filter { $0.method == RPCNotification.clientDetached.rawValue }.count, attached)
+
+        // The owner's own clients come and go freely.
+        let second = try harness.client()
+        for _ in 0..<rounds {
+            _ = try second.call(RPCMethod.conversationAttach.rawValue, onConversation)
+            _ = try second.call(RPCMethod.conversationDetach.rawValue, ["conversation": .string(conversation)])
+        }
+    }
+}
