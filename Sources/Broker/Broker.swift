@@ -53,8 +53,10 @@ public final class Broker {
     /// `conversation.search` requests waiting to run, and the one running (`Search.swift`).
     var pendingSearches: [SearchJob] = []
     var runningSearch: SearchJob?
-    /// Clients with searches waiting, in the order they are served next: one search each in turn.
-    var searchRotation: [String] = []
+    /// The uids with searches waiting, in the order they are served next: one search each in turn.
+    var searchRotation: [UInt32] = []
+    /// Within each uid, its connections with searches waiting, in the order they are served next.
+    var searchClientRotation: [UInt32: [String]] = [:]
     /// Another user's announced comings and goings (`Presence.swift`), by uid.
     var presenceBudgets: [UInt32: PresenceBudget] = [:]
     private var nextClientNumber = 1

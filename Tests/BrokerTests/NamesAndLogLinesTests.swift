@@ -89,3 +89,28 @@ final class SearchCountTests: XCTestCase {
         broker.broker.pendingSearches = []
     }
 }
+
+/// Searches take turns by user first, then by connection within a user.
+final class SearchRotationTests: XCTestCase {
+    func testAUserWithManyConnectionsDoesNotMakeAnotherWaitBehindThemAll() throws {
+        let broker = try InProcessBroker()
+        defer { broker.close() }
+        let other: UInt32 = 4321
+        let own = broker.broker.ownUID
+        let query = try XCTUnwrap(SearchQuery("needle"))
+        for (client, uid) in [("b1", other), ("b1", other), ("b2", other), ("b2", other), ("b3", other), ("b3", other), ("o1", own), ("o2", own)] {
+            broker.broker.enqueue(SearchJob(client: client, uid: uid, query: query, limit: 1, scope: nil, respond: { _ in }))
+        }
+        var order: [String] = []
+        while let job = broker.broker.takeNextSearch() { order.append(job.client) }
+        XCTAssertEqual(order, ["b1", "o1", "b2", "o2", "b3", "b1", "b2", "b3"])
+        // A connection that leaves takes its turns with it.
+        for client in ["b1", "b1", "b2"] {
+            broker.broker.enqueue(SearchJob(client: client, uid: other, query: query, limit: 1, scope: nil, respond: { _ in }))
+        }
+        _ = broker.broker.cancelSearches(of: "b1")
+        XCTAssertEqual(broker.broker.takeNextSearch()?.client, "b2")
+        XCTAssertNil(broker.broker.takeNextSearch())
+        XCTAssertEqual(broker.broker.searchRotation, [])
+    }
+}
