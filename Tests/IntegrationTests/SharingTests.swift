@@ -429,3 +429,32 @@ extension SharingTests {
         }
     }
 }
+
+/// Other users cannot take every connection.
+extension SharingTests {
+    func testAnotherUserHasAConnectionCapAndTheOwnerKeepsSlots() throws {
+        harness.stopDaemon()
+        // One connection per other user, and of two, one kept for the owner.
+        try harness.writeConfig("[access]\nallow_uids = [\(Self.reader), \(Self.writer)]\n[limits]\nmax_clients = 2\n")
+        try harness.startDaemon()
+        OtherUser.openSocket(harness)
+        _ = try connect(Self.reader)
+
+        let second = try OtherUser.Connection(uid: Self.reader, socketPath: harness.socketPath)
+        connections.append(second)
+        let perUser = try XCTUnwrap(try second.client.readFrame(timeout: 20))
+        XCTAssertEqual(perUser["error"]?["code"]?.int, RPCError.limitReached, perUser.text)
+        XCTAssertEqual(perUser["error"]?["message"]?.string, "too many connections of uid \(Self.reader) (limit 1 per user)")
+        XCTAssertNil(try second.client.readFrame(timeout: 20))
+
+        let writer = try OtherUser.Connection(uid: Self.writer, socketPath: harness.socketPath)
+        connections.append(writer)
+        let kept = try XCTUnwrap(try writer.client.readFrame(timeout: 20))
+        XCTAssertEqual(kept["error"]?["code"]?.int, RPCError.limitReached, kept.text)
+        XCTAssertEqual(kept["error"]?["message"]?.string, "too many clients (limit 2, 1 kept for the owner)")
+
+        // The owner still gets in.
+        let owner = try harness.client()
+        XCTAssertEqual(try owner.call(RPCMethod.status.rawValue)["clients"]?.int, 2)
+    }
+}
