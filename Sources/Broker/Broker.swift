@@ -53,8 +53,12 @@ public final class Broker {
     /// `conversation.search` requests waiting to run, and the one running (`Search.swift`).
     var pendingSearches: [SearchJob] = []
     var runningSearch: SearchJob?
-    /// Clients with searches waiting, in the order they are served next: one search each in turn.
-    var searchRotation: [String] = []
+    /// The uids with searches waiting, in the order they are served next: one search each in turn.
+    var searchRotation: [UInt32] = []
+    /// Within each uid, its connections with searches waiting, in the order they are served next.
+    var searchClientRotation: [UInt32: [String]] = [:]
+    /// Another user's announced comings and goings (`Presence.swift`), by uid.
+    var presenceBudgets: [UInt32: PresenceBudget] = [:]
     private var nextClientNumber = 1
     private let startedAt: UInt64
     private(set) var isStopping = false
@@ -138,10 +142,7 @@ public final class Broker {
         nextClientNumber += 1
         let client = ClientSession(id: id, stream: stream, credentials: credentials, login: UserAccount.login(of: credentials.uid) ?? String(credentials.uid),
                                    maxLineBytes: limits.maxLineBytes, maxBufferBytes: limits.maxClientBufferBytes, flusher: flusher)
-        if clients.count >= limits.maxClients || isStopping {
-            let error = isStopping
-                ? RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down")
-                : RPCError(code: RPCError.limitReached, message: "too many clients (limit \(limits.maxClients))")
+        if let error = isStopping ? RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down") : connectionLimit(for: credentials.uid) {
             client.send(RPC.response(id: .null, error: error))
             client.finish(reason: error.message)
             logger.warning("client=\(id) refused: \(error.message)")
@@ -152,6 +153,28 @@ public final class Broker {
         client.onRoomToRead = { [unowned self] client in resumeReading(client) }
         logger.info("client=\(id) connected uid=\(credentials.uid) pid=\(credentials.pid)")
         startReading(client)
+    }
+
+    /// Connections one other user may hold: an eighth of `limits.max_clients` (at least one).
+    var maxClientsPerOtherUser: Int { max(1, limits.maxClients / 8) }
+    /// Connections only the owner may take: an eighth of `limits.max_clients` (at least one),
+    /// so that other users together cannot lock it out of its own daemon.
+    var clientsKeptForOwner: Int { max(1, limits.maxClients / 8) }
+
+    /// Why one more connection of `uid` is refused, or nil when it is not.
+    private func connectionLimit(for uid: UInt32) -> RPCError? {
+        if clients.count >= limits.maxClients {
+            return RPCError(code: RPCError.limitReached, message: "too many clients (limit \(limits.maxClients))")
+        }
+        guard uid != ownUID else { return nil }
+        let others = clients.values.filter { $0.credentials.uid != ownUID }
+        if others.count(where: { $0.credentials.uid == uid }) >= maxClientsPerOtherUser {
+            return RPCError(code: RPCError.limitReached, message: "too many connections of uid \(uid) (limit \(maxClientsPerOtherUser) per user)")
+        }
+        if others.count >= limits.maxClients - clientsKeptForOwner {
+            return RPCError(code: RPCError.limitReached, message: "too many clients (limit \(limits.maxClients), \(clientsKeptForOwner) kept for the owner)")
+        }
+        return nil
     }
 
     private func startReading(_ client: ClientSession) {

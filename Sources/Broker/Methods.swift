@@ -198,7 +198,7 @@ extension Broker {
     private func hello(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let program = try params.optionalString("client") ?? ""
         if let problem = DisplayName.characterProblem(program) { throw .invalidParams("parameter \"client\" \(problem)") }
-        client.clientName = String(program.prefix(64))
+        client.clientName = DisplayName.programName(program)
         if let name = try params.optionalString("name") {
             if let problem = DisplayName.problem(name) { throw .invalidParams("parameter \"name\" \(problem)") }
             client.name = name
@@ -214,7 +214,14 @@ extension Broker {
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
                 "uptime_seconds": .int(uptimeSeconds), "conversations": .int(counts.conversations), "clients": .int(counts.clients),
                 "streams": .int(counts.streams), "queued": .int(counts.queued),
-                "searches": .int(pendingSearches.count + (runningSearch == nil ? 0 : 1))]
+                "searches": .int(searchCount(visibleTo: client.credentials.uid))]
+    }
+
+    /// Searches running or waiting: all of them for the owner, another user's own for it (when
+    /// the owner searches is not another user's to learn).
+    func searchCount(visibleTo uid: UInt32) -> Int {
+        let all = pendingSearches + (runningSearch.map { [$0] } ?? [])
+        return uid == ownUID ? all.count : all.count { $0.uid == uid }
     }
 
     private func create(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
@@ -339,7 +346,8 @@ extension Broker {
 
     private func attach(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let count = try params.optionalInt("history", in: 0...limits.maxHistory) ?? 50
-        let quiet = try params.optionalBool("quiet") ?? false
+        // Only the owner may watch unseen: another user's attach is announced whatever it asks.
+        let quiet = try (params.optionalBool("quiet") ?? false) && client.credentials.uid == ownUID
         let others = conversation.present.filter { $0 !== client }.map(\.info.json)
         let result: JSON = [
             "conversation": conversation.info.json,
@@ -349,6 +357,7 @@ extension Broker {
             "tools": .array(conversation.active?.toolRuns.filter { !$0.isStored }.map { ($0.ending ?? $0.message).json } ?? []),
             "clients": .array(others),
         ]
+        if !quiet, !conversation.attached.contains(where: { $0 === client }) { try spendPresence(of: client) }
         if conversation.attach(client, quiet: quiet) {
             client.attached.insert(conversation.id)
             if !quiet { conversation.broadcast(.clientAttached(client.info), except: client) }

@@ -29,21 +29,38 @@ extension Broker {
         // The logs to read are listed when the search starts, not now: a waiting search holds
         // only its query, however many conversations there are.
         let job = SearchJob(client: client.id, uid: client.credentials.uid, query: query, limit: limit, scope: scope, respond: respond)
-        pendingSearches.append(job)
-        if !searchRotation.contains(client.id) { searchRotation.append(client.id) }
+        enqueue(job)
         logger.debug("search queued client=\(client.id) waiting=\(pendingSearches.count)")
         if runningSearch == nil { runNextSearch() }
     }
 
-    /// The next search, taken from the clients with searches waiting in turn: a client that
-    /// sent a thousand does not make another's one wait behind them all.
-    private func takeNextSearch() -> SearchJob? {
-        while let client = searchRotation.first {
+    /// A search waits, its user and its connection in the rotations.
+    func enqueue(_ job: SearchJob) {
+        pendingSearches.append(job)
+        if !searchRotation.contains(job.uid) { searchRotation.append(job.uid) }
+        if !(searchClientRotation[job.uid]?.contains(job.client) ?? false) { searchClientRotation[job.uid, default: []].append(job.client) }
+    }
+
+    /// The next search, taken from the users with searches waiting in turn, and within a user
+    /// from its connections in turn: a user that sent a thousand, on one connection or on
+    /// many, does not make another's one wait behind them all, nor does one connection make
+    /// another of the same user wait.
+    func takeNextSearch() -> SearchJob? {
+        while let uid = searchRotation.first {
             searchRotation.removeFirst()
-            guard let index = pendingSearches.firstIndex(where: { $0.client == client }) else { continue }
-            let job = pendingSearches.remove(at: index)
-            if pendingSearches.contains(where: { $0.client == client }) { searchRotation.append(client) }
-            return job
+            var clients = searchClientRotation.removeValue(forKey: uid) ?? []
+            var taken: SearchJob?
+            while taken == nil, let client = clients.first {
+                clients.removeFirst()
+                guard let index = pendingSearches.firstIndex(where: { $0.uid == uid && $0.client == client }) else { continue }
+                taken = pendingSearches.remove(at: index)
+                if pendingSearches.contains(where: { $0.client == client }) { clients.append(client) }
+            }
+            if !clients.isEmpty {
+                searchClientRotation[uid] = clients
+                searchRotation.append(uid)
+            }
+            if let taken { return taken }
         }
         return nil
     }
@@ -101,7 +118,11 @@ extension Broker {
     func cancelSearches(of client: String) -> Int {
         let before = pendingSearches.count
         pendingSearches.removeAll { $0.client == client }
-        searchRotation.removeAll { $0 == client }
+        for (uid, clients) in searchClientRotation where clients.contains(client) {
+            let rest = clients.filter { $0 != client }
+            searchClientRotation[uid] = rest.isEmpty ? nil : rest
+        }
+        searchRotation.removeAll { uid in !pendingSearches.contains { $0.uid == uid } }
         var cancelled = before - pendingSearches.count
         if let running = runningSearch, running.client == client, !running.cancellation.isCancelled {
             running.cancellation.cancel()
@@ -153,6 +174,7 @@ extension Broker {
         let abandoned = (runningSearch.map { [$0] } ?? []) + pendingSearches
         pendingSearches = []
         searchRotation = []
+        searchClientRotation = [:]
         for job in abandoned { job.answer(.failure(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))) }
     }
 }

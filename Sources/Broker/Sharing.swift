@@ -20,6 +20,11 @@ extension Broker {
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store share: \(error)")
                 respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, the conversation was not shared: \(error)")))
+                // The summary held the share from its write until the failed sync took it back:
+                // a client of that uid that attached in between must not stay.
+                if conversation.log.shares.role(of: share.uid) == nil {
+                    detachAll(of: share.uid, from: conversation, by: client)
+                }
                 return
             }
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }

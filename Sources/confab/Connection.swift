@@ -314,11 +314,11 @@ enum DaemonTrust {
 
 /// The name others see for us.
 enum DisplayName {
-    /// What is wrong with `name` as a display name, or nil: the daemon takes 1 to 64
-    /// printable characters.
+    /// What is wrong with `name` as a display name, or nil: the daemon takes 1 to 128 bytes
+    /// of printable characters (and says itself what else it refuses).
     static func problem(_ name: String) -> String? {
         if name.isEmpty { return "a display name cannot be empty" }
-        if name.count > 64 { return "a display name is at most 64 characters" }
+        if name.utf8.count > 128 { return "a display name is at most 128 bytes" }
         if name.unicodeScalars.contains(where: SafeText.needsReplacing) || name.contains("\n") || name.contains("\t") {
             return "a display name cannot hold control characters or line breaks"
         }

@@ -171,3 +171,19 @@ final class AttachTests: TmuxTestCase {
         try tmux.waitForText(pane, "here: Ana B. (you)")
     }
 }
+
+/// The display name's bounds, as the client and the daemon apply them together.
+extension AttachTests {
+    func testALongNameInBytesIsTakenAndAnInvisibleOneIsRefusedByTheDaemon() throws {
+        let id = try new()
+        let long = String(repeating: "a", count: 100)
+        let asked = try harness.runClient(["ask", "-c", id, "[[reply:fine]]"], environment: ["CONFAB_NAME": long])
+        XCTAssertEqual(asked.status, 0, asked.stderr)
+        let tooLong = try harness.runClient(["ask", "-c", id, "[[reply:no]]"], environment: ["CONFAB_NAME": String(repeating: "é", count: 65)])
+        XCTAssertEqual(tooLong.status, 2)
+        XCTAssertTrue(tooLong.stderr.contains("a display name is at most 128 bytes"), tooLong.stderr)
+        let hidden = try harness.runClient(["ask", "-c", id, "[[reply:no]]"], environment: ["CONFAB_NAME": "ana" + String(repeating: "\u{3164}", count: 40)])
+        XCTAssertEqual(hidden.status, 2)
+        XCTAssertTrue(hidden.stderr.contains("must not hold characters drawn as nothing (it holds U+3164)"), hidden.stderr)
+    }
+}

@@ -488,3 +488,97 @@ final class SharingAttachTests: XCTestCase {
         XCTAssertFalse(cut.contains("/continue"), cut)
     }
 }
+
+/// Another user is always seen when it attaches.
+extension SharingTests {
+    func testAnotherUsersQuietAttachIsAnnounced() throws {
+        let owner = try harness.client()
+        let conversation = try harness.createConversation(owner, title: "watched")
+        _ = try share(owner, conversation, uid: Self.reader, role: .read)
+        _ = try owner.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation)])
+        let reader = try connect(Self.reader)
+        _ = try reader.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation), "quiet": true])
+        let joined = try owner.collect { method, _ in method == RPCNotification.clientAttached.rawValue }
+        XCTAssertEqual(joined.last?.params["client"]?["uid"]?.int, Int(Self.reader))
+        let listed = try owner.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation), "history": 0])
+        XCTAssertEqual(listed["clients"]?.array?.compactMap { $0["uid"]?.int }, [Int(Self.reader)])
+        _ = try reader.call(RPCMethod.conversationDetach.rawValue, ["conversation": .string(conversation)])
+        let left = try owner.collect { method, _ in method == RPCNotification.clientDetached.rawValue }
+        XCTAssertEqual(left.last?.params["client"]?["uid"]?.int, Int(Self.reader))
+    }
+}
+
+/// Another user's comings and goings cannot flood the owner's screen.
+extension SharingTests {
+    func testAnotherUserAlternatingAttachAndDetachIsRefusedPastItsBudget() throws {
+        let owner = try harness.client()
+        let conversation = try harness.createConversation(owner, title: "busy door")
+        _ = try share(owner, conversation, uid: Self.reader, role: .read)
+        _ = try owner.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation)])
+        let reader = try connect(Self.reader)
+        let onConversation: JSON = ["conversation": .string(conversation), "history": 0]
+        let rounds = 60
+        let started = Date()
+        var attached = 0
+        var refusal: JSON?
+        for _ in 0..<rounds {
+            let frame = try reader.request(RPCMethod.conversationAttach.rawValue, onConversation)
+            if let error = frame["error"] {
+                refusal = error
+                continue
+            }
+            attached += 1
+            _ = try reader.call(RPCMethod.conversationDetach.rawValue, ["conversation": .string(conversation)])
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        // Ten attaches in hand and one more every two seconds, whatever the machine's pace.
+        XCTAssertLessThanOrEqual(Double(attached), 10 + elapsed / 2 + 1, "\(attached) attaches in \(elapsed) s")
+        XCTAssertGreaterThanOrEqual(attached, 10)
+        if elapsed < 90 {
+            XCTAssertEqual(refusal?["code"]?.int, RPCError.limitReached, refusal?.text ?? "never refused")
+            XCTAssertTrue(refusal?["message"]?.string?.hasPrefix("attached and detached too often: try again in ") ?? false)
+        }
+        // Every attach that went through was announced, and so was every detach.
+        _ = try owner.call(RPCMethod.status.rawValue)
+        _ = try reader.call(RPCMethod.status.rawValue)
+        _ = try owner.call(RPCMethod.status.rawValue)
+        XCTAssertEqual(owner.notifications.filter { $0.method == RPCNotification.clientAttached.rawValue }.count, attached)
+        XCTAssertEqual(owner.notifications.filter { $0.method == RPCNotification.clientDetached.rawValue }.count, attached)
+
+        // The owner's own clients come and go freely.
+        let second = try harness.client()
+        for _ in 0..<rounds {
+            _ = try second.call(RPCMethod.conversationAttach.rawValue, onConversation)
+            _ = try second.call(RPCMethod.conversationDetach.rawValue, ["conversation": .string(conversation)])
+        }
+    }
+}
+
+/// Other users cannot take every connection.
+extension SharingTests {
+    func testAnotherUserHasAConnectionCapAndTheOwnerKeepsSlots() throws {
+        harness.stopDaemon()
+        // One connection per other user, and of two, one kept for the owner.
+        try harness.writeConfig("[access]\nallow_uids = [\(Self.reader), \(Self.writer)]\n[limits]\nmax_clients = 2\n")
+        try harness.startDaemon()
+        OtherUser.openSocket(harness)
+        _ = try connect(Self.reader)
+
+        let second = try OtherUser.Connection(uid: Self.reader, socketPath: harness.socketPath)
+        connections.append(second)
+        let perUser = try XCTUnwrap(try second.client.readFrame(timeout: 20))
+        XCTAssertEqual(perUser["error"]?["code"]?.int, RPCError.limitReached, perUser.text)
+        XCTAssertEqual(perUser["error"]?["message"]?.string, "too many connections of uid \(Self.reader) (limit 1 per user)")
+        XCTAssertNil(try second.client.readFrame(timeout: 20))
+
+        let writer = try OtherUser.Connection(uid: Self.writer, socketPath: harness.socketPath)
+        connections.append(writer)
+        let kept = try XCTUnwrap(try writer.client.readFrame(timeout: 20))
+        XCTAssertEqual(kept["error"]?["code"]?.int, RPCError.limitReached, kept.text)
+        XCTAssertEqual(kept["error"]?["message"]?.string, "too many clients (limit 2, 1 kept for the owner)")
+
+        // The owner still gets in.
+        let owner = try harness.client()
+        XCTAssertEqual(try owner.call(RPCMethod.status.rawValue)["clients"]?.int, 2)
+    }
+}
