@@ -232,7 +232,10 @@ final class ToolTests: XCTestCase {
         try client.call("conversation.attach", ["conversation": .string(id)])
         let (_, notes, final) = try sendAndFollow(client, id,
             #"[[tool:echo not json]] [[tool:echo {"units":"metric"}]] [[tool:echo {"city":"X","units":"kelvin"}]] [[tool:nosuch {}]]"#)
+        // In the order of the calls (their ids, m2.1 to m2.4): calls of one turn run at once, and
+        // nothing says in which order they end.
         let results = notes.filter { $0.method == "tool.completed" }.compactMap { $0.params["message"] }
+            .sorted { MessageID.order(of: $0["id"]?.string ?? "")! < MessageID.order(of: $1["id"]?.string ?? "")! }
         XCTAssertEqual(results.map { $0["status"]?.string }, ["failed", "failed", "failed", "failed"])
         XCTAssertEqual(results.map { $0["error"]?["code"]?.string }, ["tool_arguments", "tool_arguments", "tool_arguments", "tool_unavailable"])
         XCTAssertTrue(results[1]["error"]?["message"]?.string?.contains("city") == true, "\(results[1])")
