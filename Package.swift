@@ -59,6 +59,9 @@ let package = Package(
 
         // Daemon internals.
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
+        // MCP servers as tool sources: the protocol's client as a state machine over lines, and
+        // the child process on the loop that it speaks to.
+        .target(name: "MCP", dependencies: ["ConfabProtocol", "EventLoop"], swiftSettings: strict),
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
         // What the daemon is configured with, as values: the settings, limits, profiles and context
         // budget. Config makes them from the file; Broker runs on them. Neither knows the other.
@@ -115,6 +118,7 @@ let package = Package(
         .testTarget(name: "BrokerTests", dependencies: ["Broker", "DaemonSettings", "ConfabProtocol", "Upstream"], swiftSettings: strict),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
+        .testTarget(name: "MCPTests", dependencies: ["MCP", "ConfabProtocol", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [
             "ConfabProtocol", "confabd", "confab", "confab-fake-upstream", "confab-loggen",
