@@ -31,7 +31,7 @@ public final class MCPServer {
     public var onToolsChanged: (() -> Void)?
 
     private let loop: Loop
-    private let daemonEnvironment: [String: String]
+    private let launcher: [String]
     private let log: (_ level: String, _ text: String) -> Void
     private var process: ChildProcess?
     private var session: MCPSession?
@@ -43,11 +43,13 @@ public final class MCPServer {
     private var onStopped: [() -> Void] = []
     private var stopTimer: Timer?
 
-    public init(settings: MCPServerSettings, loop: Loop, daemonEnvironment: [String: String],
+    /// `launcher`: a program and arguments the server's command is run through (the daemon's
+    /// own start-up shim that ties the server's life to the daemon's); empty: run it directly.
+    public init(settings: MCPServerSettings, loop: Loop, launcher: [String] = [],
                 log: @escaping (_ level: String, _ text: String) -> Void) {
         self.settings = settings
         self.loop = loop
-        self.daemonEnvironment = daemonEnvironment
+        self.launcher = launcher
         self.log = log
     }
 
@@ -67,9 +69,9 @@ public final class MCPServer {
         status = .starting
         framer = LineFramer(maxLineBytes: 16 << 20)
         stderrLines = StderrLines()
-        let command = ChildCommand(program: settings.command, arguments: settings.arguments,
-                                   environment: settings.childEnvironment(daemonEnvironment: daemonEnvironment),
-                                   workingDirectory: settings.workingDirectory)
+        let argv = launcher + [settings.command] + settings.arguments
+        let command = ChildCommand(program: argv[0], arguments: Array(argv.dropFirst()),
+                                   environment: settings.childEnvironment, workingDirectory: settings.workingDirectory)
         let child: ChildProcess
         do {
             child = try ChildProcess(loop: loop, command: command) { [weak self] exit in self?.exited(exit) }

@@ -5,9 +5,11 @@ public struct MCPServerSettings: Sendable, Equatable {
     public var name: String
     public var command: String
     public var arguments: [String]
-    /// Variables given to the server beyond the few passed from the daemon's own
-    /// environment (`passedVariables`); nothing else of the daemon's environment is.
+    /// Variables the config gives the server (`env`).
     public var environment: [String: String]
+    /// The few variables of the daemon's own environment passed on (`isPassed`), taken when
+    /// the config is read; nothing else of it reaches the server.
+    public var passedEnvironment: [String: String]
     public var workingDirectory: String?
     public var approval: Approval
     /// The tools offered, by the server's names; nil: all it lists.
@@ -16,12 +18,13 @@ public struct MCPServerSettings: Sendable, Equatable {
     public var startupTimeoutSeconds: Int
 
     public init(name: String, command: String, arguments: [String] = [], environment: [String: String] = [:],
-                workingDirectory: String? = nil, approval: Approval = .always, tools: [String]? = nil,
+                passedEnvironment: [String: String] = [:], workingDirectory: String? = nil, approval: Approval = .always, tools: [String]? = nil,
                 timeoutSeconds: Int = 60, startupTimeoutSeconds: Int = 30) {
         self.name = name
         self.command = command
         self.arguments = arguments
         self.environment = environment
+        self.passedEnvironment = passedEnvironment
         self.workingDirectory = workingDirectory
         self.approval = approval
         self.tools = tools
@@ -36,9 +39,13 @@ public struct MCPServerSettings: Sendable, Equatable {
         ["PATH", "HOME", "LANG"].contains(variable) || variable.hasPrefix("XDG_")
     }
 
-    /// The server's whole environment: the passed variables of `daemonEnvironment`, then
-    /// the configured ones over them.
-    public func childEnvironment(daemonEnvironment: [String: String]) -> [String: String] {
-        daemonEnvironment.filter { Self.isPassed($0.key) }.merging(environment) { _, configured in configured }
+    /// The variables of `daemonEnvironment` that are passed on.
+    public static func passed(from daemonEnvironment: [String: String]) -> [String: String] {
+        daemonEnvironment.filter { isPassed($0.key) }
+    }
+
+    /// The server's whole environment: the passed variables, the configured ones over them.
+    public var childEnvironment: [String: String] {
+        passedEnvironment.merging(environment) { _, configured in configured }
     }
 }

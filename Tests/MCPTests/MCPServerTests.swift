@@ -34,11 +34,12 @@ if os.environ.get("IGNORE_EOF"):
     private var logs: [String] = []
 
     private func server(_ loop: Loop, environment: [String: String] = [:], timeoutSeconds: Int = 60) -> MCPServer {
-        let settings = MCPServerSettings(name: "scripted", command: "python3", arguments: ["-c", Self.script],
-                                         environment: environment, timeoutSeconds: timeoutSeconds)
         var daemonEnvironment = ProcessInfo.processInfo.environment
         daemonEnvironment["CONFAB_TEST_SECRET"] = "hunter2"
-        return MCPServer(settings: settings, loop: loop, daemonEnvironment: daemonEnvironment) { [unowned self] level, text in
+        let settings = MCPServerSettings(name: "scripted", command: "python3", arguments: ["-c", Self.script],
+                                         environment: environment, passedEnvironment: MCPServerSettings.passed(from: daemonEnvironment),
+                                         timeoutSeconds: timeoutSeconds)
+        return MCPServer(settings: settings, loop: loop) { [unowned self] level, text in
             logs.append("\(level) \(text)")
         }
     }
@@ -109,8 +110,8 @@ if os.environ.get("IGNORE_EOF"):
 
     func testAProgramThatIsNotThereFails() throws {
         let loop = try Loop()
-        let server = MCPServer(settings: MCPServerSettings(name: "none", command: "confab-no-such-server"), loop: loop,
-                               daemonEnvironment: ["PATH": "/usr/bin:/bin"]) { _, _ in }
+        let server = MCPServer(settings: MCPServerSettings(name: "none", command: "confab-no-such-server",
+                                                           passedEnvironment: ["PATH": "/usr/bin:/bin"]), loop: loop) { _, _ in }
         var status: MCPServer.Status?
         server.whenReady { status = $0 }
         guard case .failed(let reason) = status else { return XCTFail("\(String(describing: status))") }
