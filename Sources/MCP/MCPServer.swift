@@ -182,7 +182,9 @@ public final class MCPServer {
             timer.start(after: UInt64(seconds) * 1000) { [weak self, weak session] in
                 guard let self, !call.isOver, let id = call.requestID else { return }
                 log("warning", "call \(id) to \(tool) timed out after \(seconds) s")
-                session?.cancel(id, reason: "the tool did not answer within \(seconds) s")
+                let reason = "the tool did not answer within \(seconds) s"
+                finish(.timedOut(reason))
+                session?.cancel(id, reason: reason)
             }
         }
         return call

@@ -14,9 +14,12 @@ public struct MCPTool: Sendable, Equatable {
 }
 
 /// What a `tools/call` came to: the server's answer (which may itself say the tool failed:
-/// `isError`), or a failure of the call (an error response, a timeout, a cancel, a server gone).
+/// `isError`), an error response, no answer in time, or no answer at all (a cancel, a server
+/// that is not running or went away).
 public enum MCPCallOutcome: Sendable, Equatable {
     case answered(MCPToolResult)
+    case refused(String)
+    case timedOut(String)
     case failed(String)
 }
 
@@ -214,7 +217,7 @@ public final class MCPSession {
         case .listTools:
             if state == .listingTools { fail("the server refused tools/list: \(error.message)") }
             // A refused refresh keeps the tools known so far.
-        case .call(_, let completion): completion(.failed("the server answered with an error: \(error.message) (\(error.code))"))
+        case .call(_, let completion): completion(.refused("the server answered with an error: \(error.message) (\(error.code))"))
         }
     }
 

@@ -78,7 +78,7 @@ if os.environ.get("IGNORE_EOF"):
         var outcome: MCPCallOutcome?
         _ = server.call(tool: "slow", arguments: [:]) { outcome = $0 }
         run(loop) { outcome != nil }
-        XCTAssertEqual(outcome, .failed("the tool did not answer within 1 s"))
+        XCTAssertEqual(outcome, .timedOut("the tool did not answer within 1 s"))
         run(loop) { logs.contains { $0.contains("stderr: cancelled") } }
         XCTAssertTrue(logs.contains("info stderr: cancelled 3"), "\(logs)")
         var stopped = false

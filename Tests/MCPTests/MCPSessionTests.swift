@@ -112,7 +112,7 @@ final class MCPSessionTests: XCTestCase {
         var outcome: MCPCallOutcome?
         session.call(tool: "nope", arguments: [:]) { outcome = $0 }
         serve(#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"Unknown tool: nope"}}"#)
-        XCTAssertEqual(outcome, .failed("the server answered with an error: Unknown tool: nope (-32602)"))
+        XCTAssertEqual(outcome, .refused("the server answered with an error: Unknown tool: nope (-32602)"))
         XCTAssertEqual(session.state, .ready)
     }
 
