@@ -4,7 +4,7 @@
 
 PREFIX     ?= $(HOME)/.local
 UNITDIR    ?= $(HOME)/.config/systemd/user
-DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools
+DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools python3-venv
 SWIFT      ?= swift
 ARGS       ?=
 
@@ -62,7 +62,15 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 # serves every test target; XCTest is the runner. Then the short runs of the
 # long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop, 10 power cuts,
 # a 1-minute soak; a few minutes together), each one line unless it fails.
-test: deps $(POWERCUT_SHIM)
+# The MCP servers the integration tests run (MCPServerTests.swift): mcp-server-time, and the
+# official Python SDK for scripts/mcp-test-server.py, in a virtual environment of their own.
+MCP_VENV = .build/venv-mcp
+$(MCP_VENV)/.installed:
+	python3 -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check mcp-server-time mcp
+	touch $@
+
+test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	scripts/check-syscalls.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing

@@ -1,8 +1,8 @@
 import ConfabProtocol
 
 /// A `tools/call` result as the model is given it: the text parts joined by newlines,
-/// `structuredContent` as JSON text (unless a text part already carries exactly it, as the
-/// specification asks servers to do), images, audio and resources described rather than
+/// `structuredContent` as JSON text when no text part renders it (the specification asks
+/// servers to send its serialized form as text too), images, audio and resources described rather than
 /// dropped; `isError` says the tool itself failed, which the model is told as a failed result.
 public struct MCPToolResult: Sendable, Equatable {
     public var text: String
@@ -45,9 +45,10 @@ public struct MCPToolResult: Sendable, Equatable {
                 parts.append("[content of type \"\(type)\" not shown]")
             }
         }
-        if let structured = result["structuredContent"] {
-            let carried = texts.contains { (try? JSON.parse($0)) == structured }
-            if !carried { parts.append(structured.text) }
+        // Servers send both for older clients: the text is the tool's own rendering of it
+        // (FastMCP wraps a plain return as `{"result": …}` beside the plain text).
+        if let structured = result["structuredContent"], texts.isEmpty {
+            parts.append(structured.text)
         }
         text = parts.joined(separator: "\n")
     }

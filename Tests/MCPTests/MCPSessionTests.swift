@@ -186,6 +186,7 @@ final class MCPToolResultTests: XCTestCase {
     func testStructuredContentIsGivenAsJSONUnlessATextPartCarriesIt() {
         XCTAssertEqual(result(#"{"content":[],"structuredContent":{"t":1}}"#).text, #"{"t":1}"#)
         XCTAssertEqual(result(#"{"content":[{"type":"text","text":"{\"t\": 1}"}],"structuredContent":{"t":1}}"#).text, #"{"t": 1}"#)
+        XCTAssertEqual(result(#"{"content":[{"type":"text","text":"12:00"}],"structuredContent":{"result":"12:00"}}"#).text, "12:00")
     }
 
     func testImagesAndResourcesAreDescribed() {
