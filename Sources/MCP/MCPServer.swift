@@ -35,13 +35,17 @@ public final class MCPServer {
     private let log: (_ level: String, _ text: String) -> Void
     private var process: ChildProcess?
     private var session: MCPSession?
-    private var framer = LineFramer(maxLineBytes: 16 << 20)
-    private var stderrLines = StderrLines()
+    /// The server's `notifications/message` lines, limited as its stderr is.
+    private var logLines = StderrLines()
     private var startupTimer: Timer?
     private var waiters: [(Status) -> Void] = []
     private var stopping = false
     private var onStopped: [() -> Void] = []
     private var stopTimer: Timer?
+    /// Counts starts: an exit is of the process of its own start, which a restart may have replaced.
+    private var generation = 0
+    /// Processes of earlier starts, killed when replaced, until they are reaped.
+    private var retired: [Int: ChildProcess] = [:]
 
     /// `launcher`: a program and arguments the server's command is run through (the daemon's
     /// own start-up shim that ties the server's life to the daemon's); empty: run it directly.
@@ -66,15 +70,21 @@ public final class MCPServer {
     }
 
     private func start() {
+        if let previous = process {
+            // A server that broke the protocol and has not exited yet is not waited for.
+            previous.signalGroup(SIGKILL)
+            retired[generation] = previous
+            process = nil
+        }
+        generation += 1
+        let mine = generation
         status = .starting
-        framer = LineFramer(maxLineBytes: 16 << 20)
-        stderrLines = StderrLines()
         let argv = launcher + [settings.command] + settings.arguments
         let command = ChildCommand(program: argv[0], arguments: Array(argv.dropFirst()),
                                    environment: settings.childEnvironment, workingDirectory: settings.workingDirectory)
         let child: ChildProcess
         do {
-            child = try ChildProcess(loop: loop, command: command) { [weak self] exit in self?.exited(exit) }
+            child = try ChildProcess(loop: loop, command: command) { [weak self] exit in self?.exited(exit, generation: mine) }
         } catch {
             return settle(.failed("cannot start \(settings.command): \(error)"))
         }
@@ -92,17 +102,21 @@ public final class MCPServer {
             log("info", "tool list changed: \(session.tools.count) tools")
             onToolsChanged?()
         }
-        session.onFailed = { [unowned self] reason in
+        session.onFailed = { [unowned self, unowned session] reason in
+            // A session of an earlier start, ended by its exit after a restart.
+            guard self.session === session else { return }
             log("warning", "failed: \(reason)")
             settle(.failed(reason))
             // A server that broke the protocol is not spoken to again.
             process?.signalGroup(SIGTERM)
         }
         session.onLog = { [unowned self] level, text in
-            for line in stderrLines.feed(Array((text + "\n").utf8), now: loop.now) { log("info", "log \(level): \(line)") }
+            for line in logLines.feed(Array((text + "\n").utf8), now: loop.now) { log("info", "log \(level): \(line)") }
         }
-        child.output.startReading { [weak self] event in
-            guard let self, let session = self.session else { return }
+        // Each start reads with its own framer into its own session: bytes of a replaced
+        // process never reach the next one's.
+        var framer = LineFramer(maxLineBytes: 16 << 20)
+        child.output.startReading { event in
             switch event {
             case .data(let bytes):
                 do throws(LineFramer.Failure) {
@@ -114,6 +128,7 @@ public final class MCPServer {
             case .failed(let error): session.fail("cannot read the server's output: \(error)")
             }
         }
+        var stderrLines = StderrLines()
         child.errors.startReading { [weak self] event in
             guard let self else { return }
             switch event {
@@ -142,7 +157,12 @@ public final class MCPServer {
         for waiter in ready { waiter(new) }
     }
 
-    private func exited(_ exit: ChildExit) {
+    private func exited(_ exit: ChildExit, generation exited: Int) {
+        if let old = retired.removeValue(forKey: exited) {
+            old.closeAll()
+            return
+        }
+        guard exited == generation else { return }
         log(stopping ? "info" : "warning", "exited: \(exit)")
         session?.fail("the server exited (\(exit))")
         session = nil
@@ -204,6 +224,7 @@ public final class MCPServer {
     /// `then` runs once it has exited (at once if it is not running).
     public func stop(graceMilliseconds: UInt64 = 2000, then: @escaping () -> Void) {
         stopping = true
+        for old in retired.values { old.signalGroup(SIGKILL) }
         if status == .starting { settle(.failed("the daemon is shutting down")) }
         guard let process, process.exit == nil else { return then() }
         onStopped.append(then)

@@ -23,6 +23,8 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "0"}}})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}, {"name": "slow", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call" and m["params"]["arguments"].get("text") == "crash":
+        os._exit(1)
     elif method == "tools/call" and m["params"]["name"] == "echo":
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": m["params"]["arguments"]["text"]}]}})
     elif method == "notifications/cancelled":
@@ -105,6 +107,26 @@ if os.environ.get("IGNORE_EOF"):
         // Its output's end or its exit, whichever the loop sees first, ends a call in flight.
         guard case .failed = outcome else { return XCTFail("a call in flight ends when its server does: \(String(describing: outcome))") }
         XCTAssertNotEqual(kill(pid, 0), 0)
+        loop.close()
+    }
+
+    func testACallInFlightFailsWhenTheServerCrashesAndTheNextCallStartsItAgain() throws {
+        let loop = try Loop()
+        let server = server(loop)
+        var outcome: MCPCallOutcome?
+        _ = server.call(tool: "echo", arguments: ["text": "crash"]) { outcome = $0 }
+        run(loop) { outcome != nil }
+        guard case .failed(let reason) = outcome else { return XCTFail("\(String(describing: outcome))") }
+        XCTAssertTrue(reason.contains("exited") || reason.contains("closed its output"), reason)
+        let first = server.pid
+        outcome = nil
+        _ = server.call(tool: "echo", arguments: ["text": "again"]) { outcome = $0 }
+        run(loop) { outcome != nil }
+        XCTAssertEqual(outcome, .answered(MCPToolResult(text: "again", isError: false)))
+        XCTAssertNotEqual(server.pid, first)
+        var stopped = false
+        server.stop { stopped = true }
+        run(loop) { stopped }
         loop.close()
     }
 
