@@ -56,5 +56,7 @@ final class MCPSettingsTests: XCTestCase {
         assertRejected("[mcp.x]\ncommand = \"a\"\n[profiles.p]\ntools = [\"y\"]",
                        "config.toml: line 4: profiles.p.tools names no configured tool or MCP server: \"y\" (there are: x)")
         assertRejected("[mcp.x]\ncommand = \"a\"\n[profiles.p]\ntools = [\"x\", \"x\"]", "config.toml: line 4: profiles.p.tools names \"x\" twice")
+        assertRejected("[tools.time]\ndescription = \"d\"\nrequest = { url = \"http://127.0.0.1/x\" }\n[mcp.time]\ncommand = \"a\"",
+                       "config.toml: line 4: mcp.time has the name of a [tools.time] table too: a profile's tools = [\"time\"] must name one thing")
     }
 }
