@@ -194,6 +194,43 @@ final class MCPIntegrationTests: XCTestCase {
         }
     }
 
+    /// A reload stops a server whose table changed and the next call starts the new one; a
+    /// reload with a mistake in a table is refused, naming the key and its line.
+    func testAReloadReplacesAChangedServerAndABadTableIsRefusedWithItsLine() throws {
+        let (asker, _, id) = try attachedPair()
+        let first = try send(asker, id, #"[[tool:open__fail {"reason":"one"}]]"#)
+        _ = try follow(asker, first)
+        let before = try XCTUnwrap(marker("open/pid").flatMap { Int32($0) })
+        try FileManager.default.removeItem(atPath: markers + "/open/pid")
+
+        try harness.writeConfig(config().replacingOccurrences(of: "/open\" }\napproval = \"never\"", with: "/open\" }\napproval = \"sometimes\""))
+        harness.daemon?.signal(SIGHUP)
+        XCTAssertTrue(waitForLog("config reload rejected"), harness.log())
+        XCTAssertTrue(harness.log().contains("mcp.open.approval must be \"always\" or \"never\", not \"sometimes\""), harness.log())
+        XCTAssertTrue(Self.isRunning(before), "a refused reload changes nothing")
+
+        try harness.writeConfig(config().replacingOccurrences(of: "/open\" }", with: "/open\", CHANGED = \"1\" }"))
+        harness.daemon?.signal(SIGHUP)
+        XCTAssertTrue(waitForLog("mcp=open no longer configured as it runs: stopping it"), harness.log())
+        let deadline = Date().addingTimeInterval(30)
+        while Self.isRunning(before), Date() < deadline { usleep(20_000) }
+        XCTAssertFalse(Self.isRunning(before), "the old server was stopped")
+        let second = try send(asker, id, #"[[tool:open__fail {"reason":"two"}]]"#)
+        let notes = try follow(asker, second)
+        XCTAssertTrue(notes.first { $0.method == "tool.completed" }?.params["message"]?["content"]?.string?.contains("two") ?? false)
+        let after = try XCTUnwrap(marker("open/pid").flatMap { Int32($0) })
+        XCTAssertNotEqual(after, before)
+    }
+
+    private func waitForLog(_ text: String, seconds: Double = 30) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if harness.log().contains(text) { return true }
+            usleep(20_000)
+        }
+        return false
+    }
+
     /// Alive and not a zombie (a container's first process may never reap it).
     static func isRunning(_ pid: Int32) -> Bool {
         guard kill(pid, 0) == 0 else { return false }
