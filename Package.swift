@@ -63,12 +63,15 @@ let package = Package(
 
         // Daemon internals.
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
+        // MCP servers as tool sources: the protocol's client as a state machine over lines, and
+        // the child process on the loop that it speaks to.
+        .target(name: "MCP", dependencies: ["ConfabProtocol", "EventLoop"], swiftSettings: strict),
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
         // What the daemon is configured with, as values: the settings, limits, profiles and context
         // budget. Config makes them from the file; Broker runs on them. Neither knows the other.
-        .target(name: "DaemonSettings", dependencies: ["ConfabProtocol", "Upstream", "Tools"], swiftSettings: strict),
-        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "Tools", "DaemonSettings"], swiftSettings: strict),
-        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "Upstream", "ConfabProtocol", "Posix", "Tools"], swiftSettings: strict),
+        .target(name: "DaemonSettings", dependencies: ["ConfabProtocol", "Upstream", "Tools", "MCP"], swiftSettings: strict),
+        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "Tools", "DaemonSettings", "MCP"], swiftSettings: strict),
+        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "Upstream", "ConfabProtocol", "Posix", "Tools", "MCP"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
             "Broker", "Config", "DaemonSettings", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
@@ -129,8 +132,9 @@ let package = Package(
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "BrokerTests", dependencies: ["Broker", "DaemonSettings", "ConfabProtocol", "Upstream"], swiftSettings: strict),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix"], swiftSettings: strict),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix", "MCP"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
+        .testTarget(name: "MCPTests", dependencies: ["MCP", "ConfabProtocol", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "WebGatewayTests", dependencies: ["WebGateway", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [

@@ -66,11 +66,13 @@ public final class Broker {
     let ownUID = UInt32(getuid())
     let flusher: OutputFlusher
 
-    public init(loop: Loop, store: LogStore, upstream: any ReplyUpstream, settings: Settings, logger: Logger) {
+    /// `mcpLauncher`: what MCP servers' commands are run through (the daemon's own executable,
+    /// binding their lives to its own); empty: run directly.
+    public init(loop: Loop, store: LogStore, upstream: any ReplyUpstream, settings: Settings, logger: Logger, mcpLauncher: [String] = []) {
         self.loop = loop
         self.store = store
         current = CurrentSettings(settings, logger: logger)
-        replies = ReplyRunner(loop: loop, upstream: upstream, settings: current, ownUID: ownUID)
+        replies = ReplyRunner(loop: loop, upstream: upstream, settings: current, ownUID: ownUID, mcpLauncher: mcpLauncher)
         models = ModelCatalog(loop: loop, upstream: upstream, settings: current)
         startedAt = loop.now
         flusher = OutputFlusher(loop: loop)
@@ -283,6 +285,14 @@ public final class Broker {
         replies.interruptAll(in: conversations.values)
         abandonSearches()
         models.abandonAll(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))
+        // Done once the clients have gone and every MCP server has exited (each bounded by
+        // its stop's grace periods and SIGKILL).
+        var waitingFor = 2
+        let done = {
+            waitingFor -= 1
+            if waitingFor == 0 { done() }
+        }
+        replies.mcp.stopAll { done() }
         let goodbye = OutboundBuffer(ServerNotification.serverStopping(reason: reason).frame)
         let remaining = Array(clients.values)
         if remaining.isEmpty {

@@ -1,5 +1,6 @@
 import ConfabProtocol
 import EventLoop
+import MCP
 import Tools
 import Upstream
 
@@ -78,22 +79,24 @@ final class ToolRun {
     let call: ToolCall
     var message: Message
     /// nil when the conversation does not offer the tool.
-    let definition: ToolDefinition?
+    let tool: OfferedTool?
     /// The checked arguments; nil when they failed the check (`refusal` says why).
     var arguments: JSON?
     /// Why the call will not be made, decided before anything is sent.
     var refusal: MessageError?
     var http: (any UpstreamCall)?
+    /// The call made to an MCP server, until it ends.
+    var mcp: (server: MCPServer, call: MCPServer.Call)?
     var approvalTimer: Timer?
     /// Its ending is decided (being stored, or stored).
     var ending: Message?
     /// Its ending is stored and announced.
     var isStored = false
 
-    init(call: ToolCall, message: Message, definition: ToolDefinition?) {
+    init(call: ToolCall, message: Message, tool: OfferedTool?) {
         self.call = call
         self.message = message
-        self.definition = definition
+        self.tool = tool
     }
 
     var isWaitingForApproval: Bool { ending == nil && message.tool?.approval == .pending }
@@ -101,6 +104,9 @@ final class ToolRun {
     func stop() {
         http?.cancel()
         http = nil
+        // The server is told (`notifications/cancelled`) and its late answer ignored.
+        if let mcp { mcp.server.cancel(mcp.call, reason: "the call was cancelled") }
+        mcp = nil
         approvalTimer?.close()
         approvalTimer = nil
     }

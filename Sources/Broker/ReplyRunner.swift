@@ -2,6 +2,7 @@ import ConfabProtocol
 import DaemonSettings
 import EventLoop
 import LogStore
+import MCP
 import Tools
 import Upstream
 
@@ -36,21 +37,29 @@ final class ReplyRunner {
     /// Replies started and not yet ended, across conversations.
     private(set) var activeReplies = 0
     private(set) var isStopping = false
+    /// The configured MCP servers, started as conversations first offer their tools.
+    let mcp: MCPServers
+    /// Conversations whose next reply waits for MCP servers to start (or fail to).
+    private var waitingForToolSources: Set<String> = []
+    /// Conversations whose MCP servers were waited for: their next reply starts with what is ready.
+    private var toolSourcesSettled: Set<String> = []
 
     /// The daemon's own uid: the owner, whose secrets tool calls spend.
     let ownUID: UInt32
 
-    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings, ownUID: UInt32) {
+    init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings, ownUID: UInt32, mcpLauncher: [String] = []) {
         self.loop = loop
         self.upstream = upstream
         self.settings = settings
         self.ownUID = ownUID
+        mcp = MCPServers(loop: loop, launcher: mcpLauncher, settings: settings)
     }
 
     /// The config was loaded again: what was learnt about the old providers is forgotten, and
     /// a higher `maxStreams` lets waiting replies start now.
     func settingsReplaced() {
         toolCallTurnContent = [:]
+        mcp.update()
         admitWaiting()
     }
 
@@ -60,6 +69,29 @@ final class ReplyRunner {
         guard activeReplies < limits.maxStreams else {
             if !waitingForStream.contains(where: { $0 === conversation }) { waitingForStream.append(conversation) }
             return
+        }
+        // The model is told of the tools a reply may call when it starts: MCP servers the
+        // conversation offers are started first, and waited for until ready or failed (each
+        // bounded by its startup_timeout_seconds); the reply then offers what is ready.
+        if toolSourcesSettled.remove(conversation.id) == nil {
+            let starting = mcpServers(offeredIn: conversation).filter { $0.status != .ready }
+            if !starting.isEmpty {
+                guard waitingForToolSources.insert(conversation.id).inserted else { return }
+                var left = starting.count
+                for server in starting {
+                    server.whenReady { [unowned self] status in
+                        if case .failed(let reason) = status {
+                            logger.warning("conversation=\(conversation.id) mcp=\(server.settings.name) not offered: \(reason)")
+                        }
+                        left -= 1
+                        guard left == 0 else { return }
+                        waitingForToolSources.remove(conversation.id)
+                        toolSourcesSettled.insert(conversation.id)
+                        startNext(in: conversation)
+                    }
+                }
+                return
+            }
         }
         guard let (replyID, requester) = conversation.takeNextReply() else { return }
         var message = Message(id: replyID, conversation: conversation.id, role: .assistant, content: "", status: .streaming,
@@ -144,9 +176,43 @@ final class ReplyRunner {
     }
 
     /// The tools the conversation's profile lists, as configured now (a reload applies to the next turn).
-    func offeredTools(in conversation: Conversation) -> [ToolDefinition] {
+    /// The tools a conversation's profile offers: its HTTP tools, and the tools of its MCP
+    /// servers that are ready, under their model-facing names (`SERVER__TOOL`).
+    func offeredTools(in conversation: Conversation) -> [OfferedTool] {
         guard let name = conversation.profile, let profile = profiles[name] else { return [] }
-        return profile.tools.compactMap { tools[$0] }
+        var offered: [OfferedTool] = []
+        var fromServers: [(MCPServer, MCPTool)] = []
+        for entry in profile.tools {
+            if let definition = tools[entry] {
+                offered.append(OfferedTool(name: definition.name, description: definition.description, parameters: definition.parameters,
+                                           approval: definition.approval, source: .http(definition)))
+                continue
+            }
+            let parts = entry.split(separator: ".", maxSplits: 1).map(String.init)
+            guard let server = mcp.byName[parts[0]], server.status == .ready else { continue }
+            for tool in server.tools where parts.count == 1 || tool.name == parts[1] {
+                if !fromServers.contains(where: { $0.0 === server && $0.1.name == tool.name }) { fromServers.append((server, tool)) }
+            }
+        }
+        let names = MCPToolNames(fromServers.map { MCPToolNames.Target(server: $0.0.settings.name, tool: $0.1.name) },
+                                 taken: Set(offered.map(\.name)))
+        for (server, tool) in fromServers {
+            guard let name = names.byTarget[MCPToolNames.Target(server: server.settings.name, tool: tool.name)] else { continue }
+            offered.append(OfferedTool(name: name, description: tool.description, parameters: tool.inputSchema,
+                                       approval: server.settings.approval == .always ? .always : .never, source: .mcp(server, tool: tool)))
+        }
+        return offered
+    }
+
+    /// The MCP servers a conversation's profile offers tools of.
+    func mcpServers(offeredIn conversation: Conversation) -> [MCPServer] {
+        guard let name = conversation.profile, let profile = profiles[name] else { return [] }
+        var servers: [MCPServer] = []
+        for entry in profile.tools where tools[entry] == nil {
+            let serverName = String(entry.split(separator: ".", maxSplits: 1)[0])
+            if let server = mcp.byName[serverName], !servers.contains(where: { $0 === server }) { servers.append(server) }
+        }
+        return servers
     }
 
     /// A profile's `context_tokens` over its provider's; nil when neither sets one.
@@ -178,6 +244,8 @@ final class ReplyRunner {
     func forget(_ conversation: Conversation) {
         if let reply = conversation.active { release(reply, from: conversation) }
         waitingForStream.removeAll { $0 === conversation }
+        waitingForToolSources.remove(conversation.id)
+        toolSourcesSettled.remove(conversation.id)
         conversation.dropQueue()
         admitWaiting()
     }

@@ -1,6 +1,7 @@
 import ConfabProtocol
 import EventLoop
 import LogStore
+import MCP
 import Tools
 import Upstream
 
@@ -20,16 +21,16 @@ extension ReplyRunner {
         for call in calls {
             let id = MessageID.make(reply.chain, step: reply.nextStep)
             reply.nextStep += 1
-            let definition = offered.first { $0.name == call.name }
+            let tool = offered.first { $0.name == call.name }
             var result = ToolResult(callID: call.id, name: call.name, requestedBy: requester)
             var refusal: MessageError?
             var arguments: JSON?
-            if let definition {
-                switch definition.validate(arguments: call.arguments) {
+            if let tool {
+                switch tool.validate(arguments: call.arguments) {
                 case .success(let value): arguments = value
                 case .failure(let problem): refusal = MessageError(code: .toolArguments, message: problem.message)
                 }
-                if refusal == nil, definition.approval == .always || requester != nil { result.approval = .pending }
+                if refusal == nil, tool.approval == .always || requester != nil { result.approval = .pending }
             } else {
                 let names = offered.map(\.name)
                 refusal = MessageError(code: .toolUnavailable, message: "there is no tool \"\(call.name)\" here"
@@ -37,7 +38,7 @@ extension ReplyRunner {
             }
             let message = Message(id: id, conversation: conversation.id, role: .tool, content: "", status: .streaming,
                                   created: .now(), tool: result)
-            let run = ToolRun(call: call, message: message, definition: definition)
+            let run = ToolRun(call: call, message: message, tool: tool)
             run.arguments = arguments
             run.refusal = refusal
             runs.append(run)
@@ -107,7 +108,12 @@ extension ReplyRunner {
     }
 
     private func startCall(_ run: ToolRun, of reply: Reply, in conversation: Conversation) {
-        guard let definition = run.definition, let arguments = run.arguments else { return }
+        guard let tool = run.tool, let arguments = run.arguments else { return }
+        let definition: ToolDefinition
+        switch tool.source {
+        case .http(let http): definition = http
+        case .mcp(let server, let mcpTool): return startMCPCall(run, server: server, tool: mcpTool, arguments: arguments, of: reply, in: conversation)
+        }
         let request = definition.httpRequest(arguments: arguments)
         conversation.broadcast(.toolStarted(message: run.message, call: run.call))
         // Neither the query (the model's arguments, perhaps a key written into the URL) nor the
@@ -136,6 +142,46 @@ extension ReplyRunner {
             logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) status=\(status) bytes=\(outcome.totalBytes) ms=\(outcome.durationMilliseconds)")
             end(run, of: reply, in: conversation, status: .complete, error: nil, content: content)
         }
+    }
+
+    /// A call to an MCP server's tool, through the same records and notifications as an HTTP
+    /// tool's: the answer's text (redacted, cut at the HTTP tools' default size), or a failure
+    /// the model is told of; a tool that says it failed (`isError`) is a `tool_error`.
+    private func startMCPCall(_ run: ToolRun, server: MCPServer, tool: MCPTool, arguments: JSON, of reply: Reply, in conversation: Conversation) {
+        conversation.broadcast(.toolStarted(message: run.message, call: run.call))
+        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) mcp=\(server.settings.name) \(Self.loggable(tool.name))")
+        let started = loop.now
+        let call = server.call(tool: tool.name, arguments: arguments) { [unowned self] outcome in
+            guard !reply.isOver, run.ending == nil else { return }
+            run.mcp = nil
+            let milliseconds = Int(loop.now - started)
+            run.message.tool?.durationMilliseconds = milliseconds
+            let cap = ToolDefinition.defaultMaxResponseBytes
+            func failed(_ code: ReplyErrorCode, _ text: String) {
+                logger.warning("conversation=\(conversation.id) call=\(run.call.id) mcp=\(server.settings.name) failed: \(code.rawValue) after \(milliseconds) ms")
+                let error = MessageError(code: code, message: secrets.redacting(ToolResponse.content(status: 200, body: Array(text.utf8), totalBytes: text.utf8.count, cap: cap).content))
+                end(run, of: reply, in: conversation, status: .failed, error: error, content: "Error: \(error.message).")
+            }
+            switch outcome {
+            case .answered(let result):
+                let body = Array(result.text.utf8)
+                let answer = ToolResponse.content(status: 200, body: body, totalBytes: body.count, cap: cap)
+                run.message.tool?.truncated = answer.truncated
+                let content = secrets.redacting(answer.content)
+                logger.info("conversation=\(conversation.id) call=\(run.call.id) mcp=\(server.settings.name)\(result.isError ? " isError" : "") bytes=\(body.count) ms=\(milliseconds)")
+                if result.isError {
+                    // The model sees what the tool said, as the failed call's content.
+                    end(run, of: reply, in: conversation, status: .failed,
+                        error: MessageError(code: .toolError, message: "the tool reported an error"), content: content)
+                } else {
+                    end(run, of: reply, in: conversation, status: .complete, error: nil, content: content)
+                }
+            case .refused(let reason): failed(.toolError, reason)
+            case .timedOut(let reason): failed(.toolTimeout, reason)
+            case .failed(let reason): failed(.toolConnection, reason)
+            }
+        }
+        if run.ending == nil, !reply.isOver { run.mcp = (server, call) }
     }
 
     /// Decides how a call ended and stores it; once every call of the turn is stored, the next turn starts.

@@ -4,6 +4,7 @@
 // The kernel's layout is fixed, so the struct is declared here; SO_PEERCRED is always defined.
 #ifndef CONFAB_CLIBUV_SHIM_H
 #define CONFAB_CLIBUV_SHIM_H
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <uv.h>
@@ -23,5 +24,9 @@ static inline int confab_peer_credentials(int fd, uid_t *uid, gid_t *gid, pid_t 
     *gid = cred.gid;
     *pid = cred.pid;
     return 0;
+}
+// prctl(2) is variadic, which Swift cannot call: the one use of it, spelled out.
+static inline int confab_set_parent_death_signal(int signal) {
+    return prctl(PR_SET_PDEATHSIG, (unsigned long)signal, 0UL, 0UL, 0UL);
 }
 #endif

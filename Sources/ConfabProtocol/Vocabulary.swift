@@ -94,6 +94,8 @@ public enum ReplyErrorCode: String, CaseIterable, Sendable {
     case toolTimeout = "tool_timeout"
     /// The tool's server could not be reached, or the transfer failed.
     case toolConnection = "tool_connection"
+    /// The tool answered that it failed (an MCP server's `isError`, or its error response).
+    case toolError = "tool_error"
 }
 
 extension RPC {

@@ -1,5 +1,6 @@
 import ConfabProtocol
 import DaemonSettings
+import MCP
 import Posix
 import TOML
 import Tools
@@ -7,7 +8,8 @@ import Upstream
 
 extension Settings {
     /// A `[profiles.NAME]` table, checked against the providers: errors name the key and its line.
-    static func profile(_ section: ConfigFile.ProfileSection, providers: ProviderTable, tools: ToolTable) throws(ConfigError) -> Profile {
+    static func profile(_ section: ConfigFile.ProfileSection, providers: ProviderTable, tools: ToolTable,
+                        mcpServers: [MCPServerSettings] = []) throws(ConfigError) -> Profile {
         let table = section.table
         let name = section.name
         guard isName(name) else {
@@ -49,9 +51,16 @@ extension Settings {
         }
         var listed: Set<String> = []
         for tool in toolNames {
-            guard tools[tool] != nil else {
-                let known = tools.names
-                throw table.error("tools", "names no configured tool: \"\(tool)\"" + (known.isEmpty ? " (there are none)" : " (there are: \(known.joined(separator: ", ")))"))
+            // An HTTP tool, an MCP server (all its tools) or one tool of a server (`server.tool`).
+            let parts = tool.split(separator: ".", maxSplits: 1).map(String.init)
+            if tools[tool] == nil, let server = mcpServers.first(where: { $0.name == parts[0] }) {
+                if parts.count == 2, let offered = server.tools, !offered.contains(parts[1]) {
+                    throw table.error("tools", "names \"\(tool)\", which is not among the tools [mcp.\(server.name)] offers: \(offered.joined(separator: ", "))")
+                }
+                if parts.count == 2, parts[1].isEmpty { throw table.error("tools", "names \"\(tool)\": a tool name must follow the dot") }
+            } else if tools[tool] == nil {
+                let known = tools.names + mcpServers.map(\.name)
+                throw table.error("tools", "names no configured tool\(mcpServers.isEmpty ? "" : " or MCP server"): \"\(tool)\"" + (known.isEmpty ? " (there are none)" : " (there are: \(known.joined(separator: ", ")))"))
             }
             guard listed.insert(tool).inserted else { throw table.error("tools", "names \"\(tool)\" twice") }
         }

@@ -102,8 +102,22 @@ struct ConfigFile {
         var timeout_seconds: Int?
         var max_response_bytes: Int?
     }
+    /// One `[mcp.NAME]` table, with the table itself for errors at its keys' lines.
+    struct MCPSection {
+        var name: String
+        var table: ConfigTable
+        var command: String?
+        var args: [String]?
+        var env: [(key: String, value: String)]?
+        var cwd: String?
+        var approval: String?
+        var tools: [String]?
+        var timeout_seconds: Int?
+        var startup_timeout_seconds: Int?
+    }
     var upstream: UpstreamSection?
     var providers: [ProviderSection] = []
+    var mcp: [MCPSection] = []
     var default_provider: String?
     var profiles: [ProfileSection] = []
     var default_profile: String?
@@ -189,6 +203,18 @@ struct ConfigFile {
                         timeout_seconds: try request.integer("timeout_seconds"),
                         max_response_bytes: try request.integer("max_response_bytes"))
                 })
+        } ?? []
+        mcp = try root.tables("mcp") { (name: String, table: inout ConfigTable) throws(ConfigError) in
+            MCPSection(
+                name: name, table: table,
+                command: try table.string("command"),
+                args: try table.strings("args"),
+                env: try table.stringTable("env"),
+                cwd: try table.string("cwd"),
+                approval: try table.string("approval"),
+                tools: try table.strings("tools"),
+                timeout_seconds: try table.integer("timeout_seconds"),
+                startup_timeout_seconds: try table.integer("startup_timeout_seconds"))
         } ?? []
         limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
             LimitsSection(
@@ -343,9 +369,12 @@ extension Settings {
             tools.append(try tool(section, environment: environment, warnings: &settings.warnings))
         }
         settings.tools = ToolTable(tools)
+        for section in file.mcp {
+            settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment))
+        }
         let table = settings.providerTable
         for section in file.profiles {
-            settings.profiles.append(try profile(section, providers: table, tools: settings.tools))
+            settings.profiles.append(try profile(section, providers: table, tools: settings.tools, mcpServers: settings.mcpServers))
         }
         if let name = file.default_profile {
             guard settings.profiles.contains(where: { $0.name == name }) else {

@@ -1,4 +1,5 @@
 import ConfabProtocol
+import MCP
 import Tools
 import Upstream
 
@@ -16,6 +17,8 @@ public struct Settings {
     public var defaultProfile: String?
     /// `[tools.NAME]` tables: HTTP tools a profile's conversations may let the model call.
     public var tools = ToolTable()
+    /// `[mcp.NAME]` tables: MCP servers whose tools a profile's conversations may offer, in the order written.
+    public var mcpServers: [MCPServerSettings] = []
     public var limits = BrokerLimits()
     public var fsync = true
     public var allowedUIDs: Set<UInt32> = []

@@ -31,6 +31,7 @@ enum Words {
         case .toolDenied: return with("the tool call was denied", detail)
         case .toolTimeout: return with("the tool did not answer in time", detail)
         case .toolConnection: return with("the tool's server could not be reached", detail)
+        case .toolError: return with("the tool reported an error", detail)
         }
     }
 

@@ -30,6 +30,14 @@ struct Confabd: ParsableCommand {
     @Option(help: "error, warning, notice, info or debug.")
     var logLevel: String = "info"
 
+    /// `confabd --run-bound-to PID -- PROGRAM ARGS…` is how the daemon starts an MCP server
+    /// (EventLoop's `ParentBoundExec`): handled before the command line is parsed, and never
+    /// returns then.
+    static func main() {
+        ParentBoundExec.runIfAsked(CommandLine.arguments)
+        main(nil)
+    }
+
     func run() throws {
         // Before anything is opened: a crash report must not dump memory the key may be in.
         CrashReport.restartWithoutRegisterDumps()
@@ -72,7 +80,8 @@ struct Confabd: ParsableCommand {
             throw StartupError(description: "data directory \(dataDirectory): \(error)")
         }
         let upstream = UpstreamClient(loop: loop)
-        let broker = Broker(loop: loop, store: store, upstream: upstream, settings: settings, logger: logger)
+        let broker = Broker(loop: loop, store: store, upstream: upstream, settings: settings, logger: logger,
+                            mcpLauncher: ParentBoundExec.launcher() ?? [])
 
         let listener = try UnixListener(loop: loop)
         // Only a socket this process bound is ever removed by it; systemd's stays where it is.

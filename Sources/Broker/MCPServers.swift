@@ -1,0 +1,111 @@
+import ConfabProtocol
+import DaemonSettings
+import EventLoop
+import MCP
+import Tools
+
+/// The configured MCP servers as the daemon runs them, by name. A server starts when a
+/// conversation first offers its tools and keeps running for every conversation after; a
+/// reload replaces the servers whose settings changed and stops those no longer configured.
+final class MCPServers {
+    private let loop: Loop
+    private let launcher: [String]
+    private let settings: CurrentSettings
+    private(set) var byName: [String: MCPServer] = [:]
+    /// Servers being stopped (replaced or removed by a reload, or at shutdown).
+    private var stopping: [ObjectIdentifier: MCPServer] = [:]
+
+    init(loop: Loop, launcher: [String], settings: CurrentSettings) {
+        self.loop = loop
+        self.launcher = launcher
+        self.settings = settings
+        update()
+    }
+
+    /// Takes the servers of the settings in force.
+    func update() {
+        let configured = settings.value.mcpServers
+        for (name, server) in byName where !configured.contains(server.settings) {
+            byName[name] = nil
+            settings.logger.notice("mcp=\(name) no longer configured as it runs: stopping it")
+            stop(server) {}
+        }
+        for entry in configured where byName[entry.name] == nil {
+            byName[entry.name] = MCPServer(settings: entry, loop: loop, launcher: launcher) { [unowned self] level, text in
+                let line = "mcp=\(entry.name) \(text)"
+                switch level {
+                case "warning": settings.logger.warning(line)
+                case "error": settings.logger.error(line)
+                default: settings.logger.info(line)
+                }
+            }
+        }
+    }
+
+    private func stop(_ server: MCPServer, then: @escaping () -> Void) {
+        let key = ObjectIdentifier(server)
+        stopping[key] = server
+        server.stop { [unowned self] in
+            stopping[key] = nil
+            then()
+        }
+    }
+
+    /// Shutdown: every server is stopped (stdin closed, SIGTERM, SIGKILL: bounded by the
+    /// grace periods); `then` runs once all have exited.
+    func stopAll(then: @escaping () -> Void) {
+        let all = Array(byName.values) + Array(stopping.values)
+        byName = [:]
+        var left = all.count
+        guard left > 0 else { return then() }
+        for server in all {
+            let key = ObjectIdentifier(server)
+            stopping[key] = server
+            server.stop { [unowned self] in
+                stopping[key] = nil
+                left -= 1
+                if left == 0 { then() }
+            }
+        }
+    }
+}
+
+/// A tool a conversation offers the model: an HTTP tool, or a tool of an MCP server under
+/// its model-facing name.
+struct OfferedTool {
+    enum Source {
+        case http(ToolDefinition)
+        case mcp(MCPServer, tool: MCPTool)
+    }
+    var name: String
+    var description: String
+    var parameters: JSON
+    var approval: ToolApproval
+    var source: Source
+
+    /// Checks the model's arguments: an HTTP tool's against its schema and URL; an MCP tool's
+    /// are a JSON object, checked against its schema where the schema is one this daemon can
+    /// check, and by the server otherwise.
+    func validate(arguments: String) -> Result<JSON, ToolArgumentError> {
+        switch source {
+        case .http(let definition):
+            return definition.validate(arguments: arguments)
+        case .mcp(_, let tool):
+            let value: JSON
+            if arguments.unicodeScalars.allSatisfy({ $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }) {
+                value = .object([:])
+            } else {
+                do {
+                    value = try JSON.parse(arguments)
+                } catch {
+                    return .failure(ToolArgumentError(message: "arguments are not JSON: \(error.reason) at byte \(error.offset)"))
+                }
+            }
+            guard value.object != nil else { return .failure(ToolArgumentError(message: "arguments must be a JSON object")) }
+            if ToolSchema.problem(in: tool.inputSchema) == nil, let problem = ToolSchema.validate(value, against: tool.inputSchema) {
+                return .failure(ToolArgumentError(message: problem))
+            }
+            return .success(value)
+        }
+    }
+}

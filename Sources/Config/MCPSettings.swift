@@ -1,0 +1,61 @@
+import DaemonSettings
+import MCP
+import Tools
+
+extension Settings {
+    /// A `[mcp.NAME]` table, checked: errors name the key and its line.
+    static func mcpServer(_ section: ConfigFile.MCPSection, tools: ToolTable,
+                          environment: [String: String]) throws(ConfigError) -> MCPServerSettings {
+        let table = section.table
+        let name = section.name
+        func tableError(_ problem: String) -> ConfigError {
+            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
+            return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
+        }
+        // The name is a prefix of model-facing names (`NAME__TOOL`) and of `NAME.TOOL` in profiles.
+        guard isName(name) else { throw tableError("is not an MCP server name: 1 to 64 letters, digits, - or _") }
+        guard tools[name] == nil else {
+            throw tableError("has the name of a [tools.\(name)] table too: a profile's tools = [\"\(name)\"] must name one thing")
+        }
+        guard let command = section.command else { throw tableError("needs a command: the program that runs the server") }
+        guard !command.isEmpty, !command.contains("\0") else { throw table.error("command", "must be a program name or path") }
+        if let args = section.args, args.contains(where: { $0.contains("\0") }) {
+            throw table.error("args", "must not hold NUL characters")
+        }
+        var variables: [String: String] = [:]
+        for (key, value) in section.env ?? [] {
+            guard !key.isEmpty, !key.contains("="), !key.contains("\0"), !value.contains("\0") else {
+                throw table.error("env", "holds \"\(key)\", which is not an environment variable name")
+            }
+            variables[key] = value
+        }
+        if let cwd = section.cwd, !cwd.hasPrefix("/") {
+            throw table.error("cwd", "must be an absolute path, not \"\(cwd)\"")
+        }
+        var approval = MCPServerSettings.Approval.always
+        if let text = section.approval {
+            guard let value = MCPServerSettings.Approval(rawValue: text) else {
+                throw table.error("approval", "must be \"always\" or \"never\", not \"\(text)\"")
+            }
+            approval = value
+        }
+        if let offered = section.tools {
+            guard !offered.isEmpty else { throw table.error("tools", "must name at least one tool (leave it out to offer them all)") }
+            var seen: Set<String> = []
+            for tool in offered {
+                guard !tool.isEmpty else { throw table.error("tools", "must not hold an empty name") }
+                guard seen.insert(tool).inserted else { throw table.error("tools", "names \"\(tool)\" twice") }
+            }
+        }
+        for (key, value, range) in [("timeout_seconds", section.timeout_seconds, 1...3600),
+                                    ("startup_timeout_seconds", section.startup_timeout_seconds, 1...600)] {
+            if let value, !range.contains(value) {
+                throw table.error(key, "must be between \(range.lowerBound) and \(range.upperBound)")
+            }
+        }
+        return MCPServerSettings(name: name, command: command, arguments: section.args ?? [], environment: variables,
+                                 passedEnvironment: MCPServerSettings.passed(from: environment), workingDirectory: section.cwd,
+                                 approval: approval, tools: section.tools, timeoutSeconds: section.timeout_seconds ?? 60,
+                                 startupTimeoutSeconds: section.startup_timeout_seconds ?? 30)
+    }
+}

@@ -1,0 +1,246 @@
+import ConfabProtocol
+import EventLoop
+import Glibc
+
+/// One configured MCP server as the daemon runs it: a child process over stdio, spoken to
+/// through an `MCPSession`, on the loop. Started on first use (`whenReady`); its calls are
+/// timed out, cancelled with `notifications/cancelled`, and failed when it exits.
+public final class MCPServer {
+    public enum Status: Equatable, Sendable {
+        case stopped, starting, ready
+        case failed(String)
+    }
+
+    /// One call in flight, for `cancel`.
+    public final class Call {
+        fileprivate var requestID: Int?
+        fileprivate var timer: Timer?
+        fileprivate var isOver = false
+    }
+
+    public let settings: MCPServerSettings
+    public private(set) var status: Status = .stopped
+    public var pid: Int32? { process?.pid }
+    /// Tools as the server lists them, filtered by `settings.tools`.
+    public var tools: [MCPTool] {
+        guard let session, session.state == .ready else { return [] }
+        guard let offered = settings.tools else { return session.tools }
+        return session.tools.filter { offered.contains($0.name) }
+    }
+    /// Called when the tool list changes after the first listing.
+    public var onToolsChanged: (() -> Void)?
+
+    private let loop: Loop
+    private let launcher: [String]
+    private let log: (_ level: String, _ text: String) -> Void
+    private var process: ChildProcess?
+    private var session: MCPSession?
+    /// The server's `notifications/message` lines, limited as its stderr is.
+    private var logLines = StderrLines()
+    private var startupTimer: Timer?
+    private var waiters: [(Status) -> Void] = []
+    private var stopping = false
+    private var onStopped: [() -> Void] = []
+    private var stopTimer: Timer?
+    /// Counts starts: an exit is of the process of its own start, which a restart may have replaced.
+    private var generation = 0
+    /// Processes of earlier starts, killed when replaced, until they are reaped.
+    private var retired: [Int: ChildProcess] = [:]
+
+    /// `launcher`: a program and arguments the server's command is run through (the daemon's
+    /// own start-up shim that ties the server's life to the daemon's); empty: run it directly.
+    public init(settings: MCPServerSettings, loop: Loop, launcher: [String] = [],
+                log: @escaping (_ level: String, _ text: String) -> Void) {
+        self.settings = settings
+        self.loop = loop
+        self.launcher = launcher
+        self.log = log
+    }
+
+    /// Runs `then` once the server is ready or has failed, starting it if it is stopped or failed.
+    public func whenReady(_ then: @escaping (Status) -> Void) {
+        switch status {
+        case .ready: then(status)
+        case .starting: waiters.append(then)
+        case .stopped, .failed:
+            guard !stopping else { return then(.failed("the daemon is shutting down")) }
+            waiters.append(then)
+            start()
+        }
+    }
+
+    private func start() {
+        if let previous = process {
+            // A server that broke the protocol and has not exited yet is not waited for.
+            previous.signalGroup(SIGKILL)
+            retired[generation] = previous
+            process = nil
+        }
+        generation += 1
+        let mine = generation
+        status = .starting
+        let argv = launcher + [settings.command] + settings.arguments
+        let command = ChildCommand(program: argv[0], arguments: Array(argv.dropFirst()),
+                                   environment: settings.childEnvironment, workingDirectory: settings.workingDirectory)
+        let child: ChildProcess
+        do {
+            child = try ChildProcess(loop: loop, command: command) { [weak self] exit in self?.exited(exit, generation: mine) }
+        } catch {
+            return settle(.failed("cannot start \(settings.command): \(error)"))
+        }
+        process = child
+        log("info", "started pid=\(child.pid)")
+        let session = MCPSession(clientName: "confabd", clientVersion: "1") { [weak child] line in
+            child?.input.write(OutboundBuffer(line))
+        }
+        self.session = session
+        session.onReady = { [unowned self] in
+            log("info", "ready: protocol \(session.protocolVersion ?? "?"), \(session.tools.count) tools")
+            settle(.ready)
+        }
+        session.onToolsChanged = { [unowned self] in
+            log("info", "tool list changed: \(session.tools.count) tools")
+            onToolsChanged?()
+        }
+        session.onFailed = { [unowned self, unowned session] reason in
+            // A session of an earlier start, ended by its exit after a restart.
+            guard self.session === session else { return }
+            log("warning", "failed: \(reason)")
+            settle(.failed(reason))
+            // A server that broke the protocol is not spoken to again.
+            process?.signalGroup(SIGTERM)
+        }
+        session.onLog = { [unowned self] level, text in
+            for line in logLines.feed(Array((text + "\n").utf8), now: loop.now) { log("info", "log \(level): \(line)") }
+        }
+        // Each start reads with its own framer into its own session: bytes of a replaced
+        // process never reach the next one's.
+        var framer = LineFramer(maxLineBytes: 16 << 20)
+        child.output.startReading { event in
+            switch event {
+            case .data(let bytes):
+                do throws(LineFramer.Failure) {
+                    try framer.feed(bytes) { session.receive($0) }
+                } catch {
+                    session.fail("the server wrote a line longer than \(framer.maxLineBytes) bytes")
+                }
+            case .endOfFile: session.fail("the server closed its output")
+            case .failed(let error): session.fail("cannot read the server's output: \(error)")
+            }
+        }
+        var stderrLines = StderrLines()
+        child.errors.startReading { [weak self] event in
+            guard let self else { return }
+            switch event {
+            case .data(let bytes):
+                for line in stderrLines.feed(bytes, now: loop.now) { log("info", "stderr: \(line)") }
+            case .endOfFile, .failed:
+                for line in stderrLines.finish(now: loop.now) { log("info", "stderr: \(line)") }
+            }
+        }
+        let timer = Timer(loop: loop)
+        startupTimer = timer
+        let seconds = settings.startupTimeoutSeconds
+        timer.start(after: UInt64(seconds) * 1000) { [unowned self] in
+            guard status == .starting else { return }
+            self.session?.fail("the server did not finish starting within \(seconds) s")
+        }
+        session.start()
+    }
+
+    private func settle(_ new: Status) {
+        startupTimer?.close()
+        startupTimer = nil
+        status = new
+        let ready = waiters
+        waiters = []
+        for waiter in ready { waiter(new) }
+    }
+
+    private func exited(_ exit: ChildExit, generation exited: Int) {
+        if let old = retired.removeValue(forKey: exited) {
+            old.closeAll()
+            return
+        }
+        guard exited == generation else { return }
+        log(stopping ? "info" : "warning", "exited: \(exit)")
+        session?.fail("the server exited (\(exit))")
+        session = nil
+        process?.closeAll()
+        process = nil
+        if case .ready = status { status = .stopped }
+        if stopping {
+            stopTimer?.close()
+            stopTimer = nil
+            let callbacks = onStopped
+            onStopped = []
+            for callback in callbacks { callback() }
+        }
+    }
+
+    /// Calls `tool` (the server's own name); `completion` runs once on the loop.
+    public func call(tool: String, arguments: JSON, completion: @escaping (MCPCallOutcome) -> Void) -> Call {
+        let call = Call()
+        let finish: (MCPCallOutcome) -> Void = { outcome in
+            guard !call.isOver else { return }
+            call.isOver = true
+            call.timer?.close()
+            call.timer = nil
+            completion(outcome)
+        }
+        whenReady { [weak self] status in
+            guard let self, !call.isOver else { return }
+            guard status == .ready, let session else {
+                if case .failed(let reason) = status { return finish(.failed("the server \(settings.name) is not running: \(reason)")) }
+                return finish(.failed("the server \(settings.name) is not running"))
+            }
+            call.requestID = session.call(tool: tool, arguments: arguments, completion: finish)
+            guard call.requestID != nil else { return }
+            let timer = Timer(loop: loop)
+            call.timer = timer
+            let seconds = settings.timeoutSeconds
+            timer.start(after: UInt64(seconds) * 1000) { [weak self, weak session] in
+                guard let self, !call.isOver, let id = call.requestID else { return }
+                log("warning", "call \(id) to \(tool) timed out after \(seconds) s")
+                let reason = "the tool did not answer within \(seconds) s"
+                finish(.timedOut(reason))
+                session?.cancel(id, reason: reason)
+            }
+        }
+        return call
+    }
+
+    /// Gives up on `call` (the reply was cancelled): the server is told; its completion does not run.
+    public func cancel(_ call: Call, reason: String) {
+        guard !call.isOver else { return }
+        call.isOver = true
+        call.timer?.close()
+        call.timer = nil
+        if let id = call.requestID { session?.cancel(id, reason: reason) }
+    }
+
+    /// Ends the server as the specification's stdio shutdown has it: its stdin closed, then
+    /// SIGTERM to its process group after `graceMilliseconds`, then SIGKILL after as long again.
+    /// `then` runs once it has exited (at once if it is not running).
+    public func stop(graceMilliseconds: UInt64 = 2000, then: @escaping () -> Void) {
+        stopping = true
+        for old in retired.values { old.signalGroup(SIGKILL) }
+        if status == .starting { settle(.failed("the daemon is shutting down")) }
+        guard let process, process.exit == nil else { return then() }
+        onStopped.append(then)
+        guard stopTimer == nil else { return }
+        process.input.shutdown { process.input.close() }
+        let timer = Timer(loop: loop)
+        stopTimer = timer
+        timer.start(after: graceMilliseconds) { [weak self] in
+            guard let self, let process = self.process else { return }
+            log("info", "still running after its input closed: SIGTERM")
+            process.signalGroup(SIGTERM)
+            timer.start(after: graceMilliseconds) { [weak self] in
+                guard let self, let process = self.process else { return }
+                log("warning", "still running after SIGTERM: SIGKILL")
+                process.signalGroup(SIGKILL)
+            }
+        }
+    }
+}

@@ -1,0 +1,51 @@
+/// One `[mcp.NAME]` table: a local MCP server the daemon runs over stdio.
+public struct MCPServerSettings: Sendable, Equatable {
+    public enum Approval: String, Sendable, Equatable { case always, never }
+
+    public var name: String
+    public var command: String
+    public var arguments: [String]
+    /// Variables the config gives the server (`env`).
+    public var environment: [String: String]
+    /// The few variables of the daemon's own environment passed on (`isPassed`), taken when
+    /// the config is read; nothing else of it reaches the server.
+    public var passedEnvironment: [String: String]
+    public var workingDirectory: String?
+    public var approval: Approval
+    /// The tools offered, by the server's names; nil: all it lists.
+    public var tools: [String]?
+    public var timeoutSeconds: Int
+    public var startupTimeoutSeconds: Int
+
+    public init(name: String, command: String, arguments: [String] = [], environment: [String: String] = [:],
+                passedEnvironment: [String: String] = [:], workingDirectory: String? = nil, approval: Approval = .always, tools: [String]? = nil,
+                timeoutSeconds: Int = 60, startupTimeoutSeconds: Int = 30) {
+        self.name = name
+        self.command = command
+        self.arguments = arguments
+        self.environment = environment
+        self.passedEnvironment = passedEnvironment
+        self.workingDirectory = workingDirectory
+        self.approval = approval
+        self.tools = tools
+        self.timeoutSeconds = timeoutSeconds
+        self.startupTimeoutSeconds = startupTimeoutSeconds
+    }
+
+    /// Whether a variable of the daemon's environment is passed on: PATH, HOME, LANG and
+    /// the XDG base directories, which a program needs to find itself and its files; never
+    /// a secret the daemon was started with.
+    public static func isPassed(_ variable: String) -> Bool {
+        ["PATH", "HOME", "LANG"].contains(variable) || variable.hasPrefix("XDG_")
+    }
+
+    /// The variables of `daemonEnvironment` that are passed on.
+    public static func passed(from daemonEnvironment: [String: String]) -> [String: String] {
+        daemonEnvironment.filter { isPassed($0.key) }
+    }
+
+    /// The server's whole environment: the passed variables, the configured ones over them.
+    public var childEnvironment: [String: String] {
+        passedEnvironment.merging(environment) { _, configured in configured }
+    }
+}

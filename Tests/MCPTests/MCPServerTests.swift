@@ -1,0 +1,143 @@
+import ConfabProtocol
+import EventLoop
+import Foundation
+import MCP
+import XCTest
+
+/// `MCPServer` running a small scripted server (Python, as most MCP servers are) on the loop.
+final class MCPServerTests: XCTestCase {
+    /// Answers the handshake, lists `echo` and `slow`, echoes `echo`'s text, never answers
+    /// `slow`, says on stderr what it was told, and exits when its stdin closes unless told
+    /// to ignore that (`IGNORE_EOF`) and SIGTERM too.
+    static let script = #"""
+import json, os, signal, sys, time
+if os.environ.get("IGNORE_EOF"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+sys.stderr.write("secret=" + os.environ.get("CONFAB_TEST_SECRET", "none") + "\n"); sys.stderr.flush()
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    method, mid = m.get("method"), m.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "0"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}, {"name": "slow", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call" and m["params"]["arguments"].get("text") == "crash":
+        os._exit(1)
+    elif method == "tools/call" and m["params"]["name"] == "echo":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": m["params"]["arguments"]["text"]}]}})
+    elif method == "notifications/cancelled":
+        sys.stderr.write("cancelled " + str(m["params"]["requestId"]) + "\n"); sys.stderr.flush()
+if os.environ.get("IGNORE_EOF"):
+    while True: time.sleep(1)
+"""#
+
+    private var logs: [String] = []
+
+    private func server(_ loop: Loop, environment: [String: String] = [:], timeoutSeconds: Int = 60) -> MCPServer {
+        var daemonEnvironment = ProcessInfo.processInfo.environment
+        daemonEnvironment["CONFAB_TEST_SECRET"] = "hunter2"
+        let settings = MCPServerSettings(name: "scripted", command: "python3", arguments: ["-c", Self.script],
+                                         environment: environment, passedEnvironment: MCPServerSettings.passed(from: daemonEnvironment),
+                                         timeoutSeconds: timeoutSeconds)
+        return MCPServer(settings: settings, loop: loop) { [unowned self] level, text in
+            logs.append("\(level) \(text)")
+        }
+    }
+
+    private func run(_ loop: Loop, until done: () -> Bool) {
+        let deadline = Date().addingTimeInterval(30)
+        while !done(), Date() < deadline { _ = loop.runOnce(wait: false); usleep(1000) }
+    }
+
+    func testStartsOnFirstUseCallsAndStopsWhenItsInputCloses() throws {
+        let loop = try Loop()
+        let server = server(loop)
+        XCTAssertEqual(server.status, .stopped)
+        var status: MCPServer.Status?
+        server.whenReady { status = $0 }
+        run(loop) { status != nil }
+        XCTAssertEqual(status, .ready)
+        XCTAssertEqual(server.tools.map(\.name), ["echo", "slow"])
+        var outcome: MCPCallOutcome?
+        _ = server.call(tool: "echo", arguments: ["text": "hello"]) { outcome = $0 }
+        run(loop) { outcome != nil }
+        XCTAssertEqual(outcome, .answered(MCPToolResult(text: "hello", isError: false)))
+        run(loop) { logs.contains { $0.contains("stderr: secret=") } }
+        XCTAssertTrue(logs.contains("info stderr: secret=none"), "the daemon's own variables are not passed: \(logs)")
+        var stopped = false
+        server.stop(graceMilliseconds: 60_000) { stopped = true }
+        run(loop) { stopped }
+        XCTAssertTrue(stopped, "closing its input ended it, long before any signal")
+        XCTAssertFalse(logs.contains { $0.contains("SIGTERM") })
+        loop.close()
+    }
+
+    func testATimedOutCallIsCancelledAtTheServer() throws {
+        let loop = try Loop()
+        let server = server(loop, timeoutSeconds: 1)
+        var outcome: MCPCallOutcome?
+        _ = server.call(tool: "slow", arguments: [:]) { outcome = $0 }
+        run(loop) { outcome != nil }
+        XCTAssertEqual(outcome, .timedOut("the tool did not answer within 1 s"))
+        run(loop) { logs.contains { $0.contains("stderr: cancelled") } }
+        XCTAssertTrue(logs.contains("info stderr: cancelled 3"), "\(logs)")
+        var stopped = false
+        server.stop { stopped = true }
+        run(loop) { stopped }
+        loop.close()
+    }
+
+    func testAServerThatIgnoresItsInputClosingAndSIGTERMIsKilled() throws {
+        let loop = try Loop()
+        let server = server(loop, environment: ["IGNORE_EOF": "1"])
+        var status: MCPServer.Status?
+        server.whenReady { status = $0 }
+        run(loop) { status != nil }
+        XCTAssertEqual(status, .ready)
+        var outcome: MCPCallOutcome?
+        _ = server.call(tool: "slow", arguments: [:]) { outcome = $0 }
+        let pid = try XCTUnwrap(server.pid)
+        var stopped = false
+        server.stop(graceMilliseconds: 200) { stopped = true }
+        run(loop) { stopped }
+        XCTAssertTrue(stopped)
+        XCTAssertTrue(logs.contains { $0.contains("SIGKILL") }, "\(logs)")
+        // Its output's end or its exit, whichever the loop sees first, ends a call in flight.
+        guard case .failed = outcome else { return XCTFail("a call in flight ends when its server does: \(String(describing: outcome))") }
+        XCTAssertNotEqual(kill(pid, 0), 0)
+        loop.close()
+    }
+
+    func testACallInFlightFailsWhenTheServerCrashesAndTheNextCallStartsItAgain() throws {
+        let loop = try Loop()
+        let server = server(loop)
+        var outcome: MCPCallOutcome?
+        _ = server.call(tool: "echo", arguments: ["text": "crash"]) { outcome = $0 }
+        run(loop) { outcome != nil }
+        guard case .failed(let reason) = outcome else { return XCTFail("\(String(describing: outcome))") }
+        XCTAssertTrue(reason.contains("exited") || reason.contains("closed its output"), reason)
+        let first = server.pid
+        outcome = nil
+        _ = server.call(tool: "echo", arguments: ["text": "again"]) { outcome = $0 }
+        run(loop) { outcome != nil }
+        XCTAssertEqual(outcome, .answered(MCPToolResult(text: "again", isError: false)))
+        XCTAssertNotEqual(server.pid, first)
+        var stopped = false
+        server.stop { stopped = true }
+        run(loop) { stopped }
+        loop.close()
+    }
+
+    func testAProgramThatIsNotThereFails() throws {
+        let loop = try Loop()
+        let server = MCPServer(settings: MCPServerSettings(name: "none", command: "confab-no-such-server",
+                                                           passedEnvironment: ["PATH": "/usr/bin:/bin"]), loop: loop) { _, _ in }
+        var status: MCPServer.Status?
+        server.whenReady { status = $0 }
+        guard case .failed(let reason) = status else { return XCTFail("\(String(describing: status))") }
+        XCTAssertTrue(reason.contains("cannot start confab-no-such-server"), reason)
+        loop.close()
+    }
+}

@@ -1,0 +1,63 @@
+"""An MCP server for confab's integration tests, on the official Python SDK (its high-level
+server: MCPServer in mcp 2, FastMCP before), over
+stdio: a tool that echoes, one that reports an error (isError), and a slow one to cancel.
+With CONFAB_MCP_MARKERS set to a directory it writes there its pid at start (`pid`), the
+text of each call of `echo` (`called`) and `cancelled` when a call of `slow` is cancelled.
+With CONFAB_MCP_STUBBORN set it keeps running after its input closes."""
+import os
+import time
+
+import anyio
+try:
+    from mcp.server.mcpserver import MCPServer as Server
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:
+    from mcp.server.fastmcp import FastMCP as Server
+    from mcp.server.fastmcp.exceptions import ToolError
+
+MARKERS = os.environ.get("CONFAB_MCP_MARKERS")
+
+
+def mark(name: str, text: str) -> None:
+    if MARKERS:
+        path = os.path.join(MARKERS, name)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+
+
+server = Server("confab-test")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Says back the text it is given."""
+    mark("called", text)
+    return text
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails, saying why."""
+    raise ToolError(reason)
+
+
+@server.tool()
+async def slow(seconds: float = 300) -> str:
+    """Answers after a long time."""
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        mark("cancelled", "cancelled")
+        raise
+    return "done"
+
+
+if __name__ == "__main__":
+    mark("pid", str(os.getpid()))
+    server.run()
+    # CONFAB_MCP_STUBBORN: a server that does not end when its input closes, as a server
+    # stuck in a call would not; only a signal ends it.
+    if os.environ.get("CONFAB_MCP_STUBBORN"):
+        while True:
+            time.sleep(60)
