@@ -220,11 +220,22 @@ final class ResilienceTests: XCTestCase {
     func testThousandsOfConnectionsOpenedAndDroppedLeaveNothingBehind() throws {
         harness = try Harness(config: "[limits]\nmax_clients = 64\n")
         let observer = try harness.client(name: "observer")
+        var refused = 0
         for round in 0..<2000 {
             let client = try RPCClient(path: harness.socketPath)
-            if round % 2 == 0 { try client.sendRaw(#"{"jsonrpc":"2.0","id":1,"method":"status"}"# + "\n") }
+            if round % 2 == 0 {
+                // Hang-ups are seen on a later turn of the daemon's loop, so connections opened
+                // faster than that can find it at max_clients: it closes them at once, and the
+                // send meets a closed socket. That is the limit working, not a leak.
+                do {
+                    try client.sendRaw(#"{"jsonrpc":"2.0","id":1,"method":"status"}"# + "\n")
+                } catch {
+                    refused += 1
+                }
+            }
             client.close()
         }
+        XCTAssertLessThan(refused, 1000, "every connection was refused")
         // Give the daemon a moment to see the last hang-ups, then count.
         var clients = -1
         for _ in 0..<100 {
