@@ -695,6 +695,8 @@ class Loop:
         already accounting for another `by`. `used` holds the unanswered ones already matched."""
         superseded = {m["id"] for m in messages if m.get("superseded_by") == by}
         newer = next((m for m in messages if m["id"] == by), None)
+        # What it found current: a message an earlier regenerate or edit replaced stays as it was.
+        candidates = [m for m in messages if m.get("superseded_by") in (None, by)]
         for number, revision in reversed(list(enumerate(revisions))):
             if revision["round"] != round_no - 1 or revision.get("refused") or number in used:
                 continue
@@ -707,12 +709,12 @@ class Loop:
                 else:
                     if newer is not None and newer["role"] == "user":
                         continue
-                    earlier = [sequence(m["id"]) for m in messages if m["role"] == "assistant" and sequence(m["id"]) < sequence(by)]
+                    earlier = [sequence(m["id"]) for m in candidates if m["role"] == "assistant" and sequence(m["id"]) < sequence(by)]
                     if not earlier:
                         continue
                     replaced = max(earlier)
                 # The reply replaced whole: every message of its chain.
-                expected = {m["id"] for m in messages if m["role"] != "user" and sequence(m["id"]) == replaced}
+                expected = {m["id"] for m in candidates if m["role"] != "user" and sequence(m["id"]) == replaced}
             else:
                 if result is not None:
                     if result["message"]["id"] != by:
@@ -723,7 +725,7 @@ class Loop:
                         continue
                     edited = revision["message"]
                 # The edited message and every reply to it.
-                expected = {edited} | {m["id"] for m in messages if m["role"] != "user"
+                expected = {edited} | {m["id"] for m in candidates if m["role"] != "user"
                                        and sequence(edited) < sequence(m["id"]) < sequence(by)}
             if superseded != expected:
                 return None
