@@ -691,15 +691,17 @@ class Loop:
         supersedes, or None. One answered is known by the id it gave (`reply`, or the edit's
         `message`); one whose answer the kill took, by what it left: an edit by its new message,
         found in the history with the content sent; a regenerate (whose new reply may not have
-        run yet) by its being the last regenerate sent in the conversation that round, not
-        already accounting for another `by`. `used` holds the unanswered ones already matched."""
+        run yet) by the reply chain it replaced, the newest before `by`. Answered ones are tried
+        first, then unanswered ones from the last sent; `used` holds the unanswered ones already
+        matched to another `by`."""
         superseded = {m["id"] for m in messages if m.get("superseded_by") == by}
         newer = next((m for m in messages if m["id"] == by), None)
         # What it found current: a message an earlier regenerate or edit replaced stays as it was.
         candidates = [m for m in messages if m.get("superseded_by") in (None, by)]
-        for number, revision in reversed(list(enumerate(revisions))):
-            if revision["round"] != round_no - 1 or revision.get("refused") or number in used:
-                continue
+        this_round = [(number, revision) for number, revision in reversed(list(enumerate(revisions)))
+                      if revision["round"] == round_no - 1 and not revision.get("refused") and number not in used]
+        ordered = [entry for entry in this_round if "result" in entry[1]] + [entry for entry in this_round if "result" not in entry[1]]
+        for number, revision in ordered:
             result = revision.get("result")
             if revision["kind"] == "regenerate":
                 if result is not None:
@@ -728,7 +730,7 @@ class Loop:
                 expected = {edited} | {m["id"] for m in candidates if m["role"] != "user"
                                        and sequence(edited) < sequence(m["id"]) < sequence(by)}
             if superseded != expected:
-                return None
+                continue
             if result is None:
                 used.add(number)
             return revision
