@@ -14,7 +14,11 @@ last kill. Checks after every restart:
 - every message a client was told about before the kill (a `message.send` result, a
   user `message.created`, a `message.completed` or `message.failed`) is in its
   conversation's history exactly once and identical; so is every message a previous
-  restart showed;
+  restart showed. The one change allowed is a `superseded_by` set by a regenerate or edit
+  the load sent in the round just killed, whose answer or `message.superseded` the kill
+  took (it is stored before it is answered): exactly the messages it supersedes, by the id
+  its answer gave or, unanswered, the message it left. A difference is reported once;
+  later rounds expect the message as the history showed it;
 - no id appears twice, no message is left `streaming`;
 - a reply cut off by the kill comes back exactly as its log file held it when the daemon
   was down (read from the file between the kill and the restart, not from the daemon):
@@ -32,6 +36,11 @@ import argparse, collections, json, os, random, select, shutil, signal, socket, 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(HERE, "..", ".build", "release"))
+
+
+def sequence(mid):
+    """A message id's sequence: `m7` and `m7.2` are both 7."""
+    return int(mid[1:].split(".")[0])
 
 
 def expected_words(n):
@@ -91,6 +100,12 @@ class Tracker:
         self.asked = collections.Counter()   # requests the load clients made, by kind
         self.changed = set()       # (conv, mid) legitimately changed since the last check
                                    # (superseded, continued): not compared with the last restart
+        # conv -> regenerates and edits the load sent there, each a dict: kind, round, for an edit
+        # the message and content sent, and its answer ("result", or "refused" for -32006), if
+        # one came before the kill. A regenerate or edit is stored (its `superseded` records
+        # synced) before it is answered, so a kill can keep it and take its answer and its
+        # `message.superseded` notifications: these say which supersessions the load caused.
+        self.revisions = collections.defaultdict(list)
 
     def announce(self, message):
         key = (message["conversation"], message["id"])
@@ -99,6 +114,11 @@ class Tracker:
             if old is not None and old != message:
                 self.conflicts.append((key, old, message))
             self.announced[key] = message
+
+    def revision_sent(self, conv, revision):
+        with self.lock:
+            self.revisions[conv].append(revision)
+        return revision
 
     def supersede(self, conv, mid, by):
         """`message.superseded`: an announced message now carries `superseded_by`."""
@@ -278,11 +298,14 @@ class Worker(threading.Thread):
             self.length_replies.pop(conv)
             self.request("message.continue", {"conversation": conv}, "continue", conv)
         elif roll < 0.08 and conv in self.last_user:
-            self.request("message.regenerate", {"conversation": conv}, "regenerate", (conv, self.last_user[conv][1]))
+            revision = self.tracker.revision_sent(conv, dict(kind="regenerate", round=self.round_no))
+            self.request("message.regenerate", {"conversation": conv}, "regenerate", (conv, self.last_user[conv][1], revision))
         elif roll < 0.16 and conv in self.last_user:
             content, text = send_text(self.rng, self.tag() + " edited")
+            revision = self.tracker.revision_sent(conv, dict(kind="edit", round=self.round_no,
+                                                             message=self.last_user[conv][0], content=content))
             self.request("message.edit", {"conversation": conv, "message": self.last_user[conv][0], "content": content},
-                         "edit", (conv, text))
+                         "edit", (conv, text, revision))
         elif roll < 0.20:
             self.request("conversation.fork", {"conversation": conv, "title": "fork %s" % self.tag()}, "fork", conv)
             self.send_message(conv)
@@ -316,6 +339,9 @@ class Worker(threading.Thread):
                     return          # too many queued: allowed
                 if kind in ("regenerate", "edit", "continue", "fork") and code == -32006:
                     # A reply in flight or queued (a second send), or nothing to act on: send instead.
+                    if kind in ("regenerate", "edit"):
+                        with t.lock:
+                            data[2]["refused"] = True
                     if kind != "fork" and not self.stop.is_set():
                         self.send_message(data[0] if isinstance(data, tuple) else data)
                     return
@@ -341,15 +367,17 @@ class Worker(threading.Thread):
                     if text is not None:
                         t.expected[(conv, result["reply"])] = text
             elif kind == "regenerate":
-                conv, text = data
+                conv, text, revision = data
                 with t.lock:
+                    revision["result"] = result
                     if text is not None:
                         t.expected[(conv, result["reply"])] = text
             elif kind == "edit":
-                conv, text = data
+                conv, text, revision = data
                 t.announce(result["message"])
                 self.last_user[conv] = (result["message"]["id"], text)
                 with t.lock:
+                    revision["result"] = result
                     if text is not None:
                         t.expected[(conv, result["reply"])] = text
             elif kind == "fork":
@@ -664,6 +692,58 @@ class Loop:
             elif any(mark in line for mark in ("Fatal error", "Program crashed", "Crash report", "Assertion failed")):
                 self.failures.add(round_no, "confabd crashed by itself: " + line)
 
+    @staticmethod
+    def supersession_cause(revisions, by, messages, round_no, used):
+        """The regenerate or edit the load sent in the round just killed that accounts for every
+        message the history shows superseded by `by`, exactly as docs/protocol.md says it
+        supersedes, or None. One answered is known by the id it gave (`reply`, or the edit's
+        `message`); one whose answer the kill took, by what it left: an edit by its new message,
+        found in the history with the content sent; a regenerate (whose new reply may not have
+        run yet) by the reply chain it replaced, the newest before `by`. Answered ones are tried
+        first, then unanswered ones from the last sent; `used` holds the unanswered ones already
+        matched to another `by`."""
+        superseded = {m["id"] for m in messages if m.get("superseded_by") == by}
+        newer = next((m for m in messages if m["id"] == by), None)
+        # What it found current: a message an earlier regenerate or edit replaced stays as it was.
+        candidates = [m for m in messages if m.get("superseded_by") in (None, by)]
+        this_round = [(number, revision) for number, revision in reversed(list(enumerate(revisions)))
+                      if revision["round"] == round_no - 1 and not revision.get("refused") and number not in used]
+        ordered = [entry for entry in this_round if "result" in entry[1]] + [entry for entry in this_round if "result" not in entry[1]]
+        for number, revision in ordered:
+            result = revision.get("result")
+            if revision["kind"] == "regenerate":
+                if result is not None:
+                    if result["reply"] != by:
+                        continue
+                    replaced = sequence(result["replaces"])
+                else:
+                    if newer is not None and newer["role"] == "user":
+                        continue
+                    earlier = [sequence(m["id"]) for m in candidates if m["role"] == "assistant" and sequence(m["id"]) < sequence(by)]
+                    if not earlier:
+                        continue
+                    replaced = max(earlier)
+                # The reply replaced whole: every message of its chain.
+                expected = {m["id"] for m in candidates if m["role"] != "user" and sequence(m["id"]) == replaced}
+            else:
+                if result is not None:
+                    if result["message"]["id"] != by:
+                        continue
+                    edited = result["replaces"]
+                else:
+                    if newer is None or newer["role"] != "user" or newer["content"] != revision["content"]:
+                        continue
+                    edited = revision["message"]
+                # The edited message and every reply to it.
+                expected = {edited} | {m["id"] for m in candidates if m["role"] != "user"
+                                       and sequence(edited) < sequence(m["id"]) < sequence(by)}
+            if superseded != expected:
+                continue
+            if result is None:
+                used.add(number)
+            return revision
+        return None
+
     def check(self, round_no, log_path, last_started):
         fail = lambda text: self.failures.add(round_no, text)
         t = self.tracker
@@ -694,6 +774,9 @@ class Loop:
         for (conv, mid), message in announced.items():
             by_conv.setdefault(conv, {})[mid] = message
         self.stats["announced"] = len(announced)
+        # Announced messages whose difference was reported (or accepted) this round: from now on
+        # they are expected as the history shows them, so a lasting difference is reported once.
+        settled = {}
         for conv, info in listed.items():
             if conv not in created and conv not in self.snapshot:
                 self.stats["unannounced_convs"] += 1   # created, killed before the answer went out
@@ -731,13 +814,32 @@ class Loop:
             for m in messages:
                 if m["status"] == "streaming":
                     fail("%s/%s still streaming after restart" % (conv, m["id"]))
+            causes = {}      # by -> the regenerate or edit that superseded messages with it, or None
+            used = set()
             for mid, message in by_conv.get(conv, {}).items():
                 self.stats["checked"] += 1
                 got = current.get(mid)
                 if got is None:
                     fail("%s/%s announced (%s, %s) but missing" % (conv, mid, message["role"], message["status"]))
+                    settled[(conv, mid)] = None
                 elif got != message:
                     diff = {k: (message.get(k), got.get(k)) for k in set(message) | set(got) if message.get(k) != got.get(k)}
+                    settled[(conv, mid)] = got
+                    by = got.get("superseded_by")
+                    if set(diff) == {"superseded_by"} and message.get("superseded_by") is None and by:
+                        # Superseded with no `message.superseded` seen: right if a regenerate or
+                        # edit of the load did it and the kill took its answer or notifications.
+                        if by not in causes:
+                            with t.lock:
+                                causes[by] = self.supersession_cause(t.revisions.get(conv, []), by, messages, round_no, used)
+                        if causes[by] is not None:
+                            cause = causes[by]
+                            counter = "superseded_%s_%s" % (cause["kind"], "unnotified" if cause.get("result") else "unanswered")
+                            self.stats[counter] = self.stats.get(counter, 0) + 1
+                            continue
+                        fail("%s/%s differs from what was announced: %s, and no regenerate or edit the load sent accounts for it"
+                             % (conv, mid, json.dumps(diff)[:500]))
+                        continue
                     fail("%s/%s differs from what was announced: %s" % (conv, mid, json.dumps(diff)[:500]))
             if conv in fork_counts and len(messages) < fork_counts[conv]:
                 fail("%s: a fork announced with %d messages holds %d" % (conv, fork_counts[conv], len(messages)))
@@ -800,6 +902,17 @@ class Loop:
                     t.systems[conv] = (info.get("system"), [])
             self.snapshot[conv] = current
             self.verified[conv] = (self.identity(log), info)
+        with t.lock:
+            for key, message in settled.items():
+                if message is None:
+                    t.announced.pop(key, None)
+                else:
+                    t.announced[key] = message
+            # Every regenerate and edit of the round just killed has been accounted for.
+            for conv in list(t.revisions):
+                t.revisions[conv] = [r for r in t.revisions[conv] if r["round"] >= round_no]
+                if not t.revisions[conv]:
+                    del t.revisions[conv]
         self.pool = sorted(listed)
         # It serves: status, and a fresh send that completes.
         status = client.call("status")
@@ -965,6 +1078,10 @@ class Loop:
         print("  seen in histories read after restarts: %d tool messages, %d superseded messages; %d announced messages "
               "changed since (superseded, continued)" % (s.get("tool_messages", 0), s.get("superseded_messages", 0),
                                                           s.get("changed_since_restart", 0)))
+        lost = [(kind, how, s.get("superseded_%s_%s" % (kind, how), 0)) for kind in ("regenerate", "edit")
+                for how in ("unanswered", "unnotified")]
+        print("  messages found superseded by a regenerate or edit the kill kept while taking its answer "
+              "(or only its notifications): %s" % ", ".join("%s %s %d" % entry for entry in lost))
         for line in self.extra_summary():
             print("  " + line)
         print("  conversations at the end: %d" % len(self.pool))
