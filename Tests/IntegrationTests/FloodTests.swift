@@ -98,7 +98,10 @@ final class FloodTests: XCTestCase {
         let setup = try harness.client(name: "setup")
         for index in 0..<5 {
             let id = try harness.createConversation(setup, title: "turns \(index)")
-            _ = try setup.call("message.send", ["conversation": .string(id), "content": .string("[[reply:a needle]] turn \(index)")])
+            _ = try setup.call("conversation.attach", ["conversation": .string(id), "history": 0])
+            let sent = try setup.call("message.send", ["conversation": .string(id), "content": .string("[[reply:a needle]] turn \(index)")])
+            // Stored whole before anyone searches: a reply still streaming is not a hit yet.
+            _ = try setup.awaitReply(try XCTUnwrap(sent["reply"]?.string))
         }
         let busy = try RPCClient(path: harness.socketPath)
         defer { busy.close() }
