@@ -36,7 +36,10 @@ final class FloodTests: XCTestCase {
         let other = try harness.client(name: "other")
         for index in 0..<10 {
             let id = try harness.createConversation(other, title: "flood \(index)")
-            _ = try other.call("message.send", ["conversation": .string(id), "content": .string("[[reply:needle in a haystack]] look \(index)")])
+            _ = try other.call("conversation.attach", ["conversation": .string(id), "history": 0])
+            let sent = try other.call("message.send", ["conversation": .string(id), "content": .string("[[reply:needle in a haystack]] look \(index)")])
+            // Stored whole before the flood: a reply still streaming is not a hit yet.
+            _ = try other.awaitReply(try XCTUnwrap(sent["reply"]?.string))
         }
         let before = try peakKiB()
 
