@@ -92,16 +92,10 @@ struct OfferedTool {
             return definition.validate(arguments: arguments)
         case .mcp(_, let tool):
             let value: JSON
-            if arguments.unicodeScalars.allSatisfy({ $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }) {
-                value = .object([:])
-            } else {
-                do {
-                    value = try JSON.parse(arguments)
-                } catch {
-                    return .failure(ToolArgumentError(message: "arguments are not JSON: \(error.reason) at byte \(error.offset)"))
-                }
+            switch ToolDefinition.parse(arguments: arguments) {
+            case .success(let parsed): value = parsed
+            case .failure(let error): return .failure(error)
             }
-            guard value.object != nil else { return .failure(ToolArgumentError(message: "arguments must be a JSON object")) }
             if ToolSchema.problem(in: tool.inputSchema) == nil, let problem = ToolSchema.validate(value, against: tool.inputSchema) {
                 return .failure(ToolArgumentError(message: problem))
             }

@@ -138,9 +138,9 @@ public struct ToolDefinition: Sendable, Equatable {
         ["name": .string(name), "description": .string(description), "parameters": parameters]
     }
 
-    /// Parses the model's arguments text (JSON; empty or all white space means `{}`) and checks
-    /// it against `parameters`.
-    public func validate(arguments: String) -> Result<JSON, ToolArgumentError> {
+    /// The model's arguments text as a JSON object: empty or all white space means `{}`; any
+    /// other text must be a JSON object. The same for every kind of tool.
+    public static func parse(arguments: String) -> Result<JSON, ToolArgumentError> {
         let value: JSON
         if arguments.unicodeScalars.allSatisfy({ $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }) {
             value = .object([:])
@@ -152,6 +152,17 @@ public struct ToolDefinition: Sendable, Equatable {
             }
         }
         guard value.object != nil else { return .failure(ToolArgumentError(message: "arguments must be a JSON object")) }
+        return .success(value)
+    }
+
+    /// Parses the model's arguments text (JSON; empty or all white space means `{}`) and checks
+    /// it against `parameters`.
+    public func validate(arguments: String) -> Result<JSON, ToolArgumentError> {
+        let value: JSON
+        switch Self.parse(arguments: arguments) {
+        case .success(let parsed): value = parsed
+        case .failure(let error): return .failure(error)
+        }
         if let problem = ToolSchema.validate(value, against: parameters) {
             return .failure(ToolArgumentError(message: problem))
         }
