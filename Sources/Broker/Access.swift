@@ -41,9 +41,10 @@ public enum MethodAccess: Equatable, Sendable {
 
     public static func of(_ method: RPCMethod) -> MethodAccess {
         switch method {
-        case .hello, .status, .conversationList, .conversationSearch:
+        // A blob belongs to the connection that stored it until a message it may send names it.
+        case .hello, .status, .conversationList, .conversationSearch, .blobPut:
             return .anyone
-        case .conversationGet, .conversationAttach, .conversationDetach, .conversationHistory:
+        case .conversationGet, .conversationAttach, .conversationDetach, .conversationHistory, .attachmentGet:
             return .needs(.read)
         case .messageSend, .generationCancel, .messageRegenerate, .messageEdit, .messageContinue:
             return .needs(.write)
@@ -57,7 +58,7 @@ public enum MethodAccess: Equatable, Sendable {
     /// Names the conversation it acts on (`conversation` in its params).
     public static func isAboutOneConversation(_ method: RPCMethod) -> Bool {
         switch method {
-        case .hello, .status, .conversationList, .conversationSearch, .conversationCreate, .modelsList, .profilesList: false
+        case .hello, .status, .conversationList, .conversationSearch, .conversationCreate, .modelsList, .profilesList, .blobPut: false
         default: true
         }
     }

@@ -96,6 +96,9 @@ extension Broker {
                 try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try unshare(c, params, client, respond) }
             case .generationCancel:
                 try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
+            case .blobPut, .attachmentGet:
+                // Named in the vocabulary ahead of the blob store that answers them.
+                throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
             }
         } catch {
             // A method that reserved its place and then refused its params answers in that place.

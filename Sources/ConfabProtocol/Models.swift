@@ -352,12 +352,15 @@ public struct Message: Equatable, Sendable {
     public var toolCalls: [ToolCall]?
     /// On a `tool` message: the call it answers and how the call went.
     public var tool: ToolResult?
+    /// On a user message: the files it carries, in the order they were attached.
+    public var attachments: [Attachment]?
 
     public init(id: String, conversation: String, role: Role, content: String, status: MessageStatus,
                 created: Timestamp, author: Author? = nil, model: String? = nil, finishReason: String? = nil,
                 usage: Usage? = nil, error: MessageError? = nil, supersededBy: String? = nil,
                 params: SamplingParameters? = nil, quickReplies: [String]? = nil, context: ContextInfo? = nil,
-                toolCalls: [ToolCall]? = nil, tool: ToolResult? = nil) {
+                toolCalls: [ToolCall]? = nil, tool: ToolResult? = nil, attachments: [Attachment]? = nil) {
+        self.attachments = attachments
         self.toolCalls = toolCalls
         self.tool = tool
         self.context = context
@@ -395,6 +398,7 @@ public struct Message: Equatable, Sendable {
         if let quickReplies { object["quick_replies"] = .array(quickReplies.map(JSON.string)) }
         if let context { object["context"] = context.json }
         if let toolCalls, !toolCalls.isEmpty { object["tool_calls"] = .array(toolCalls.map(\.json)) }
+        if let attachments, !attachments.isEmpty { object["attachments"] = .array(attachments.map(\.json)) }
         if let tool {
             object["tool_call_id"] = .string(tool.callID)
             object["name"] = .string(tool.name)
@@ -423,7 +427,8 @@ public struct Message: Equatable, Sendable {
                   quickReplies: json["quick_replies"]?.array.map { $0.compactMap(\.string) },
                   context: json["context"].flatMap(ContextInfo.init(json:)),
                   toolCalls: json["tool_calls"]?.array.map { $0.compactMap(ToolCall.init(json:)) },
-                  tool: role == .tool ? ToolResult(json: json) : nil)
+                  tool: role == .tool ? ToolResult(json: json) : nil,
+                  attachments: json["attachments"]?.array.map { $0.compactMap(Attachment.init(json:)) })
     }
 }
 

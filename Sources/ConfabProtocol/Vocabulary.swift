@@ -26,6 +26,8 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case toolApprove = "tool.approve"
     case conversationShare = "conversation.share"
     case conversationUnshare = "conversation.unshare"
+    case blobPut = "blob.put"
+    case attachmentGet = "attachment.get"
 }
 
 /// A notification the daemon sends.
