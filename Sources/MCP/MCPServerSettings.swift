@@ -1,4 +1,5 @@
-/// One `[mcp.NAME]` table: a local MCP server the daemon runs over stdio.
+/// One `[mcp.NAME]` table: a local MCP server the daemon runs over stdio, or one it reaches
+/// over Streamable HTTP.
 public struct MCPServerSettings: Sendable, Equatable {
     public enum Approval: String, Sendable, Equatable { case always, never }
 
@@ -16,6 +17,8 @@ public struct MCPServerSettings: Sendable, Equatable {
     public var tools: [String]?
     public var timeoutSeconds: Int
     public var startupTimeoutSeconds: Int
+    /// A server reached over Streamable HTTP (`url`) rather than run (`command`, then empty).
+    public var http: MCPHTTPEndpoint?
 
     public init(name: String, command: String, arguments: [String] = [], environment: [String: String] = [:],
                 passedEnvironment: [String: String] = [:], workingDirectory: String? = nil, approval: Approval = .always, tools: [String]? = nil,
