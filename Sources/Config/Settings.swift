@@ -114,6 +114,13 @@ struct ConfigFile {
         var tools: [String]?
         var timeout_seconds: Int?
         var startup_timeout_seconds: Int?
+        // A server over Streamable HTTP.
+        var url: String?
+        var headers: [(key: String, value: String)]?
+        var header_env: [(key: String, value: String)]?
+        var header_file: [(key: String, value: String)]?
+        var bearer_token_env: String?
+        var bearer_token_file: String?
     }
     var upstream: UpstreamSection?
     var providers: [ProviderSection] = []
@@ -214,7 +221,13 @@ struct ConfigFile {
                 approval: try table.string("approval"),
                 tools: try table.strings("tools"),
                 timeout_seconds: try table.integer("timeout_seconds"),
-                startup_timeout_seconds: try table.integer("startup_timeout_seconds"))
+                startup_timeout_seconds: try table.integer("startup_timeout_seconds"),
+                url: try table.string("url"),
+                headers: try table.stringTable("headers"),
+                header_env: try table.stringTable("header_env"),
+                header_file: try table.stringTable("header_file"),
+                bearer_token_env: try table.string("bearer_token_env"),
+                bearer_token_file: try table.string("bearer_token_file"))
         } ?? []
         limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
             LimitsSection(
@@ -370,7 +383,7 @@ extension Settings {
         }
         settings.tools = ToolTable(tools)
         for section in file.mcp {
-            settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment))
+            settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment, warnings: &settings.warnings))
         }
         let table = settings.providerTable
         for section in file.profiles {
