@@ -39,12 +39,14 @@ public enum MCPHTTPAnswer: Equatable, Sendable {
         if status == 404 && sentSessionID { return .sessionExpired }
         if status == 405 { return .methodNotAllowed }
         guard (200..<300).contains(status) else { return .refused(status: status) }
+        // Whatever type it names (some servers send application/json with no body).
+        if status == 202 || status == 204 { return .accepted }
         let mediaType = Self.mediaType(contentType)
         switch mediaType {
         case "text/event-stream": return .eventStream
         case "application/json": return .json
         case "": return .accepted
-        default: return status == 202 || status == 204 ? .accepted : .unreadable(mediaType: mediaType)
+        default: return .unreadable(mediaType: mediaType)
         }
     }
 

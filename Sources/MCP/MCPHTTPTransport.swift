@@ -120,14 +120,15 @@ public final class MCPHTTPTransport {
     private func start(_ exchange: Exchange) {
         let key = ObjectIdentifier(exchange)
         exchanges[key] = exchange
-        exchange.transfer.onData = { [unowned self, unowned exchange] bytes in
-            guard !isOver, exchanges[key] != nil else { return false }
+        // The transfer holds its exchange until it ends (curl then drops these closures).
+        exchange.transfer.onData = { [weak self] bytes in
+            guard let self, !isOver, exchanges[key] != nil else { return false }
             if exchange.answer == nil { classify(exchange) }
             received(bytes, on: exchange)
             return !isOver && exchanges[key] != nil
         }
-        exchange.transfer.onComplete = { [unowned self, unowned exchange] outcome in
-            guard !isOver, exchanges[key] != nil else { return }
+        exchange.transfer.onComplete = { [weak self] outcome in
+            guard let self, !isOver, exchanges[key] != nil else { return }
             exchanges[key] = nil
             if exchange.answer == nil, outcome.isSuccess || exchange.transfer.responseCode != 0 { classify(exchange) }
             guard !isOver else { return }
