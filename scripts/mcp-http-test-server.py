@@ -9,7 +9,8 @@ the middle of its call; `grow` adds the tool `grown` and tells the client its to
     mcp-http-test-server.py --markers DIR [--port N] [--json]
 
 It binds 127.0.0.1:N (0, the default: a free port), then writes the port to DIR/port and its
-pid to DIR/pid; a client may connect as soon as DIR/port exists. `--json` answers requests
+pid to DIR/pid; a client may connect as soon as DIR/port exists. A DELETE (a client ending
+its session) writes the session id to DIR/deleted. `--json` answers requests
 with JSON rather than event streams."""
 import argparse
 import os
@@ -95,6 +96,14 @@ async def grow(ctx: Context) -> str:
     return "grew"
 
 
+def marking_deletes(app):
+    async def marked(scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "DELETE":
+            mark("deleted", dict(scope["headers"]).get(b"mcp-session-id", b"").decode())
+        await app(scope, receive, send)
+    return marked
+
+
 if __name__ == "__main__":
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -104,4 +113,4 @@ if __name__ == "__main__":
     # Connections wait in the backlog until the server accepts them: ready from here on.
     mark("port", str(listener.getsockname()[1]))
     app = server.streamable_http_app(json_response=options.json)
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+    uvicorn.Server(uvicorn.Config(marking_deletes(app), log_level="warning")).run(sockets=[listener])

@@ -176,6 +176,15 @@ final class MCPHTTPIntegrationTests: XCTestCase {
         XCTAssertNotEqual(secondSession, first, "a new session")
     }
 
+    /// confabd's shutdown ends the session it holds with a DELETE naming it, and does not wait long.
+    func testShutdownEndsTheSessionWithADelete() throws {
+        let (client, id) = try conversation()
+        let session = try XCTUnwrap(try callResult(client, id, "[[tool:web__session {}]]")["content"]?.string)
+        let sessionID = try XCTUnwrap(session.split(separator: " ").dropFirst().first.map(String.init))
+        XCTAssertNotNil(harness.stopDaemon(), "confabd stopped by itself")
+        XCTAssertEqual(try? String(contentsOfFile: markers + "/web/deleted", encoding: .utf8), sessionID)
+    }
+
     /// `notifications/tools/list_changed` comes on the server's own stream (the GET): the tool
     /// list is fetched again and the next reply offers the new tool.
     func testAToolListChangeOnTheServersOwnStreamOffersTheNewTool() throws {
