@@ -6,10 +6,11 @@ the Authorization header its request carried (the secret a client must redact); 
 says which session and protocol version the request named; `vanish` ends the whole server in
 the middle of its call; `grow` adds the tool `grown` and tells the client its tool list changed.
 
-    mcp-http-test-server.py --markers DIR [--port N] [--json]
+    mcp-http-test-server.py --markers DIR [--port N] [--json] [--stateless]
 
 It binds 127.0.0.1:N (0, the default: a free port), then writes the port to DIR/port and its
-pid to DIR/pid; a client may connect as soon as DIR/port exists. A DELETE (a client ending
+pid to DIR/pid; a client may connect as soon as DIR/port exists. `--stateless` gives no
+session ids. A DELETE (a client ending
 its session) writes the session id to DIR/deleted. `--json` answers requests
 with JSON rather than event streams."""
 import argparse
@@ -31,6 +32,7 @@ arguments = argparse.ArgumentParser()
 arguments.add_argument("--markers", required=True)
 arguments.add_argument("--port", type=int, default=0)
 arguments.add_argument("--json", action="store_true")
+arguments.add_argument("--stateless", action="store_true")
 options = arguments.parse_args()
 
 
@@ -112,5 +114,5 @@ if __name__ == "__main__":
     mark("pid", str(os.getpid()))
     # Connections wait in the backlog until the server accepts them: ready from here on.
     mark("port", str(listener.getsockname()[1]))
-    app = server.streamable_http_app(json_response=options.json)
+    app = server.streamable_http_app(json_response=options.json, stateless_http=options.stateless)
     uvicorn.Server(uvicorn.Config(marking_deletes(app), log_level="warning")).run(sockets=[listener])

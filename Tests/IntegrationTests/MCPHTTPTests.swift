@@ -57,13 +57,13 @@ final class MCPHTTPIntegrationTests: XCTestCase {
     }
 
     /// Starts the test server `name` (on `port`, or a free one) and waits, bounded, until it listens.
-    private func startServer(_ name: String, json: Bool = false, port: Int = 0) throws {
+    private func startServer(_ name: String, json: Bool = false, stateless: Bool = false, port: Int = 0) throws {
         let directory = markers + "/" + name
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
         servers[name] = try Child(MCPIntegrationTests.venv + "/bin/python",
                                   [MCPIntegrationTests.root + "/scripts/mcp-http-test-server.py", "--markers", directory, "--port", String(port)]
-                                  + (json ? ["--json"] : []), logFile: markers + "/\(name).log")
+                                  + (json ? ["--json"] : []) + (stateless ? ["--stateless"] : []), logFile: markers + "/\(name).log")
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             if let text = try? String(contentsOfFile: directory + "/port", encoding: .utf8), let bound = Int(text) {
@@ -131,6 +131,24 @@ final class MCPHTTPIntegrationTests: XCTestCase {
         XCTAssertTrue(session.hasPrefix("session "), session)
         XCTAssertFalse(session.contains("session (none)"), session)
         XCTAssertTrue(session.hasSuffix(" version 2025-11-25"), session)
+    }
+
+    /// A server without sessions (no `Mcp-Session-Id`): every request goes without one, and calls work.
+    func testAServerWithoutSessionsIsCalledWithoutOne() throws {
+        try startServer("bare", json: true, stateless: true)
+        try harness.writeConfig("""
+            [mcp.bare]
+            url = "http://127.0.0.1:\(ports["bare"]!)/mcp"
+            approval = "never"
+
+            [profiles.helper]
+            tools = ["bare"]
+            """)
+        try harness.restartDaemon()
+        let (client, id) = try conversation()
+        let session = try callResult(client, id, "[[tool:bare__session {}]]")
+        XCTAssertEqual(session["content"]?.string, "session (none) version 2025-11-25", "\(session)")
+        XCTAssertEqual(try callResult(client, id, #"[[tool:bare__echo {"text":"no session"}]]"#)["content"]?.string, "no session")
     }
 
     func testAToolThatReportsAnErrorOverHTTPIsAFailedResultTheModelSees() throws {
