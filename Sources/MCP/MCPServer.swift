@@ -4,8 +4,9 @@ import EventLoop
 import Glibc
 
 /// One configured MCP server as the daemon runs it: a child process over stdio, or a server
-/// reached over Streamable HTTP (`MCPHTTPTransport`), spoken to through an `MCPSession`, on the loop. Started on first use (`whenReady`); its calls are
-/// timed out, cancelled with `notifications/cancelled`, and failed when it exits.
+/// reached over Streamable HTTP (`MCPHTTPTransport`), spoken to through an `MCPSession`, on
+/// the loop. Started on first use (`whenReady`); its calls are timed out, cancelled with
+/// `notifications/cancelled`, and failed when it exits (over HTTP: when its transport fails).
 public final class MCPServer {
     public enum Status: Equatable, Sendable {
         case stopped, starting, ready
