@@ -140,7 +140,11 @@ extension Broker {
             message.supersededBy = nil
             return message
         }
+        // Until the fork is listed, only its log names the files it copies: a delete of the
+        // original meanwhile must not collect them.
+        let held = holdBlobs(of: messages)
         store.create(header, records: messages.map { $0.role == .user ? .message($0) : .replyFinished($0) }) { [unowned self] result in
+            releaseBlobs(held)
             switch result {
             case .success(let log):
                 let fork = adopt(log, header: header, messages: messages)

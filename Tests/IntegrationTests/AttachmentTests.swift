@@ -279,6 +279,28 @@ final class AttachmentTests: XCTestCase {
         XCTAssertFalse(blobExists(digest), "nothing names it any more")
     }
 
+    func testAForkBeingCreatedKeepsItsFilesFromADeleteOfTheOriginal() throws {
+        harness = try Harness()
+        let client = try harness.client()
+        let conversation = try harness.createConversation(client)
+        let bytes = Array("copied by a fork\n".utf8)
+        let digest = try XCTUnwrap(Self.upload(client, bytes)["attachment"]?["sha256"]?.string)
+        let sent = try send(client, conversation, "see", [("copied.txt", digest)])
+        _ = try client.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation)])
+        _ = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
+        client.close()
+        // Another connection (it stored nothing): the fork and the delete in one write, so the
+        // delete is made while the fork's log is still being created.
+        let other = try harness.client(name: "other")
+        try other.sendRaw(RPC.request(id: 101, method: RPCMethod.conversationFork.rawValue, params: ["conversation": .string(conversation)])
+                          + RPC.request(id: 102, method: RPCMethod.conversationDelete.rawValue, params: ["conversation": .string(conversation)]))
+        let forked = try other.response(to: 101)
+        XCTAssertNotNil(try other.response(to: 102)["result"])
+        let fork = try XCTUnwrap(forked["result"]?["conversation"]?["id"]?.string, forked.text)
+        XCTAssertTrue(blobExists(digest), "the fork names it")
+        XCTAssertEqual(try Self.download(other, conversation: fork, message: "m1").bytes, bytes)
+    }
+
     func testAFileStoredAndNeverSentGoesWithItsConnection() throws {
         harness = try Harness()
         let client = try harness.client()
