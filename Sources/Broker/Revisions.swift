@@ -42,9 +42,12 @@ extension Broker {
         let id = try params.string("message")
         guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
         let content = try params.string("content")
-        guard content.contains(where: { !$0.isWhitespace }) else { throw .invalidParams("parameter \"content\" must not be empty") }
         guard let original = conversation.messages.first(where: { $0.id == id }) else {
             throw .notFound("no message \(id) in conversation \(conversation.id)")
+        }
+        // A message that carries files may, as when it was sent, have no text of its own.
+        guard content.contains(where: { !$0.isWhitespace }) || original.attachments?.isEmpty == false else {
+            throw .invalidParams("parameter \"content\" must not be empty")
         }
         guard original.role == .user else { throw .invalidParams("message \(id) is a reply: only your own messages can be edited") }
         let current = conversation.current

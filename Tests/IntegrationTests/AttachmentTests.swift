@@ -172,6 +172,11 @@ final class AttachmentTests: XCTestCase {
         _ = try again.awaitReply(try XCTUnwrap(edited["reply"]?.string))
         let hits = try again.call(RPCMethod.conversationSearch.rawValue, ["query": "photo of us"])["hits"]?.array ?? []
         XCTAssertEqual(Set(hits.compactMap { $0["message"]?.string }), [messageID, try XCTUnwrap(edited["message"]?["id"]?.string)])
+        // Edited back to no text: the files are still the message.
+        let emptied = try again.call(RPCMethod.messageEdit.rawValue, ["conversation": .string(conversation),
+                                                                      "message": .string(try XCTUnwrap(edited["message"]?["id"]?.string)), "content": ""])
+        XCTAssertEqual(emptied["message"]?["attachments"], expected)
+        XCTAssertEqual(emptied["message"]?["content"], "")
     }
 
     // MARK: - Refusals and limits
