@@ -50,6 +50,9 @@ public final class Broker {
     /// may have changed (each log write, through the store), created or deleted.
     let listOrder = ListOrder<Conversation>(updated: \.updated.milliseconds, id: \.id, isGone: \.isDeleted)
     var clients: [String: ClientSession] = [:]
+    /// Blobs named by logs being created and not yet listed (a fork's copied messages), with
+    /// how many such logs name each: not collected meanwhile (`Blobs.swift`).
+    var blobsInNewLogs: [String: Int] = [:]
     /// `conversation.search` requests waiting to run, and the one running (`Search.swift`).
     var pendingSearches: [SearchJob] = []
     var runningSearch: SearchJob?
@@ -103,6 +106,9 @@ public final class Broker {
             conversations[conversation.id] = conversation
         }
         logger.info("\(opened.fromIndex) conversations listed from the index, \(opened.read) logs read, in \(Self.monotonicMilliseconds - started) ms")
+        // What a crash between a blob and its message, a connection that stored files and sent
+        // nothing, or a delete cut short left behind.
+        collectBlobs(store.blobs.storedDigests(), why: "start-up")
         // Replies that were waiting their turn when the daemon stopped run now (they stream
         // once the loop runs), oldest conversation activity first.
         for conversation in conversations.values.filter({ $0.queuedCount > 0 }).sorted(by: { $0.updated < $1.updated }) {
@@ -247,6 +253,11 @@ public final class Broker {
             }
         }
         client.attached = []
+        // Its unfinished uploads go, and the files it stored that no message names.
+        client.uploads = [:]
+        let stored = client.storedBlobs.keys
+        client.storedBlobs = [:]
+        collectBlobs(stored, why: "client=\(client.id) disconnected")
         let dropped = cancelled > 0 ? "; \(cancelled) search\(cancelled == 1 ? "" : "es") cancelled" : ""
         if let reason {
             logger.notice("client=\(client.id) disconnected: \(reason)\(dropped)")

@@ -25,6 +25,19 @@ final class LogSearchTests: XCTestCase {
         return LogSearch.searchFile(raw: bytes, folded: folded, conversation: "k3v9q2m8x7ad", query: try XCTUnwrap(SearchQuery(text)))
     }
 
+    func testAMessageIsFoundByTheNamesOfItsFilesAfterItsText() throws {
+        var withFiles = message("m1", .user, "see the attached", at: 1_000)
+        withFiles.attachments = [Attachment(name: "Quarterly Report.txt", type: .text, size: 3, sha256: String(repeating: "a", count: 64)),
+                                 Attachment(name: "diagram.png", type: .png, size: 9, sha256: String(repeating: "b", count: 64))]
+        let bytes = log([.header(Fixture.header()), .message(withFiles), .message(message("m3", .user, "report", at: 3_000))])
+        let byName = try search(bytes, "quarterly report")
+        XCTAssertEqual(byName.map(\.message), ["m1"])
+        XCTAssertEqual(byName.first?.snippet, "Quarterly Report.txt", "the snippet is the name's")
+        XCTAssertEqual(try search(bytes, "DIAGRAM").map(\.message), ["m1"])
+        XCTAssertEqual(try search(bytes, "attached").first?.snippet, "see the attached", "the text first")
+        XCTAssertEqual(Set(try search(bytes, "report").map(\.message)), ["m1", "m3"])
+    }
+
     func testABlankQueryIsNone() {
         XCTAssertNil(SearchQuery(""))
         XCTAssertNil(SearchQuery("  \n\t "))

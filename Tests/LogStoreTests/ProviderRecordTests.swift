@@ -49,11 +49,18 @@ final class ProviderRecordTests: XCTestCase {
         // That daemon's line has no shares: it is not read (the logs are, once), since an
         // entry that cannot say who may see a conversation must not stand for it.
         XCTAssertNil(LogStore.decode(try JSON.parse(written)))
-        // Today's line is the same with the shares after it.
-        let line = #"["hb2t7sft5dce",2769,16287022,1795639534933235158,1795639534862,"fake-model","tools","tools",1795639534934,4,false,"Use the tools.",null,"claude",[22,62,84,1],"helper",{"temperature":0.5},[{"uid":1001,"login":"bob","role":"read"}]]"#
+        // Nor is the next daemon's, with shares and no blobs: an entry that cannot say which
+        // attached files its conversation names must not stand for it either.
+        let withShares = #"["hb2t7sft5dce",2769,16287022,1795639534933235158,1795639534862,"fake-model","tools","tools",1795639534934,4,false,"Use the tools.",null,"claude",[22,62,84,1],"helper",{"temperature":0.5},[{"uid":1001,"login":"bob","role":"read"}]]"#
+        XCTAssertNil(LogStore.decode(try JSON.parse(withShares)))
+        // Today's line is the same with the shares and the blobs its messages name after it.
+        let digest = String(repeating: "ab", count: 32)
+        let line = #"["hb2t7sft5dce",2769,16287022,1795639534933235158,1795639534862,"fake-model","tools","tools",1795639534934,4,false,"Use the tools.",null,"claude",[22,62,84,1],"helper",{"temperature":0.5},[{"uid":1001,"login":"bob","role":"read"}],[""#
+            + digest + #""]]"#
         let json = try JSON.parse(line)
         let entry = try XCTUnwrap(LogStore.decode(json))
         XCTAssertEqual(entry.summary.shares, [ConversationShare(uid: 1001, login: "bob", role: .read)])
+        XCTAssertEqual(entry.summary.blobs, [digest])
         XCTAssertEqual(entry.identity, FileIdentity(size: 2769, inode: 16287022, modifiedNanoseconds: 1795639534933235158))
         XCTAssertEqual(entry.summary.header.id, "hb2t7sft5dce")
         XCTAssertEqual(entry.summary.header.provider, "claude")
