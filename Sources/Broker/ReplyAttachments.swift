@@ -1,5 +1,6 @@
 import ConfabProtocol
 import DaemonSettings
+import LogStore
 import Upstream
 
 /// Where a reply gets the bytes of the files its turns carry: stored files read by SHA-256,
@@ -8,6 +9,22 @@ public protocol AttachmentReader: AnyObject {
     /// Reads each digest's stored bytes; `done` runs once, on the loop thread, with what could be
     /// read (a digest missing from it could not be: removed, unreadable).
     func read(_ digests: [String], done: @escaping ([String: [UInt8]]) -> Void)
+}
+
+extension BlobStore: AttachmentReader {
+    /// Every digest's blob, each read whole off the loop; `done` runs once all have answered.
+    public func read(_ digests: [String], done: @escaping ([String: [UInt8]]) -> Void) {
+        var found: [String: [UInt8]] = [:]
+        var left = digests.count
+        guard left > 0 else { return done([:]) }
+        for digest in digests {
+            read(digest) { (bytes: [UInt8]?) in
+                if let bytes { found[digest] = bytes }
+                left -= 1
+                if left == 0 { done(found) }
+            }
+        }
+    }
 }
 
 /// Who says a conversation's model takes no images, when one does.
@@ -126,7 +143,7 @@ extension ChatAttachment {
 }
 
 extension Broker {
-    /// Reads the stored files replies send (the daemon's blob store).
+    /// Reads the stored files replies send: the store's blobs unless a test says otherwise.
     public var attachmentReader: (any AttachmentReader)? {
         get { replies.attachmentReader }
         set { replies.attachmentReader = newValue }
