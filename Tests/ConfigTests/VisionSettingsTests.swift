@@ -17,6 +17,10 @@ final class VisionSettingsTests: XCTestCase {
             api = "completions"
             base_url = "http://127.0.0.1:8081/v1"
 
+            [providers.text]
+            base_url = "http://127.0.0.1:8082/v1"
+            vision = false
+
             [profiles.blind]
             provider = "local"
             vision = false
@@ -30,6 +34,7 @@ final class VisionSettingsTests: XCTestCase {
         XCTAssertEqual(settings.providerTable["default"]?.takesImages, false)
         XCTAssertEqual(settings.providerTable["local"]?.takesImages, true, "a provider takes images unless it says otherwise")
         XCTAssertEqual(settings.providerTable["old"]?.takesImages, false, "a completions provider never does")
+        XCTAssertEqual(settings.providerTable["text"]?.takesImages, false)
         XCTAssertEqual(settings.profileTable["blind"]?.takesImages, false)
         XCTAssertEqual(settings.profileTable["seeing"]?.takesImages, true, "a profile may say more than [upstream]")
         XCTAssertNil(settings.profileTable["plain"]?.takesImages, "a profile without the key leaves it to the provider")
