@@ -139,7 +139,7 @@ extension ChatAttachment {
         if attachment.type == .text {
             return .text(String(decoding: bytes, as: UTF8.self))
         }
-        return .image(bytes)
+        return .image(encoding: bytes)
     }
 }
 

@@ -69,12 +69,12 @@ final class ReplyAttachmentTests: XCTestCase {
         let file = try stored(text, name: "main.swift")
         let request = try send("look", [image, file], in: conversation)
         let turn = try XCTUnwrap(request.messages.last)
-        XCTAssertEqual(turn.attachments.map(\.content), [.image(png), .text("fn main() {}\n")])
+        XCTAssertEqual(turn.attachments.map(\.content), [.image(encoding: png), .text("fn main() {}\n")])
         XCTAssertEqual(turn.text(imagesAsLines: false), "look\n\nmain.swift:\n```\nfn main() {}\n```")
         try finish("a program")
         // The next reply sends the history's files again, read again.
         let next = try send("and now?", [], in: conversation)
-        XCTAssertEqual(next.messages.first?.attachments.map(\.content), [.image(png), .text("fn main() {}\n")])
+        XCTAssertEqual(next.messages.first?.attachments.map(\.content), [.image(encoding: png), .text("fn main() {}\n")])
     }
 
     func testAFileRemovedBehindTheDaemonsBackIsALineAndTheConversationGoesOn() throws {
