@@ -114,6 +114,11 @@ final class AttachSession {
     var newestTool: String?
     /// Replies whose replacement was said already: a whole chain is replaced at once.
     var announcedReplaced: Set<String> = []
+    /// Files `/attach` read, which the next message sent carries (`AttachFiles.swift`).
+    var pendingFiles: [FileAttachment] = []
+    /// The files of sends not yet answered, by request id: dropped once the message is
+    /// stored, pending again when it is not.
+    var filesInFlight: [Int: [FileAttachment]] = [:]
 
     struct Waiting {
         var call: ToolCall
@@ -329,6 +334,7 @@ final class AttachSession {
             try notification(told)
         case .response(let id, let result):
             guard let pending = outstanding.removeValue(forKey: id) else { return }
+            settleFiles(of: id, result)
             switch (pending, result) {
             case (.send, .failure(let error)): transcript.error("not sent: \(error.message)")
             case (.cancel, .success(let value)) where CancelResult(json: value).cancelled == nil:
@@ -599,9 +605,20 @@ final class AttachSession {
     }
 
     func send(_ text: String) throws(Failure) {
+        var params: [String: JSON] = ["conversation": .string(conversation), "content": .string(text)]
+        // The files pending go with it, uploaded now; a refusal keeps them pending and the text unsent.
+        switch try uploadPendingFiles() {
+        case .refused: return
+        case .uploaded(let attachments): params["attachments"] = attachments
+        case .nothing: break
+        }
         // Not printed here: the daemon echoes it back as message.created.
-        let id = try connection.send(.messageSend, ["conversation": .string(conversation), "content": .string(text)])
+        let id = try connection.send(.messageSend, .object(params))
         outstanding[id] = .send
+        if !pendingFiles.isEmpty {
+            filesInFlight[id] = pendingFiles
+            pendingFiles = []
+        }
     }
 
 }
