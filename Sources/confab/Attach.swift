@@ -334,7 +334,6 @@ final class AttachSession {
             try notification(told)
         case .response(let id, let result):
             guard let pending = outstanding.removeValue(forKey: id) else { return }
-            settleFiles(of: id, result)
             switch (pending, result) {
             case (.send, .failure(let error)): transcript.error("not sent: \(error.message)")
             case (.cancel, .success(let value)) where CancelResult(json: value).cancelled == nil:
@@ -356,6 +355,8 @@ final class AttachSession {
             case (_, .failure(let error)): transcript.error(error.message)
             default: break
             }
+            // After the refusal, if any: then that its files are still attached.
+            settleFiles(of: id, result)
         case .fatal(let error):
             transcript.breakLine()
             throw .rpc(error)
