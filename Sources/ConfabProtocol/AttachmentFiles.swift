@@ -25,11 +25,12 @@ public enum AttachmentName {
     }
 
     /// Whether the daemon refuses `scalar` in a name: controls, format characters (the bidi
-    /// overrides and isolates, zero-width ones) and the line and paragraph separators.
+    /// overrides and isolates, zero-width ones), the line and paragraph separators, and what a
+    /// terminal draws as nothing or as a blank (the default-ignorable code points, U+2800).
     public static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
         case .control, .format, .lineSeparator, .paragraphSeparator: return true
-        default: return false
+        default: return scalar.properties.isDefaultIgnorableCodePoint || scalar.value == 0x2800
         }
     }
 

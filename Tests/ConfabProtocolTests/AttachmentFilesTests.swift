@@ -26,6 +26,7 @@ final class AttachmentFilesTests: XCTestCase {
         XCTAssertEqual(AttachmentName.reduced(fromPath: "/tmp/\u{1B}[31mred.txt"), "^[[31mred.txt")
         XCTAssertEqual(AttachmentName.reduced(fromPath: "evil\u{202E}gnp.exe"), "evil<U+202E>gnp.exe")
         XCTAssertEqual(AttachmentName.reduced(fromPath: "a\rb\u{7F}c\u{9B}d\u{2028}e\u{200B}"), "a^Mb^?cM-^[d<U+2028>e<U+200B>")
+        XCTAssertEqual(AttachmentName.reduced(fromPath: "blank\u{3164}\u{2800}.txt"), "blank<U+3164><U+2800>.txt")
         for name in ["^[[31mred.txt", "evil<U+202E>gnp.exe", "a^Mb^?cM-^[d<U+2028>e<U+200B>"] {
             XCTAssertFalse(name.unicodeScalars.contains(where: AttachmentName.isRefused), name)
         }
