@@ -21,6 +21,13 @@ struct Attach: ClientCommand {
 
             When confabd stops or restarts, attach says so, waits for it to come back (Ctrl-D \
             leaves meanwhile), then shows what it missed and goes on.
+
+            /attach PATH... adds files to the next message you send (text files and PNG, JPEG, \
+            GIF or WebP images, as with ask -a): they are read and checked at once; a path with \
+            spaces goes in quotes or with a backslash before each space, ~/ is your home, and \
+            Tab completes paths. /attach alone lists the files waiting (name, size, type); \
+            /detach drops them. They stay attached until the message is stored. Every screen \
+            shows [attached: NAME, SIZE, TYPE] under a message that carries files.
             """)
 
     @OptionGroup var global: GlobalOptions
