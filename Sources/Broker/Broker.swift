@@ -103,6 +103,9 @@ public final class Broker {
             conversations[conversation.id] = conversation
         }
         logger.info("\(opened.fromIndex) conversations listed from the index, \(opened.read) logs read, in \(Self.monotonicMilliseconds - started) ms")
+        // What a crash between a blob and its message, a connection that stored files and sent
+        // nothing, or a delete cut short left behind.
+        collectBlobs(store.blobs.storedDigests(), why: "start-up")
         // Replies that were waiting their turn when the daemon stopped run now (they stream
         // once the loop runs), oldest conversation activity first.
         for conversation in conversations.values.filter({ $0.queuedCount > 0 }).sorted(by: { $0.updated < $1.updated }) {
@@ -247,6 +250,11 @@ public final class Broker {
             }
         }
         client.attached = []
+        // Its unfinished uploads go, and the files it stored that no message names.
+        client.uploads = [:]
+        let stored = client.storedBlobs.keys
+        client.storedBlobs = [:]
+        collectBlobs(stored, why: "client=\(client.id) disconnected")
         let dropped = cancelled > 0 ? "; \(cancelled) search\(cancelled == 1 ? "" : "es") cancelled" : ""
         if let reason {
             logger.notice("client=\(client.id) disconnected: \(reason)\(dropped)")

@@ -20,6 +20,13 @@ final class ClientSession {
     var clientName = ""
     var framer: LineFramer
     var attached: Set<String> = []
+    /// `blob.put` uploads in progress, by upload id (`Blobs.swift`).
+    var uploads: [String: BlobUpload] = [:]
+    var nextUploadNumber = 1
+    /// Uploads whose final chunk came, being written.
+    var uploadsBeingStored = 0
+    /// The blobs this connection stored, by digest: the only ones its messages may name.
+    var storedBlobs: [String: StoredBlob] = [:]
     private(set) var isClosed = false
     private let maxBufferBytes: Int
     private unowned let flusher: OutputFlusher

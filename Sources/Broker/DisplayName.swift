@@ -61,6 +61,24 @@ enum DisplayName {
         return nil
     }
 
+    /// Why `name` cannot be an attachment's file name, or nil when it can: one path component
+    /// (no `/`, not `.` or `..`) of 1 to `AttachmentLimits.maxNameBytes` bytes, without the
+    /// characters a display name may not hold either (controls, format characters, line and
+    /// paragraph separators, characters drawn as nothing). Spaces are a file name's own.
+    static func fileNameProblem(_ name: String) -> String? {
+        guard !name.isEmpty, name.utf8.count <= AttachmentLimits.maxNameBytes else {
+            return "must be 1 to \(AttachmentLimits.maxNameBytes) bytes of UTF-8"
+        }
+        guard !name.contains("/"), name != ".", name != ".." else { return "must be a file's name alone, not a path" }
+        for scalar in name.unicodeScalars {
+            if isRefused(scalar) {
+                return "must not hold control, format (bidi, zero-width) or separator characters (it holds \(code(scalar)))"
+            }
+            if isBlank(scalar) { return "must not hold characters drawn as nothing (it holds \(code(scalar)))" }
+        }
+        return nil
+    }
+
     /// Cut to `maxProgramBytes` of UTF-8, on a character's edge.
     static func programName(_ program: String) -> String {
         var kept = ""

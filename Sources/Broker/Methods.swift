@@ -96,9 +96,11 @@ extension Broker {
                 try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try unshare(c, params, client, respond) }
             case .generationCancel:
                 try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
-            case .blobPut, .attachmentGet:
-                // Named in the vocabulary ahead of the blob store that answers them.
-                throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
+            case .blobPut:
+                try refuseWhenStopping()
+                try blobPut(params, client, now: respond, later: later)
+            case .attachmentGet:
+                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try attachmentGet(c, params, respond) }
             }
         } catch {
             // A method that reserved its place and then refused its params answers in that place.
@@ -343,6 +345,8 @@ extension Broker {
             } else {
                 logger.info("conversation=\(conversation.id) deleted")
                 respond(.success(["deleted": .string(conversation.id)]))
+                // Only now that the log is gone for good: a crash before this keeps the log and its blobs.
+                collectBlobs(conversation.log.blobs, why: "conversation=\(conversation.id) deleted")
             }
         }
     }
@@ -393,14 +397,17 @@ extension Broker {
     private func send(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
         try refuseWhenStopping()
         let content = try params.string("content")
-        guard content.contains(where: { !$0.isWhitespace }) else { throw .invalidParams("parameter \"content\" must not be empty") }
+        let attachments = try attachments(params, client)
+        guard attachments.isEmpty ? content.contains(where: { !$0.isWhitespace }) : true else {
+            throw .invalidParams("parameter \"content\" must not be empty (without attachments)")
+        }
         // One reply in progress plus `maxQueuedSends` waiting behind it.
         guard conversation.unfinishedReplies <= limits.maxQueuedSends else {
             throw RPCError(code: RPCError.limitReached, message: "too many sends waiting in this conversation (limit \(limits.maxQueuedSends))")
         }
         let ids = conversation.reserveSend()
         let message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
-                              status: .complete, created: .now(), author: client.author())
+                              status: .complete, created: .now(), author: client.author(), attachments: attachments.isEmpty ? nil : attachments)
         conversation.sendsBeingStored += 1
         conversation.log.append([.message(message)]) { [unowned self] error in
             conversation.sendsBeingStored -= 1
@@ -414,7 +421,8 @@ extension Broker {
                 return
             }
             conversation.insert(message)
-            logger.info("conversation=\(conversation.id) message=\(message.id) stored client=\(client.id) chars=\(content.count)")
+            logger.info("conversation=\(conversation.id) message=\(message.id) stored client=\(client.id) chars=\(content.count)"
+                + (attachments.isEmpty ? "" : " attachments=\(attachments.count)"))
             logger.debug("conversation=\(conversation.id) message=\(message.id) content=\(content)")
             respond(.success(["message": message.json, "reply": .string(ids.reply)]))
             conversation.broadcast(.messageCreated(message))

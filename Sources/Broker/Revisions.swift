@@ -55,8 +55,9 @@ extension Broker {
         try refuseUnlessSettled(conversation, doing: "edit a message")
         let replaced = current.filter { $0.role != .user && $0.sequence > original.sequence }
         let ids = conversation.reserveSend()
+        // The files stay with the message: an edit changes its text.
         let message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
-                              status: .complete, created: .now(), author: client.author())
+                              status: .complete, created: .now(), author: client.author(), attachments: original.attachments)
         let superseded = [original] + replaced
         conversation.sendsBeingStored += 1
         // The new message first: should a crash keep only part of this append, what survives

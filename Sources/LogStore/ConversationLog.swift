@@ -50,6 +50,8 @@ public final class ConversationLog {
     public var messageCount: Int { summary.messageCount }
     /// Who else may see the conversation (the summary's, without copying the rest of it).
     public var shares: [ConversationShare] { summary.shares }
+    /// The blobs its messages' attachments name (the summary's, without copying the rest of it).
+    public var blobs: Set<String> { summary.blobs }
     /// The file as last seen by `stat`; nil once written to since.
     var identity: FileIdentity?
     /// Told after every change, so the index is written again (a reference, not a closure:

@@ -63,7 +63,7 @@ extension LogStore {
     /// and the first line names the fields, so the file still reads on its own with `jq`.
     static let indexFields: [String] = ["id", "size", "inode", "mtime_ns", "created_ms", "model", "header_title", "title",
                                         "updated_ms", "message_count", "resume", "system", "forked_from", "provider", "usage",
-                                        "profile", "params", "shared"]
+                                        "profile", "params", "shared", "blobs"]
     static let indexFormat: JSON = ["type": "confab-index", "v": 1, "fields": .array(indexFields.map(JSON.string))]
 
     static func encode(_ entry: IndexEntry) -> JSON {
@@ -81,6 +81,7 @@ extension LogStore {
             summary.header.profile.map(JSON.string) ?? .null,
             summary.header.params.json,
             .array(summary.shares.map(\.json)),
+            .array(summary.blobs.sorted().map(JSON.string)),
         ])
     }
 
@@ -187,6 +188,7 @@ extension LogStore {
             var usage = UsageTotals()
             var params = SamplingParameters()
             var shares: [ConversationShare] = []
+            var blobs: Set<String> = []
         }
         func string(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> String {
             guard let text = try scanner.readString() else {
@@ -261,6 +263,18 @@ extension LogStore {
                         return
                     }
                     f.shares = shares
+                case 18:
+                    guard case .array(let digests) = try scanner.readValue() else {
+                        f.valid = false
+                        return
+                    }
+                    for digest in digests {
+                        guard let digest = digest.string, Attachment.isDigest(digest) else {
+                            f.valid = false
+                            return
+                        }
+                        f.blobs.insert(digest)
+                    }
                 default: f.valid = false
                 }
             }
@@ -271,7 +285,8 @@ extension LogStore {
                                         system: f.system, forkedFrom: f.forkedFrom, provider: f.provider, profile: f.profile, params: f.params)
         return IndexEntry(identity: FileIdentity(size: Int64(f.size), inode: UInt64(truncatingIfNeeded: f.inode), modifiedNanoseconds: Int64(f.modified)),
                           summary: LogSummary(header: header, title: f.title, updated: Timestamp(milliseconds: Int64(f.updated)),
-                                              messageCount: f.messages, needsResume: f.resume, usage: f.usage, shares: f.shares))
+                                              messageCount: f.messages, needsResume: f.resume, usage: f.usage, shares: f.shares,
+                                              blobs: f.blobs))
     }
 
     /// The `shared` field: every entry a whole share, or the line is not taken.

@@ -160,13 +160,18 @@ public enum LogSearch {
             case .message(let stored), .replyFinished(let stored): message = stored
             default: return
             }
-            guard let offset = query.match(message.content) else {
+            // The text first, then the names of the files it carries (the snippet is then the name's).
+            var matched = query.match(message.content).map { (text: message.content, offset: $0) }
+            for attachment in message.attachments ?? [] where matched == nil {
+                matched = query.match(attachment.name).map { (text: attachment.name, offset: $0) }
+            }
+            guard let matched else {
                 found[message.id] = nil
                 return
             }
             if found[message.id] == nil { order.append(message.id) }
             found[message.id] = SearchHit(conversation: conversation, message: message.id, role: message.role, created: message.created,
-                                          snippet: snippet(of: message.content, around: offset, length: query.lowered.count))
+                                          snippet: snippet(of: matched.text, around: matched.offset, length: query.lowered.count))
         }
         raw.withUnsafeBufferPointer { rawBytes in
             folded.withUnsafeBufferPointer { foldedBytes in

@@ -26,6 +26,8 @@ public final class LogStore {
     public let directory: String
     public let conversationsDirectory: String
     public let indexPath: String
+    /// The files user messages carry (`<directory>/blobs`).
+    public let blobs: BlobStore
     let loop: Loop
     private let syncEnabled: Bool
     /// Every log, open or closed, by conversation id.
@@ -59,6 +61,7 @@ public final class LogStore {
         } catch {
             throw StoreError(errno: error.errno.code, operation: "\(error.operation) \(error.path)")
         }
+        blobs = try BlobStore(dataDirectory: directory, loop: loop, syncEnabled: syncEnabled)
     }
 
     func path(of id: String) -> String {

@@ -17,6 +17,9 @@ public struct LogSummary: Equatable, Sendable {
     public var usage = UsageTotals()
     /// Who else may see it, and how (`share`/`unshare` records, latest per uid), in uid order.
     public var shares: [ConversationShare] = []
+    /// The blobs its messages' attachments name (superseded messages' too: they are still
+    /// shown), so blobs nothing references can be found without reading any log.
+    public var blobs: Set<String> = []
     /// What folding further records needs. Present only while the log is open for writing;
     /// a summary read from the index has none, and the log is folded afresh when it is opened.
     var fold: Fold?
@@ -46,8 +49,9 @@ public struct LogSummary: Equatable, Sendable {
 
     /// As the index recorded it.
     init(header: ConversationHeader, title: String, updated: Timestamp, messageCount: Int, needsResume: Bool, usage: UsageTotals,
-         shares: [ConversationShare] = []) {
+         shares: [ConversationShare] = [], blobs: Set<String> = []) {
         self.shares = shares
+        self.blobs = blobs
         self.header = header
         self.title = title
         self.updated = updated
@@ -67,7 +71,9 @@ public struct LogSummary: Equatable, Sendable {
         case .settings(let settings): header.apply(settings)
         case .shared(let share): shares = shares.sharing(share)
         case .unshared(let uid): shares = shares.unsharing(uid)
-        case .message(let message): Self.note(message, in: &fold)
+        case .message(let message):
+            Self.note(message, in: &fold)
+            for attachment in message.attachments ?? [] { blobs.insert(attachment.sha256) }
         case .replyStarted(let message):
             Self.note(message, in: &fold)
             fold.unfinishedReplies.insert(message.id)

@@ -272,3 +272,28 @@ extension Files {
         return (fd, String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 }
+
+extension Files {
+    /// Up to `count` bytes of the file at `path` from byte `offset` (`pread(2)`, through short
+    /// reads and EINTR): fewer only at the end of the file, none past it.
+    public static func read(path: String, offset: Int, count: Int) throws(Errno) -> [UInt8] {
+        let fd = try open(path, O_RDONLY)
+        defer { Glibc.close(fd) }
+        var failure: Errno?
+        let bytes = [UInt8](unsafeUninitializedCapacity: max(count, 0)) { buffer, filled in
+            while filled < buffer.count {
+                let n = pread(fd, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset + filled))
+                if n > 0 {
+                    filled += n
+                } else if n == 0 {
+                    return
+                } else if errno != EINTR {
+                    failure = .current
+                    return
+                }
+            }
+        }
+        if let failure { throw failure }
+        return bytes
+    }
+}

@@ -9,8 +9,8 @@ final class AccessRulesTests: XCTestCase {
     private let owner: UInt32 = 1000
 
     func testEachMethodNeedsWhatTheProtocolSays() {
-        let anyone: Set<RPCMethod> = [.hello, .status, .conversationList, .conversationSearch]
-        let read: Set<RPCMethod> = [.conversationGet, .conversationAttach, .conversationDetach, .conversationHistory]
+        let anyone: Set<RPCMethod> = [.hello, .status, .conversationList, .conversationSearch, .blobPut]
+        let read: Set<RPCMethod> = [.conversationGet, .conversationAttach, .conversationDetach, .conversationHistory, .attachmentGet]
         let write: Set<RPCMethod> = [.messageSend, .generationCancel, .messageRegenerate, .messageEdit, .messageContinue]
         let ownerOnly: Set<RPCMethod> = [.conversationCreate, .conversationConfigure, .conversationRename, .conversationDelete,
                                          .conversationFork, .toolApprove, .conversationShare, .conversationUnshare,

@@ -57,10 +57,16 @@ extension LogStore {
         }
         guard let params = try? SamplingParameters(json: fields[16]) else { return nil }
         guard let shares = Self.shares(fields[17]) else { return nil }
+        guard case .array(let digests) = fields[18] else { return nil }
+        var blobs: Set<String> = []
+        for digest in digests {
+            guard let digest = digest.string, Attachment.isDigest(digest) else { return nil }
+            blobs.insert(digest)
+        }
         let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model,
                                         system: system, forkedFrom: forkedFrom, provider: provider, profile: profile, params: params)
         return IndexEntry(identity: FileIdentity(size: Int64(size), inode: UInt64(truncatingIfNeeded: inode), modifiedNanoseconds: Int64(modified)),
                           summary: LogSummary(header: header, title: title, updated: Timestamp(milliseconds: Int64(updated)),
-                                              messageCount: count, needsResume: resume, usage: usage, shares: shares))
+                                              messageCount: count, needsResume: resume, usage: usage, shares: shares, blobs: blobs))
     }
 }

@@ -1,12 +1,17 @@
 // glibc's byte searches that Swift's Glibc module leaves out: they are GNU extensions,
-// declared only under _GNU_SOURCE, which that module is not built with.
+// declared only under _GNU_SOURCE, which that module is not built with. And SHA-256, which
+// names the blobs attachments are stored as: no crypto library is linked into the daemon.
 #ifndef CBYTES_H
 #define CBYTES_H
 #include <stddef.h>
+#include <stdint.h>
 
 /// memmem(3): the first occurrence of `needle` in `haystack`, or NULL.
 const void *cbytes_memmem(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length);
 /// memrchr(3): the last `byte` in the `length` bytes at `bytes`, or NULL.
 const void *cbytes_memrchr(const void *bytes, int byte, size_t length);
+
+/// SHA-256 (FIPS 180-4) of the `length` bytes at `bytes`, into the 32 bytes at `digest`.
+void cbytes_sha256(const void *bytes, size_t length, uint8_t digest[32]);
 
 #endif

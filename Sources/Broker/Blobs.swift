@@ -1,0 +1,185 @@
+import ConfabProtocol
+import LogStore
+
+/// A file being uploaded with `blob.put`, chunk by chunk, on one connection.
+final class BlobUpload {
+    var bytes: [UInt8] = []
+}
+
+/// What a connection stored with `blob.put`: what its messages may name.
+struct StoredBlob {
+    var type: AttachmentType
+    var size: Int
+}
+
+/// `blob.put`, the attachments a `message.send` names, `attachment.get`, and the collection of
+/// blobs nothing references (docs/protocol.md, "Attachments").
+extension Broker {
+    /// At most this many uploads in progress (or being stored) on one connection.
+    static let maxUploadsPerConnection = 4
+
+    /// `blob.put`: a chunk of a new or running upload; with `final`, the whole file checked,
+    /// typed from its bytes and stored. Chunks are answered at once, the final one once the
+    /// blob is durable (in `later()`'s place).
+    func blobPut(_ params: Params, _ client: ClientSession, now respond: @escaping Respond, later: () -> Respond) throws(RPCError) {
+        let text = try params.string("data")
+        // Checked before decoding too: a line of many megabytes of base64 is not decoded to be refused.
+        guard text.utf8.count <= (AttachmentLimits.maxChunkBytes + 2) / 3 * 4 else {
+            throw .invalidParams("parameter \"data\" holds more than \(AttachmentLimits.maxChunkBytes) bytes: send the file in chunks of at most 1 MiB")
+        }
+        guard let chunk = Base64.decode(text) else {
+            throw .invalidParams("parameter \"data\" is not standard padded base64 (no white space, no line breaks)")
+        }
+        guard chunk.count <= AttachmentLimits.maxChunkBytes else {
+            throw .invalidParams("parameter \"data\" holds more than \(AttachmentLimits.maxChunkBytes) bytes: send the file in chunks of at most 1 MiB")
+        }
+        let isFinal = try params.optionalBool("final") ?? false
+        let id: String
+        let upload: BlobUpload
+        if let given = try params.optionalString("upload") {
+            guard let running = client.uploads[given] else {
+                throw .invalidParams("no upload \"\(given)\" in progress on this connection (an upload ends with its final chunk, or when refused)")
+            }
+            id = given
+            upload = running
+        } else {
+            guard client.uploads.count + client.uploadsBeingStored < Self.maxUploadsPerConnection else {
+                throw RPCError(code: RPCError.limitReached,
+                               message: "too many uploads in progress on this connection (limit \(Self.maxUploadsPerConnection)): finish one first")
+            }
+            id = "u\(client.nextUploadNumber)"
+            client.nextUploadNumber += 1
+            upload = BlobUpload()
+            client.uploads[id] = upload
+        }
+        upload.bytes += chunk
+        if let limit = Self.exceededLimit(upload.bytes) {
+            client.uploads[id] = nil
+            throw RPCError(code: RPCError.limitReached, message: "file too large: \(limit); the upload is dropped")
+        }
+        guard isFinal else {
+            respond(.success(["upload": .string(id), "size": .int(upload.bytes.count)]))
+            return
+        }
+        client.uploads[id] = nil
+        let bytes = upload.bytes
+        guard let type = AttachmentType.detect(bytes) else {
+            throw .invalidParams("file refused: \(AttachmentType.refusal(of: bytes) ?? "not a type this protocol takes")")
+        }
+        let answer = later()
+        client.uploadsBeingStored += 1
+        store.blobs.store(bytes) { [unowned self] result in
+            client.uploadsBeingStored -= 1
+            switch result {
+            case .failure(let error):
+                logger.error("client=\(client.id) cannot store blob: \(error)")
+                answer(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, the file was not stored: \(error)")))
+            case .success(let digest):
+                if client.isClosed {
+                    // Gone while its file was written: nothing can name it now.
+                    collectBlobs([digest], why: "client=\(client.id) disconnected while storing")
+                    return
+                }
+                client.storedBlobs[digest] = StoredBlob(type: type, size: bytes.count)
+                logger.info("client=\(client.id) stored blob=\(digest) type=\(type.rawValue) bytes=\(bytes.count)")
+                answer(.success(["attachment": ["type": .string(type.rawValue), "size": .int(bytes.count), "sha256": .string(digest)]]))
+            }
+        }
+    }
+
+    /// The limit an upload of `bytes` so far has passed: an image's at any point, a text file's
+    /// once the bytes are past it and do not begin as an image does.
+    static func exceededLimit(_ bytes: [UInt8]) -> String? {
+        if bytes.count > AttachmentLimits.maxImageBytes {
+            return "an image is at most \(AttachmentLimits.maxImageBytes) bytes (5 MiB)"
+        }
+        if bytes.count > AttachmentLimits.maxTextBytes, AttachmentType.detect(bytes.prefix(12)).map(\.isImage) != true {
+            return "a text file is at most \(AttachmentLimits.maxTextBytes) bytes (1 MiB)"
+        }
+        return nil
+    }
+
+    /// The attachments a `message.send` names (`attachments: [{name, sha256}]`), each a blob
+    /// this connection stored, within the count and size limits.
+    func attachments(_ params: Params, _ client: ClientSession) throws(RPCError) -> [Attachment] {
+        guard let value = params.members["attachments"], !value.isNull else { return [] }
+        guard case .array(let items) = value else {
+            throw .invalidParams("parameter \"attachments\" must be an array of {name, sha256}, got \(value.typeName)")
+        }
+        guard items.count <= AttachmentLimits.maxCount else {
+            throw RPCError(code: RPCError.limitReached, message: "too many attachments: at most \(AttachmentLimits.maxCount) on one message")
+        }
+        var attachments: [Attachment] = []
+        var total = 0
+        for (index, item) in items.enumerated() {
+            let at = "attachments[\(index)]"
+            guard case .object = item else { throw .invalidParams("parameter \"\(at)\" must be an object {name, sha256}") }
+            guard let name = item["name"]?.string else { throw .invalidParams("parameter \"\(at).name\" must be a string") }
+            if let problem = DisplayName.fileNameProblem(name) { throw .invalidParams("parameter \"\(at).name\" \(problem)") }
+            guard let digest = item["sha256"]?.string, Attachment.isDigest(digest) else {
+                throw .invalidParams("parameter \"\(at).sha256\" must be 64 lowercase hex digits")
+            }
+            guard let stored = client.storedBlobs[digest] else {
+                throw .invalidParams("parameter \"\(at).sha256\" names no file this connection stored with blob.put")
+            }
+            total += stored.size
+            guard total <= AttachmentLimits.maxMessageBytes else {
+                throw RPCError(code: RPCError.limitReached,
+                               message: "attachments too large: at most \(AttachmentLimits.maxMessageBytes) bytes (20 MiB) together on one message")
+            }
+            attachments.append(Attachment(name: name, type: stored.type, size: stored.size, sha256: digest))
+        }
+        return attachments
+    }
+
+    /// `attachment.get`: up to 1 MiB of one attachment of a message, from `offset`, in base64.
+    func attachmentGet(_ conversation: Conversation, _ params: Params, _ respond: @escaping Respond) throws(RPCError) {
+        let id = try params.string("message")
+        guard MessageID.order(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
+        guard let message = conversation.messages.first(where: { $0.id == id }) else {
+            throw .notFound("no message \(id) in conversation \(conversation.id)")
+        }
+        let attachments = message.attachments ?? []
+        guard let index = try params.optionalInt("index", in: 0...Int(Int32.max)) else { throw .invalidParams("missing parameter \"index\"") }
+        guard index < attachments.count else {
+            throw .notFound("message \(id) has \(attachments.count) attachment\(attachments.count == 1 ? "" : "s"): no index \(index)")
+        }
+        let attachment = attachments[index]
+        let offset = try params.optionalInt("offset", in: 0...Int.max) ?? 0
+        guard offset <= attachment.size else {
+            throw .invalidParams("parameter \"offset\" is past the attachment's end (\(attachment.size) bytes)")
+        }
+        let count = min(AttachmentLimits.maxChunkBytes, attachment.size - offset)
+        store.blobs.read(attachment.sha256, offset: offset, count: count) { [unowned self] result in
+            switch result {
+            case .failure(let error):
+                logger.error("conversation=\(conversation.id) message=\(id) cannot read blob=\(attachment.sha256): \(error)")
+                respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, cannot read the attachment: \(error)")))
+            case .success(let bytes):
+                let more = offset + bytes.count < attachment.size
+                guard bytes.count == count else {
+                    respond(.failure(RPCError(code: RPCError.storageFailed,
+                                              message: "storage failed: the stored file is shorter than the attachment says")))
+                    return
+                }
+                respond(.success(["attachment": attachment.json, "offset": .int(offset), "data": .string(Base64.encode(bytes)),
+                                  "more": .bool(more)]))
+            }
+        }
+    }
+
+    /// Removes those of `candidates` that no conversation's messages name and no open
+    /// connection stored (it may still send a message naming them).
+    func collectBlobs(_ candidates: some Sequence<String>, why: String) {
+        var unreferenced = Set(candidates)
+        for client in clients.values where !unreferenced.isEmpty {
+            unreferenced = unreferenced.filter { client.storedBlobs[$0] == nil }
+        }
+        for conversation in conversations.values where !unreferenced.isEmpty {
+            unreferenced.subtract(conversation.log.blobs)
+        }
+        guard !unreferenced.isEmpty else { return }
+        let removed = store.blobs.remove(unreferenced)
+        logger.info("\(removed) unreferenced blob\(removed == 1 ? "" : "s") removed (\(why))")
+    }
+}
