@@ -62,7 +62,7 @@ let package = Package(
         .target(name: "ShellIntegration", swiftSettings: strict),
 
         // Daemon internals.
-        .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
+        .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol", "CBytes"], swiftSettings: strict),
         // MCP servers as tool sources: the protocol's client as a state machine over lines, and
         // the child process on the loop that it speaks to.
         .target(name: "MCP", dependencies: ["ConfabProtocol", "EventLoop"], swiftSettings: strict),

@@ -73,6 +73,7 @@ public final class Broker {
         self.store = store
         current = CurrentSettings(settings, logger: logger)
         replies = ReplyRunner(loop: loop, upstream: upstream, settings: current, ownUID: ownUID, mcpLauncher: mcpLauncher)
+        replies.attachmentReader = store.blobs
         models = ModelCatalog(loop: loop, upstream: upstream, settings: current)
         startedAt = loop.now
         flusher = OutputFlusher(loop: loop)

@@ -243,13 +243,16 @@ final class Conversation {
                 continue
             }
             settleOwed()
-            guard !message.content.isEmpty || message.role == .assistant else { continue }
+            // A user turn's files, by reference: their bytes are read when the reply starts.
+            let attachments = message.role == .user ? (message.attachments ?? []).map { ChatAttachment($0) } : []
+            guard !message.content.isEmpty || !attachments.isEmpty || message.role == .assistant else { continue }
             let calls = message.role == .assistant ? message.toolCalls ?? [] : []
             if let last = context.last, last.role == message.role, message.role != .system, last.toolCalls.isEmpty {
                 let joined = [last.content, message.content].filter { !$0.isEmpty }.joined(separator: "\n\n")
-                context[context.count - 1] = ChatMessage(role: last.role, content: joined, toolCalls: calls)
+                context[context.count - 1] = ChatMessage(role: last.role, content: joined, toolCalls: calls,
+                                                         attachments: last.attachments + attachments)
             } else {
-                context.append(ChatMessage(role: message.role, content: message.content, toolCalls: calls))
+                context.append(ChatMessage(role: message.role, content: message.content, toolCalls: calls, attachments: attachments))
             }
             owed = calls
         }

@@ -398,6 +398,7 @@ extension Broker {
         try refuseWhenStopping()
         let content = try params.string("content")
         let attachments = try attachments(params, client)
+        try refuseImages(attachments, in: conversation)
         guard attachments.isEmpty ? content.contains(where: { !$0.isWhitespace }) : true else {
             throw .invalidParams("parameter \"content\" must not be empty (without attachments)")
         }

@@ -46,6 +46,9 @@ final class ReplyRunner {
 
     /// The daemon's own uid: the owner, whose secrets tool calls spend.
     let ownUID: UInt32
+    /// Reads the stored files a reply's turns carry; without one, each is sent as a line saying
+    /// it could not be read.
+    var attachmentReader: (any AttachmentReader)?
 
     init(loop: Loop, upstream: any ReplyUpstream, settings: CurrentSettings, ownUID: UInt32, mcpLauncher: [String] = []) {
         self.loop = loop
@@ -128,6 +131,7 @@ final class ReplyRunner {
         var message = reply.message
         let continued = reply.continued
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: message.id))
+        if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
         let provider = providers[conversation.provider]
         // The provider's temperature and max_tokens are defaults beneath the conversation's own.
         request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens)
@@ -172,7 +176,8 @@ final class ReplyRunner {
             return
         }
         logger.info("conversation=\(conversation.id) reply=\(message.id) \(continued == nil ? "started" : "continued") provider=\(conversation.provider) model=\(conversation.model) context=\(request.messages.count)")
-        askUpstream(for: reply, in: conversation)
+        // The files of the turns that fit are read off the loop, then the request is made.
+        readAttachments(of: reply, in: conversation) { [unowned self] in askUpstream(for: reply, in: conversation) }
     }
 
     /// The tools the conversation's profile lists, as configured now (a reload applies to the next turn).
@@ -345,8 +350,11 @@ final class ReplyRunner {
         let completion = reply.continued.map { String(decoding: reply.message.content.utf8.dropFirst($0.bytes), as: UTF8.self) }
             ?? reply.message.content
         guard !completion.isEmpty || reply.message.toolCalls != nil else { return nil }
-        return Usage.estimate(prompt: reply.request.chatMessages.map(\.estimatedText),
-                              completion: completion + (reply.message.toolCalls ?? []).reduce("") { $0 + $1.name + $1.arguments })
+        var usage = Usage.estimate(prompt: [], completion: completion + (reply.message.toolCalls ?? []).reduce("") { $0 + $1.name + $1.arguments })
+        // The prompt as the context budget counts it: images included.
+        usage.promptTokens = ContextBudget.rawEstimate(reply.request.chatMessages)
+        usage.totalTokens = usage.promptTokens + usage.completionTokens
+        return usage
     }
 
     /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.

@@ -10,6 +10,28 @@ const void *cbytes_memrchr(const void *bytes, int byte, size_t length) {
     return memrchr(bytes, byte, length);
 }
 
+size_t cbytes_base64_encode(const unsigned char *bytes, size_t length, unsigned char *out) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned char *write = out;
+    size_t read = 0;
+    for (; read + 3 <= length; read += 3) {
+        unsigned long value = (unsigned long)bytes[read] << 16 | (unsigned long)bytes[read + 1] << 8 | bytes[read + 2];
+        *write++ = alphabet[value >> 18 & 63];
+        *write++ = alphabet[value >> 12 & 63];
+        *write++ = alphabet[value >> 6 & 63];
+        *write++ = alphabet[value & 63];
+    }
+    if (read < length) {
+        int two = length - read == 2;
+        unsigned long value = (unsigned long)bytes[read] << 16 | (two ? (unsigned long)bytes[read + 1] << 8 : 0);
+        *write++ = alphabet[value >> 18 & 63];
+        *write++ = alphabet[value >> 12 & 63];
+        *write++ = two ? alphabet[value >> 6 & 63] : '=';
+        *write++ = '=';
+    }
+    return (size_t)(write - out);
+}
+
 // SHA-256 as FIPS 180-4 section 6.2 gives it, one 64-byte block at a time.
 static const uint32_t sha256_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,

@@ -45,6 +45,11 @@ extension Settings {
         if section.quick_replies?.isEmpty == false, section.welcome?.isEmpty ?? true {
             throw table.error("quick_replies", "needs a welcome message to be offered under")
         }
+        // A profile's `vision` is over its provider's (one server may serve models that see and
+        // models that do not), except for a completions provider, whose API has no form for images.
+        if section.vision == true, case .completions = provider.api {
+            throw table.error("vision", "cannot be true with provider \"\(provider.name)\": the completions API has no form for images")
+        }
         let toolNames = section.tools ?? []
         if !toolNames.isEmpty, case .completions = provider.api {
             throw table.error("tools", "cannot be used with provider \"\(provider.name)\": the completions API has no tool calls")
@@ -64,8 +69,10 @@ extension Settings {
             }
             guard listed.insert(tool).inserted else { throw table.error("tools", "names \"\(tool)\" twice") }
         }
-        return Profile(name: name, provider: provider.name, model: section.model, system: section.system,
-                       params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [],
-                       contextTokens: section.context_tokens, tools: toolNames)
+        var profile = Profile(name: name, provider: provider.name, model: section.model, system: section.system,
+                              params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [],
+                              contextTokens: section.context_tokens, tools: toolNames)
+        profile.takesImages = section.vision
+        return profile
     }
 }

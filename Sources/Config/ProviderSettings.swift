@@ -94,6 +94,13 @@ extension Settings {
             }
             config.contextTokens = tokens
         }
+        if let vision = section.vision {
+            // A completions server never gets an image: saying it takes them would be a promise not kept.
+            if vision, case .completions = api {
+                throw table.error("vision", "cannot be true: the completions API has no form for images")
+            }
+            config.takesImages = vision
+        }
         if let given = section.headers, case .table(let inner)? = table.table["headers"] {
             // For errors at each header's own line.
             let headers = ConfigTable(file: table.file, path: table.name("headers"), table: inner)

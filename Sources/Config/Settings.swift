@@ -33,6 +33,7 @@ struct ConfigFile {
         var max_tokens: Int?
         var max_retries: Int?
         var context_tokens: Int?
+        var vision: Bool?
     }
     struct LimitsSection {
         var table: ConfigTable
@@ -66,6 +67,7 @@ struct ConfigFile {
         var stop: [String]?
         var anthropic_version: String?
         var context_tokens: Int?
+        var vision: Bool?
     }
     /// One `[profiles.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProfileSection {
@@ -79,6 +81,7 @@ struct ConfigFile {
         var quick_replies: [String]?
         var context_tokens: Int?
         var tools: [String]?
+        var vision: Bool?
     }
     /// One `[tools.NAME]` table, with the table itself for errors at its keys' lines.
     struct ToolSection {
@@ -142,7 +145,8 @@ struct ConfigFile {
                 temperature: try table.number("temperature"),
                 max_tokens: try table.integer("max_tokens"),
                 max_retries: try table.integer("max_retries"),
-                context_tokens: try table.contextTokens())
+                context_tokens: try table.contextTokens(),
+                vision: try table.boolean("vision"))
         }
         providers = try root.tables("providers") { (name: String, table: inout ConfigTable) throws(ConfigError) in
             ProviderSection(
@@ -162,7 +166,8 @@ struct ConfigFile {
                 assistant_label: try table.string("assistant_label"),
                 stop: try table.strings("stop"),
                 anthropic_version: try table.string("anthropic_version"),
-                context_tokens: try table.contextTokens())
+                context_tokens: try table.contextTokens(),
+                vision: try table.boolean("vision"))
         } ?? []
         default_provider = try root.string("default_provider")
         profiles = try root.tables("profiles") { (name: String, table: inout ConfigTable) throws(ConfigError) in
@@ -182,7 +187,8 @@ struct ConfigFile {
                 welcome: try table.strings("welcome"),
                 quick_replies: try table.strings("quick_replies"),
                 context_tokens: try table.contextTokens(),
-                tools: try table.strings("tools"))
+                tools: try table.strings("tools"),
+                vision: try table.boolean("vision"))
         } ?? []
         default_profile = try root.string("default_profile")
         tools = try root.tables("tools") { (name: String, table: inout ConfigTable) throws(ConfigError) in
@@ -322,6 +328,7 @@ extension Settings {
         settings.upstream.temperature = upstream?.temperature
         settings.upstream.maxTokens = upstream?.max_tokens
         settings.upstream.contextTokens = upstream?.context_tokens
+        if let vision = upstream?.vision { settings.upstream.takesImages = vision }
 
         func positive(_ value: Int?, _ name: String) throws(ConfigError) -> Int? {
             guard let value else { return nil }

@@ -34,9 +34,18 @@ public struct ContextBudget: Sendable, Equatable {
         return min(max(Double(reported) / Double(estimated), ratioBounds.lowerBound), ratioBounds.upperBound)
     }
 
-    /// Uncorrected tokens of a prompt made of these messages.
+    /// What one image counts for, whatever its size: about what the APIs charge for a picture
+    /// of a common size (Anthropic's rule, pixels / 750, gives 1,600 for the 1,092 x 1,092 it
+    /// scales larger ones to; OpenAI's high detail charges a 1,024 x 1,024 one 765).
+    public static let imageTokens = 1600
+
+    /// Uncorrected tokens of a prompt made of these messages: as `Usage.estimate` counts a
+    /// prompt's texts (text files as the text they are sent as, counted by their size until
+    /// they are read), plus `imageTokens` for each image.
     public static func rawEstimate(_ messages: [ChatMessage]) -> Int {
-        Usage.estimate(prompt: messages.map(\.estimatedText), completion: "").promptTokens
+        messages.reduce(3) { total, message in
+            total + 4 + (message.estimatedText.utf8.count + message.unreadTextBytes + 3) / 4 + imageTokens * message.imageCount
+        }
     }
 
     func estimate(_ messages: [ChatMessage]) -> Int {
@@ -90,9 +99,21 @@ public struct ContextBudget: Sendable, Equatable {
 }
 
 extension ChatMessage {
-    /// What of a turn the model reads as text: its content, and the name and arguments of each
-    /// tool call it made.
+    /// What of a turn the model reads as text: its content with the text files read so far (as
+    /// they are sent: name line and fenced block), and the name and arguments of each tool call it made.
     public var estimatedText: String {
-        toolCalls.isEmpty ? content : toolCalls.reduce(content) { $0 + $1.name + $1.arguments }
+        let text = attachments.isEmpty ? content : text(imagesAsLines: false, unreadAsLines: false)
+        return toolCalls.isEmpty ? text : toolCalls.reduce(text) { $0 + $1.name + $1.arguments }
+    }
+
+    /// Images the turn sends, or will once read.
+    var imageCount: Int {
+        attachments.count(where: { attachment in
+            switch attachment.content {
+            case .image: true
+            case .unread: attachment.type.isImage
+            case .text, .line: false
+            }
+        })
     }
 }

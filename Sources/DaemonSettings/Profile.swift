@@ -18,6 +18,9 @@ public struct Profile: Sendable, Equatable {
     public var contextTokens: Int?
     /// Configured tools (`[tools.NAME]`) its conversations' replies may call, by name.
     public var tools: [String]
+    /// `vision`: whether its conversations' models take images, over the provider's; nil says
+    /// nothing (the provider's holds).
+    public var takesImages: Bool?
 
     public init(name: String, provider: String, model: String? = nil, system: String? = nil,
                 params: SamplingParameters = SamplingParameters(), welcome: [String] = [], quickReplies: [String] = [],

@@ -48,7 +48,10 @@ public struct AnthropicMessagesAPI: ChatAPI {
             case .tool:
                 turn = AnthropicTurn(role: .user, blocks: [.toolResult(id: message.toolCallID ?? "", content: message.content, isError: message.isError)])
             case .user, .assistant:
-                turn = AnthropicTurn(role: message.role, blocks: message.content.isEmpty ? [] : [.text(message.content)])
+                // Images go before the turn's text, as the API's own examples put them.
+                turn = AnthropicTurn(role: message.role, blocks: message.images.map { .image(mediaType: $0.type.rawValue, data: $0.imageBytes ?? []) })
+                let text = message.text(imagesAsLines: false)
+                if !text.isEmpty { turn.blocks.append(.text(text)) }
                 for call in message.toolCalls {
                     // The API takes the input as an object: arguments that are not one (the call
                     // then failed, and its result says why) go as an empty one.
@@ -75,6 +78,7 @@ public struct AnthropicMessagesAPI: ChatAPI {
     public func body(for chat: ChatRequest) -> [UInt8] {
         let (system, messages) = turns(of: chat)
         var out: [UInt8] = []
+        out.reserveCapacity(256 + chat.messages.reduce(0) { $0 + $1.content.utf8.count + 32 + $1.attachedBytes })
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(chat.model, into: &out)
         out.append(contentsOf: #","max_tokens":"#.utf8)
@@ -268,6 +272,15 @@ public struct AnthropicTurn: Equatable, Sendable {
         case text(String)
         case toolUse(id: String, name: String, input: JSON)
         case toolResult(id: String, content: String, isError: Bool)
+        /// An image, sent as base64 (`media_type` such as `image/png`).
+        case image(mediaType: String, data: [UInt8])
+
+        var isContent: Bool {
+            switch self {
+            case .text, .image: true
+            case .toolUse, .toolResult: false
+            }
+        }
     }
     public var role: Role
     public var blocks: [Block]
@@ -280,13 +293,13 @@ public struct AnthropicTurn: Equatable, Sendable {
     public init(role: Role, text: String) { self.init(role: role, blocks: [.text(text)]) }
 
     /// A turn of the same role meeting this one: texts that meet are joined by a blank line,
-    /// and results of tool calls go before the text of a turn.
+    /// and results of tool calls go before the text and images of a turn.
     mutating func append(_ more: [Block]) {
         for block in more {
             if case .text(let text) = block, case .text(let previous)? = blocks.last {
                 blocks[blocks.count - 1] = .text(previous + "\n\n" + text)
-            } else if case .toolResult = block, let firstText = blocks.firstIndex(where: { if case .text = $0 { true } else { false } }) {
-                blocks.insert(block, at: firstText)
+            } else if case .toolResult = block, let firstContent = blocks.firstIndex(where: \.isContent) {
+                blocks.insert(block, at: firstContent)
             } else {
                 blocks.append(block)
             }
@@ -301,15 +314,27 @@ public struct AnthropicTurn: Equatable, Sendable {
         if blocks.count == 1, case .text(let text) = blocks[0] {
             JSON.writeString(text, into: &out)
         } else {
-            JSON.array(blocks.map { block -> JSON in
+            out.append(UInt8(ascii: "["))
+            for (position, block) in blocks.enumerated() {
+                if position > 0 { out.append(UInt8(ascii: ",")) }
                 switch block {
-                case .text(let text): ["type": "text", "text": .string(text)]
-                case .toolUse(let id, let name, let input): ["type": "tool_use", "id": .string(id), "name": .string(name), "input": input]
+                case .image(let mediaType, let data):
+                    // Written by hand: the base64 of megabytes goes straight into the body.
+                    out.append(contentsOf: #"{"type":"image","source":{"type":"base64","media_type":"#.utf8)
+                    JSON.writeString(mediaType, into: &out)
+                    out.append(contentsOf: #","data":""#.utf8)
+                    Base64.append(data, to: &out)
+                    out.append(contentsOf: #""}}"#.utf8)
+                case .text(let text):
+                    JSON.object(["type": "text", "text": .string(text)]).write(into: &out)
+                case .toolUse(let id, let name, let input):
+                    JSON.object(["type": "tool_use", "id": .string(id), "name": .string(name), "input": input]).write(into: &out)
                 case .toolResult(let id, let content, let isError):
-                    isError ? ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content), "is_error": true]
-                        : ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content)]
+                    JSON.object(isError ? ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content), "is_error": true]
+                        : ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content)]).write(into: &out)
                 }
-            }).write(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "}"))
     }

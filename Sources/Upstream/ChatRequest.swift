@@ -12,15 +12,19 @@ public struct ChatMessage: Equatable, Sendable {
     public var toolCallID: String?
     public var toolName: String?
     public var isError: Bool
+    /// A user turn's files, in the order attached: text files go after `content` as text,
+    /// images in each API's form (see `ChatAttachment`).
+    public var attachments: [ChatAttachment]
 
     public init(role: Role, content: String, toolCalls: [ToolCall] = [], toolCallID: String? = nil,
-                toolName: String? = nil, isError: Bool = false) {
+                toolName: String? = nil, isError: Bool = false, attachments: [ChatAttachment] = []) {
         self.role = role
         self.content = content
         self.toolCalls = toolCalls
         self.toolCallID = toolCallID
         self.toolName = toolName
         self.isError = isError
+        self.attachments = attachments
     }
 
     /// An assistant turn that asked for tools and said nothing.
@@ -38,9 +42,29 @@ public struct ChatMessage: Equatable, Sendable {
                 out.append(contentsOf: #","tool_call_id":"#.utf8)
                 JSON.writeString(callID, into: &out)
             }
-            if !message.isTextlessToolCallTurn || toolCallTurnContent == .empty {
+            let images = message.images
+            if !images.isEmpty {
+                // A turn with images is sent as parts: its text (when it has any), then each image
+                // as a `data:` URL. A turn without stays a plain string, which every server takes.
+                out.append(contentsOf: #","content":["#.utf8)
+                let text = message.text(imagesAsLines: false)
+                if !text.isEmpty {
+                    out.append(contentsOf: #"{"type":"text","text":"#.utf8)
+                    JSON.writeString(text, into: &out)
+                    out.append(contentsOf: "},".utf8)
+                }
+                for (position, image) in images.enumerated() {
+                    if position > 0 { out.append(UInt8(ascii: ",")) }
+                    out.append(contentsOf: #"{"type":"image_url","image_url":{"url":"data:"#.utf8)
+                    out.append(contentsOf: image.type.rawValue.utf8)
+                    out.append(contentsOf: ";base64,".utf8)
+                    Base64.append(image.imageBytes ?? [], to: &out)
+                    out.append(contentsOf: #""}}"#.utf8)
+                }
+                out.append(UInt8(ascii: "]"))
+            } else if !message.isTextlessToolCallTurn || toolCallTurnContent == .empty {
                 out.append(contentsOf: #","content":"#.utf8)
-                JSON.writeString(message.content, into: &out)
+                JSON.writeString(message.text(imagesAsLines: false), into: &out)
             }
             if !message.toolCalls.isEmpty {
                 out.append(contentsOf: #","tool_calls":["#.utf8)
@@ -151,7 +175,7 @@ public struct ChatRequest: Equatable, Sendable {
     public func jsonBody() -> [UInt8] {
         var out: [UInt8] = []
         let messages = chatMessages
-        out.reserveCapacity(128 + model.utf8.count + messages.reduce(0) { $0 + $1.content.utf8.count + 32 })
+        out.reserveCapacity(128 + model.utf8.count + messages.reduce(0) { $0 + $1.content.utf8.count + 32 + $1.attachedBytes })
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(model, into: &out)
         out.append(contentsOf: #","messages":["#.utf8)

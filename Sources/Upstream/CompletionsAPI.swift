@@ -30,7 +30,9 @@ public struct OpenAICompletionsAPI: ChatAPI {
         for message in chat.messages {
             switch message.role {
             case .system: system.append(message.content)
-            case .user: turns.append(labelled(options.userLabel, message.content))
+            // Text files go inline; the API takes no images (a send of one is refused before it is
+            // stored), so one in the history is a line naming it.
+            case .user: turns.append(labelled(options.userLabel, message.text(imagesAsLines: true)))
             case .assistant: turns.append(labelled(options.assistantLabel, message.content))
             // The API has no tool calls and the config offers none to its conversations.
             case .tool: continue

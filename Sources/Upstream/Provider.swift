@@ -82,6 +82,13 @@ public struct Provider: Sendable, Equatable {
         self.api = api
         self.config = config
     }
+
+    /// Whether images can be sent to its models at all: never to a completions server, whose
+    /// API has no form for them; otherwise as its `vision` says.
+    public var takesImages: Bool {
+        if case .completions = api { return false }
+        return config.takesImages
+    }
 }
 
 /// Every configured provider, and the one a conversation that names none gets.

@@ -19,6 +19,8 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var headers: [HTTPHeader]
     /// The context budget of conversations on this provider whose profile sets none.
     public var contextTokens: Int?
+    /// Whether its models take images (`vision`); a profile may say otherwise for its own.
+    public var takesImages = true
 
     public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String? = "gpt-4o-mini",
                 timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil,

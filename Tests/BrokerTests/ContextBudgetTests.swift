@@ -99,3 +99,42 @@ final class ContextBudgetTests: XCTestCase {
         XCTAssertEqual(fit.info, ContextInfo(messages: 1, dropped: 0, estimatedTokens: 17))
     }
 }
+
+final class AttachmentBudgetTests: XCTestCase {
+    private let digest = String(repeating: "d", count: 64)
+
+    func testATextFileCountsAsTheTextItIsSentAs() {
+        let text = String(repeating: "y", count: 400)
+        let file = ChatAttachment(name: "notes.txt", type: .text, size: 400, sha256: digest, content: .text(text))
+        let turn = ChatMessage(role: .user, content: "read this", attachments: [file])
+        let sent = "read this\n\n" + ChatAttachment.fenced(text, name: "notes.txt")
+        XCTAssertEqual(ContextBudget.rawEstimate([turn]), 3 + 4 + (sent.utf8.count + 3) / 4)
+        // Before it is read, its size stands for it, with its name line and fences: the same count.
+        var unread = turn
+        unread.attachments[0].content = .unread
+        XCTAssertEqual(ContextBudget.rawEstimate([unread]), ContextBudget.rawEstimate([turn]))
+    }
+
+    func testEachImageCountsTheSameWhateverItsSize() {
+        let small = ChatAttachment(name: "a.png", type: .png, size: 10, sha256: digest, content: .image([UInt8](repeating: 1, count: 10)))
+        let large = ChatAttachment(name: "b.png", type: .png, size: 3 << 20, sha256: digest)
+        let turn = ChatMessage(role: .user, content: "", attachments: [small, large])
+        XCTAssertEqual(ContextBudget.imageTokens, 1600)
+        XCTAssertEqual(ContextBudget.rawEstimate([turn]), 3 + 4 + 2 * 1600)
+        // An image sent as a line of text (the model takes none) is that line.
+        let line = ChatAttachment.imageNotSentLine(name: "a.png", type: .png, size: 10)
+        let named = ChatMessage(role: .user, content: "", attachments: [ChatAttachment(name: "a.png", type: .png, size: 10, sha256: digest, content: .line(line))])
+        XCTAssertEqual(ContextBudget.rawEstimate([named]), 3 + 4 + (line.utf8.count + 3) / 4)
+    }
+
+    func testOlderTurnsWithImagesGoFirstWhenTheyDoNotFit() throws {
+        let image = ChatAttachment(name: "a.png", type: .png, size: 10, sha256: digest)
+        let context = [ChatMessage(role: .user, content: "first", attachments: [image]), ChatMessage(role: .assistant, content: "ok"),
+                       ChatMessage(role: .user, content: "second")]
+        // Room for the newest pair, not for the image: the turn carrying it is dropped whole.
+        guard case .success(let fitted) = ContextBudget(contextTokens: 1600, maxTokens: 256).fit(context) else { return XCTFail() }
+        XCTAssertEqual(fitted.messages, [context[2]])
+        guard case .success(let all) = ContextBudget(contextTokens: 2000, maxTokens: 256).fit(context) else { return XCTFail() }
+        XCTAssertEqual(all.messages, context)
+    }
+}

@@ -106,7 +106,8 @@ final class InProcessBroker {
         let message: String
     }
 
-    init() throws {
+    /// `configure` changes the settings the broker starts with.
+    init(configure: (inout Settings) -> Void = { _ in }) throws {
         // As confabd does: a client gone away is an error on the write, not the end of the process.
         signal(SIGPIPE, SIG_IGN)
         directory = try XCTUnwrap(String(validatingCString: mkdtemp(strdup("/tmp/confab-broker-XXXXXX"))))
@@ -117,6 +118,7 @@ final class InProcessBroker {
         settings.tools = ToolTable([ToolDefinition(name: Self.toolName, description: "looks something up",
                                                    url: "http://127.0.0.1:9/lookup")])
         settings.profiles = [Profile(name: "tools", provider: Provider.defaultName, tools: [Self.toolName])]
+        configure(&settings)
         broker = Broker(loop: loop, store: store, upstream: upstream, settings: settings,
                         logger: Logger(level: .error, journal: false))
         broker.load()

@@ -10,6 +10,9 @@
 const void *cbytes_memmem(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length);
 /// memrchr(3): the last `byte` in the `length` bytes at `bytes`, or NULL.
 const void *cbytes_memrchr(const void *bytes, int byte, size_t length);
+/// Standard padded base64 (RFC 4648) of the `length` bytes at `bytes`, written to `out`, which
+/// has room for (length + 2) / 3 * 4 bytes. Returns the bytes written.
+size_t cbytes_base64_encode(const unsigned char *bytes, size_t length, unsigned char *out);
 
 /// SHA-256 (FIPS 180-4) of the `length` bytes at `bytes`, into the 32 bytes at `digest`.
 void cbytes_sha256(const void *bytes, size_t length, uint8_t digest[32]);

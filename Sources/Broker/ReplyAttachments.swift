@@ -1,0 +1,159 @@
+import ConfabProtocol
+import DaemonSettings
+import LogStore
+import Upstream
+
+/// Where a reply gets the bytes of the files its turns carry: stored files read by SHA-256,
+/// off the loop thread (a file of megabytes must not stall every other client).
+public protocol AttachmentReader: AnyObject {
+    /// Reads each digest's stored bytes; `done` runs once, on the loop thread, with what could be
+    /// read (a digest missing from it could not be: removed, unreadable).
+    func read(_ digests: [String], done: @escaping ([String: [UInt8]]) -> Void)
+}
+
+extension BlobStore: AttachmentReader {
+    /// Every digest's blob, each read whole off the loop; `done` runs once all have answered.
+    public func read(_ digests: [String], done: @escaping ([String: [UInt8]]) -> Void) {
+        var found: [String: [UInt8]] = [:]
+        var left = digests.count
+        guard left > 0 else { return done([:]) }
+        for digest in digests {
+            read(digest) { (bytes: [UInt8]?) in
+                if let bytes { found[digest] = bytes }
+                left -= 1
+                if left == 0 { done(found) }
+            }
+        }
+    }
+}
+
+/// Who says a conversation's model takes no images, when one does.
+struct ImagePolicy: Equatable {
+    /// The provider or profile that says so, as an error names it: `provider "local"`.
+    let refusedBy: String?
+
+    var takesImages: Bool { refusedBy == nil }
+
+    /// Why a send carrying an image is refused.
+    var refusal: String? {
+        refusedBy.map { "\($0) takes no images: this conversation's model would not be sent them" }
+    }
+}
+
+extension ReplyRunner {
+    /// Whether the conversation's model takes images: its profile's `vision` over its provider's;
+    /// a completions provider never does.
+    func imagePolicy(of conversation: Conversation) -> ImagePolicy {
+        let provider = providers[conversation.provider]
+        if let provider, case .completions = provider.api {
+            return ImagePolicy(refusedBy: "provider \"\(provider.name)\" (a completions API)")
+        }
+        if let name = conversation.profile, let takesImages = profiles[name]?.takesImages {
+            return ImagePolicy(refusedBy: takesImages ? nil : "profile \"\(name)\" (vision = false)")
+        }
+        if let provider, !provider.config.takesImages {
+            return ImagePolicy(refusedBy: "provider \"\(provider.name)\" (vision = false)")
+        }
+        return ImagePolicy(refusedBy: nil)
+    }
+
+    /// Images in the context of a conversation whose model takes none (sent before `vision =
+    /// false` was set, or before its provider changed) go as a line naming each instead.
+    static func withoutImages(_ messages: [ChatMessage]) -> [ChatMessage] {
+        messages.map { message in
+            guard message.attachments.contains(where: \.type.isImage) else { return message }
+            var message = message
+            for index in message.attachments.indices where message.attachments[index].type.isImage {
+                let image = message.attachments[index]
+                message.attachments[index].content = .line(ChatAttachment.imageNotSentLine(name: image.name, type: image.type, size: image.size))
+            }
+            return message
+        }
+    }
+
+    /// Reads the bytes of every file the reply's request carries and not read yet, then `ready`
+    /// runs, unless the reply ended meanwhile (cancelled, deleted, shutdown). A file that cannot
+    /// be read is sent as a line saying so, and logged: a conversation never breaks for good
+    /// because a stored file went missing. With nothing to read, `ready` runs at once.
+    func readAttachments(of reply: Reply, in conversation: Conversation, ready: @escaping () -> Void) {
+        var digests: [String] = []
+        for message in reply.request.messages {
+            for attachment in message.attachments where attachment.content == .unread && !digests.contains(attachment.sha256) {
+                digests.append(attachment.sha256)
+            }
+        }
+        guard !digests.isEmpty else { return ready() }
+        guard let reader = attachmentReader else { return fill(reply, in: conversation, with: [:], ready: ready) }
+        reader.read(digests) { [unowned self] found in
+            guard !reply.isOver, !reply.isFinishing else { return }
+            fill(reply, in: conversation, with: found, ready: ready)
+        }
+    }
+
+    /// Puts what was read into the reply's request. Checking the bytes (a text file of a
+    /// megabyte is validated as UTF-8) is done on the thread pool too.
+    private func fill(_ reply: Reply, in conversation: Conversation, with found: [String: [UInt8]], ready: @escaping () -> Void) {
+        let unread = reply.request.messages.map { $0.attachments.filter { $0.content == .unread } }
+        loop.queueWork({ () -> [[(content: ChatAttachment.Content, problem: String?)]] in
+            unread.map { turn in
+                turn.map { attachment in
+                    var problem: String?
+                    let content = ChatAttachment.stored(attachment, bytes: found[attachment.sha256]) { problem = $0 }
+                    return (content, problem)
+                }
+            }
+        }, done: { [unowned self] (read: [[(content: ChatAttachment.Content, problem: String?)]]) in
+            guard !reply.isOver, !reply.isFinishing else { return }
+            for turn in reply.request.messages.indices {
+                var next = read[turn].makeIterator()
+                for index in reply.request.messages[turn].attachments.indices where reply.request.messages[turn].attachments[index].content == .unread {
+                    guard let (content, problem) = next.next() else { break }
+                    let attachment = reply.request.messages[turn].attachments[index]
+                    if let problem {
+                        logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) attachment \(attachment.sha256)"
+                            + " (\(attachment.type.rawValue)) sent as a line of text: \(problem)")
+                    }
+                    reply.request.messages[turn].attachments[index].content = content
+                }
+            }
+            ready()
+        })
+    }
+
+}
+
+extension ChatAttachment {
+    /// A stored file as its turn sends it: checked against what the message recorded (a text
+    /// file must still be UTF-8, an image still of its type), else the line saying it is not sent.
+    static func stored(_ attachment: ChatAttachment, bytes: [UInt8]?, problem: (String) -> Void) -> ChatAttachment.Content {
+        let unreadable = ChatAttachment.Content.line(ChatAttachment.unreadableLine(name: attachment.name, type: attachment.type))
+        guard let bytes else {
+            problem("its stored copy is missing or cannot be read")
+            return unreadable
+        }
+        guard bytes.count == attachment.size, AttachmentType.detect(bytes) == attachment.type else {
+            problem("its stored copy is not the \(attachment.size) bytes of \(attachment.type.rawValue) the message recorded")
+            return unreadable
+        }
+        if attachment.type == .text {
+            return .text(String(decoding: bytes, as: UTF8.self))
+        }
+        return .image(bytes)
+    }
+}
+
+extension Broker {
+    /// Reads the stored files replies send: the store's blobs unless a test says otherwise.
+    public var attachmentReader: (any AttachmentReader)? {
+        get { replies.attachmentReader }
+        set { replies.attachmentReader = newValue }
+    }
+
+    /// A send carrying an image to a conversation whose model takes none (a completions
+    /// provider, or `vision = false` on its profile or provider) is refused before anything is
+    /// stored or requested, naming who says so.
+    func refuseImages(_ attachments: [Attachment], in conversation: Conversation) throws(RPCError) {
+        guard let image = attachments.first(where: \.type.isImage), let refusal = replies.imagePolicy(of: conversation).refusal else { return }
+        throw .invalidParams("\(image.name) is an image, and \(refusal)")
+    }
+}

@@ -1,0 +1,52 @@
+import XCTest
+
+import DaemonSettings
+import ConfabProtocol
+import Config
+
+final class VisionSettingsTests: XCTestCase {
+    func testProvidersAndProfilesSayWhetherTheirModelsTakeImages() throws {
+        let settings = try load("""
+            [upstream]
+            vision = false
+
+            [providers.local]
+            base_url = "http://127.0.0.1:8080/v1"
+
+            [providers.old]
+            api = "completions"
+            base_url = "http://127.0.0.1:8081/v1"
+
+            [providers.text]
+            base_url = "http://127.0.0.1:8082/v1"
+            vision = false
+
+            [profiles.blind]
+            provider = "local"
+            vision = false
+
+            [profiles.seeing]
+            vision = true
+
+            [profiles.plain]
+            provider = "local"
+            """)
+        XCTAssertEqual(settings.providerTable["default"]?.takesImages, false)
+        XCTAssertEqual(settings.providerTable["local"]?.takesImages, true, "a provider takes images unless it says otherwise")
+        XCTAssertEqual(settings.providerTable["old"]?.takesImages, false, "a completions provider never does")
+        XCTAssertEqual(settings.providerTable["text"]?.takesImages, false)
+        XCTAssertEqual(settings.profileTable["blind"]?.takesImages, false)
+        XCTAssertEqual(settings.profileTable["seeing"]?.takesImages, true, "a profile may say more than [upstream]")
+        XCTAssertNil(settings.profileTable["plain"]?.takesImages, "a profile without the key leaves it to the provider")
+    }
+
+    func testRefusedValuesNameTheKeyAndLine() {
+        assertRejected("[upstream]\nvision = \"no\"", "config.toml: line 2: upstream.vision must be true or false, not a string")
+        assertRejected("[profiles.p]\n\nvision = 1", "config.toml: line 3: profiles.p.vision must be true or false, not an integer")
+        assertRejected("[providers.old]\napi = \"completions\"\nbase_url = \"http://127.0.0.1:1\"\nvision = true",
+                       "config.toml: line 4: providers.old.vision cannot be true: the completions API has no form for images")
+        assertRejected("[providers.old]\napi = \"completions\"\nbase_url = \"http://127.0.0.1:1\"\n[profiles.p]\nprovider = \"old\"\nvision = true",
+                       "config.toml: line 6: profiles.p.vision cannot be true with provider \"old\": the completions API has no form for images")
+        XCTAssertNoThrow(try load("[providers.old]\napi = \"completions\"\nbase_url = \"http://127.0.0.1:1\"\nvision = false"))
+    }
+}
