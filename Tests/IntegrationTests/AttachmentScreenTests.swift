@@ -88,6 +88,34 @@ final class AttachmentScreenTests: TmuxTestCase {
         try tmux.waitForText(ana, "-- no files attached: /attach PATH adds one to the next message --")
     }
 
+    func testARefusedSendKeepsItsFilesAttached() throws {
+        // A profile whose model takes no images: confabd refuses a message carrying one.
+        harness.tearDown()
+        harness = try Harness(config: "[profiles.blind]\nvision = false\n")
+        tmux = Tmux(directory: harness.directory)
+        let id = try harness.runClient(["new", "--title", "blind", "--profile", "blind"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try write("pixel.png", AttachmentClientTests.png)
+        let pane = try attach(id, name: "ana")
+        try tmux.type(pane, "/attach pixel.png")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "-- attached pixel.png, 69 B, image/png --")
+        try tmux.type(pane, "[[reply:never]] what is it?")
+        try tmux.send(pane, ["Enter"])
+        let refused = try tmux.waitForText(pane, "-- 1 file still attached for the next message (/detach drops them) --")
+        XCTAssertTrue(refused.contains("not sent:") && refused.contains("blind"), refused)
+        XCTAssertEqual(try history(id).count, 0)
+        try tmux.type(pane, "/attach")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "-- 1. pixel.png, 69 B, image/png --")
+        try tmux.type(pane, "/detach")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "-- dropped 1 attached file --")
+        try tmux.type(pane, "[[reply:words alone]] then in words")
+        try tmux.send(pane, ["Enter"])
+        try tmux.waitForText(pane, "assistant: words alone")
+        XCTAssertNil(try history(id).first?["attachments"])
+    }
+
     func testAHostileFileNameIsShownEscaped() throws {
         let id = try new()
         let red = "\u{1B}[31mred.txt"
