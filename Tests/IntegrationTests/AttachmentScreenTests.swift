@@ -44,6 +44,17 @@ final class AttachmentScreenTests: TmuxTestCase {
         XCTAssertTrue(refused.contains("not writing pixel.png, 69 B, image/png to a terminal"), refused)
     }
 
+    func testATextFileWrittenToATerminalCannotDriveIt() throws {
+        let id = try new()
+        try write("colours.txt", Array("plain \u{1B}[31mred\u{1B}]0;title\u{07} end\n".utf8))
+        let asked = try harness.runClient(["ask", "-c", id, "-a", harness.directory + "/colours.txt", "[[reply:ok]] see"])
+        XCTAssertEqual(asked.status, 0, asked.stderr)
+        let pane = try tmux.start(harness.confabCommand(["attachment", id, "m1", "1"]))
+        let screen = try tmux.waitForText(pane, "[exit 0]")
+        XCTAssertTrue(screen.contains("plain ^[[31mred^[]0;title^G end"), screen)
+        XCTAssertFalse(try tmux.screen(pane, escapes: true).contains("\u{1B}[31m"))
+    }
+
     func testAttachListDetachAndTheNextMessageCarriesThem() throws {
         let id = try new()
         try write("notes.txt", Array("twelve bytes".utf8))
