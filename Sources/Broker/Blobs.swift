@@ -171,7 +171,7 @@ extension Broker {
     /// Removes those of `candidates` that no conversation's messages name and no open
     /// connection stored (it may still send a message naming them).
     func collectBlobs(_ candidates: some Sequence<String>, why: String) {
-        var unreferenced = Set(candidates)
+        var unreferenced = Set(candidates).filter { blobsInNewLogs[$0] == nil }
         for client in clients.values where !unreferenced.isEmpty {
             unreferenced = unreferenced.filter { client.storedBlobs[$0] == nil }
         }
@@ -181,5 +181,20 @@ extension Broker {
         guard !unreferenced.isEmpty else { return }
         let removed = store.blobs.remove(unreferenced)
         logger.info("\(removed) unreferenced blob\(removed == 1 ? "" : "s") removed (\(why))")
+    }
+
+    /// Marks the blobs `messages` name as referenced while their new log is being created,
+    /// before it is listed; `release` ends that.
+    func holdBlobs(of messages: [Message]) -> [String] {
+        let digests = Set(messages.flatMap { ($0.attachments ?? []).map(\.sha256) })
+        for digest in digests { blobsInNewLogs[digest, default: 0] += 1 }
+        return Array(digests)
+    }
+
+    func releaseBlobs(_ digests: [String]) {
+        for digest in digests {
+            let count = (blobsInNewLogs[digest] ?? 1) - 1
+            blobsInNewLogs[digest] = count > 0 ? count : nil
+        }
     }
 }

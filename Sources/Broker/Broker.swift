@@ -50,6 +50,9 @@ public final class Broker {
     /// may have changed (each log write, through the store), created or deleted.
     let listOrder = ListOrder<Conversation>(updated: \.updated.milliseconds, id: \.id, isGone: \.isDeleted)
     var clients: [String: ClientSession] = [:]
+    /// Blobs named by logs being created and not yet listed (a fork's copied messages), with
+    /// how many such logs name each: not collected meanwhile (`Blobs.swift`).
+    var blobsInNewLogs: [String: Int] = [:]
     /// `conversation.search` requests waiting to run, and the one running (`Search.swift`).
     var pendingSearches: [SearchJob] = []
     var runningSearch: SearchJob?

@@ -42,9 +42,12 @@ extension Broker {
         let id = try params.string("message")
         guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
         let content = try params.string("content")
-        guard content.contains(where: { !$0.isWhitespace }) else { throw .invalidParams("parameter \"content\" must not be empty") }
         guard let original = conversation.messages.first(where: { $0.id == id }) else {
             throw .notFound("no message \(id) in conversation \(conversation.id)")
+        }
+        // A message that carries files may, as when it was sent, have no text of its own.
+        guard content.contains(where: { !$0.isWhitespace }) || original.attachments?.isEmpty == false else {
+            throw .invalidParams("parameter \"content\" must not be empty")
         }
         guard original.role == .user else { throw .invalidParams("message \(id) is a reply: only your own messages can be edited") }
         let current = conversation.current
@@ -140,7 +143,11 @@ extension Broker {
             message.supersededBy = nil
             return message
         }
+        // Until the fork is listed, only its log names the files it copies: a delete of the
+        // original meanwhile must not collect them.
+        let held = holdBlobs(of: messages)
         store.create(header, records: messages.map { $0.role == .user ? .message($0) : .replyFinished($0) }) { [unowned self] result in
+            releaseBlobs(held)
             switch result {
             case .success(let log):
                 let fork = adopt(log, header: header, messages: messages)

@@ -172,6 +172,11 @@ final class AttachmentTests: XCTestCase {
         _ = try again.awaitReply(try XCTUnwrap(edited["reply"]?.string))
         let hits = try again.call(RPCMethod.conversationSearch.rawValue, ["query": "photo of us"])["hits"]?.array ?? []
         XCTAssertEqual(Set(hits.compactMap { $0["message"]?.string }), [messageID, try XCTUnwrap(edited["message"]?["id"]?.string)])
+        // Edited back to no text: the files are still the message.
+        let emptied = try again.call(RPCMethod.messageEdit.rawValue, ["conversation": .string(conversation),
+                                                                      "message": .string(try XCTUnwrap(edited["message"]?["id"]?.string)), "content": ""])
+        XCTAssertEqual(emptied["message"]?["attachments"], expected)
+        XCTAssertEqual(emptied["message"]?["content"], "")
     }
 
     // MARK: - Refusals and limits
@@ -277,6 +282,28 @@ final class AttachmentTests: XCTestCase {
         XCTAssertEqual(try Self.download(next, conversation: fork, message: "m1").bytes, bytes)
         _ = try next.call(RPCMethod.conversationDelete.rawValue, ["conversation": .string(fork)])
         XCTAssertFalse(blobExists(digest), "nothing names it any more")
+    }
+
+    func testAForkBeingCreatedKeepsItsFilesFromADeleteOfTheOriginal() throws {
+        harness = try Harness()
+        let client = try harness.client()
+        let conversation = try harness.createConversation(client)
+        let bytes = Array("copied by a fork\n".utf8)
+        let digest = try XCTUnwrap(Self.upload(client, bytes)["attachment"]?["sha256"]?.string)
+        let sent = try send(client, conversation, "see", [("copied.txt", digest)])
+        _ = try client.call(RPCMethod.conversationAttach.rawValue, ["conversation": .string(conversation)])
+        _ = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
+        client.close()
+        // Another connection (it stored nothing): the fork and the delete in one write, so the
+        // delete is made while the fork's log is still being created.
+        let other = try harness.client(name: "other")
+        try other.sendRaw(RPC.request(id: 101, method: RPCMethod.conversationFork.rawValue, params: ["conversation": .string(conversation)])
+                          + RPC.request(id: 102, method: RPCMethod.conversationDelete.rawValue, params: ["conversation": .string(conversation)]))
+        let forked = try other.response(to: 101)
+        XCTAssertNotNil(try other.response(to: 102)["result"])
+        let fork = try XCTUnwrap(forked["result"]?["conversation"]?["id"]?.string, forked.text)
+        XCTAssertTrue(blobExists(digest), "the fork names it")
+        XCTAssertEqual(try Self.download(other, conversation: fork, message: "m1").bytes, bytes)
     }
 
     func testAFileStoredAndNeverSentGoesWithItsConnection() throws {

@@ -159,3 +159,44 @@ final class BlobStoreTests: XCTestCase {
         XCTAssertEqual(reread.items.first?.log.blobs, [digestA, digestB])
     }
 }
+
+/// A user message's attachments in its log record.
+final class AttachmentRecordTests: XCTestCase {
+    private let digest = String(repeating: "0123456789abcdef", count: 4)
+
+    func testAMessageWithAttachmentsRoundTripsInOrder() throws {
+        var message = Fixture.user(1, "")
+        message.attachments = [Attachment(name: "z last.txt", type: .text, size: 0, sha256: digest),
+                               Attachment(name: "a ünïcode.png", type: .png, size: 5_000_000, sha256: digest),
+                               Attachment(name: "c.webp", type: .webp, size: 1, sha256: String(repeating: "f", count: 64))]
+        for record in [LogRecord.message(message), .replyFinished(message)] {
+            let json = record.json(at: Fixture.at(1))
+            XCTAssertEqual(json["message"]?["attachments"]?.array?.count, 3)
+            XCTAssertEqual(json["message"]?["attachments"]?.array?.first?["type"], "text/plain")
+            XCTAssertEqual(LogRecord(json: try JSON.parse(json.bytes)), record)
+        }
+    }
+
+    func testAMessageWithoutAttachmentsWritesNoKeyAndOldRecordsReadAsBefore() throws {
+        let json = LogRecord.message(Fixture.user(1, "plain")).json(at: Fixture.at(1))
+        XCTAssertNil(json["message"]?["attachments"], "old readers see the same line as before")
+        let old = #"{"type":"message","v":1,"at":"2026-11-23T10:00:00.000Z","message":{"id":"m1","conversation":"k3v9q2m8x7ad","role":"user","content":"hi","status":"complete","created":"2026-11-23T10:00:00.000Z"}}"#
+        guard case .message(let message)? = LogRecord(json: try JSON.parse(Array(old.utf8))) else { return XCTFail("not read") }
+        XCTAssertNil(message.attachments)
+        XCTAssertEqual(message.content, "hi")
+    }
+
+    func testTheSummaryKeepsDigestsOfSupersededMessagesToo() throws {
+        var first = Fixture.user(1, "one")
+        first.attachments = [Attachment(name: "a.txt", type: .text, size: 1, sha256: digest)]
+        var second = Fixture.user(3, "two")
+        second.attachments = [Attachment(name: "b.txt", type: .text, size: 1, sha256: String(repeating: "e", count: 64))]
+        let records: [(record: LogRecord, at: Timestamp?)] = [
+            (.header(Fixture.header()), Fixture.at(0)), (.message(first), Fixture.at(1)),
+            (.message(second), Fixture.at(2)), (.superseded(message: "m1", by: "m3"), Fixture.at(3)),
+        ]
+        let state = try XCTUnwrap(Replay.fold(records))
+        XCTAssertEqual(state.summary.blobs, [digest, String(repeating: "e", count: 64)])
+        XCTAssertEqual(state.messages.first?.attachments, first.attachments)
+    }
+}
