@@ -57,8 +57,9 @@ extension ReplyRunner {
         return ImagePolicy(refusedBy: nil)
     }
 
-    /// Images in the context of a conversation whose model takes none (sent before `vision =
-    /// false` was set, or before its provider changed) go as a line naming each instead.
+    /// Images in the context of a conversation whose model takes none (sent before a reload set
+    /// `vision = false`, or before `conversation.configure` chose such a profile) go as a line
+    /// naming each instead.
     static func withoutImages(_ messages: [ChatMessage]) -> [ChatMessage] {
         messages.map { message in
             guard message.attachments.contains(where: \.type.isImage) else { return message }
@@ -138,7 +139,7 @@ extension ChatAttachment {
         if attachment.type == .text {
             return .text(String(decoding: bytes, as: UTF8.self))
         }
-        return .image(bytes)
+        return .image(encoding: bytes)
     }
 }
 

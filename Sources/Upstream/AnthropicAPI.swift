@@ -49,7 +49,7 @@ public struct AnthropicMessagesAPI: ChatAPI {
                 turn = AnthropicTurn(role: .user, blocks: [.toolResult(id: message.toolCallID ?? "", content: message.content, isError: message.isError)])
             case .user, .assistant:
                 // Images go before the turn's text, as the API's own examples put them.
-                turn = AnthropicTurn(role: message.role, blocks: message.images.map { .image(mediaType: $0.type.rawValue, data: $0.imageBytes ?? []) })
+                turn = AnthropicTurn(role: message.role, blocks: message.images.map { .image(mediaType: $0.type.rawValue, base64: $0.imageBase64 ?? []) })
                 let text = message.text(imagesAsLines: false)
                 if !text.isEmpty { turn.blocks.append(.text(text)) }
                 for call in message.toolCalls {
@@ -272,8 +272,8 @@ public struct AnthropicTurn: Equatable, Sendable {
         case text(String)
         case toolUse(id: String, name: String, input: JSON)
         case toolResult(id: String, content: String, isError: Bool)
-        /// An image, sent as base64 (`media_type` such as `image/png`).
-        case image(mediaType: String, data: [UInt8])
+        /// An image, as the base64 it is sent as (`media_type` such as `image/png`).
+        case image(mediaType: String, base64: [UInt8])
 
         var isContent: Bool {
             switch self {
@@ -318,12 +318,12 @@ public struct AnthropicTurn: Equatable, Sendable {
             for (position, block) in blocks.enumerated() {
                 if position > 0 { out.append(UInt8(ascii: ",")) }
                 switch block {
-                case .image(let mediaType, let data):
-                    // Written by hand: the base64 of megabytes goes straight into the body.
+                case .image(let mediaType, let base64):
+                    // Written by hand: the base64 of megabytes is copied into the body as it is.
                     out.append(contentsOf: #"{"type":"image","source":{"type":"base64","media_type":"#.utf8)
                     JSON.writeString(mediaType, into: &out)
                     out.append(contentsOf: #","data":""#.utf8)
-                    Base64.append(data, to: &out)
+                    out.append(contentsOf: base64)
                     out.append(contentsOf: #""}}"#.utf8)
                 case .text(let text):
                     JSON.object(["type": "text", "text": .string(text)]).write(into: &out)

@@ -5,13 +5,17 @@ import ConfabProtocol
 /// cannot be sent as itself.
 public struct ChatAttachment: Equatable, Sendable {
     public enum Content: Equatable, Sendable {
+        /// An image whose bytes are `bytes`.
+        public static func image(encoding bytes: [UInt8]) -> Content { .image(base64: Base64.bytes(of: bytes)) }
+
         /// Its bytes are not read yet: only its size is known (the context budget counts it
         /// so, before the turns that fit are read). Sent, it would be a line saying so.
         case unread
         /// A text file's text.
         case text(String)
-        /// An image's bytes, of the attachment's `type`.
-        case image([UInt8])
+        /// An image of the attachment's `type`, as the padded base64 of its bytes: encoded when it
+        /// is read, off the loop, so that writing a request body only copies it.
+        case image(base64: [UInt8])
         /// Sent as this line of text instead of the file: its blob could not be read, or the
         /// model takes no images.
         case line(String)
@@ -35,9 +39,9 @@ public struct ChatAttachment: Equatable, Sendable {
         self.init(name: attachment.name, type: attachment.type, size: attachment.size, sha256: attachment.sha256, content: content)
     }
 
-    /// The bytes of an image that goes as an image.
-    public var imageBytes: [UInt8]? {
-        if case .image(let bytes) = content { bytes } else { nil }
+    /// The base64 of an image that goes as an image.
+    public var imageBase64: [UInt8]? {
+        if case .image(let base64) = content { base64 } else { nil }
     }
 
     /// Sizes as people read them: `212 KiB`, `1.5 MiB`, `120 B`.
@@ -113,13 +117,13 @@ extension ChatMessage {
     public var unreadTextBytes: Int { attachments.reduce(0) { $0 + $1.unreadTextBytes } }
 
     /// The images the turn sends as images, in the order attached.
-    public var images: [ChatAttachment] { attachments.filter { $0.imageBytes != nil } }
+    public var images: [ChatAttachment] { attachments.filter { $0.imageBase64 != nil } }
 
     /// About the bytes the turn's files add to a body (images as base64), for reserving its room at once.
     var attachedBytes: Int {
         attachments.reduce(0) { total, attachment in
             switch attachment.content {
-            case .image(let bytes): total + (bytes.count + 2) / 3 * 4 + 96
+            case .image(let base64): total + base64.count + 96
             case .text(let text): total + text.utf8.count + attachment.name.utf8.count + 32
             case .line(let line): total + line.utf8.count + 2
             case .unread: total + 128

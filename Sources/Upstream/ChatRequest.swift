@@ -58,7 +58,7 @@ public struct ChatMessage: Equatable, Sendable {
                     out.append(contentsOf: #"{"type":"image_url","image_url":{"url":"data:"#.utf8)
                     out.append(contentsOf: image.type.rawValue.utf8)
                     out.append(contentsOf: ";base64,".utf8)
-                    Base64.append(image.imageBytes ?? [], to: &out)
+                    out.append(contentsOf: image.imageBase64 ?? [])
                     out.append(contentsOf: #""}}"#.utf8)
                 }
                 out.append(UInt8(ascii: "]"))

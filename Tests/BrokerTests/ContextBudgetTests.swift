@@ -116,7 +116,7 @@ final class AttachmentBudgetTests: XCTestCase {
     }
 
     func testEachImageCountsTheSameWhateverItsSize() {
-        let small = ChatAttachment(name: "a.png", type: .png, size: 10, sha256: digest, content: .image([UInt8](repeating: 1, count: 10)))
+        let small = ChatAttachment(name: "a.png", type: .png, size: 10, sha256: digest, content: .image(encoding: [UInt8](repeating: 1, count: 10)))
         let large = ChatAttachment(name: "b.png", type: .png, size: 3 << 20, sha256: digest)
         let turn = ChatMessage(role: .user, content: "", attachments: [small, large])
         XCTAssertEqual(ContextBudget.imageTokens, 1600)

@@ -69,12 +69,12 @@ final class ReplyAttachmentTests: XCTestCase {
         let file = try stored(text, name: "main.swift")
         let request = try send("look", [image, file], in: conversation)
         let turn = try XCTUnwrap(request.messages.last)
-        XCTAssertEqual(turn.attachments.map(\.content), [.image(png), .text("fn main() {}\n")])
+        XCTAssertEqual(turn.attachments.map(\.content), [.image(encoding: png), .text("fn main() {}\n")])
         XCTAssertEqual(turn.text(imagesAsLines: false), "look\n\nmain.swift:\n```\nfn main() {}\n```")
         try finish("a program")
         // The next reply sends the history's files again, read again.
         let next = try send("and now?", [], in: conversation)
-        XCTAssertEqual(next.messages.first?.attachments.map(\.content), [.image(png), .text("fn main() {}\n")])
+        XCTAssertEqual(next.messages.first?.attachments.map(\.content), [.image(encoding: png), .text("fn main() {}\n")])
     }
 
     func testAFileRemovedBehindTheDaemonsBackIsALineAndTheConversationGoesOn() throws {
@@ -101,5 +101,36 @@ final class ReplyAttachmentTests: XCTestCase {
         XCTAssertEqual(request.messages.last?.attachments.map(\.content),
                        [.line("[image shot.png (image/png, 11 B) not sent: this model takes no images]"), .text("fn main() {}\n")])
         XCTAssertNil(b.broker.replies.imagePolicy(of: try self.conversation()).refusal, "the default provider takes images")
+    }
+
+    /// A reader that answers only when the test says so.
+    private final class HeldReader: AttachmentReader {
+        var pending: [(digests: [String], done: ([String: [UInt8]]) -> Void)] = []
+        func read(_ digests: [String], done: @escaping ([String: [UInt8]]) -> Void) { pending.append((digests, done)) }
+    }
+
+    func testAReplyCancelledWhileItsFilesAreReadAsksNothing() throws {
+        let conversation = try conversation()
+        let image = try stored(png, name: "shot.png")
+        let held = HeldReader()
+        b.broker.attachmentReader = held
+        let ids = conversation.reserveSend()
+        let author = Author(uid: 0, login: "test", name: "test", clientID: "c1")
+        let message = Message(id: ids.message, conversation: conversation.id, role: .user, content: "look", status: .complete,
+                              created: .now(), author: author, attachments: [image])
+        try conversation.log.write([.message(message)])
+        conversation.insert(message)
+        conversation.enqueueReply(ids.reply, requestedBy: author)
+        b.broker.replies.startNext(in: conversation)
+        b.waitFor(.messageCreated)
+        XCTAssertEqual(held.pending.map(\.digests), [[image.sha256]], "the reply is announced, then reads its files")
+        XCTAssertTrue(b.upstream.streams.isEmpty, "nothing is asked before the files are read")
+
+        XCTAssertEqual(try b.call(.generationCancel, ["conversation": .string(conversation.id)])["cancelled"]?.string, ids.reply)
+        b.turn(until: { conversation.active == nil })
+        held.pending[0].done([image.sha256: png])
+        b.turn(until: { false }, limit: 200)
+        XCTAssertTrue(b.upstream.streams.isEmpty, "a cancelled reply asks nothing when its files arrive")
+        XCTAssertEqual(conversation.messages.last?.status, .cancelled)
     }
 }

@@ -9,7 +9,7 @@ private let pngBase64 = "iVBORw0KGgoBAg=="
 private let jpegBase64 = "/9j/4Ak="
 
 private func image(_ name: String, _ type: AttachmentType, _ bytes: [UInt8]) -> ChatAttachment {
-    ChatAttachment(name: name, type: type, size: bytes.count, sha256: String(repeating: "a", count: 64), content: .image(bytes))
+    ChatAttachment(name: name, type: type, size: bytes.count, sha256: String(repeating: "a", count: 64), content: .image(encoding: bytes))
 }
 
 private func textFile(_ name: String, _ text: String) -> ChatAttachment {
@@ -27,11 +27,10 @@ private let turns = [
 ]
 
 final class AttachmentBodyTests: XCTestCase {
-    func testBase64AppendedInPlaceIsTheStandardForm() {
+    func testBase64InCIsTheStandardForm() {
         for count in 0..<40 {
             let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 * 37 + 11) }
-            var out = Array("x".utf8)
-            Base64.append(bytes, to: &out)
+            let out = Array("x".utf8) + Base64.bytes(of: bytes)
             XCTAssertEqual(string(out), "x" + Base64.encode(bytes), "\(count) bytes")
             XCTAssertEqual(Base64.decode(String(string(out).dropFirst())), bytes)
         }
@@ -90,7 +89,7 @@ final class AttachmentBodyTests: XCTestCase {
         ]
         let (_, sent) = AnthropicMessagesAPI().turns(of: ChatRequest(model: "claude", messages: messages))
         XCTAssertEqual(sent.last?.blocks, [.toolResult(id: "t1", content: "done", isError: false),
-                                           .image(mediaType: "image/png", data: png), .text("and this")])
+                                           .image(mediaType: "image/png", base64: Array(pngBase64.utf8)), .text("and this")])
     }
 
     func testCompletionsInlineTextFilesAndNameImagesInsteadOfSendingThem() {
