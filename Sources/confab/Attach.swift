@@ -122,7 +122,10 @@ final class AttachSession {
     /// Replies whose replacement was said already: a whole chain is replaced at once.
     var announcedReplaced: Set<String> = []
     /// Files `/attach` read, which the next message sent carries (`AttachFiles.swift`).
-    var pendingFiles: [FileAttachment] = []
+    var pendingFiles: [FileAttachment] = [] {
+        // The input line's prompt says the next message carries files.
+        didSet { if pendingFiles.count != oldValue.count { editor?.setPrompt(prompt) } }
+    }
     /// The files of sends not yet answered, by request id: dropped once the message is
     /// stored, pending again when it is not.
     var filesInFlight: [Int: [FileAttachment]] = [:]
@@ -180,8 +183,11 @@ final class AttachSession {
         transcript.notice(id + "  " + title)
     }
 
-    /// The conversation's title, short, as the input line's prompt.
-    var prompt: String { DisplayWidth.truncate(SafeText.singleLine(title), to: 24) + "> " }
+    /// The conversation's title, short, as the input line's prompt, and how many files the
+    /// next message carries (`chat +2 files> `).
+    var prompt: String {
+        DisplayWidth.truncate(SafeText.singleLine(title), to: 24) + (pendingFiles.isEmpty ? "" : " +" + Words.count(pendingFiles.count, "file")) + "> "
+    }
 
     /// `$XDG_STATE_HOME/confab/history`, one for every conversation, as a shell's is.
     static func historyFile() -> String? {

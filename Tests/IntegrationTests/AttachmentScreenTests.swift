@@ -66,12 +66,14 @@ final class AttachmentScreenTests: TmuxTestCase {
         try tmux.send(ana, ["Enter"])
         try tmux.waitForText(ana, "-- attached notes.txt, 12 B, text/plain --")
         try tmux.waitForText(ana, "-- attached my pic.png, 69 B, image/png --")
+        try tmux.waitForScreen(ana, "the prompt counting the files") { $0.split(separator: "\n").last == "files +2 files>" }
         try tmux.type(ana, "/attach")
         try tmux.send(ana, ["Enter"])
         try tmux.waitForText(ana, "-- 2. my pic.png, 69 B, image/png --")
         try tmux.type(ana, "/detach")
         try tmux.send(ana, ["Enter"])
         try tmux.waitForText(ana, "-- dropped 2 attached files --")
+        try tmux.waitForScreen(ana, "the prompt without files") { $0.split(separator: "\n").last == "files>" }
 
         // A refusal names the file and keeps nothing.
         try tmux.type(ana, "/attach nothing-here.txt")
