@@ -25,6 +25,13 @@ struct Ask: ClientCommand {
             A reply cut off at the model's length limit is said on standard error and exits 4 \
             (confab continue ID goes on with it). When confabd restarts meanwhile, ask waits \
             for it to come back and prints the reply as stored.
+
+            -a FILE (--attach, repeatable) sends files with the prompt: text files (UTF-8, \
+            by their content, whatever their name) and PNG, JPEG, GIF and WebP images. A text \
+            file may be at most 1 MiB, an image 5 MiB, and one message carries at most 16 files \
+            and 20 MiB. Every file is read and checked before anything is sent; anything else \
+            is refused, naming the file and why. With files the prompt may be empty \
+            (confab ask -a shot.png < /dev/null).
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -46,6 +53,11 @@ struct Ask: ClientCommand {
             help: "Model of the new conversation (default: the profile's, else the daemon's; implies --new); with -c or -C, the conversation's from now on.")
     var model: String?
     @Option(help: "Profile of the new conversation (confab profiles lists them; implies --new).") var profile: String?
+    @Option(name: [.customShort("a"), .customLong("attach")],
+            help: ArgumentHelp("Send this file with the prompt: a text file or a PNG, JPEG, GIF or WebP image (repeatable).",
+                               valueName: "file"),
+            completion: .file())
+    var attach: [String] = []
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
     @Flag(name: [.customLong("plain"), .customLong("raw")],
           help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
@@ -80,7 +92,14 @@ struct Ask: ClientCommand {
     private var makesNew: Bool { new || (!choosesExisting && (title != nil || system != nil || model != nil || profile != nil)) }
 
     func run() throws {
-        var prompt = try readPrompt()
+        // Every file is read and checked before anything goes to the daemon.
+        let files: [FileAttachment]
+        do throws(AttachmentProblem) {
+            files = try FileAttachment.readAll(attach)
+        } catch {
+            throw Failure.message(error.description)
+        }
+        var prompt = try readPrompt(withFiles: !files.isEmpty)
         if last { prompt = try Self.withLastCommand(prompt) }
         let connection = try Connection.start(socketPath, command: "ask")
 
@@ -90,7 +109,7 @@ struct Ask: ClientCommand {
         } else if continuing {
             id = try ConversationChoice.continuing(connection)
         } else if makesNew {
-            id = try createConversation(connection, title: title ?? Self.title(from: prompt), system: system, model: model, profile: profile).id
+            id = try createConversation(connection, title: title ?? Self.title(from: prompt) ?? files.first?.name, system: system, model: model, profile: profile).id
             Out.errorLine("conversation \(id)")
         } else {
             id = try ConversationChoice.today(connection)
@@ -106,7 +125,9 @@ struct Ask: ClientCommand {
         // Quiet: following our own reply is not joining the conversation. (A chosen
         // conversation is attached already, as quietly: attaching again is harmless.)
         let attached = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(id), "history": 0, "quiet": true]))
-        let sent = try connection.call(.messageSend, ["conversation": .string(id), "content": .string(prompt)])
+        var params: [String: JSON] = ["conversation": .string(id), "content": .string(prompt)]
+        if !files.isEmpty { params["attachments"] = try StoredBlob.upload(files, over: connection) }
+        let sent = try connection.call(.messageSend, .object(params))
         guard let reply = ReplyStarted(json: sent)?.reply else {
             throw Failure.message("confabd's answer to \(RPCMethod.messageSend.rawValue) has no reply id")
         }
@@ -116,8 +137,9 @@ struct Ask: ClientCommand {
         if status != 0 { throw Failure.exit(status) }
     }
 
-    /// TEXT, and standard input when it is not a terminal.
-    private func readPrompt() throws(Failure) -> String {
+    /// TEXT, and standard input when it is not a terminal. With files attached the prompt
+    /// may be empty, and a terminal is not asked for one: the files are the question.
+    private func readPrompt(withFiles: Bool) throws(Failure) -> String {
         var prompt = words.joined(separator: " ")
         if isatty(0) == 0 {
             var piped: [UInt8]
@@ -131,11 +153,12 @@ struct Ask: ClientCommand {
             if !input.isBlank {
                 prompt = prompt.isBlank ? input : prompt + "\n\n" + input
             }
-        } else if prompt.isBlank {
+        } else if prompt.isBlank, !withFiles {
             prompt = Self.readLineFromTerminal()
         }
+        if prompt.isBlank, withFiles { return "" }
         if prompt.isBlank {
-            throw .usage("nothing to ask: give TEXT or pipe it on standard input", command: "ask")
+            throw .usage("nothing to ask: give TEXT, pipe it on standard input, or attach a file with -a", command: "ask")
         }
         return prompt
     }

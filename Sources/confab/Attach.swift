@@ -21,6 +21,13 @@ struct Attach: ClientCommand {
 
             When confabd stops or restarts, attach says so, waits for it to come back (Ctrl-D \
             leaves meanwhile), then shows what it missed and goes on.
+
+            /attach PATH... adds files to the next message you send (text files and PNG, JPEG, \
+            GIF or WebP images, as with ask -a): they are read and checked at once; a path with \
+            spaces goes in quotes or with a backslash before each space, ~/ is your home, and \
+            Tab completes paths. /attach alone lists the files waiting (name, size, type); \
+            /detach drops them. They stay attached until the message is stored. Every screen \
+            shows [attached: NAME, SIZE, TYPE] under a message that carries files.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -114,6 +121,14 @@ final class AttachSession {
     var newestTool: String?
     /// Replies whose replacement was said already: a whole chain is replaced at once.
     var announcedReplaced: Set<String> = []
+    /// Files `/attach` read, which the next message sent carries (`AttachFiles.swift`).
+    var pendingFiles: [FileAttachment] = [] {
+        // The input line's prompt says the next message carries files.
+        didSet { if pendingFiles.count != oldValue.count { editor?.setPrompt(prompt) } }
+    }
+    /// The files of sends not yet answered, by request id: dropped once the message is
+    /// stored, pending again when it is not.
+    var filesInFlight: [Int: [FileAttachment]] = [:]
 
     struct Waiting {
         var call: ToolCall
@@ -168,8 +183,11 @@ final class AttachSession {
         transcript.notice(id + "  " + title)
     }
 
-    /// The conversation's title, short, as the input line's prompt.
-    var prompt: String { DisplayWidth.truncate(SafeText.singleLine(title), to: 24) + "> " }
+    /// The conversation's title, short, as the input line's prompt, and how many files the
+    /// next message carries (`chat +2 files> `).
+    var prompt: String {
+        DisplayWidth.truncate(SafeText.singleLine(title), to: 24) + (pendingFiles.isEmpty ? "" : " +" + Words.count(pendingFiles.count, "file")) + "> "
+    }
 
     /// `$XDG_STATE_HOME/confab/history`, one for every conversation, as a shell's is.
     static func historyFile() -> String? {
@@ -350,6 +368,8 @@ final class AttachSession {
             case (_, .failure(let error)): transcript.error(error.message)
             default: break
             }
+            // After the refusal, if any: then that its files are still attached.
+            settleFiles(of: id, result)
         case .fatal(let error):
             transcript.breakLine()
             throw .rpc(error)
@@ -599,9 +619,20 @@ final class AttachSession {
     }
 
     func send(_ text: String) throws(Failure) {
+        var params: [String: JSON] = ["conversation": .string(conversation), "content": .string(text)]
+        // The files pending go with it, uploaded now; a refusal keeps them pending and the text unsent.
+        switch try uploadPendingFiles() {
+        case .refused: return
+        case .uploaded(let attachments): params["attachments"] = attachments
+        case .nothing: break
+        }
         // Not printed here: the daemon echoes it back as message.created.
-        let id = try connection.send(.messageSend, ["conversation": .string(conversation), "content": .string(text)])
+        let id = try connection.send(.messageSend, .object(params))
         outstanding[id] = .send
+        if !pendingFiles.isEmpty {
+            filesInFlight[id] = pendingFiles
+            pendingFiles = []
+        }
     }
 
 }

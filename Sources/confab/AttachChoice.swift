@@ -46,6 +46,7 @@ extension AttachSession {
         if line.hasPrefix("/"), !line.contains(" ") {
             return Self.commandNames.filter { ("/" + $0).hasPrefix(line) }.map { "/" + $0 + " " }
         }
+        if line.hasPrefix("/attach ") { return pathCompletions(of: line) }
         let command = "/switch "
         guard line.hasPrefix(command) else { return [] }
         let typed = line.dropFirst(command.count).drop { $0 == " " }.lowercased()

@@ -30,6 +30,8 @@ extension AttachSession {
         /unshare USER    stop sharing it with USER (their clients are detached)
         /approve [CALL]  let a tool call that waits for approval run (default the oldest; y alone does too)
         /deny [CALL]     refuse it (n alone on a line does too)
+        /attach [PATH]   send files with the next message (several paths; one with spaces in quotes; Tab completes); alone: list them
+        /detach          drop the files attached
         /N               send quick reply N (the number alone on a line does too)
         /quit            detach and leave (Ctrl-D does too)
         //text           send a line that starts with a slash
@@ -116,6 +118,10 @@ extension AttachSession {
             if name == "share" { params["role"] = .string((readOnly ? ShareRole.read : .write).rawValue) }
             let method = name == "share" ? RPCMethod.conversationShare : .conversationUnshare
             outstanding[try connection.send(method, .object(params))] = .share
+        case "attach":
+            attachFiles(argument)
+        case "detach":
+            detachFiles()
         case "quit", "exit":
             leave()
         default:

@@ -21,6 +21,7 @@ extension AttachSession {
         if outstanding.values.contains(where: { if case .send = $0 { true } else { false } }) {
             transcript.error("a message you sent was not answered before confabd went away: it may not have been stored")
         }
+        keepFilesOfUnansweredSends()
         outstanding = [:]
         awaitingApproval = []
         var waitMilliseconds: Int32 = 100

@@ -50,7 +50,7 @@ struct Confab: ParsableCommand {
             (for ask --last, set by shell-init), NO_COLOR, XDG_RUNTIME_DIR.
             """,
         version: ProtocolVersion.confabVersion,
-        subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, Rename.self, Configure.self, Remove.self, Cancel.self, Status.self,
+        subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, AttachmentCommand.self, Rename.self, Configure.self, Remove.self, Cancel.self, Status.self,
                       Retry.self, ContinueReply.self, Fork.self, Search.self, ModelsCommand.self, Profiles.self, Share.self, Unshare.self,
                       ShellInit.self, ShellKey.self, Completions.self, Web.self])
 

@@ -189,6 +189,7 @@ struct Show: ClientCommand {
         if message.role == .tool { return ToolLines.result(message, width: width) + "\n" }
         var out = SafeText.sanitized(message.content)
         if !out.isEmpty, out.last != "\n" { out += "\n" }
+        for attachment in message.attachments ?? [] { out += AttachmentText.line(attachment) + "\n" }
         for call in ToolLines.calls(of: message) {
             out += ToolCallFormat.call(name: call.name, arguments: call.arguments, width: width) + "\n"
         }
@@ -266,6 +267,11 @@ struct Export: ClientCommand {
                 out += "\n## \(header), \(time)\(status)\n\n"
                 out += message.content
                 if out.last != "\n" { out += "\n" }
+                if let attachments = message.attachments, !attachments.isEmpty {
+                    // Listed, not embedded: `confab attachment ID MSG N` writes one out.
+                    if !message.content.isEmpty { out += "\n" }
+                    out += attachments.map { "- " + AttachmentText.exported($0) + "\n" }.joined()
+                }
                 let calls = ToolLines.calls(of: message)
                 if !calls.isEmpty {
                     out += "\n" + calls.map { "- " + ToolCallFormat.call(name: $0.name, arguments: $0.arguments, width: Int.max / 2) + "\n" }.joined()

@@ -351,6 +351,14 @@ final class Transcript {
             emit(marker(message, error: error), after: wrapper.column)
         }
         if !atLineStart { emit("\n") }
+        attachments(of: message)
+    }
+
+    /// `[attached: diagram.png, 212 KiB, image/png]` under the message, one line per file.
+    private func attachments(of message: Message) {
+        for attachment in message.attachments ?? [] {
+            emit(styled(TextRows.wrapped(AttachmentText.line(attachment), width: width, indent: 2), .quiet) + "\n")
+        }
     }
 
     /// A reply begins (or is in flight when we attach). Its header waits for its first
