@@ -96,6 +96,8 @@ extension Broker {
                 try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try unshare(c, params, client, respond) }
             case .generationCancel:
                 try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
+            case .toolsList: try listTools(params, later())
+            case .mcpRestart: try restartMCPServer(params, client, later())
             case .blobPut, .attachmentGet:
                 // Named in the vocabulary ahead of the blob store that answers them.
                 throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
