@@ -73,7 +73,7 @@ enum ToolsTable {
             let tool = listing.tools[index]
             let start = "  " + DisplayWidth.pad(names[index], to: nameWidth) + "  " + DisplayWidth.pad(tool.approval.rawValue, to: 6) + "  "
             var description = SafeText.singleLine(tool.description)
-            if !tool.isListed { description = "(named in the config; listed once the server runs)" }
+            if !tool.isListed { description = "(listed once the server runs)" }
             if let width { description = DisplayWidth.truncate(description, to: max(10, width - DisplayWidth.of(start))) }
             return start + description + "\n"
         }
