@@ -91,7 +91,7 @@ final class MCPToolsListTests: XCTestCase {
         XCTAssertEqual(servers(before)["time"]?.tools, 0, "nothing is known of a server with no filter until it runs")
         XCTAssertEqual(before.tools.map(\.name), ["weather", "test__echo", "test__slow", "test__odd"])
         XCTAssertEqual(before.tools.first, ListedTool(name: "weather", source: .http, description: "Weather at a place", approval: .never))
-        XCTAssertEqual(before.tools[1], ListedTool(name: "test__echo", source: .mcp, server: "test", tool: "echo", description: "",
+        XCTAssertEqual(before.tools.dropFirst().first, ListedTool(name: "test__echo", source: .mcp, server: "test", tool: "echo", description: "",
                                                    approval: .never, isListed: false))
         XCTAssertFalse(harness.log().contains("started pid="), "listing started a server:\n\(harness.log())")
 
