@@ -20,6 +20,9 @@ Sections (all by default; pick some with --only):
             messages written by confab-loggen, and the latency of another conversation's
             deltas to a reader while searches run back to back, next to the same without
 - profile:  (only with --only profile) perf record -g of confabd during a 10-reader burst
+- mcp:      one MCP tool call (`get_current_time` of mcp-server-time) through confabd, next to
+            the official Python SDK's client and a raw JSON-RPC client calling their own
+            running server; confabd's RSS with three idle servers ready, and without
 - web:      confab-web with 10 headless Chromium pages on one conversation: a delta's arrival
             at an attached terminal client to its text in each page, p50/p99, and the
             gateway's RSS with the pages idle (scripts/bench_web.py, in .build/venv's Python)
@@ -728,8 +731,125 @@ def bench_profile(ctx):
         if line.strip() and not line.startswith("#"):
             print("  " + " ".join(line.split()).removesuffix(" - -")[:160])
 
+MCP_VENV = os.path.join(ROOT, ".build", "venv-mcp")
+MCP_TIME_CALL = '[[tool:time__get_current_time {"timezone":"UTC"}]]'
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile", "web"]
+
+def mcp_config(names):
+    server = os.path.join(MCP_VENV, "bin", "mcp-server-time")
+    tables = "".join('[mcp.%s]\ncommand = "%s"\nargs = ["--local-timezone", "UTC"]\napproval = "never"\n' % (name, server) for name in names)
+    return tables + '[profiles.bench]\ntools = [%s]\n' % ", ".join('"%s"' % name for name in names)
+
+
+def mcp_call(client, cid, timeout):
+    """One message.send whose reply calls time__get_current_time once; the arrival times of
+    tool.started, tool.completed and the chain's last message.completed, from the send."""
+    deadline = time.monotonic() + timeout
+    sent = time.monotonic()
+    rid = client.send("message.send", {"conversation": cid, "content": MCP_TIME_CALL})
+    started = completed = None
+    while time.monotonic() < deadline:
+        line = client.file.readline()
+        if not line:
+            raise RuntimeError("connection closed")
+        now = time.monotonic()
+        frame = json.loads(line)
+        if frame.get("id") == rid and "error" in frame:
+            raise RuntimeError(frame["error"])
+        method, params = frame.get("method"), frame.get("params") or {}
+        if method == "tool.started":
+            started = now
+        elif method == "tool.completed":
+            completed = now
+            if params["message"].get("status") != "complete":
+                raise RuntimeError("the call did not complete: %r" % params["message"])
+        elif method == "message.failed":
+            raise RuntimeError("the reply failed: %r" % params)
+        elif method == "message.completed" and params["message"].get("role") == "assistant" \
+                and not params["message"].get("tool_calls") and completed is not None:
+            return started - sent, completed - started, now - sent
+    raise RuntimeError("no answer within %d s" % timeout)
+
+
+def mcp_peer(kind, calls, warmup):
+    python = os.path.join(MCP_VENV, "bin", "python")
+    result = subprocess.run([python, os.path.join(HERE, "bench_mcp_peer.py"), kind, os.path.join(MCP_VENV, "bin", "mcp-server-time"),
+                             str(calls), str(warmup), "300"], capture_output=True, text=True, timeout=360)
+    if result.returncode != 0:
+        raise RuntimeError("the %s peer failed: %s" % (kind, result.stderr[-2000:]))
+    return json.loads(result.stdout.strip().splitlines()[-1])["samples_ms"]
+
+
+def percentile(samples, fraction):
+    samples = sorted(samples)
+    return samples[min(len(samples) - 1, int(len(samples) * fraction))]
+
+
+def bench_mcp(ctx):
+    if not os.path.exists(os.path.join(MCP_VENV, "bin", "mcp-server-time")):
+        print("mcp: skipped (needs mcp-server-time and the mcp SDK in %s: make .build/venv-mcp/.installed)" % MCP_VENV)
+        return
+    calls, warmup = ctx.mcp_calls, 5
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, fsync=False, extra_config=mcp_config(["time"]))
+        try:
+            client = Client(daemon.socket)
+            cid = client.call("conversation.create", {"title": "mcp", "profile": "bench"})["conversation"]["id"]
+            client.call("conversation.attach", {"conversation": cid})
+            tool_ms, chain_ms = [], []
+            for index in range(warmup + calls):
+                _, call, chain = mcp_call(client, cid, 120)
+                if index >= warmup:
+                    tool_ms.append(call * 1000)
+                    chain_ms.append(chain * 1000)
+            client.close()
+        finally:
+            daemon.stop()
+    # The peers alternate with nothing else running: each starts its own mcp-server-time.
+    sdk_ms = mcp_peer("sdk", calls, warmup)
+    raw_ms = mcp_peer("raw", calls, warmup)
+    confab_median, sdk_median, raw_median = statistics.median(tool_ms), statistics.median(sdk_ms), statistics.median(raw_ms)
+    added = confab_median - raw_median
+    print("mcp: get_current_time on mcp-server-time, %d calls after %d warm-up:" % (calls, warmup))
+    print("  through confabd, tool.started -> tool.completed: " + describe(tool_ms))
+    print("  official SDK client (ClientSession over stdio_client): " + describe(sdk_ms))
+    print("  raw client (one line written, one read): " + describe(raw_ms))
+    print("  whole chain, message.send -> last message.completed (two fake-upstream turns): " + describe(chain_ms))
+    print("  confabd's added time per call (its median - the raw client's): %.2f ms" % added)
+    record("MCP call through confabd, tool.started → tool.completed (median/p95)", "%.2f / %.2f ms" % (confab_median, percentile(tool_ms, 0.95)),
+           "SDK client %.2f / %.2f ms" % (sdk_median, percentile(sdk_ms, 0.95)), "%.2fx" % (confab_median / sdk_median),
+           "≤ SDK client", confab_median <= sdk_median)
+    record("confabd's added time per MCP call (median − raw client's %.2f ms)" % raw_median, "%.2f ms" % added, goal="≤ 1 ms", met=added <= 1.0)
+    record("message.send → last message.completed, one MCP call (median/p95)", "%.2f / %.2f ms" % (statistics.median(chain_ms), percentile(chain_ms, 0.95)))
+
+    # Memory: the daemon alone, then with three servers started and idle (tools.list {start})
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        alone = Daemon(tmp, ctx.fake.port)
+        try:
+            time.sleep(1.0)
+            alone_kib = alone.rss_kib()
+        finally:
+            alone.stop()
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, extra_config=mcp_config(["time1", "time2", "time3"]))
+        try:
+            client = Client(daemon.socket, timeout=120)
+            servers = client.call("tools.list", {"start": True})["servers"]
+            if [server["state"] for server in servers] != ["ready"] * 3:
+                raise RuntimeError("the servers did not all start: %r" % servers)
+            time.sleep(1.0)
+            with_kib = daemon.rss_kib()
+            servers_kib = sum(rss_kib(server["pid"]) or 0 for server in servers)
+            client.close()
+        finally:
+            daemon.stop()
+    print("  confabd RSS: %d KiB alone, %d KiB with 3 ready idle servers (+%d KiB); the servers themselves %d KiB together" % (
+        alone_kib, with_kib, with_kib - alone_kib, servers_kib))
+    record("confabd RSS with 3 idle MCP servers ready", "%.1f MiB" % (with_kib / 1024), "no servers %.1f MiB" % (alone_kib / 1024),
+           "%.2fx" % (with_kib / alone_kib))
+
+
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile", "web", "mcp"]
 # The search needs a 660 MB data directory written first: only when named.
 DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search")]
 
@@ -775,6 +895,7 @@ def main():
     parser.add_argument("--search-conversations", type=int, default=10_000, help="conversations of 100 messages to search")
     parser.add_argument("--search-runs", type=int, default=5, help="searches of each query")
     parser.add_argument("--search-latency-count", type=int, default=3000, help="stamped deltas streamed while searching")
+    parser.add_argument("--mcp-calls", type=int, default=200, help="timed MCP tool calls through confabd and through each peer")
     parser.add_argument("--markdown", metavar="FILE", help="also write the closing table to FILE as Markdown")
     ctx = parser.parse_args()
     sections = ctx.only.split(",") if ctx.only else DEFAULT_SECTIONS
