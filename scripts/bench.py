@@ -732,7 +732,7 @@ def bench_profile(ctx):
             print("  " + " ".join(line.split()).removesuffix(" - -")[:160])
 
 MCP_VENV = os.path.join(ROOT, ".build", "venv-mcp")
-MCP_TIME_CALL = '[[tool:time__get_current_time {"timezone":"UTC"}]]'
+MCP_TIME_CALL = '[[delay:0]] [[tool:time__get_current_time {"timezone":"UTC"}]]'
 
 
 def mcp_config(names):
@@ -789,37 +789,49 @@ def bench_mcp(ctx):
     if not os.path.exists(os.path.join(MCP_VENV, "bin", "mcp-server-time")):
         print("mcp: skipped (needs mcp-server-time and the mcp SDK in %s: make .build/venv-mcp/.installed)" % MCP_VENV)
         return
-    calls, warmup = ctx.mcp_calls, 5
+    calls, warmup, rounds = ctx.mcp_calls, 5, max(1, ctx.mcp_rounds)
+    per_round = max(1, calls // rounds)
+    calls = per_round * rounds
+    tool_ms, chain_ms, sdk_ms, raw_ms = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
         daemon = Daemon(tmp, ctx.fake.port, fsync=False, extra_config=mcp_config(["time"]))
         try:
             client = Client(daemon.socket)
             cid = client.call("conversation.create", {"title": "mcp", "profile": "bench"})["conversation"]["id"]
             client.call("conversation.attach", {"conversation": cid})
-            tool_ms, chain_ms = [], []
-            for index in range(warmup + calls):
-                _, call, chain = mcp_call(client, cid, 120)
-                if index >= warmup:
+            for _ in range(warmup):
+                mcp_call(client, cid, 120)
+            # Rounds alternate confabd and the peers, so that each meets the same load.
+            daemon_cpu = 0.0
+            for _ in range(rounds):
+                cpu_before = daemon.cpu_seconds()
+                for _ in range(per_round):
+                    _, call, chain = mcp_call(client, cid, 120)
                     tool_ms.append(call * 1000)
                     chain_ms.append(chain * 1000)
+                daemon_cpu += daemon.cpu_seconds() - cpu_before
+                # Each peer starts its own mcp-server-time.
+                sdk_ms += mcp_peer("sdk", per_round, warmup)
+                raw_ms += mcp_peer("raw", per_round, warmup)
+            cpu_per_chain_ms = daemon_cpu * 1000 / calls
             client.close()
         finally:
             daemon.stop()
-    # The peers alternate with nothing else running: each starts its own mcp-server-time.
-    sdk_ms = mcp_peer("sdk", calls, warmup)
-    raw_ms = mcp_peer("raw", calls, warmup)
     confab_median, sdk_median, raw_median = statistics.median(tool_ms), statistics.median(sdk_ms), statistics.median(raw_ms)
     added = confab_median - raw_median
-    print("mcp: get_current_time on mcp-server-time, %d calls after %d warm-up:" % (calls, warmup))
+    print("mcp: get_current_time on mcp-server-time, %d calls after %d warm-up, in %d rounds alternating confabd and the peers:" % (calls, warmup, rounds))
     print("  through confabd, tool.started -> tool.completed: " + describe(tool_ms))
     print("  official SDK client (ClientSession over stdio_client): " + describe(sdk_ms))
     print("  raw client (one line written, one read): " + describe(raw_ms))
-    print("  whole chain, message.send -> last message.completed (two fake-upstream turns): " + describe(chain_ms))
-    print("  confabd's added time per call (its median - the raw client's): %.2f ms" % added)
+    print("  whole chain, message.send -> last message.completed (two fake-upstream turns, no delay between their pieces): " + describe(chain_ms))
+    print("  confabd's added time per call (its median - the raw client's): %.2f ms (between the two notifications: confabd"
+          " reading the call's answer, storing the result (fsync off here) and announcing it, and this client waking for each)" % added)
+    print("  confabd CPU (utime+stime) per chain of two model turns and one call: %.2f ms" % cpu_per_chain_ms)
     record("MCP call through confabd, tool.started → tool.completed (median/p95)", "%.2f / %.2f ms" % (confab_median, percentile(tool_ms, 0.95)),
            "SDK client %.2f / %.2f ms" % (sdk_median, percentile(sdk_ms, 0.95)), "%.2fx" % (confab_median / sdk_median),
            "≤ SDK client", confab_median <= sdk_median)
     record("confabd's added time per MCP call (median − raw client's %.2f ms)" % raw_median, "%.2f ms" % added, goal="≤ 1 ms", met=added <= 1.0)
+    record("confabd CPU per chain of two model turns and one MCP call", "%.2f ms" % cpu_per_chain_ms)
     record("message.send → last message.completed, one MCP call (median/p95)", "%.2f / %.2f ms" % (statistics.median(chain_ms), percentile(chain_ms, 0.95)))
 
     # Memory: the daemon alone, then with three servers started and idle (tools.list {start})
@@ -896,6 +908,7 @@ def main():
     parser.add_argument("--search-runs", type=int, default=5, help="searches of each query")
     parser.add_argument("--search-latency-count", type=int, default=3000, help="stamped deltas streamed while searching")
     parser.add_argument("--mcp-calls", type=int, default=200, help="timed MCP tool calls through confabd and through each peer")
+    parser.add_argument("--mcp-rounds", type=int, default=4, help="rounds the MCP calls are split into, alternating confabd and the peers")
     parser.add_argument("--markdown", metavar="FILE", help="also write the closing table to FILE as Markdown")
     ctx = parser.parse_args()
     sections = ctx.only.split(",") if ctx.only else DEFAULT_SECTIONS
