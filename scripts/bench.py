@@ -23,6 +23,8 @@ Sections (all by default; pick some with --only):
 - mcp:      one MCP tool call (`get_current_time` of mcp-server-time) through confabd, next to
             the official Python SDK's client and a raw JSON-RPC client calling their own
             running server; confabd's RSS with three idle servers ready, and without
+- mcptrace: (only with --only mcptrace) confabd's own part of an MCP call, from strace -ttt of
+            its system calls: model turn's end to the server's request, answer to tool.completed
 - web:      confab-web with 10 headless Chromium pages on one conversation: a delta's arrival
             at an attached terminal client to its text in each page, p50/p99, and the
             gateway's RSS with the pages idle (scripts/bench_web.py, in .build/venv's Python)
@@ -861,9 +863,71 @@ def bench_mcp(ctx):
            "%.2fx" % (with_kib / alone_kib))
 
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile", "web", "mcp"]
+
+def bench_mcptrace(ctx):
+    """confabd's own part of an MCP call, from its system calls: strace -ttt on confabd during
+    calls, the time from reading the model turn's last bytes to writing the server's request,
+    and from reading the server's answer to writing tool.completed. strace slows every system
+    call it sees, so these are upper bounds."""
+    if not shutil.which("strace") or not os.path.exists(os.path.join(MCP_VENV, "bin", "mcp-server-time")):
+        print("mcptrace: skipped (needs strace and %s)" % MCP_VENV)
+        return
+    calls = ctx.mcp_trace_calls
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, fsync=False, extra_config=mcp_config(["time"]))
+        trace = os.path.join(tmp, "trace.txt")
+        try:
+            client = Client(daemon.socket)
+            cid = client.call("conversation.create", {"title": "mcp", "profile": "bench"})["conversation"]["id"]
+            client.call("conversation.attach", {"conversation": cid})
+            for _ in range(5):
+                mcp_call(client, cid, 120)
+            tracer = subprocess.Popen(["strace", "-f", "-ttt", "-s", "120", "-e", "trace=read,write,writev,recvfrom",
+                                       "-o", trace, "-p", str(daemon.proc.pid)], stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 20
+            while not (os.path.exists(trace) and os.path.getsize(trace) > 0) and time.monotonic() < deadline:
+                client.call("status")
+                time.sleep(0.05)
+            for _ in range(calls):
+                mcp_call(client, cid, 120)
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(timeout=30)
+            client.close()
+        finally:
+            daemon.stop()
+        outgoing, server, incoming = [], [], []
+        last_upstream = request = answer = None
+        for line in open(trace, errors="replace"):
+            fields = line.split(None, 2)
+            if len(fields) < 3:
+                continue
+            at, call = float(fields[1]), fields[2]
+            if call.startswith("recvfrom("):
+                last_upstream = at
+            elif call.startswith("write(") and "tools/call" in call:
+                request = at
+                if last_upstream is not None:
+                    outgoing.append((at - last_upstream) * 1e6)
+            elif call.startswith("read(") and '\\"result\\"' in call and request is not None:
+                server.append((at - request) * 1e6)
+                answer, request = at, None
+            elif call.startswith(("write(", "writev(")) and "tool.completed" in call and answer is not None:
+                incoming.append((at - answer) * 1e6)
+                answer = None
+    if not outgoing or not incoming:
+        print("mcptrace: no calls found in the trace")
+        return
+    print("mcptrace: confabd's system calls during %d MCP calls (strace -f -ttt: upper bounds)" % calls)
+    print("  model turn's last bytes read -> the server's request written: " + describe(outgoing, "us"))
+    print("  request written -> answer read (the server, and confabd waking): " + describe(server, "us"))
+    print("  answer read -> tool.completed written: " + describe(incoming, "us"))
+    both = statistics.median(outgoing) + statistics.median(incoming)
+    record("confabd's own part of an MCP call, under strace (medians: turn end → request + answer → tool.completed)",
+           "%.0f + %.0f µs" % (statistics.median(outgoing), statistics.median(incoming)), goal="≤ 1 ms", met=both <= 1000)
+
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile", "web", "mcp", "mcptrace"]
 # The search needs a 660 MB data directory written first: only when named.
-DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search")]
+DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search", "mcptrace")]
 
 
 def bench_web(ctx):
@@ -887,7 +951,7 @@ def bench_web(ctx):
 
 def main():
     parser = argparse.ArgumentParser(description="confab benchmarks (release build)")
-    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (search and profile only when named)")
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (search, profile and mcptrace only when named)")
     parser.add_argument("--burst", type=int, default=100_000, help="deltas per fan-out burst at 1 and 10 readers")
     parser.add_argument("--burst-100", type=int, default=100_000, help="deltas per fan-out burst at 100 readers")
     parser.add_argument("--fanout-readers", type=lambda text: [int(n) for n in text.split(",")], default=[1, 10, 100],
@@ -908,6 +972,7 @@ def main():
     parser.add_argument("--search-runs", type=int, default=5, help="searches of each query")
     parser.add_argument("--search-latency-count", type=int, default=3000, help="stamped deltas streamed while searching")
     parser.add_argument("--mcp-calls", type=int, default=200, help="timed MCP tool calls through confabd and through each peer")
+    parser.add_argument("--mcp-trace-calls", type=int, default=50, help="MCP calls traced with --only mcptrace")
     parser.add_argument("--mcp-rounds", type=int, default=4, help="rounds the MCP calls are split into, alternating confabd and the peers")
     parser.add_argument("--markdown", metavar="FILE", help="also write the closing table to FILE as Markdown")
     ctx = parser.parse_args()
