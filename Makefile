@@ -100,7 +100,7 @@ test-web: test-web-deps
 # scripts/bench.py: every figure next to its peer (Redis, a C client) measured in the same run,
 # then a table of the goals (docs/performance.md). Bounded to about 10 minutes on 2 cores.
 # Options through ARGS, e.g. ARGS="--only fanout,latency" or ARGS="--big".
-bench: release test-web-deps
+bench: release test-web-deps $(MCP_VENV)/.installed
 	scripts/bench.sh $(ARGS)
 
 # libFuzzer on the parsers of untrusted bytes (docs/reliability.md, "Hostile and broken clients"), bounded in time:

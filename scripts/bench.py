@@ -20,6 +20,11 @@ Sections (all by default; pick some with --only):
             messages written by confab-loggen, and the latency of another conversation's
             deltas to a reader while searches run back to back, next to the same without
 - profile:  (only with --only profile) perf record -g of confabd during a 10-reader burst
+- mcp:      one MCP tool call (`get_current_time` of mcp-server-time) through confabd, next to
+            the official Python SDK's client and a raw JSON-RPC client calling their own
+            running server; confabd's RSS with three idle servers ready, and without
+- mcptrace: (only with --only mcptrace) confabd's own part of an MCP call, from strace -ttt of
+            its system calls: model turn's end to the server's request, answer to tool.completed
 - web:      confab-web with 10 headless Chromium pages on one conversation: a delta's arrival
             at an attached terminal client to its text in each page, p50/p99, and the
             gateway's RSS with the pages idle (scripts/bench_web.py, in .build/venv's Python)
@@ -728,10 +733,201 @@ def bench_profile(ctx):
         if line.strip() and not line.startswith("#"):
             print("  " + " ".join(line.split()).removesuffix(" - -")[:160])
 
+MCP_VENV = os.path.join(ROOT, ".build", "venv-mcp")
+MCP_TIME_CALL = '[[delay:0]] [[tool:time__get_current_time {"timezone":"UTC"}]]'
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile", "web"]
+
+def mcp_config(names):
+    server = os.path.join(MCP_VENV, "bin", "mcp-server-time")
+    tables = "".join('[mcp.%s]\ncommand = "%s"\nargs = ["--local-timezone", "UTC"]\napproval = "never"\n' % (name, server) for name in names)
+    return tables + '[profiles.bench]\ntools = [%s]\n' % ", ".join('"%s"' % name for name in names)
+
+
+def mcp_call(client, cid, timeout):
+    """One message.send whose reply calls time__get_current_time once; the arrival times of
+    tool.started, tool.completed and the chain's last message.completed, from the send."""
+    deadline = time.monotonic() + timeout
+    sent = time.monotonic()
+    rid = client.send("message.send", {"conversation": cid, "content": MCP_TIME_CALL})
+    started = completed = None
+    while time.monotonic() < deadline:
+        line = client.file.readline()
+        if not line:
+            raise RuntimeError("connection closed")
+        now = time.monotonic()
+        frame = json.loads(line)
+        if frame.get("id") == rid and "error" in frame:
+            raise RuntimeError(frame["error"])
+        method, params = frame.get("method"), frame.get("params") or {}
+        if method == "tool.started":
+            started = now
+        elif method == "tool.completed":
+            completed = now
+            if params["message"].get("status") != "complete":
+                raise RuntimeError("the call did not complete: %r" % params["message"])
+        elif method == "message.failed":
+            raise RuntimeError("the reply failed: %r" % params)
+        elif method == "message.completed" and params["message"].get("role") == "assistant" \
+                and not params["message"].get("tool_calls") and completed is not None:
+            return started - sent, completed - started, now - sent
+    raise RuntimeError("no answer within %d s" % timeout)
+
+
+def mcp_peer(kind, calls, warmup):
+    python = os.path.join(MCP_VENV, "bin", "python")
+    result = subprocess.run([python, os.path.join(HERE, "bench_mcp_peer.py"), kind, os.path.join(MCP_VENV, "bin", "mcp-server-time"),
+                             str(calls), str(warmup), "300"], capture_output=True, text=True, timeout=360)
+    if result.returncode != 0:
+        raise RuntimeError("the %s peer failed: %s" % (kind, result.stderr[-2000:]))
+    return json.loads(result.stdout.strip().splitlines()[-1])["samples_ms"]
+
+
+def percentile(samples, fraction):
+    samples = sorted(samples)
+    return samples[min(len(samples) - 1, int(len(samples) * fraction))]
+
+
+def bench_mcp(ctx):
+    if not os.path.exists(os.path.join(MCP_VENV, "bin", "mcp-server-time")):
+        print("mcp: skipped (needs mcp-server-time and the mcp SDK in %s: make .build/venv-mcp/.installed)" % MCP_VENV)
+        return
+    calls, warmup, rounds = ctx.mcp_calls, 5, max(1, ctx.mcp_rounds)
+    per_round = max(1, calls // rounds)
+    calls = per_round * rounds
+    tool_ms, chain_ms, sdk_ms, raw_ms = [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, fsync=False, extra_config=mcp_config(["time"]))
+        try:
+            client = Client(daemon.socket)
+            cid = client.call("conversation.create", {"title": "mcp", "profile": "bench"})["conversation"]["id"]
+            client.call("conversation.attach", {"conversation": cid})
+            for _ in range(warmup):
+                mcp_call(client, cid, 120)
+            # Rounds alternate confabd and the peers, so that each meets the same load.
+            daemon_cpu = 0.0
+            for _ in range(rounds):
+                cpu_before = daemon.cpu_seconds()
+                for _ in range(per_round):
+                    _, call, chain = mcp_call(client, cid, 120)
+                    tool_ms.append(call * 1000)
+                    chain_ms.append(chain * 1000)
+                daemon_cpu += daemon.cpu_seconds() - cpu_before
+                # Each peer starts its own mcp-server-time.
+                sdk_ms += mcp_peer("sdk", per_round, warmup)
+                raw_ms += mcp_peer("raw", per_round, warmup)
+            cpu_per_chain_ms = daemon_cpu * 1000 / calls
+            client.close()
+        finally:
+            daemon.stop()
+    confab_median, sdk_median, raw_median = statistics.median(tool_ms), statistics.median(sdk_ms), statistics.median(raw_ms)
+    added = confab_median - raw_median
+    print("mcp: get_current_time on mcp-server-time, %d calls after %d warm-up, in %d rounds alternating confabd and the peers:" % (calls, warmup, rounds))
+    print("  through confabd, tool.started -> tool.completed: " + describe(tool_ms))
+    print("  official SDK client (ClientSession over stdio_client): " + describe(sdk_ms))
+    print("  raw client (one line written, one read): " + describe(raw_ms))
+    print("  whole chain, message.send -> last message.completed (two fake-upstream turns, no delay between their pieces): " + describe(chain_ms))
+    print("  confabd's added time per call (its median - the raw client's): %.2f ms (between the two notifications: confabd"
+          " reading the call's answer, storing the result (fsync off here) and announcing it, and this client waking for each)" % added)
+    print("  confabd CPU (utime+stime) per chain of two model turns and one call: %.2f ms" % cpu_per_chain_ms)
+    record("MCP call through confabd, tool.started → tool.completed (median/p95)", "%.2f / %.2f ms" % (confab_median, percentile(tool_ms, 0.95)),
+           "SDK client %.2f / %.2f ms" % (sdk_median, percentile(sdk_ms, 0.95)), "%.2fx" % (confab_median / sdk_median),
+           "≤ SDK client", confab_median <= sdk_median)
+    record("confabd's added time per MCP call (median − raw client's %.2f ms)" % raw_median, "%.2f ms" % added, goal="≤ 1 ms", met=added <= 1.0)
+    record("confabd CPU per chain of two model turns and one MCP call", "%.2f ms" % cpu_per_chain_ms)
+    record("message.send → last message.completed, one MCP call (median/p95)", "%.2f / %.2f ms" % (statistics.median(chain_ms), percentile(chain_ms, 0.95)))
+
+    # Memory: the daemon alone, then with three servers started and idle (tools.list {start})
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        alone = Daemon(tmp, ctx.fake.port)
+        try:
+            time.sleep(1.0)
+            alone_kib = alone.rss_kib()
+        finally:
+            alone.stop()
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, extra_config=mcp_config(["time1", "time2", "time3"]))
+        try:
+            client = Client(daemon.socket, timeout=120)
+            servers = client.call("tools.list", {"start": True})["servers"]
+            if [server["state"] for server in servers] != ["ready"] * 3:
+                raise RuntimeError("the servers did not all start: %r" % servers)
+            time.sleep(1.0)
+            with_kib = daemon.rss_kib()
+            servers_kib = sum(rss_kib(server["pid"]) or 0 for server in servers)
+            client.close()
+        finally:
+            daemon.stop()
+    print("  confabd RSS: %d KiB alone, %d KiB with 3 ready idle servers (+%d KiB); the servers themselves %d KiB together" % (
+        alone_kib, with_kib, with_kib - alone_kib, servers_kib))
+    record("confabd RSS with 3 idle MCP servers ready", "%.1f MiB" % (with_kib / 1024), "no servers %.1f MiB" % (alone_kib / 1024),
+           "%.2fx" % (with_kib / alone_kib))
+
+
+
+def bench_mcptrace(ctx):
+    """confabd's own part of an MCP call, from its system calls: strace -ttt on confabd during
+    calls, the time from reading the model turn's last bytes to writing the server's request,
+    and from reading the server's answer to writing tool.completed. strace slows every system
+    call it sees, so these are upper bounds."""
+    if not shutil.which("strace") or not os.path.exists(os.path.join(MCP_VENV, "bin", "mcp-server-time")):
+        print("mcptrace: skipped (needs strace and %s)" % MCP_VENV)
+        return
+    calls = ctx.mcp_trace_calls
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        daemon = Daemon(tmp, ctx.fake.port, fsync=False, extra_config=mcp_config(["time"]))
+        trace = os.path.join(tmp, "trace.txt")
+        try:
+            client = Client(daemon.socket)
+            cid = client.call("conversation.create", {"title": "mcp", "profile": "bench"})["conversation"]["id"]
+            client.call("conversation.attach", {"conversation": cid})
+            for _ in range(5):
+                mcp_call(client, cid, 120)
+            tracer = subprocess.Popen(["strace", "-f", "-ttt", "-s", "120", "-e", "trace=read,write,writev,recvfrom",
+                                       "-o", trace, "-p", str(daemon.proc.pid)], stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 20
+            while not (os.path.exists(trace) and os.path.getsize(trace) > 0) and time.monotonic() < deadline:
+                client.call("status")
+                time.sleep(0.05)
+            for _ in range(calls):
+                mcp_call(client, cid, 120)
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(timeout=30)
+            client.close()
+        finally:
+            daemon.stop()
+        outgoing, server, incoming = [], [], []
+        last_upstream = request = answer = None
+        for line in open(trace, errors="replace"):
+            fields = line.split(None, 2)
+            if len(fields) < 3:
+                continue
+            at, call = float(fields[1]), fields[2]
+            if call.startswith("recvfrom("):
+                last_upstream = at
+            elif call.startswith("write(") and "tools/call" in call:
+                request = at
+                if last_upstream is not None:
+                    outgoing.append((at - last_upstream) * 1e6)
+            elif call.startswith("read(") and '\\"result\\"' in call and request is not None:
+                server.append((at - request) * 1e6)
+                answer, request = at, None
+            elif call.startswith(("write(", "writev(")) and "tool.completed" in call and answer is not None:
+                incoming.append((at - answer) * 1e6)
+                answer = None
+    if not outgoing or not incoming:
+        print("mcptrace: no calls found in the trace")
+        return
+    print("mcptrace: confabd's system calls during %d MCP calls (strace -f -ttt: upper bounds)" % calls)
+    print("  model turn's last bytes read -> the server's request written: " + describe(outgoing, "us"))
+    print("  request written -> answer read (the server, and confabd waking): " + describe(server, "us"))
+    print("  answer read -> tool.completed written: " + describe(incoming, "us"))
+    both = statistics.median(outgoing) + statistics.median(incoming)
+    record("confabd's own part of an MCP call, under strace (medians: turn end → request + answer → tool.completed)",
+           "%.0f + %.0f µs" % (statistics.median(outgoing), statistics.median(incoming)), goal="≤ 1 ms", met=both <= 1000)
+
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile", "web", "mcp", "mcptrace"]
 # The search needs a 660 MB data directory written first: only when named.
-DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search")]
+DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search", "mcptrace")]
 
 
 def bench_web(ctx):
@@ -755,7 +951,7 @@ def bench_web(ctx):
 
 def main():
     parser = argparse.ArgumentParser(description="confab benchmarks (release build)")
-    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (search and profile only when named)")
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS) + " (search, profile and mcptrace only when named)")
     parser.add_argument("--burst", type=int, default=100_000, help="deltas per fan-out burst at 1 and 10 readers")
     parser.add_argument("--burst-100", type=int, default=100_000, help="deltas per fan-out burst at 100 readers")
     parser.add_argument("--fanout-readers", type=lambda text: [int(n) for n in text.split(",")], default=[1, 10, 100],
@@ -775,6 +971,9 @@ def main():
     parser.add_argument("--search-conversations", type=int, default=10_000, help="conversations of 100 messages to search")
     parser.add_argument("--search-runs", type=int, default=5, help="searches of each query")
     parser.add_argument("--search-latency-count", type=int, default=3000, help="stamped deltas streamed while searching")
+    parser.add_argument("--mcp-calls", type=int, default=200, help="timed MCP tool calls through confabd and through each peer")
+    parser.add_argument("--mcp-trace-calls", type=int, default=50, help="MCP calls traced with --only mcptrace")
+    parser.add_argument("--mcp-rounds", type=int, default=4, help="rounds the MCP calls are split into, alternating confabd and the peers")
     parser.add_argument("--markdown", metavar="FILE", help="also write the closing table to FILE as Markdown")
     ctx = parser.parse_args()
     sections = ctx.only.split(",") if ctx.only else DEFAULT_SECTIONS

@@ -53,6 +53,14 @@ async def slow(seconds: float = 300) -> str:
     return "done"
 
 
+# CONFAB_MCP_HOSTILE_DESCRIPTION: one more tool, `odd`, described by that text (terminal
+# escapes, bidi controls: what a client must show escaped, never obey).
+if os.environ.get("CONFAB_MCP_HOSTILE_DESCRIPTION"):
+    @server.tool(description=os.environ["CONFAB_MCP_HOSTILE_DESCRIPTION"])
+    def odd() -> str:
+        return "odd"
+
+
 if __name__ == "__main__":
     mark("pid", str(os.getpid()))
     server.run()

@@ -52,6 +52,10 @@ public enum MethodAccess: Equatable, Sendable {
         case .conversationCreate, .conversationConfigure, .conversationRename, .conversationDelete, .conversationFork,
              .toolApprove, .conversationShare, .conversationUnshare, .modelsList, .profilesList:
             return .needs(.owner)
+        // Tool descriptions and server errors may hold the owner's paths and settings; a
+        // restart ends calls in flight in every conversation.
+        case .toolsList, .mcpRestart:
+            return .needs(.owner)
         }
     }
 
@@ -59,6 +63,7 @@ public enum MethodAccess: Equatable, Sendable {
     public static func isAboutOneConversation(_ method: RPCMethod) -> Bool {
         switch method {
         case .hello, .status, .conversationList, .conversationSearch, .conversationCreate, .modelsList, .profilesList, .blobPut: false
+        case .toolsList, .mcpRestart: false
         default: true
         }
     }

@@ -101,6 +101,8 @@ extension Broker {
                 try blobPut(params, client, now: respond, later: later)
             case .attachmentGet:
                 try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try attachmentGet(c, params, respond) }
+            case .toolsList: try listTools(params, later())
+            case .mcpRestart: try restartMCPServer(params, client, later())
             }
         } catch {
             // A method that reserved its place and then refused its params answers in that place.

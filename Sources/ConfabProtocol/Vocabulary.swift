@@ -28,6 +28,8 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case conversationUnshare = "conversation.unshare"
     case blobPut = "blob.put"
     case attachmentGet = "attachment.get"
+    case toolsList = "tools.list"
+    case mcpRestart = "mcp.restart"
 }
 
 /// A notification the daemon sends.

@@ -289,3 +289,37 @@ public final class MCPServer {
         }
     }
 }
+
+// Restarting on request (`mcp.restart`), kept apart from the start-on-first-use above.
+extension MCPServer {
+    /// Starts the server again now, whatever its state: the running process, if any, is ended
+    /// (its calls in flight fail; its stdin is closed and its process group sent SIGTERM, then
+    /// SIGKILL two seconds later should it still run) and a new one started at once. Whoever
+    /// waits for a start in progress waits for this one instead. Once the server is being
+    /// stopped for good (a reload removed it, the daemon is stopping) nothing happens.
+    public func restart() {
+        guard !stopping else { return }
+        let waiting = waiters
+        waiters = []
+        if let previous = process {
+            let key = generation
+            process = nil
+            retired[key] = previous
+            previous.input.shutdown { previous.input.close() }
+            previous.signalGroup(SIGTERM)
+            let timer = Timer(loop: loop)
+            timer.setKeepsLoopAlive(false)
+            timer.start(after: 2000) { [weak self] in
+                timer.close()
+                guard let self, let old = retired[key] else { return }
+                log("warning", "pid=\(old.pid) still running 2 s after SIGTERM: SIGKILL")
+                old.signalGroup(SIGKILL)
+            }
+        }
+        session?.fail("the server was restarted")
+        session = nil
+        waiters = waiting
+        log("info", "restarting on request")
+        start()
+    }
+}

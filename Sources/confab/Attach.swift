@@ -145,6 +145,8 @@ final class AttachSession {
         case share
         /// /approve, /deny, `y`, `n`: the answer is shown when `tool.approved` or `tool.denied` comes.
         case approve(Waiting)
+        /// /tools --restart: the server's state is shown once it is ready or has failed.
+        case restartServer
     }
 
     init(connection: Connection, socketPath: String, name: String?, me: HelloResult, colour: Bool, render: Bool) {
@@ -365,6 +367,11 @@ final class AttachSession {
                 transcript.notice("it was not shared with that user")
             case (.share, .success(let value)) where value["allowed"]?.bool == false:
                 transcript.notice("that user is not in confabd's access.allow_uids: they cannot connect until added there and confabd is reloaded")
+            case (.restartServer, .success(let value)):
+                if let server = MCPRestartResult(json: value).server {
+                    let line = "MCP " + ToolsTable.serverLine(server)
+                    if server.state == .ready { transcript.notice(line) } else { transcript.error(line) }
+                }
             case (_, .failure(let error)): transcript.error(error.message)
             default: break
             }

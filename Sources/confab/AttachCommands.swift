@@ -26,6 +26,7 @@ extension AttachSession {
         /continue        continue a reply cut off at the model's length limit
         /fork [MSG]      copy the conversation (up to message MSG) into a new one
         /tool [ID]       all a tool answered (ID: a call id or a message id such as m2.1; default the latest)
+        /tools           the tools models can call and their MCP servers (/tools --restart SERVER starts one again)
         /share USER      share it with USER, a login or uid (--read-only: to only read)
         /unshare USER    stop sharing it with USER (their clients are detached)
         /approve [CALL]  let a tool call that waits for approval run (default the oldest; y alone does too)
@@ -95,6 +96,8 @@ extension AttachSession {
             try answer(allow: name == "approve", call: argument.isEmpty ? nil : argument)
         case "tool":
             try showTool(argument.isEmpty ? nil : argument)
+        case "tools":
+            try tools(argument)
         case "edit-last":
             try editLast()
         case "fork":
@@ -226,5 +229,31 @@ extension AttachSession {
             }
         }
         transcript.notice("version \(chain.count + 1) (\(current)) is the current one")
+    }
+
+    /// /tools: the listing `confab tools` prints; /tools --restart SERVER restarts a server,
+    /// shown once it is ready or has failed (the screen goes on meanwhile).
+    func tools(_ argument: String) throws(Failure) {
+        let words = argument.split(separator: " ").map(String.init)
+        if words.first == "--restart" {
+            guard words.count == 2 else {
+                transcript.error("/tools --restart needs the name of one MCP server (/tools lists them)")
+                return
+            }
+            outstanding[try connection.send(.mcpRestart, ["server": .string(words[1])])] = .restartServer
+            transcript.notice("restarting MCP server \(words[1])…")
+            return
+        }
+        guard words.isEmpty else {
+            transcript.error("/tools takes nothing, or --restart SERVER")
+            return
+        }
+        let listing = ToolsListResult(json: try connection.call(.toolsList))
+        guard !listing.tools.isEmpty || !listing.servers.isEmpty else {
+            transcript.notice("no tools: confabd's config has no [tools.NAME] or [mcp.NAME] tables")
+            return
+        }
+        let text = ToolsTable.text(listing, width: nil)
+        transcript.block(text.hasSuffix("\n") ? String(text.dropLast()) : text)
     }
 }

@@ -14,7 +14,7 @@ final class AccessRulesTests: XCTestCase {
         let write: Set<RPCMethod> = [.messageSend, .generationCancel, .messageRegenerate, .messageEdit, .messageContinue]
         let ownerOnly: Set<RPCMethod> = [.conversationCreate, .conversationConfigure, .conversationRename, .conversationDelete,
                                          .conversationFork, .toolApprove, .conversationShare, .conversationUnshare,
-                                         .modelsList, .profilesList]
+                                         .modelsList, .profilesList, .toolsList, .mcpRestart]
         XCTAssertEqual(anyone.union(read).union(write).union(ownerOnly), Set(RPCMethod.allCases), "every method is in the table once")
         XCTAssertEqual(anyone.count + read.count + write.count + ownerOnly.count, RPCMethod.allCases.count)
         for method in anyone { XCTAssertEqual(MethodAccess.of(method), .anyone, method.rawValue) }
