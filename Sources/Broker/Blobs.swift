@@ -10,6 +10,8 @@ final class BlobUpload {
 struct StoredBlob {
     var type: AttachmentType
     var size: Int
+    /// A message this connection sent named it.
+    var sent = false
 }
 
 /// `blob.put`, the attachments a `message.send` names, `attachment.get`, and the collection of
@@ -17,6 +19,14 @@ struct StoredBlob {
 extension Broker {
     /// At most this many uploads in progress (or being stored) on one connection.
     static let maxUploadsPerConnection = 4
+    /// Uploads held in memory by every connection together, and by other users' connections
+    /// together: a chunk that would pass either is refused, so that many connections cannot
+    /// make the daemon hold without bound, and other users cannot take the owner's share.
+    static let maxUploadBytesInMemory = 64 << 20
+    static let maxOtherUsersUploadBytesInMemory = 32 << 20
+    /// Files one connection stored that none of its messages named yet (they live on disk
+    /// until it sends them or leaves): two messages' worth.
+    static let maxUnsentBlobBytes = 2 * AttachmentLimits.maxMessageBytes
 
     /// `blob.put`: a chunk of a new or running upload; with `final`, the whole file checked,
     /// typed from its bytes and stored. Chunks are answered at once, the final one once the
@@ -52,6 +62,10 @@ extension Broker {
             upload = BlobUpload()
             client.uploads[id] = upload
         }
+        if let refusal = uploadRoomProblem(adding: chunk.count, on: client) {
+            client.uploads[id] = nil
+            throw RPCError(code: RPCError.limitReached, message: "\(refusal); the upload is dropped")
+        }
         upload.bytes += chunk
         if let limit = Self.exceededLimit(upload.bytes) {
             client.uploads[id] = nil
@@ -68,8 +82,10 @@ extension Broker {
         }
         let answer = later()
         client.uploadsBeingStored += 1
+        client.uploadBytesBeingStored += bytes.count
         store.blobs.store(bytes) { [unowned self] result in
             client.uploadsBeingStored -= 1
+            client.uploadBytesBeingStored -= bytes.count
             switch result {
             case .failure(let error):
                 logger.error("client=\(client.id) cannot store blob: \(error)")
@@ -80,10 +96,44 @@ extension Broker {
                     collectBlobs([digest], why: "client=\(client.id) disconnected while storing")
                     return
                 }
-                client.storedBlobs[digest] = StoredBlob(type: type, size: bytes.count)
+                if client.storedBlobs[digest] == nil {
+                    client.storedBlobs[digest] = StoredBlob(type: type, size: bytes.count)
+                    client.unsentBlobBytes += bytes.count
+                }
                 logger.info("client=\(client.id) stored blob=\(digest) type=\(type.rawValue) bytes=\(bytes.count)")
                 answer(.success(["attachment": ["type": .string(type.rawValue), "size": .int(bytes.count), "sha256": .string(digest)]]))
             }
+        }
+    }
+
+    /// Why `count` more bytes of upload on `client` are refused: its files on disk no message
+    /// named yet, or the memory all uploads in progress hold, would pass their bounds.
+    func uploadRoomProblem(adding count: Int, on client: ClientSession) -> String? {
+        if client.unsentBlobBytes + client.uploadBytesInMemory + count > Self.maxUnsentBlobBytes {
+            return "this connection stored files no message has named yet, \(Self.maxUnsentBlobBytes >> 20) MiB at most: send a message naming them first"
+        }
+        var all = 0, others = 0
+        for other in clients.values {
+            let held = other.uploadBytesInMemory
+            all += held
+            if other.credentials.uid != ownUID { others += held }
+        }
+        if all + count > Self.maxUploadBytesInMemory {
+            return "the daemon holds \(Self.maxUploadBytesInMemory >> 20) MiB of uploads in progress: try again once they are stored"
+        }
+        if client.credentials.uid != ownUID, others + count > Self.maxOtherUsersUploadBytesInMemory {
+            return "other users' uploads in progress hold \(Self.maxOtherUsersUploadBytesInMemory >> 20) MiB: try again once they are stored"
+        }
+        return nil
+    }
+
+    /// A message naming `attachments` was stored: its files are no longer this connection's alone.
+    func markSent(_ attachments: [Attachment], by client: ClientSession) {
+        for attachment in attachments {
+            guard var stored = client.storedBlobs[attachment.sha256], !stored.sent else { continue }
+            stored.sent = true
+            client.storedBlobs[attachment.sha256] = stored
+            client.unsentBlobBytes -= stored.size
         }
     }
 

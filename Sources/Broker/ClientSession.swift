@@ -23,10 +23,16 @@ final class ClientSession {
     /// `blob.put` uploads in progress, by upload id (`Blobs.swift`).
     var uploads: [String: BlobUpload] = [:]
     var nextUploadNumber = 1
-    /// Uploads whose final chunk came, being written.
+    /// Uploads whose final chunk came, being written, and their bytes.
     var uploadsBeingStored = 0
+    var uploadBytesBeingStored = 0
     /// The blobs this connection stored, by digest: the only ones its messages may name.
     var storedBlobs: [String: StoredBlob] = [:]
+    /// Bytes of `storedBlobs` no message of this connection has named yet: files on disk only
+    /// this connection holds, bounded (`Broker.maxUnsentBlobBytes`).
+    var unsentBlobBytes = 0
+    /// Bytes of uploads this connection holds in memory: in progress and being written.
+    var uploadBytesInMemory: Int { uploads.values.reduce(uploadBytesBeingStored) { $0 + $1.bytes.count } }
     private(set) var isClosed = false
     private let maxBufferBytes: Int
     private unowned let flusher: OutputFlusher

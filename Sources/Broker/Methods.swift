@@ -424,6 +424,7 @@ extension Broker {
                 return
             }
             conversation.insert(message)
+            markSent(attachments, by: client)
             logger.info("conversation=\(conversation.id) message=\(message.id) stored client=\(client.id) chars=\(content.count)"
                 + (attachments.isEmpty ? "" : " attachments=\(attachments.count)"))
             logger.debug("conversation=\(conversation.id) message=\(message.id) content=\(content)")

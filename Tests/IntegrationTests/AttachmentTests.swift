@@ -243,6 +243,88 @@ final class AttachmentTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(Self.blobNames(harness.dataDirectory + "/blobs")).sorted(), [big, small].sorted())
     }
 
+    /// Files stored and never named stay on disk only while their connection lives: it may
+    /// hold at most 40 MiB of them; naming them in a message gives the room back.
+    func testAConnectionHoldsABoundedAmountOfFilesItHasNotSent() throws {
+        harness = try Harness()
+        let client = try harness.client()
+        let conversation = try harness.createConversation(client)
+        var digests: [String] = []
+        for seed in 0..<8 {
+            digests.append(try XCTUnwrap(Self.upload(client, Self.image(size: 5 << 20, seed: seed))["attachment"]?["sha256"]?.string))
+        }
+        let over = try client.request(RPCMethod.blobPut.rawValue, ["data": .string(Base64.encode(Self.image(size: 1024, seed: 99)))])
+        XCTAssertEqual(over["error"]?["code"]?.int, RPCError.limitReached, over.text)
+        XCTAssertTrue(over["error"]?["message"]?.string?.contains("no message has named yet") == true, over.text)
+        // Four of them sent: their 20 MiB are no longer this connection's alone.
+        _ = try send(client, conversation, "four", digests.prefix(4).map { ("shot.png", $0) })
+        XCTAssertNotNil(try Self.upload(client, Self.image(size: 1024, seed: 99))["attachment"]?["sha256"]?.string)
+    }
+
+    /// Uploads in progress are held in memory: every connection together holds at most 64 MiB.
+    func testUploadsInProgressAreBoundedAcrossConnections() throws {
+        harness = try Harness()
+        let chunk = Base64.encode(Self.image(size: 1 << 20))
+        let more = Base64.encode([UInt8](repeating: 0x41, count: 1 << 20))
+        var clients: [RPCClient] = []
+        var refused: JSON?
+        // Four connections of four uploads of 5 MiB each would hold 80 MiB.
+        outer: for index in 0..<4 {
+            let client = try harness.client(name: "uploader\(index)")
+            clients.append(client)
+            for _ in 0..<4 {
+                let started = try client.request(RPCMethod.blobPut.rawValue, ["data": .string(chunk)])
+                guard let upload = started["result"]?["upload"]?.string else { refused = started; break outer }
+                for _ in 1..<5 {
+                    let answer = try client.request(RPCMethod.blobPut.rawValue, ["upload": .string(upload), "data": .string(more)])
+                    if answer["error"] != nil { refused = answer; break outer }
+                }
+            }
+        }
+        let error = try XCTUnwrap(refused?["error"], "64 MiB of uploads in progress were taken")
+        XCTAssertEqual(error["code"]?.int, RPCError.limitReached)
+        XCTAssertTrue(error["message"]?.string?.contains("64 MiB of uploads in progress") == true, error.text)
+        // One leaving gives its room back.
+        clients[0].close()
+        waitFor("the first uploader's room given back") {
+            (try? clients[3].request(RPCMethod.blobPut.rawValue, ["data": .string(chunk)])["result"]?["upload"]) != nil
+        }
+    }
+
+    /// Other users' uploads in progress together hold at most 32 MiB: the rest is the owner's.
+    func testOtherUsersUploadsLeaveTheOwnerRoom() throws {
+        try OtherUser.requireRoot()
+        let otherUID = AccessTests.otherUID
+        harness = try Harness(config: "[access]\nallow_uids = [\(otherUID)]\n")
+        OtherUser.openSocket(harness)
+        let chunk = Base64.encode(Self.image(size: 1 << 20))
+        let more = Base64.encode([UInt8](repeating: 0x41, count: 1 << 20))
+        var connections: [OtherUser.Connection] = []
+        defer { for connection in connections { connection.stop() } }
+        var refused: JSON?
+        // Two of the other user's connections, four uploads of 5 MiB each, would hold 40 MiB.
+        outer: for _ in 0..<2 {
+            let connection = try OtherUser.Connection(uid: otherUID, socketPath: harness.socketPath)
+            connections.append(connection)
+            let visitor = connection.client
+            _ = try visitor.call(RPCMethod.hello.rawValue, ["client": "integration-test", "name": "visitor"])
+            for _ in 0..<4 {
+                let started = try visitor.request(RPCMethod.blobPut.rawValue, ["data": .string(chunk)])
+                guard let upload = started["result"]?["upload"]?.string else { refused = started; break outer }
+                for _ in 1..<5 {
+                    let answer = try visitor.request(RPCMethod.blobPut.rawValue, ["upload": .string(upload), "data": .string(more)])
+                    if answer["error"] != nil { refused = answer; break outer }
+                }
+            }
+        }
+        let error = try XCTUnwrap(refused?["error"], "other users held 32 MiB of uploads in progress")
+        XCTAssertEqual(error["code"]?.int, RPCError.limitReached)
+        XCTAssertTrue(error["message"]?.string?.contains("other users' uploads in progress hold 32 MiB") == true, error.text)
+        // The owner still uploads.
+        let owner = try harness.client()
+        XCTAssertNotNil(try Self.upload(owner, Self.image(size: 5 << 20, seed: 7))["attachment"]?["sha256"]?.string)
+    }
+
     func testAMessageNamesOnlyFilesItsOwnConnectionStored() throws {
         harness = try Harness()
         let owner = try harness.client(name: "one")
