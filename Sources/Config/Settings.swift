@@ -114,10 +114,13 @@ struct ConfigFile {
         var tools: [String]?
         var timeout_seconds: Int?
         var startup_timeout_seconds: Int?
+        var start: String?
+        var tool_approval: [(key: String, value: String)]?
     }
     var upstream: UpstreamSection?
     var providers: [ProviderSection] = []
     var mcp: [MCPSection] = []
+    var mcp_servers_file: String?
     var default_provider: String?
     var profiles: [ProfileSection] = []
     var default_profile: String?
@@ -214,8 +217,11 @@ struct ConfigFile {
                 approval: try table.string("approval"),
                 tools: try table.strings("tools"),
                 timeout_seconds: try table.integer("timeout_seconds"),
-                startup_timeout_seconds: try table.integer("startup_timeout_seconds"))
+                startup_timeout_seconds: try table.integer("startup_timeout_seconds"),
+                start: try table.string("start"),
+                tool_approval: try table.stringTable("tool_approval"))
         } ?? []
+        mcp_servers_file = try root.string("mcp_servers_file")
         limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
             LimitsSection(
                 table: table,
@@ -371,6 +377,11 @@ extension Settings {
         settings.tools = ToolTable(tools)
         for section in file.mcp {
             settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment))
+        }
+        if let path = file.mcp_servers_file {
+            guard !path.isEmpty else { throw file.root?.error("mcp_servers_file", "must be a path") ?? ConfigError(description: "mcp_servers_file must be a path") }
+            settings.mcpServers += try mcpServersFile(path, configPath: file.root?.file ?? "", tools: settings.tools, tables: settings.mcpServers,
+                                                      environment: environment, warnings: &settings.warnings)
         }
         let table = settings.providerTable
         for section in file.profiles {
