@@ -58,11 +58,17 @@ async def slow(seconds: float = 300) -> str:
 
 
 @server.tool()
-async def count(steps: int = 5, ctx: Context = None) -> str:
-    """Counts to steps, reporting progress at each step."""
+async def count(steps: int = 5, hold: bool = False, ctx: Context = None) -> str:
+    """Counts to steps, reporting progress at each step; with hold, waits after the last
+    until the marker `release` exists (at most a minute)."""
     for step in range(1, steps + 1):
         await ctx.report_progress(step, steps, f"counting \x1b[31m{step}")
         await anyio.sleep(0.01)
+    if hold and MARKERS:
+        for _ in range(1200):
+            if os.path.exists(os.path.join(MARKERS, "release")):
+                break
+            await anyio.sleep(0.05)
     return f"counted to {steps}"
 
 

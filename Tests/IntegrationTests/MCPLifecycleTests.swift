@@ -235,3 +235,37 @@ final class MCPLifecycleTests: XCTestCase {
         XCTAssertFalse(harness.log().contains("mcp=off"), "a disabled entry is not run")
     }
 }
+
+/// A call's progress as a person sees it: the status row of `confab attach`.
+final class MCPProgressScreenTests: TmuxTestCase {
+    func testAttachShowsACallsProgressOnItsStatusRowEscaped() throws {
+        guard FileManager.default.isExecutableFile(atPath: MCPIntegrationTests.venv + "/bin/python") else {
+            throw XCTSkip("no MCP servers installed in \(MCPIntegrationTests.venv): `make test` sets them up")
+        }
+        let markers = harness.directory + "/markers"
+        try FileManager.default.createDirectory(atPath: markers, withIntermediateDirectories: true)
+        try harness.writeConfig("""
+            [mcp.test]
+            command = "\(MCPIntegrationTests.venv)/bin/python"
+            args = ["\(MCPIntegrationTests.root)/scripts/mcp-test-server.py"]
+            env = { CONFAB_MCP_MARKERS = "\(markers)" }
+            approval = "never"
+
+            [profiles.helper]
+            tools = ["test"]
+            """)
+        try harness.restartDaemon()
+        let made = try harness.runClient(["new", "--profile", "helper", "--title", "progress"])
+        XCTAssertEqual(made.status, 0, made.stderr)
+        let id = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let pane = try tmux.start(harness.confabCommand(["attach", id, "--name", "ana"]), width: 120, height: 30)
+        try tmux.waitForText(pane, "here: ana (you)", timeout: 30)
+        try tmux.type(pane, #"count [[tool:test__count {"steps":3,"hold":true}]]"#)
+        try tmux.send(pane, ["Enter"])
+        // The tool holds after its last report until released: the row stays until then.
+        let screen = try tmux.waitForText(pane, "running tool test__count: 3/3 counting ?[31m3", timeout: 60)
+        XCTAssertFalse(try tmux.screen(pane, escapes: true).contains("\u{1B}[31m3"), screen)
+        try "go".write(toFile: markers + "/release", atomically: true, encoding: .utf8)
+        try tmux.waitForText(pane, "counted to 3", timeout: 60)
+    }
+}
