@@ -233,6 +233,19 @@ final class MCPLifecycleTests: XCTestCase {
         XCTAssertTrue(results.contains { $0["content"]?.string?.contains("\"timezone\"") ?? false }, "\(results)")
         XCTAssertTrue(results.contains { $0["content"]?.string?.contains("the first commit") ?? false }, "\(results)")
         XCTAssertFalse(harness.log().contains("mcp=off"), "a disabled entry is not run")
+
+        // The file is read again on SIGHUP: an entry over HTTP is refused, naming it, and
+        // nothing changes; dropping the time server stops it.
+        try #"{"mcpServers": {"web": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        harness.daemon?.signal(SIGHUP)
+        XCTAssertTrue(waitForLog("config reload rejected"), harness.log())
+        XCTAssertTrue(harness.log().contains("\(file): mcpServers.web is a server over HTTP (type \"http\")"), harness.log())
+        try #"{"mcpServers": {"git": {"command": "\#(Self.venv)/bin/mcp-server-git", "args": ["--repository", "\#(repository)"]}}}"#
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        try harness.writeConfig(profile(["git"]), topLevel: "mcp_servers_file = \"\(file)\"")
+        harness.daemon?.signal(SIGHUP)
+        XCTAssertTrue(waitForLog("mcp=time no longer configured as it runs: stopping it"), harness.log())
+        XCTAssertTrue(waitForLog("mcp=git no longer configured as it runs: stopping it"), "its env and autoApprove went: \(harness.log())")
     }
 }
 
