@@ -111,13 +111,14 @@ final class MCPLifecycleTests: XCTestCase {
     /// up on, with its last error, after five failures in a row; `start = "always"` starts it
     /// with the daemon, before any conversation.
     func testAServerThatCannotRunIsGivenUpOnAfterFiveFailuresInARow() throws {
-        harness = try Harness(config: """
+        let config = """
             [mcp.broken]
             command = "/bin/sh"
             args = ["-c", "echo 'not a server' >&2; exit 7"]
             start = "always"
 
-            """ + profile(["broken"]))
+            """ + profile(["broken"])
+        harness = try Harness(config: config)
         XCTAssertTrue(waitForLog("mcp=broken gave up after 5 failures in a row"), harness.log())
         let log = harness.log()
         for (failure, delay) in [(1, "0.5"), (2, "1.0"), (3, "2.0"), (4, "4.0")] {
@@ -125,6 +126,12 @@ final class MCPLifecycleTests: XCTestCase {
         }
         XCTAssertEqual(log.components(separatedBy: "mcp=broken started pid=").count - 1, 5, log)
         XCTAssertFalse(log.contains("failure 5 in a row"), log)
+
+        // A reload is the user's word that something changed: the server is tried again.
+        harness.daemon?.signal(SIGHUP)
+        let deadline = Date().addingTimeInterval(60)
+        while harness.log().components(separatedBy: "mcp=broken started pid=").count - 1 < 6, Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(harness.log().components(separatedBy: "mcp=broken started pid=").count - 1, 6, harness.log())
     }
 
     /// `start = "always"` starts a server when the daemon starts, and when a reload adds one,
