@@ -64,13 +64,14 @@ let package = Package(
         // Daemon internals.
         .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol"], swiftSettings: strict),
         // MCP servers as tool sources: the protocol's client as a state machine over lines, and
-        // the child process on the loop that it speaks to.
-        .target(name: "MCP", dependencies: ["ConfabProtocol", "EventLoop"], swiftSettings: strict),
+        // the child process on the loop that it speaks to, or the server over Streamable HTTP
+        // (libcurl and the SSE parser of Upstream; the headers of Tools).
+        .target(name: "MCP", dependencies: ["ConfabProtocol", "EventLoop", "Curl", "Upstream", "Tools"], swiftSettings: strict),
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
         // What the daemon is configured with, as values: the settings, limits, profiles and context
         // budget. Config makes them from the file; Broker runs on them. Neither knows the other.
         .target(name: "DaemonSettings", dependencies: ["ConfabProtocol", "Upstream", "Tools", "MCP"], swiftSettings: strict),
-        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "Tools", "DaemonSettings", "MCP"], swiftSettings: strict),
+        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "Curl", "LogStore", "ConfabProtocol", "Tools", "DaemonSettings", "MCP"], swiftSettings: strict),
         .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "Upstream", "ConfabProtocol", "Posix", "Tools", "MCP"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
@@ -134,7 +135,7 @@ let package = Package(
         .testTarget(name: "BrokerTests", dependencies: ["Broker", "DaemonSettings", "ConfabProtocol", "Upstream"], swiftSettings: strict),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix", "MCP"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
-        .testTarget(name: "MCPTests", dependencies: ["MCP", "ConfabProtocol", "EventLoop"], swiftSettings: strict),
+        .testTarget(name: "MCPTests", dependencies: ["MCP", "ConfabProtocol", "EventLoop", "Curl", "Tools"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "WebGatewayTests", dependencies: ["WebGateway", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [

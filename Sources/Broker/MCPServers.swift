@@ -1,4 +1,5 @@
 import ConfabProtocol
+import Curl
 import DaemonSettings
 import EventLoop
 import MCP
@@ -14,6 +15,8 @@ final class MCPServers {
     private(set) var byName: [String: MCPServer] = [:]
     /// Servers being stopped (replaced or removed by a reload, or at shutdown).
     private var stopping: [ObjectIdentifier: MCPServer] = [:]
+    /// The HTTP client of servers over HTTP, made with the first of them.
+    private var curl: CurlMulti?
 
     init(loop: Loop, launcher: [String], settings: CurrentSettings) {
         self.loop = loop
@@ -37,7 +40,8 @@ final class MCPServers {
             if server.settings.start == .always { server.whenReady { _ in } }
         }
         for entry in configured where byName[entry.name] == nil {
-            let server = MCPServer(settings: entry, loop: loop, launcher: launcher) { [unowned self] level, text in
+            if entry.http != nil, curl == nil { curl = CurlMulti(loop: loop) }
+            let server = MCPServer(settings: entry, loop: loop, launcher: launcher, curl: entry.http == nil ? nil : curl) { [unowned self] level, text in
                 let line = "mcp=\(entry.name) \(text)"
                 switch level {
                 case "warning": settings.logger.warning(line)
@@ -61,10 +65,16 @@ final class MCPServers {
     }
 
     /// Shutdown: every server is stopped (stdin closed, SIGTERM, SIGKILL: bounded by the
-    /// grace periods); `then` runs once all have exited.
-    func stopAll(then: @escaping () -> Void) {
+    /// grace periods; a server over HTTP: its session ended, as long at most); `then` runs once
+    /// all have exited.
+    func stopAll(then allStopped: @escaping () -> Void) {
         let all = Array(byName.values) + Array(stopping.values)
         byName = [:]
+        let then = { [unowned self] in
+            curl?.close()
+            curl = nil
+            allStopped()
+        }
         var left = all.count
         guard left > 0 else { return then() }
         for server in all {

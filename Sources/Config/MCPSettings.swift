@@ -6,7 +6,7 @@ import Tools
 extension Settings {
     /// A `[mcp.NAME]` table, checked: errors name the key and its line.
     static func mcpServer(_ section: ConfigFile.MCPSection, tools: ToolTable,
-                          environment: [String: String]) throws(ConfigError) -> MCPServerSettings {
+                          environment: [String: String], warnings: inout [String]) throws(ConfigError) -> MCPServerSettings {
         let table = section.table
         let name = section.name
         func tableError(_ problem: String) -> ConfigError {
@@ -18,8 +18,12 @@ extension Settings {
         guard tools[name] == nil else {
             throw tableError("has the name of a [tools.\(name)] table too: a profile's tools = [\"\(name)\"] must name one thing")
         }
-        guard let command = section.command else { throw tableError("needs a command: the program that runs the server") }
-        guard !command.isEmpty, !command.contains("\0") else { throw table.error("command", "must be a program name or path") }
+        // A server reached over HTTP, not run.
+        let http = try mcpHTTPEndpoint(section, environment: environment, warnings: &warnings)
+        guard let command = section.command ?? (http == nil ? nil : "") else {
+            throw tableError("needs a command (the program that runs the server) or a url (a server over HTTP)")
+        }
+        guard !command.isEmpty || http != nil, !command.contains("\0") else { throw table.error("command", "must be a program name or path") }
         if let args = section.args, args.contains(where: { $0.contains("\0") }) {
             throw table.error("args", "must not hold NUL characters")
         }
@@ -78,9 +82,10 @@ extension Settings {
             }
         }
         var server = MCPServerSettings(name: name, command: command, arguments: section.args ?? [], environment: variables,
-                                       passedEnvironment: MCPServerSettings.passed(from: environment), workingDirectory: section.cwd,
+                                       passedEnvironment: http == nil ? MCPServerSettings.passed(from: environment) : [:], workingDirectory: section.cwd,
                                        approval: approval, tools: section.tools, timeoutSeconds: section.timeout_seconds ?? 60,
                                        startupTimeoutSeconds: section.startup_timeout_seconds ?? 30)
+        server.http = http
         server.start = start
         server.toolApproval = toolApproval
         return server

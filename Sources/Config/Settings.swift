@@ -114,6 +114,13 @@ struct ConfigFile {
         var tools: [String]?
         var timeout_seconds: Int?
         var startup_timeout_seconds: Int?
+        // A server over Streamable HTTP.
+        var url: String?
+        var headers: [(key: String, value: String)]?
+        var header_env: [(key: String, value: String)]?
+        var header_file: [(key: String, value: String)]?
+        var bearer_token_env: String?
+        var bearer_token_file: String?
         var start: String?
         var tool_approval: [(key: String, value: String)]?
     }
@@ -218,6 +225,12 @@ struct ConfigFile {
                 tools: try table.strings("tools"),
                 timeout_seconds: try table.integer("timeout_seconds"),
                 startup_timeout_seconds: try table.integer("startup_timeout_seconds"),
+                url: try table.string("url"),
+                headers: try table.stringTable("headers"),
+                header_env: try table.stringTable("header_env"),
+                header_file: try table.stringTable("header_file"),
+                bearer_token_env: try table.string("bearer_token_env"),
+                bearer_token_file: try table.string("bearer_token_file"),
                 start: try table.string("start"),
                 tool_approval: try table.stringTable("tool_approval"))
         } ?? []
@@ -376,7 +389,7 @@ extension Settings {
         }
         settings.tools = ToolTable(tools)
         for section in file.mcp {
-            settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment))
+            settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment, warnings: &settings.warnings))
         }
         if let path = file.mcp_servers_file {
             guard !path.isEmpty else { throw file.root?.error("mcp_servers_file", "must be a path") ?? ConfigError(description: "mcp_servers_file must be a path") }

@@ -95,58 +95,9 @@ extension Settings {
             }
         }
 
-        var headers: [ToolHeader] = []
-        // Which list named each header first, by its name in lower case (HTTP ignores case).
-        var givenIn: [String: String] = [:]
-        let sources: [(key: String, given: [(key: String, value: String)]?)] = [
+        let headers = try Self.headers(in: requestTable, from: [
             ("headers", request.headers), ("header_env", request.header_env), ("header_file", request.header_file),
-        ]
-        for source in sources {
-            guard let given = source.given, case .table(let inner)? = requestTable.table[source.key] else { continue }
-            // For errors at each header's own line.
-            let list = ConfigTable(file: table.file, path: requestTable.name(source.key), table: inner)
-            for header in given {
-                guard isHeaderName(header.key) else { throw list.error(header.key, "is not an HTTP header name") }
-                if let first = givenIn[header.key.lowercased()] {
-                    let place = first == source.key ? "once more in \(first)" : "in \(first) too"
-                    throw list.error(header.key, "is given \(place): a header comes from one place")
-                }
-                givenIn[header.key.lowercased()] = source.key
-                switch source.key {
-                case "headers":
-                    guard isHeaderValue(header.value) else { throw list.error(header.key, "must not hold line breaks or control characters") }
-                    headers.append(ToolHeader(name: header.key, value: header.value, isSecret: ToolHeader.namesCredential(header.key)))
-                case "header_env":
-                    let variable = header.value
-                    guard !variable.isEmpty else { throw list.error(header.key, "must name an environment variable") }
-                    guard let value = environment[variable], !value.isEmpty else {
-                        throw list.error(header.key, "names \(variable), which is not set in confabd's environment")
-                    }
-                    guard isHeaderValue(value) else {
-                        throw list.error(header.key, "names \(variable), whose value holds line breaks or control characters")
-                    }
-                    headers.append(ToolHeader(name: header.key, value: value, isSecret: true))
-                default:
-                    let path = header.value
-                    let text: String
-                    do {
-                        text = try readText(path, "the header file")
-                    } catch {
-                        throw list.error(header.key, "cannot be used: \(error)")
-                    }
-                    let value = text.trimmingTrailingNewlines
-                    guard !value.isEmpty else { throw list.error(header.key, "names \(path), which holds an empty value") }
-                    guard isHeaderValue(value) else {
-                        throw list.error(header.key, "names \(path), whose value holds line breaks or control characters")
-                    }
-                    // As ssh does for private keys; the value itself is never part of the message.
-                    if Settings.isReadableByOthers(path) {
-                        warnings.append("the header file \(path) (\(list.name(header.key))) can be read by others: chmod 600 \(path)")
-                    }
-                    headers.append(ToolHeader(name: header.key, value: value, isSecret: true))
-                }
-            }
-        }
+        ], environment: environment, warnings: &warnings)
 
         var timeout = ToolDefinition.defaultTimeoutSeconds
         if let seconds = request.timeout_seconds {

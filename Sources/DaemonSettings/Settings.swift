@@ -38,13 +38,15 @@ public struct Settings {
     /// Every configured secret: each provider's API key (`[upstream]`'s among them), the value
     /// of every provider header (`headers` may replace the API's own auth header:
     /// `api-key = "K"`, `Authorization = "Bearer K"`), and the value of each secret tool header
-    /// (read from the environment or a file, or written inline under a credential's name).
+    /// (read from the environment or a file, or written inline under a credential's name), and
+    /// likewise of each secret header of an MCP server over HTTP.
     public var secretValues: [String] {
         let configs = [upstream] + providers.map(\.config)
         let keys = configs.compactMap(\.apiKey)
         let providerHeaders = configs.flatMap(\.headers).map(\.value)
         let toolHeaders = tools.sorted.flatMap(\.headers).filter(\.isSecret).map(\.value)
-        return keys + providerHeaders + toolHeaders
+        let mcpHeaders = mcpServers.compactMap(\.http).flatMap(\.headers).filter(\.isSecret).map(\.value)
+        return keys + providerHeaders + toolHeaders + mcpHeaders
     }
 
     public var secrets: SecretRedactor { SecretRedactor(secrets: secretValues) }

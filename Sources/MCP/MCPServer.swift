@@ -1,14 +1,16 @@
 import ConfabProtocol
+import Curl
 import EventLoop
 import Glibc
 
-/// One configured MCP server as the daemon runs it: a child process over stdio, spoken to
-/// through an `MCPSession`, on the loop. Started on first use (`whenReady`); its calls are
-/// timed out, cancelled with `notifications/cancelled`, and failed when it exits.
-/// A server that fails (exits, breaks the protocol, cannot start) is started again after a
-/// delay that doubles from `firstRestartMilliseconds` to `maxRestartMilliseconds`; after
-/// `maxFailuresInARow` failures it is given up on (`hasGivenUp`) until `restart()`, a reload,
-/// or a conversation that needs it once `maxRestartMilliseconds` have passed.
+/// One configured MCP server as the daemon runs it: a child process over stdio, or a server
+/// reached over Streamable HTTP (`MCPHTTPTransport`), spoken to through an `MCPSession`, on
+/// the loop. Started on first use (`whenReady`); its calls are timed out, cancelled with
+/// `notifications/cancelled`, and failed when it exits (over HTTP: when its transport fails).
+/// A server that fails (exits, breaks the protocol, cannot start or be reached) is started
+/// again after a delay that doubles from `firstRestartMilliseconds` to `maxRestartMilliseconds`;
+/// after `maxFailuresInARow` failures it is given up on (`hasGivenUp`) until `restart()`, a
+/// reload, or a conversation that needs it once `maxRestartMilliseconds` have passed.
 public final class MCPServer {
     /// The delay before the first restart; each failure in a row doubles it, up to the maximum.
     public static let firstRestartMilliseconds: UInt64 = 500
@@ -49,8 +51,12 @@ public final class MCPServer {
 
     private let loop: Loop
     private let launcher: [String]
+    /// The daemon's HTTP client, for a server over HTTP.
+    private let curl: CurlMulti?
     private let log: (_ level: String, _ text: String) -> Void
     private var process: ChildProcess?
+    /// A server over HTTP: the transport of its current session.
+    private var transport: MCPHTTPTransport?
     private var session: MCPSession?
     /// The server's `notifications/message` lines, limited as its stderr is.
     private var logLines = StderrLines()
@@ -70,11 +76,13 @@ public final class MCPServer {
 
     /// `launcher`: a program and arguments the server's command is run through (the daemon's
     /// own start-up shim that ties the server's life to the daemon's); empty: run it directly.
-    public init(settings: MCPServerSettings, loop: Loop, launcher: [String] = [],
+    /// `curl`: the HTTP client a server over HTTP is reached with.
+    public init(settings: MCPServerSettings, loop: Loop, launcher: [String] = [], curl: CurlMulti? = nil,
                 log: @escaping (_ level: String, _ text: String) -> Void) {
         self.settings = settings
         self.loop = loop
         self.launcher = launcher
+        self.curl = curl
         self.log = log
     }
 
@@ -162,25 +170,14 @@ public final class MCPServer {
             retired[generation] = previous
             process = nil
         }
+        transport?.close(endingSession: false)
+        transport = nil
         generation += 1
         let mine = generation
         status = .starting
-        let argv = launcher + [settings.command] + settings.arguments
-        let command = ChildCommand(program: argv[0], arguments: Array(argv.dropFirst()),
-                                   environment: settings.childEnvironment, workingDirectory: settings.workingDirectory)
-        let child: ChildProcess
-        do {
-            child = try ChildProcess(loop: loop, command: command) { [weak self] exit in self?.exited(exit, generation: mine) }
-        } catch {
-            let reason = "cannot start \(settings.command): \(error)"
-            settle(.failed(reason))
-            return failed(reason)
-        }
-        process = child
-        log("info", "started pid=\(child.pid)")
-        let session = MCPSession(clientName: "confabd", clientVersion: "1") { [weak child] line in
-            child?.input.write(OutboundBuffer(line))
-        }
+        // The session speaks through the transport the settings name.
+        let opened = if let endpoint = settings.http { openHTTP(endpoint) } else { openProcess(generation: mine) }
+        guard let session = opened else { return }
         self.session = session
         session.onReady = { [unowned self] in
             log("info", "ready: protocol \(session.protocolVersion ?? "?"), \(session.tools.count) tools")
@@ -200,10 +197,41 @@ public final class MCPServer {
             settle(.failed(reason))
             // A server that broke the protocol is not spoken to again.
             process?.signalGroup(SIGTERM)
+            transport?.close(endingSession: true)
+            transport = nil
             failed(reason)
         }
         session.onLog = { [unowned self] level, text in
             for line in logLines.feed(Array((text + "\n").utf8), now: loop.now) { log("info", "log \(level): \(line)") }
+        }
+        let timer = Timer(loop: loop)
+        startupTimer = timer
+        let seconds = settings.startupTimeoutSeconds
+        timer.start(after: UInt64(seconds) * 1000) { [unowned self] in
+            guard status == .starting else { return }
+            self.session?.fail("the server did not finish starting within \(seconds) s")
+        }
+        session.start()
+    }
+
+    /// Starts the server's process; the session that speaks to it over its stdin and stdout.
+    private func openProcess(generation mine: Int) -> MCPSession? {
+        let argv = launcher + [settings.command] + settings.arguments
+        let command = ChildCommand(program: argv[0], arguments: Array(argv.dropFirst()),
+                                   environment: settings.childEnvironment, workingDirectory: settings.workingDirectory)
+        let child: ChildProcess
+        do {
+            child = try ChildProcess(loop: loop, command: command) { [weak self] exit in self?.exited(exit, generation: mine) }
+        } catch {
+            let reason = "cannot start \(settings.command): \(error)"
+            settle(.failed(reason))
+            failed(reason)
+            return nil
+        }
+        process = child
+        log("info", "started pid=\(child.pid)")
+        let session = MCPSession(clientName: "confabd", clientVersion: "1") { [weak child] line in
+            child?.input.write(OutboundBuffer(line))
         }
         // Each start reads with its own framer into its own session: bytes of a replaced
         // process never reach the next one's.
@@ -230,14 +258,24 @@ public final class MCPServer {
                 for line in stderrLines.finish(now: loop.now) { log("info", "stderr: \(line)") }
             }
         }
-        let timer = Timer(loop: loop)
-        startupTimer = timer
-        let seconds = settings.startupTimeoutSeconds
-        timer.start(after: UInt64(seconds) * 1000) { [unowned self] in
-            guard status == .starting else { return }
-            self.session?.fail("the server did not finish starting within \(seconds) s")
+        return session
+    }
+
+    /// A new transport to a server over Streamable HTTP; the session that speaks through it.
+    /// (The URL is not logged: it may hold a credential.)
+    private func openHTTP(_ endpoint: MCPHTTPEndpoint) -> MCPSession? {
+        guard let curl else {
+            settle(.failed("the daemon has no HTTP client for servers over HTTP"))
+            return nil
         }
-        session.start()
+        let transport = MCPHTTPTransport(endpoint: endpoint, multi: curl,
+                                         timeoutSeconds: max(settings.timeoutSeconds, settings.startupTimeoutSeconds), log: log)
+        self.transport = transport
+        log("info", "connecting over HTTP")
+        let session = MCPSession(clientName: "confabd", clientVersion: "1") { [weak transport] line in transport?.send(line) }
+        transport.onMessage = { [weak session] message in session?.receive(message) }
+        transport.onFailure = { [weak session] reason in session?.fail(reason) }
+        return session
     }
 
     /// The config names tools (`tools`, `tool_approval`) before the server lists any: a name
@@ -337,6 +375,13 @@ public final class MCPServer {
         restartTimer = nil
         for old in retired.values { old.signalGroup(SIGKILL) }
         if status == .starting || wasWaitingToRestart { settle(.failed("the daemon is shutting down")) }
+        if let transport {
+            // Over HTTP: calls in flight end, and the session is ended (DELETE), bounded.
+            self.transport = nil
+            session?.fail("the daemon is shutting down")
+            transport.close(endingSession: true, seconds: Int(max(1, graceMilliseconds / 1000)), then: then)
+            return
+        }
         guard let process, process.exit == nil else { return then() }
         onStopped.append(then)
         guard stopTimer == nil else { return }

@@ -1,4 +1,5 @@
-/// One `[mcp.NAME]` table: a local MCP server the daemon runs over stdio.
+/// One `[mcp.NAME]` table: a local MCP server the daemon runs over stdio, or one it reaches
+/// over Streamable HTTP.
 public struct MCPServerSettings: Sendable, Equatable {
     public enum Approval: String, Sendable, Equatable { case always, never }
     /// When the daemon starts the server: when a conversation first offers its tools, or at
@@ -19,6 +20,8 @@ public struct MCPServerSettings: Sendable, Equatable {
     public var tools: [String]?
     public var timeoutSeconds: Int
     public var startupTimeoutSeconds: Int
+    /// A server reached over Streamable HTTP (`url`) rather than run (`command`, then empty).
+    public var http: MCPHTTPEndpoint?
     public var start: Start = .onDemand
     /// Approval for single tools (the server's names) over `approval`.
     public var toolApproval: [String: Approval] = [:]

@@ -46,7 +46,7 @@ final class MCPSettingsTests: XCTestCase {
     }
 
     func testErrorsNameTheKeyAndLine() {
-        assertRejected("[mcp.x]\nargs = []", "config.toml: line 1: mcp.x needs a command: the program that runs the server")
+        assertRejected("[mcp.x]\nargs = []", "config.toml: line 1: mcp.x needs a command (the program that runs the server) or a url (a server over HTTP)")
         assertRejected("[mcp.x]\ncommand = \"a\"\napproval = \"sometimes\"",
                        "config.toml: line 3: mcp.x.approval must be \"always\" or \"never\", not \"sometimes\"")
         assertRejected("[mcp.x]\ncommand = \"a\"\ntimeout_seconds = 0", "config.toml: line 3: mcp.x.timeout_seconds must be between 1 and 3600")
