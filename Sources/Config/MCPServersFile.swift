@@ -51,7 +51,9 @@ extension Settings {
                 return text
             }
             if entry["url"] != nil || (type != nil && type != "stdio") {
-                throw error(keyPath, "is a server over HTTP (\(type.map { "type \"\($0)\"" } ?? "url")): this daemon runs MCP servers over stdio only (command and args)")
+                result.append(try httpServer(name, entry, type: type, keyPath: keyPath, error: error))
+                ignored += entry.keys.filter { !["url", "headers", "type", "disabled", "autoApprove"].contains($0) }.sorted().map { keyPath + "." + shown($0) }
+                continue
             }
             guard let command = entry["command"] else { throw error(keyPath, "needs a command: the program that runs the server") }
             guard let program = command.string, !program.isEmpty, !program.contains("\0") else {
@@ -87,13 +89,7 @@ extension Settings {
             }
             var server = MCPServerSettings(name: name, command: program, arguments: arguments, environment: variables,
                                            passedEnvironment: MCPServerSettings.passed(from: environment), workingDirectory: directory)
-            if let approved = entry["autoApprove"] {
-                guard let list = approved.array else { throw error(keyPath + ".autoApprove", "must be an array of tool names") }
-                for value in list {
-                    guard let tool = value.string, !tool.isEmpty else { throw error(keyPath + ".autoApprove", "must be an array of tool names") }
-                    server.toolApproval[tool] = .never
-                }
-            }
+            server.toolApproval = try autoApproved(entry, keyPath: keyPath, error: error)
             let known: Set<String> = ["command", "args", "env", "cwd", "type", "disabled", "autoApprove"]
             ignored += entry.keys.filter { !known.contains($0) }.sorted().map { keyPath + "." + shown($0) }
             result.append(server)
@@ -102,6 +98,57 @@ extension Settings {
             warnings.append("\(resolved): ignored keys this daemon does not use: \(ignored.joined(separator: ", "))")
         }
         return result
+    }
+
+    /// `autoApprove`: the tools that run without a yes.
+    private static func autoApproved(_ entry: [String: JSON], keyPath: String,
+                                     error: (String, String) -> ConfigError) throws(ConfigError) -> [String: MCPServerSettings.Approval] {
+        guard let approved = entry["autoApprove"] else { return [:] }
+        guard let list = approved.array else { throw error(keyPath + ".autoApprove", "must be an array of tool names") }
+        var approval: [String: MCPServerSettings.Approval] = [:]
+        for value in list {
+            guard let tool = value.string, !tool.isEmpty else { throw error(keyPath + ".autoApprove", "must be an array of tool names") }
+            approval[tool] = .never
+        }
+        return approval
+    }
+
+    /// An entry with `url` (`"type": "http"` or `"streamable-http"`): a server over Streamable
+    /// HTTP, as a `[mcp.NAME]` table with `url` and `headers` would be. A header named as a
+    /// credential's (`Authorization`, …) is a secret: sent, never shown or logged.
+    private static func httpServer(_ name: String, _ entry: [String: JSON], type: String?, keyPath: String,
+                                   error: (String, String) -> ConfigError) throws(ConfigError) -> MCPServerSettings {
+        if let type, !["http", "streamable-http", "streamableHttp"].contains(type) {
+            throw error(keyPath + ".type", "is \"\(shown(type))\": this daemon speaks stdio (command) and Streamable HTTP (\"http\", \"streamable-http\"), not the older SSE transport")
+        }
+        guard let url = entry["url"]?.string else { throw error(keyPath, "needs a url: the server's Streamable HTTP endpoint") }
+        for key in ["command", "args", "env", "cwd"] where entry[key] != nil {
+            throw error(keyPath + "." + key, "is for a server that is run; this one is reached over HTTP (url)")
+        }
+        let lower = url.lowercased()
+        guard lower.hasPrefix("http://") || lower.hasPrefix("https://"), url.utf8.count <= 2048, isHeaderValue(url), !url.contains(" ") else {
+            throw error(keyPath + ".url", "must be an http:// or https:// URL without spaces or control characters")
+        }
+        guard !url.contains("#") else { throw error(keyPath + ".url", "must not hold a fragment (#…): it is never sent") }
+        var headers: [ToolHeader] = []
+        if let given = entry["headers"] {
+            guard let members = given.object else { throw error(keyPath + ".headers", "must be an object of strings") }
+            let reserved: Set<String> = ["accept", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"]
+            for (header, value) in members.sorted(by: { $0.key < $1.key }) {
+                let place = keyPath + ".headers." + shown(header)
+                guard isHeaderName(header) else { throw error(place, "is not an HTTP header name") }
+                guard !reserved.contains(header.lowercased()) else { throw error(place, "is a header the transport sets itself") }
+                guard !headers.contains(where: { $0.name.lowercased() == header.lowercased() }) else { throw error(place, "is given twice") }
+                guard let text = value.string, isHeaderValue(text) else {
+                    throw error(place, "must be a string without line breaks or control characters")
+                }
+                headers.append(ToolHeader(name: header, value: text, isSecret: ToolHeader.namesCredential(header)))
+            }
+        }
+        var server = MCPServerSettings(name: name, command: "")
+        server.http = MCPHTTPEndpoint(url: url, headers: headers)
+        server.toolApproval = try autoApproved(entry, keyPath: keyPath, error: error)
+        return server
     }
 
     /// A key from the file as a message may show it: control and format characters escaped.

@@ -4,6 +4,7 @@ import XCTest
 import Config
 import DaemonSettings
 import MCP
+import Tools
 
 final class MCPSettingsTests: XCTestCase {
     func testEveryKey() throws {
@@ -107,10 +108,12 @@ final class MCPSettingsTests: XCTestCase {
             {"mcpServers": {
               "git": {"command": "uvx", "args": ["mcp-server-git"], "env": {"GIT_DIR": "/r"}, "type": "stdio",
                       "autoApprove": ["git_status"], "timeout": 60},
-              "old": {"command": "x", "disabled": true}
+              "old": {"command": "x", "disabled": true},
+              "web": {"type": "http", "url": "https://mcp.example.com/mcp",
+                      "headers": {"Authorization": "Bearer tok-file-1234", "X-Team": "support"}}
             }, "globalShortcut": "x"}
-            """, config: "[profiles.p]\ntools = [\"git\"]\n")
-        XCTAssertEqual(settings.mcpServers.count, 1, "a disabled entry is left out")
+            """, config: "[profiles.p]\ntools = [\"git\", \"web\"]\n")
+        XCTAssertEqual(settings.mcpServers.map(\.name), ["git", "web"], "a disabled entry is left out")
         let git = try XCTUnwrap(settings.mcpServers.first)
         XCTAssertEqual(git.name, "git")
         XCTAssertEqual(git.command, "uvx")
@@ -118,6 +121,12 @@ final class MCPSettingsTests: XCTestCase {
         XCTAssertEqual(git.childEnvironment, ["PATH": "/bin", "GIT_DIR": "/r"])
         XCTAssertEqual(git.approval(for: "git_status"), .never)
         XCTAssertEqual(git.approval(for: "git_commit"), .always)
+        let web = try XCTUnwrap(settings.mcpServers.first { $0.name == "web" })
+        XCTAssertEqual(web.http?.url, "https://mcp.example.com/mcp")
+        XCTAssertEqual(web.http?.headers, [ToolHeader(name: "Authorization", value: "Bearer tok-file-1234", isSecret: true),
+                                           ToolHeader(name: "X-Team", value: "support")])
+        XCTAssertEqual(web.childEnvironment, [:], "nothing of the daemon's environment goes to a server it does not run")
+        XCTAssertTrue(settings.secrets.redacting("Bearer tok-file-1234").contains("[secret]"), "a credential header is a secret")
         XCTAssertEqual(settings.warnings.count, 1)
         XCTAssertTrue(settings.warnings[0].hasSuffix("servers.json: ignored keys this daemon does not use: globalShortcut, mcpServers.git.timeout"),
                       settings.warnings[0])
@@ -130,10 +139,18 @@ final class MCPSettingsTests: XCTestCase {
                 XCTAssertTrue(text.contains(expected) && text.contains("servers.json"), text, line: line)
             }
         }
-        rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1:8000/mcp"}}}"#,
-                 "servers.json: mcpServers.web is a server over HTTP (url): this daemon runs MCP servers over stdio only (command and args)")
+        rejected(#"{"mcpServers": {"web": {"type": "sse", "url": "http://127.0.0.1:8000/sse"}}}"#,
+                 "servers.json: mcpServers.web.type is \"sse\": this daemon speaks stdio (command) and Streamable HTTP (\"http\", \"streamable-http\"), not the older SSE transport")
         rejected(#"{"mcpServers": {"web": {"type": "streamable-http", "command": "x"}}}"#,
-                 "servers.json: mcpServers.web is a server over HTTP (type \"streamable-http\"): this daemon runs MCP servers over stdio only (command and args)")
+                 "servers.json: mcpServers.web needs a url: the server's Streamable HTTP endpoint")
+        rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1:8000/mcp", "args": []}}}"#,
+                 "servers.json: mcpServers.web.args is for a server that is run; this one is reached over HTTP (url)")
+        rejected(#"{"mcpServers": {"web": {"url": "ftp://127.0.0.1/mcp"}}}"#,
+                 "servers.json: mcpServers.web.url must be an http:// or https:// URL without spaces or control characters")
+        rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1/mcp", "headers": {"X-A": "a\nb"}}}}"#,
+                 "servers.json: mcpServers.web.headers.X-A must be a string without line breaks or control characters")
+        rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1/mcp", "headers": {"Mcp-Session-Id": "1"}}}}"#,
+                 "servers.json: mcpServers.web.headers.Mcp-Session-Id is a header the transport sets itself")
         rejected(#"{"mcpServers": {"git": {"command": "x", "args": ["a", 1]}}}"#, "servers.json: mcpServers.git.args[1] must be a string without NUL characters")
         rejected(#"{"mcpServers": {"git": {"args": []}}}"#, "servers.json: mcpServers.git needs a command: the program that runs the server")
         rejected(#"{"mcpServers": {"git": {"command": "x", "env": {"A": 1}}}}"#, "servers.json: mcpServers.git.env.A must be a string")

@@ -241,12 +241,12 @@ final class MCPLifecycleTests: XCTestCase {
         XCTAssertTrue(results.contains { $0["content"]?.string?.contains("the first commit") ?? false }, "\(results)")
         XCTAssertFalse(harness.log().contains("mcp=off"), "a disabled entry is not run")
 
-        // The file is read again on SIGHUP: an entry over HTTP is refused, naming it, and
-        // nothing changes; dropping the time server stops it.
-        try #"{"mcpServers": {"web": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        // The file is read again on SIGHUP: an entry this daemon cannot speak to is refused,
+        // naming it, and nothing changes; dropping the time server stops it.
+        try #"{"mcpServers": {"web": {"type": "sse", "url": "http://127.0.0.1:1/sse"}}}"#.write(toFile: file, atomically: true, encoding: .utf8)
         harness.daemon?.signal(SIGHUP)
         XCTAssertTrue(waitForLog("config reload rejected"), harness.log())
-        XCTAssertTrue(harness.log().contains("\(file): mcpServers.web is a server over HTTP (type \"http\")"), harness.log())
+        XCTAssertTrue(harness.log().contains("\(file): mcpServers.web.type is \"sse\""), harness.log())
         try #"{"mcpServers": {"git": {"command": "\#(Self.venv)/bin/mcp-server-git", "args": ["--repository", "\#(repository)"]}}}"#
             .write(toFile: file, atomically: true, encoding: .utf8)
         try harness.writeConfig(profile(["git"]), topLevel: "mcp_servers_file = \"\(file)\"")
