@@ -254,6 +254,36 @@ final class MCPLifecycleTests: XCTestCase {
         XCTAssertTrue(waitForLog("mcp=time no longer configured as it runs: stopping it"), harness.log())
         XCTAssertTrue(waitForLog("mcp=git no longer configured as it runs: stopping it"), "its env and autoApprove went: \(harness.log())")
     }
+
+    /// An `mcpServers` entry over HTTP (`url`, `headers`) is a server over Streamable HTTP: its
+    /// calls reach the SDK's HTTP server, and its Authorization header is a secret.
+    func testAnMCPServersEntryOverHTTPReachesTheServerWithItsHeaders() throws {
+        let directory = markers + "/web"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let server = try Child(Self.venv + "/bin/python", [Self.root + "/scripts/mcp-http-test-server.py", "--markers", directory],
+                               logFile: markers + "/web.log")
+        defer { server.stop() }
+        let deadline = Date().addingTimeInterval(60)
+        var port: Int?
+        while port == nil, server.process.isRunning, Date() < deadline {
+            port = (try? String(contentsOfFile: directory + "/port", encoding: .utf8)).flatMap { Int($0) }
+            usleep(20_000)
+        }
+        let bound = try XCTUnwrap(port, "the HTTP test server did not start")
+        let token = "tok-json-5e8a61c2f09b"
+        let file = markers + "/servers.json"
+        try """
+            {"mcpServers": {"web": {"type": "http", "url": "http://127.0.0.1:\(bound)/mcp",
+                                    "headers": {"Authorization": "Bearer \(token)"}, "autoApprove": ["echo", "authorization"]}}}
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        harness = try Harness(config: profile(["web"]), topLevel: "mcp_servers_file = \"\(file)\"")
+        let (client, id) = try conversation()
+        let results = toolResults(try ask(client, id, #"[[tool:web__echo {"text":"over http"}]] [[tool:web__authorization {}]]"#))
+        XCTAssertEqual(results.map { $0["status"]?.string }, [MessageStatus.complete.rawValue, MessageStatus.complete.rawValue], "\(results)")
+        // Calls end in any order. The server says back the header it got, which is redacted as a secret.
+        XCTAssertEqual(Set(results.compactMap { $0["content"]?.string }), ["over http", "Authorization: [secret]"], "\(results)")
+        XCTAssertFalse(harness.log().contains(token))
+    }
 }
 
 /// A call's progress as a person sees it: the status row of `confab attach`.
