@@ -63,13 +63,15 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 # long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop, 10 power cuts,
 # a 1-minute soak; a few minutes together), each one line unless it fails. Last, confab-web
 # in a real browser: Debian's chromium driven by Playwright for Python (Tests/web, pytest).
-# The MCP servers the integration tests run (MCPServerTests.swift, MCPHTTPTests.swift): mcp-server-time,
-# and the official Python SDK for scripts/mcp-test-server.py and scripts/mcp-http-test-server.py
-# (its Streamable HTTP server, on loopback), in a virtual environment of their own.
+# The MCP servers the integration tests run (MCPServerTests.swift, MCPHTTPTests.swift,
+# MCPLifecycleTests.swift): mcp-server-time, mcp-server-git, and the official Python SDK for
+# scripts/mcp-test-server.py and scripts/mcp-http-test-server.py (its Streamable HTTP server,
+# on loopback), in a virtual environment of their own (installed again when this list changes).
 MCP_VENV = .build/venv-mcp
-$(MCP_VENV)/.installed:
-	python3 -m venv $(MCP_VENV)
-	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check mcp-server-time mcp
+MCP_PACKAGES = mcp-server-time mcp-server-git mcp
+$(MCP_VENV)/.installed: Makefile
+	test -x $(MCP_VENV)/bin/pip || python3 -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check $(MCP_PACKAGES)
 	touch $@
 
 test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed

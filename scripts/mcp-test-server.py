@@ -1,6 +1,8 @@
 """An MCP server for confab's integration tests, on the official Python SDK (its high-level
 server: MCPServer in mcp 2, FastMCP before), over
-stdio: a tool that echoes, one that reports an error (isError), and a slow one to cancel.
+stdio: a tool that echoes, one that reports an error (isError), a slow one to cancel, one
+that reports progress as it counts, one that crashes the server in the middle of its call,
+and one that adds a tool and says the list changed.
 With CONFAB_MCP_MARKERS set to a directory it writes there its pid at start (`pid`), the
 text of each call of `echo` (`called`) and `cancelled` when a call of `slow` is cancelled.
 With CONFAB_MCP_STUBBORN set it keeps running after its input closes."""
@@ -9,9 +11,11 @@ import time
 
 import anyio
 try:
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver import MCPServer as Server
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError:
+    from mcp.server.fastmcp import Context
     from mcp.server.fastmcp import FastMCP as Server
     from mcp.server.fastmcp.exceptions import ToolError
 
@@ -51,6 +55,41 @@ async def slow(seconds: float = 300) -> str:
         mark("cancelled", "cancelled")
         raise
     return "done"
+
+
+@server.tool()
+async def count(steps: int = 5, hold: bool = False, ctx: Context = None) -> str:
+    """Counts to steps, reporting progress at each step; with hold, waits after the last
+    until the marker `release` exists (at most a minute)."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"counting \x1b[31m{step}")
+        await anyio.sleep(0.01)
+    if hold and MARKERS:
+        for _ in range(1200):
+            if os.path.exists(os.path.join(MARKERS, "release")):
+                break
+            await anyio.sleep(0.05)
+    return f"counted to {steps}"
+
+
+@server.tool()
+def crash() -> str:
+    """Ends the server in the middle of the call, as a crash would."""
+    mark("crashed", str(os.getpid()))
+    os._exit(3)
+
+
+def added(text: str) -> str:
+    """A tool added while the server runs."""
+    return "added: " + text
+
+
+@server.tool()
+async def grow(ctx: Context = None) -> str:
+    """Adds the tool `added` and tells the client the tool list changed."""
+    server.add_tool(added)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
 
 
 # CONFAB_MCP_HOSTILE_DESCRIPTION: one more tool, `odd`, described by that text (terminal

@@ -33,9 +33,15 @@ final class MCPServers {
             settings.logger.notice("mcp=\(name) no longer configured as it runs: stopping it")
             stop(server) {}
         }
+        // A server kept as it runs that was given up on may be tried again: the reload is the
+        // user's word that something changed.
+        for server in byName.values where server.hasGivenUp {
+            server.forgetFailures()
+            if server.settings.start == .always { server.whenReady { _ in } }
+        }
         for entry in configured where byName[entry.name] == nil {
             if entry.http != nil, curl == nil { curl = CurlMulti(loop: loop) }
-            byName[entry.name] = MCPServer(settings: entry, loop: loop, launcher: launcher, curl: entry.http == nil ? nil : curl) { [unowned self] level, text in
+            let server = MCPServer(settings: entry, loop: loop, launcher: launcher, curl: entry.http == nil ? nil : curl) { [unowned self] level, text in
                 let line = "mcp=\(entry.name) \(text)"
                 switch level {
                 case "warning": settings.logger.warning(line)
@@ -43,6 +49,9 @@ final class MCPServers {
                 default: settings.logger.info(line)
                 }
             }
+            byName[entry.name] = server
+            // `start = "always"`: when the daemon starts, or when a reload adds it.
+            if entry.start == .always { server.whenReady { _ in } }
         }
     }
 

@@ -88,6 +88,11 @@ final class ToolRun {
     /// The call made to an MCP server, until it ends.
     var mcp: (server: MCPServer, call: MCPServer.Call)?
     var approvalTimer: Timer?
+    /// `tool.progress` is sent at most once per `ReplyRunner.progressIntervalMilliseconds`:
+    /// when the last one went, the newest held back since, and the timer that sends it.
+    var progressSentAt: UInt64?
+    var heldProgress: ToolProgress?
+    var progressTimer: Timer?
     /// Its ending is decided (being stored, or stored).
     var ending: Message?
     /// Its ending is stored and announced.
@@ -109,5 +114,7 @@ final class ToolRun {
         mcp = nil
         approvalTimer?.close()
         approvalTimer = nil
+        progressTimer?.close()
+        progressTimer = nil
     }
 }

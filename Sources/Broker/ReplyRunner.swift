@@ -204,7 +204,8 @@ final class ReplyRunner {
         for (server, tool) in fromServers {
             guard let name = names.byTarget[MCPToolNames.Target(server: server.settings.name, tool: tool.name)] else { continue }
             offered.append(OfferedTool(name: name, description: tool.description, parameters: tool.inputSchema,
-                                       approval: server.settings.approval == .always ? .always : .never, source: .mcp(server, tool: tool)))
+                                       approval: server.settings.approval(for: tool.name) == .always ? .always : .never,
+                                       source: .mcp(server, tool: tool)))
         }
         return offered
     }

@@ -151,7 +151,11 @@ extension ReplyRunner {
         conversation.broadcast(.toolStarted(message: run.message, call: run.call))
         logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) mcp=\(server.settings.name) \(Self.loggable(tool.name))")
         let started = loop.now
-        let call = server.call(tool: tool.name, arguments: arguments) { [unowned self] outcome in
+        let progress: (MCPProgress) -> Void = { [unowned self] update in
+            guard !reply.isOver, run.ending == nil else { return }
+            report(update, of: run, of: reply, in: conversation)
+        }
+        let call = server.call(tool: tool.name, arguments: arguments, progress: progress) { [unowned self] outcome in
             guard !reply.isOver, run.ending == nil else { return }
             run.mcp = nil
             let milliseconds = Int(loop.now - started)
@@ -184,10 +188,47 @@ extension ReplyRunner {
         if run.ending == nil, !reply.isOver { run.mcp = (server, call) }
     }
 
+    /// A call's progress as every attached client sees it, at most once per
+    /// `progressIntervalMilliseconds`: a report within that is held and sent when it is over
+    /// (replaced by a newer one), and the last held is sent before the call's `tool.completed`.
+    /// The tool's words are untrusted: redacted, control characters as `?`, cut short.
+    private func report(_ update: MCPProgress, of run: ToolRun, of reply: Reply, in conversation: Conversation) {
+        let text = update.message.map { words in
+            let safe = Self.loggable(secrets.redacting(words))
+            return safe.count > ToolProgress.maxTextCharacters ? String(safe.prefix(ToolProgress.maxTextCharacters - 1)) + "…" : safe
+        }
+        let progress = ToolProgress(message: run.message.id, call: run.call.id, tool: run.call.name,
+                                    progress: update.progress, total: update.total, text: text)
+        let now = loop.now
+        guard let sent = run.progressSentAt, now - sent < Self.progressIntervalMilliseconds else {
+            run.progressSentAt = now
+            run.heldProgress = nil
+            return conversation.broadcast(.toolProgress(progress))
+        }
+        run.heldProgress = progress
+        guard run.progressTimer == nil else { return }
+        let timer = Timer(loop: loop)
+        run.progressTimer = timer
+        timer.start(after: sent + Self.progressIntervalMilliseconds - now) { [unowned self] in
+            timer.close()
+            run.progressTimer = nil
+            guard !reply.isOver, run.ending == nil else { return }
+            sendHeldProgress(of: run, in: conversation)
+        }
+    }
+
+    private func sendHeldProgress(of run: ToolRun, in conversation: Conversation) {
+        guard let held = run.heldProgress else { return }
+        run.heldProgress = nil
+        run.progressSentAt = loop.now
+        conversation.broadcast(.toolProgress(held))
+    }
+
     /// Decides how a call ended and stores it; once every call of the turn is stored, the next turn starts.
     private func end(_ run: ToolRun, of reply: Reply, in conversation: Conversation,
                      status: MessageStatus, error: MessageError?, content: String) {
         guard run.ending == nil else { return }
+        sendHeldProgress(of: run, in: conversation)
         run.stop()
         var ending = run.message
         ending.status = status
@@ -283,6 +324,9 @@ extension ReplyRunner {
         announceStoredCalls(of: reply, in: conversation, storeError: storeError)
         logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) tool calls interrupted by shutdown")
     }
+
+    /// The least time between two `tool.progress` of one call.
+    static let progressIntervalMilliseconds: UInt64 = 250
 
     /// Text from a URL or the model as the log may show it: at most 300 characters, control characters as `?`.
     static func loggable(_ text: String) -> String {

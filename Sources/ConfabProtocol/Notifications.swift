@@ -38,6 +38,8 @@ public enum ConversationEvent: Equatable, Sendable {
     case clientDetached(ClientInfo)
     /// The owner stopped sharing the conversation with this client's user; it is detached.
     case conversationUnshared(by: ClientInfo?)
+    /// A call in flight reported how far it is; its `tool.completed` follows.
+    case toolProgress(ToolProgress)
 
     public var kind: RPCNotification {
         switch self {
@@ -59,6 +61,7 @@ public enum ConversationEvent: Equatable, Sendable {
         case .clientAttached: .clientAttached
         case .clientDetached: .clientDetached
         case .conversationUnshared: .conversationUnshared
+        case .toolProgress: .toolProgress
         }
     }
 
@@ -95,6 +98,8 @@ public enum ConversationEvent: Equatable, Sendable {
             return ["client": client.json]
         case .conversationUnshared(let by):
             return ["by": by?.json ?? .null]
+        case .toolProgress(let progress):
+            return progress.params
         }
     }
 
@@ -154,6 +159,9 @@ public enum ConversationEvent: Equatable, Sendable {
             self = kind == .clientAttached ? .clientAttached(client) : .clientDetached(client)
         case .conversationUnshared:
             self = .conversationUnshared(by: client("by"))
+        case .toolProgress:
+            guard let progress = ToolProgress(params: params) else { return nil }
+            self = .toolProgress(progress)
         case .serverStopping:
             return nil
         }
@@ -170,6 +178,8 @@ public enum ConversationEvent: Equatable, Sendable {
             return id
         case .toolApprovalRequested(let message, _):
             return message?.id
+        case .toolProgress(let progress):
+            return progress.message
         case .toolApproved, .toolDenied, .conversationUpdated, .conversationDeleted, .clientAttached, .clientDetached,
              .conversationUnshared:
             return nil
@@ -215,5 +225,62 @@ public enum ServerNotification: Equatable, Sendable {
         guard let conversation = params["conversation"]?.string,
               let event = ConversationEvent(kind: kind, params: params) else { return nil }
         self = .conversation(conversation, event)
+    }
+}
+
+/// `tool.progress`: how far a call in flight is, as its tool reported it. `message` is the
+/// call's tool message (as `tool.started` names it), `call` the call's id, `tool` its name
+/// as the model called it; `text` is the tool's own words, untrusted (shown escaped).
+public struct ToolProgress: Equatable, Sendable {
+    /// The longest `text` the daemon sends, in characters.
+    public static let maxTextCharacters = 200
+
+    public var message: String
+    public var call: String
+    public var tool: String
+    public var progress: Double
+    public var total: Double?
+    public var text: String?
+
+    public init(message: String, call: String, tool: String, progress: Double, total: Double? = nil, text: String? = nil) {
+        self.message = message
+        self.call = call
+        self.tool = tool
+        self.progress = progress
+        self.total = total
+        self.text = text
+    }
+
+    var params: [String: JSON] {
+        var params: [String: JSON] = ["message": .string(message), "call": .string(call), "tool": .string(tool),
+                                      "progress": Self.number(progress)]
+        if let total { params["total"] = Self.number(total) }
+        if let text { params["text"] = .string(text) }
+        return params
+    }
+
+    init?(params: JSON) {
+        guard let message = params["message"]?.string, let call = params["call"]?.string,
+              let progress = params["progress"]?.double else { return nil }
+        self.init(message: message, call: call, tool: params["tool"]?.string ?? "?", progress: progress,
+                  total: params["total"]?.double, text: params["text"]?.string)
+    }
+
+    /// A whole number as an integer (`3`, not `3.0`).
+    private static func number(_ value: Double) -> JSON {
+        JSON.integralValue(value).map(JSON.int) ?? .double(value)
+    }
+
+    /// `3/10 counting`, `40%`, `7`: how far, in a few characters, then the tool's words.
+    public var summary: String {
+        func shown(_ value: Double) -> String {
+            if let whole = JSON.integralValue(value) { return String(whole) }
+            guard abs(value) < 1e15 else { return "\(value)" }
+            let tenths = Int((value * 10).rounded())
+            return (tenths < 0 ? "-" : "") + "\(abs(tenths) / 10).\(abs(tenths) % 10)"
+        }
+        var line = total.map { "\(shown(progress))/\(shown($0))" } ?? shown(progress)
+        if let text, !text.isEmpty { line += " " + text }
+        return line
     }
 }

@@ -54,6 +54,8 @@ public enum RPCNotification: String, CaseIterable, Sendable {
     case serverStopping = "server.stopping"
     /// The conversation's owner took this user's share away: the client is detached.
     case conversationUnshared = "conversation.unshared"
+    /// A call in flight reported how far it is (an MCP server's progress notification).
+    case toolProgress = "tool.progress"
 }
 
 /// Who wrote a message. Logs hold `user`, `assistant` and `tool` (a tool's result); `system`

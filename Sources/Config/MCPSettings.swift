@@ -1,4 +1,5 @@
 import DaemonSettings
+import TOML
 import MCP
 import Tools
 
@@ -57,11 +58,36 @@ extension Settings {
                 throw table.error(key, "must be between \(range.lowerBound) and \(range.upperBound)")
             }
         }
+        var start = MCPServerSettings.Start.onDemand
+        if let text = section.start {
+            guard let value = MCPServerSettings.Start(rawValue: text) else {
+                throw table.error("start", "must be \"always\" or \"on_demand\", not \"\(text)\"")
+            }
+            start = value
+        }
+        // Tool names are not checked here: the server lists its tools once it runs, and the
+        // daemon warns then of a name it does not list.
+        var toolApproval: [String: MCPServerSettings.Approval] = [:]
+        if let entries = section.tool_approval {
+            // The inner table, for errors at its members' lines.
+            var written = TOMLTable()
+            if case .table(let members)? = table.table["tool_approval"] { written = members }
+            let inner = ConfigTable(file: table.file, path: table.name("tool_approval"), table: written)
+            for (tool, text) in entries {
+                guard !tool.isEmpty else { throw table.error("tool_approval", "must not name an empty tool") }
+                guard let value = MCPServerSettings.Approval(rawValue: text) else {
+                    throw inner.error(tool, "must be \"always\" or \"never\", not \"\(text)\"")
+                }
+                toolApproval[tool] = value
+            }
+        }
         var server = MCPServerSettings(name: name, command: command, arguments: section.args ?? [], environment: variables,
                                        passedEnvironment: http == nil ? MCPServerSettings.passed(from: environment) : [:], workingDirectory: section.cwd,
                                        approval: approval, tools: section.tools, timeoutSeconds: section.timeout_seconds ?? 60,
                                        startupTimeoutSeconds: section.startup_timeout_seconds ?? 30)
         server.http = http
+        server.start = start
+        server.toolApproval = toolApproval
         return server
     }
 }

@@ -124,10 +124,13 @@ struct ConfigFile {
         var header_file: [(key: String, value: String)]?
         var bearer_token_env: String?
         var bearer_token_file: String?
+        var start: String?
+        var tool_approval: [(key: String, value: String)]?
     }
     var upstream: UpstreamSection?
     var providers: [ProviderSection] = []
     var mcp: [MCPSection] = []
+    var mcp_servers_file: String?
     var default_provider: String?
     var profiles: [ProfileSection] = []
     var default_profile: String?
@@ -233,8 +236,11 @@ struct ConfigFile {
                 header_env: try table.stringTable("header_env"),
                 header_file: try table.stringTable("header_file"),
                 bearer_token_env: try table.string("bearer_token_env"),
-                bearer_token_file: try table.string("bearer_token_file"))
+                bearer_token_file: try table.string("bearer_token_file"),
+                start: try table.string("start"),
+                tool_approval: try table.stringTable("tool_approval"))
         } ?? []
+        mcp_servers_file = try root.string("mcp_servers_file")
         limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
             LimitsSection(
                 table: table,
@@ -391,6 +397,11 @@ extension Settings {
         settings.tools = ToolTable(tools)
         for section in file.mcp {
             settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment, warnings: &settings.warnings))
+        }
+        if let path = file.mcp_servers_file {
+            guard !path.isEmpty else { throw file.root?.error("mcp_servers_file", "must be a path") ?? ConfigError(description: "mcp_servers_file must be a path") }
+            settings.mcpServers += try mcpServersFile(path, configPath: file.root?.file ?? "", tools: settings.tools, tables: settings.mcpServers,
+                                                      environment: environment, warnings: &settings.warnings)
         }
         let table = settings.providerTable
         for section in file.profiles {

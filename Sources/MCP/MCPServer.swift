@@ -7,7 +7,18 @@ import Glibc
 /// reached over Streamable HTTP (`MCPHTTPTransport`), spoken to through an `MCPSession`, on
 /// the loop. Started on first use (`whenReady`); its calls are timed out, cancelled with
 /// `notifications/cancelled`, and failed when it exits (over HTTP: when its transport fails).
+/// A server that fails (exits, breaks the protocol, cannot start or be reached) is started
+/// again after a delay that doubles from `firstRestartMilliseconds` to `maxRestartMilliseconds`;
+/// after `maxFailuresInARow` failures it is given up on (`hasGivenUp`) until `restart()`, a
+/// reload, or a conversation that needs it once `maxRestartMilliseconds` have passed.
 public final class MCPServer {
+    /// The delay before the first restart; each failure in a row doubles it, up to the maximum.
+    public static let firstRestartMilliseconds: UInt64 = 500
+    public static let maxRestartMilliseconds: UInt64 = 30_000
+    public static let maxFailuresInARow = 5
+    /// A server that was ready this long before it failed ran well: its failures count from zero again.
+    public static let stableMilliseconds: UInt64 = 60_000
+
     public enum Status: Equatable, Sendable {
         case stopped, starting, ready
         case failed(String)
@@ -31,6 +42,12 @@ public final class MCPServer {
     }
     /// Called when the tool list changes after the first listing.
     public var onToolsChanged: (() -> Void)?
+    /// Failures since it last ran well (or since `restart()`).
+    public private(set) var failuresInARow = 0
+    /// It failed `maxFailuresInARow` times in a row and is not restarted on its own; `status` holds the last error.
+    public private(set) var hasGivenUp = false
+    /// A restart is due after a failure.
+    public var isWaitingToRestart: Bool { restartTimer != nil }
 
     private let loop: Loop
     private let launcher: [String]
@@ -52,6 +69,10 @@ public final class MCPServer {
     private var generation = 0
     /// Processes of earlier starts, killed when replaced, until they are reaped.
     private var retired: [Int: ChildProcess] = [:]
+    private var restartTimer: Timer?
+    /// When the running process became ready: whether it ran well before it failed.
+    private var readyAt: UInt64?
+    private var gaveUpAt: UInt64?
 
     /// `launcher`: a program and arguments the server's command is run through (the daemon's
     /// own start-up shim that ties the server's life to the daemon's); empty: run it directly.
@@ -72,7 +93,93 @@ public final class MCPServer {
         case .starting: waiters.append(then)
         case .stopped, .failed:
             guard !stopping else { return then(.failed("the daemon is shutting down")) }
+            // Between a failure and its restart, waiting is for the restart.
+            if restartTimer != nil { return waiters.append(then) }
+            if hasGivenUp {
+                // Tried again for a conversation that needs it, once the longest delay has passed.
+                guard let gaveUpAt, loop.now - gaveUpAt >= Self.maxRestartMilliseconds else { return then(status) }
+                hasGivenUp = false
+                self.gaveUpAt = nil
+                // One more failure gives up again.
+                failuresInARow = Self.maxFailuresInARow - 1
+                log("info", "starting again after giving up, for a conversation that needs it")
+            }
             waiters.append(then)
+            start()
+        }
+    }
+
+    /// Starts the server now, whatever its state: its calls in flight fail, its failures are
+    /// forgotten. Nothing happens while the daemon shuts down.
+    public func restart() {
+        guard !stopping else { return }
+        restartTimer?.close()
+        restartTimer = nil
+        failuresInARow = 0
+        hasGivenUp = false
+        gaveUpAt = nil
+        if let old = session {
+            // Ended first, so its failure is not counted as the server's.
+            session = nil
+            old.fail("the server was restarted")
+        }
+        retireRunningProcess()
+        log("info", "restarting on request")
+        start()
+    }
+
+    /// Ends the running process, if any, as a stop does but without waiting for it: its stdin
+    /// closed and its process group sent SIGTERM, then SIGKILL two seconds later should it
+    /// still run. Its exit is reaped as a retired one's; a new process may start at once.
+    private func retireRunningProcess() {
+        guard let previous = process else { return }
+        let key = generation
+        process = nil
+        retired[key] = previous
+        previous.input.shutdown { previous.input.close() }
+        previous.signalGroup(SIGTERM)
+        let timer = Timer(loop: loop)
+        timer.setKeepsLoopAlive(false)
+        timer.start(after: 2000) { [weak self] in
+            timer.close()
+            guard let self, let old = retired[key] else { return }
+            log("warning", "pid=\(old.pid) still running 2 s after SIGTERM: SIGKILL")
+            old.signalGroup(SIGKILL)
+        }
+    }
+
+    /// A reload kept this server: one given up on may be started again (a restart already
+    /// due is left to happen).
+    public func forgetFailures() {
+        guard hasGivenUp else { return }
+        failuresInARow = 0
+        hasGivenUp = false
+        gaveUpAt = nil
+    }
+
+    /// After a failure that was not asked for: a restart after the delay its failures in a row
+    /// call for, or, after too many, giving up.
+    private func failed(_ reason: String) {
+        guard !stopping, restartTimer == nil else { return }
+        if let readyAt, loop.now - readyAt >= Self.stableMilliseconds { failuresInARow = 0 }
+        readyAt = nil
+        failuresInARow += 1
+        if failuresInARow >= Self.maxFailuresInARow {
+            hasGivenUp = true
+            gaveUpAt = loop.now
+            log("error", "gave up after \(failuresInARow) failures in a row: \(reason)")
+            status = .failed("gave up after \(failuresInARow) failures in a row: \(reason)")
+            return
+        }
+        let delay = min(Self.firstRestartMilliseconds << UInt64(failuresInARow - 1), Self.maxRestartMilliseconds)
+        log("warning", "restarting in \(Double(delay) / 1000) s (failure \(failuresInARow) in a row): \(reason)")
+        let timer = Timer(loop: loop)
+        restartTimer = timer
+        timer.start(after: delay) { [unowned self] in
+            timer.close()
+            guard restartTimer === timer else { return }
+            restartTimer = nil
+            guard !stopping, status != .ready, status != .starting else { return }
             start()
         }
     }
@@ -95,10 +202,13 @@ public final class MCPServer {
         self.session = session
         session.onReady = { [unowned self] in
             log("info", "ready: protocol \(session.protocolVersion ?? "?"), \(session.tools.count) tools")
+            readyAt = loop.now
+            warnOfMissingTools(listed: session.tools)
             settle(.ready)
         }
         session.onToolsChanged = { [unowned self] in
             log("info", "tool list changed: \(session.tools.count) tools")
+            warnOfMissingTools(listed: session.tools)
             onToolsChanged?()
         }
         session.onFailed = { [unowned self, unowned session] reason in
@@ -110,6 +220,7 @@ public final class MCPServer {
             process?.signalGroup(SIGTERM)
             transport?.close(endingSession: true)
             transport = nil
+            failed(reason)
         }
         session.onLog = { [unowned self] level, text in
             for line in logLines.feed(Array((text + "\n").utf8), now: loop.now) { log("info", "log \(level): \(line)") }
@@ -133,7 +244,9 @@ public final class MCPServer {
         do {
             child = try ChildProcess(loop: loop, command: command) { [weak self] exit in self?.exited(exit, generation: mine) }
         } catch {
-            settle(.failed("cannot start \(settings.command): \(error)"))
+            let reason = "cannot start \(settings.command): \(error)"
+            settle(.failed(reason))
+            failed(reason)
             return nil
         }
         process = child
@@ -186,6 +299,14 @@ public final class MCPServer {
         return session
     }
 
+    /// The config names tools (`tools`, `tool_approval`) before the server lists any: a name
+    /// it does not list is most likely a typo, said once per listing.
+    private func warnOfMissingTools(listed: [MCPTool]) {
+        let missing = settings.namedToolsMissing(from: listed.map(\.name))
+        guard !missing.isEmpty else { return }
+        log("warning", "the config names tools the server does not list: \(missing.joined(separator: ", "))")
+    }
+
     private func settle(_ new: Status) {
         startupTimer?.close()
         startupTimer = nil
@@ -216,8 +337,10 @@ public final class MCPServer {
         }
     }
 
-    /// Calls `tool` (the server's own name); `completion` runs once on the loop.
-    public func call(tool: String, arguments: JSON, completion: @escaping (MCPCallOutcome) -> Void) -> Call {
+    /// Calls `tool` (the server's own name); `completion` runs once on the loop, `progress`
+    /// for each progress notification of the call before that.
+    public func call(tool: String, arguments: JSON, progress: ((MCPProgress) -> Void)? = nil,
+                     completion: @escaping (MCPCallOutcome) -> Void) -> Call {
         let call = Call()
         let finish: (MCPCallOutcome) -> Void = { outcome in
             guard !call.isOver else { return }
@@ -232,7 +355,13 @@ public final class MCPServer {
                 if case .failed(let reason) = status { return finish(.failed("the server \(settings.name) is not running: \(reason)")) }
                 return finish(.failed("the server \(settings.name) is not running"))
             }
-            call.requestID = session.call(tool: tool, arguments: arguments, completion: finish)
+            let name = settings.name
+            let onProgress: ((MCPProgress) -> Void)? = progress.map { progress in { update in if !call.isOver { progress(update) } } }
+            call.requestID = session.call(tool: tool, arguments: arguments, progress: onProgress) { outcome in
+                // The session ended under the call: the server exited or broke the protocol.
+                if case .failed(let reason) = outcome { return finish(.failed("the server \(name) failed during the call: \(reason)")) }
+                finish(outcome)
+            }
             guard call.requestID != nil else { return }
             let timer = Timer(loop: loop)
             call.timer = timer
@@ -262,8 +391,11 @@ public final class MCPServer {
     /// `then` runs once it has exited (at once if it is not running).
     public func stop(graceMilliseconds: UInt64 = 2000, then: @escaping () -> Void) {
         stopping = true
+        let wasWaitingToRestart = restartTimer != nil
+        restartTimer?.close()
+        restartTimer = nil
         for old in retired.values { old.signalGroup(SIGKILL) }
-        if status == .starting { settle(.failed("the daemon is shutting down")) }
+        if status == .starting || wasWaitingToRestart { settle(.failed("the daemon is shutting down")) }
         if let transport {
             // Over HTTP: calls in flight end, and the session is ended (DELETE), bounded.
             self.transport = nil
@@ -287,39 +419,5 @@ public final class MCPServer {
                 process.signalGroup(SIGKILL)
             }
         }
-    }
-}
-
-// Restarting on request (`mcp.restart`), kept apart from the start-on-first-use above.
-extension MCPServer {
-    /// Starts the server again now, whatever its state: the running process, if any, is ended
-    /// (its calls in flight fail; its stdin is closed and its process group sent SIGTERM, then
-    /// SIGKILL two seconds later should it still run) and a new one started at once. Whoever
-    /// waits for a start in progress waits for this one instead. Once the server is being
-    /// stopped for good (a reload removed it, the daemon is stopping) nothing happens.
-    public func restart() {
-        guard !stopping else { return }
-        let waiting = waiters
-        waiters = []
-        if let previous = process {
-            let key = generation
-            process = nil
-            retired[key] = previous
-            previous.input.shutdown { previous.input.close() }
-            previous.signalGroup(SIGTERM)
-            let timer = Timer(loop: loop)
-            timer.setKeepsLoopAlive(false)
-            timer.start(after: 2000) { [weak self] in
-                timer.close()
-                guard let self, let old = retired[key] else { return }
-                log("warning", "pid=\(old.pid) still running 2 s after SIGTERM: SIGKILL")
-                old.signalGroup(SIGKILL)
-            }
-        }
-        session?.fail("the server was restarted")
-        session = nil
-        waiters = waiting
-        log("info", "restarting on request")
-        start()
     }
 }

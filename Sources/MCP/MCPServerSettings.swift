@@ -2,6 +2,9 @@
 /// over Streamable HTTP.
 public struct MCPServerSettings: Sendable, Equatable {
     public enum Approval: String, Sendable, Equatable { case always, never }
+    /// When the daemon starts the server: when a conversation first offers its tools, or at
+    /// once (when the daemon starts, or when a reload adds it).
+    public enum Start: String, Sendable, Equatable { case onDemand = "on_demand", always }
 
     public var name: String
     public var command: String
@@ -19,6 +22,9 @@ public struct MCPServerSettings: Sendable, Equatable {
     public var startupTimeoutSeconds: Int
     /// A server reached over Streamable HTTP (`url`) rather than run (`command`, then empty).
     public var http: MCPHTTPEndpoint?
+    public var start: Start = .onDemand
+    /// Approval for single tools (the server's names) over `approval`.
+    public var toolApproval: [String: Approval] = [:]
 
     public init(name: String, command: String, arguments: [String] = [], environment: [String: String] = [:],
                 passedEnvironment: [String: String] = [:], workingDirectory: String? = nil, approval: Approval = .always, tools: [String]? = nil,
@@ -33,6 +39,16 @@ public struct MCPServerSettings: Sendable, Equatable {
         self.tools = tools
         self.timeoutSeconds = timeoutSeconds
         self.startupTimeoutSeconds = startupTimeoutSeconds
+    }
+
+    /// Whether a call of `tool` waits for a person's yes.
+    public func approval(for tool: String) -> Approval { toolApproval[tool] ?? approval }
+
+    /// The tools named in `toolApproval` or `tools` that `listed` (the server's own list) lacks.
+    public func namedToolsMissing(from listed: [String]) -> [String] {
+        let known = Set(listed)
+        let named = Set(toolApproval.keys).union(tools ?? [])
+        return named.subtracting(known).sorted()
     }
 
     /// Whether a variable of the daemon's environment is passed on: PATH, HOME, LANG and

@@ -23,6 +23,19 @@ public enum MCPCallOutcome: Sendable, Equatable {
     case failed(String)
 }
 
+/// A `notifications/progress` for a call in flight, as the server sent it (untrusted:
+/// `message` is the server's text, unchecked).
+public struct MCPProgress: Sendable, Equatable {
+    public var progress: Double
+    public var total: Double?
+    public var message: String?
+    public init(progress: Double, total: Double? = nil, message: String? = nil) {
+        self.progress = progress
+        self.total = total
+        self.message = message
+    }
+}
+
 /// The client side of one MCP connection as a state machine over lines: it is given the
 /// server's lines (`receive`) and hands the lines to send to `send`. It knows no clock and no
 /// process; its owner feeds it, times requests out (`cancel`) and ends it (`fail`).
@@ -62,7 +75,7 @@ public final class MCPSession {
     private enum Pending {
         case initialize
         case listTools(collected: [MCPTool], pages: Int)
-        case call(tool: String, completion: (MCPCallOutcome) -> Void)
+        case call(tool: String, completion: (MCPCallOutcome) -> Void, progress: ((MCPProgress) -> Void)?)
     }
     private var pending: [Int: Pending] = [:]
     /// A `list_changed` came while a listing was under way: list again when it ends.
@@ -92,10 +105,13 @@ public final class MCPSession {
         request("initialize", params: params, as: .initialize)
     }
 
-    /// Calls `tool`; `completion` runs once, with the answer or the failure. Returns the
-    /// request id (for `cancel`), or nil when the session is not ready (then `completion` has run).
+    /// Calls `tool`; `completion` runs once, with the answer or the failure. With `progress`,
+    /// the request carries a progress token (its id) and each `notifications/progress` for it
+    /// runs `progress` until the call ends. Returns the request id (for `cancel`), or nil when
+    /// the session is not ready (then `completion` has run).
     @discardableResult
-    public func call(tool: String, arguments: JSON, completion: @escaping (MCPCallOutcome) -> Void) -> Int? {
+    public func call(tool: String, arguments: JSON, progress: ((MCPProgress) -> Void)? = nil,
+                     completion: @escaping (MCPCallOutcome) -> Void) -> Int? {
         if case .failed(let reason) = state {
             completion(.failed(reason))
             return nil
@@ -104,13 +120,15 @@ public final class MCPSession {
             completion(.failed("the server is not ready"))
             return nil
         }
-        return request("tools/call", params: ["name": .string(tool), "arguments": arguments], as: .call(tool: tool, completion: completion))
+        var params: [String: JSON] = ["name": .string(tool), "arguments": arguments]
+        if progress != nil { params["_meta"] = ["progressToken": .int(nextID)] }
+        return request("tools/call", params: .object(params), as: .call(tool: tool, completion: completion, progress: progress))
     }
 
     /// Gives up on call `id`: the server is told (`notifications/cancelled`) and the call ends
     /// now with `reason`; a late answer is ignored.
     public func cancel(_ id: Int, reason: String) {
-        guard case .call(_, let completion) = pending[id] else { return }
+        guard case .call(_, let completion, _) = pending[id] else { return }
         pending[id] = nil
         send(RPC.notification(method: "notifications/cancelled", params: ["requestId": .int(id), "reason": .string(reason)]))
         completion(.failed(reason))
@@ -123,7 +141,7 @@ public final class MCPSession {
         state = .failed(reason)
         let calls = pending.values
         pending = [:]
-        for case .call(_, let completion) in calls { completion(.failed(reason)) }
+        for case .call(_, let completion, _) in calls { completion(.failed(reason)) }
         onFailed?(reason)
     }
 
@@ -162,8 +180,14 @@ public final class MCPSession {
                 let level = params?["level"]?.string ?? "info"
                 let data = params?["data"]
                 onLog?(level, data?.string ?? data?.text ?? "")
+            case "notifications/progress":
+                // Only for a call in flight that asked for it; a token of nothing pending is dropped.
+                guard let token = params?["progressToken"]?.int, case .call(_, _, let onProgress?) = pending[token],
+                      let progress = params?["progress"]?.double, progress.isFinite else { return }
+                let total = params?["total"]?.double.flatMap { $0.isFinite ? $0 : nil }
+                onProgress(MCPProgress(progress: progress, total: total, message: params?["message"]?.string))
             default:
-                break  // progress, resource updates and the like: nothing asked for them
+                break  // resource updates and the like: nothing asked for them
             }
         }
     }
@@ -206,7 +230,7 @@ public final class MCPSession {
             } else {
                 finishListing(all)
             }
-        case .call(_, let completion):
+        case .call(_, let completion, _):
             completion(.answered(MCPToolResult(result)))
         }
     }
@@ -217,7 +241,7 @@ public final class MCPSession {
         case .listTools:
             if state == .listingTools { fail("the server refused tools/list: \(error.message)") }
             // A refused refresh keeps the tools known so far.
-        case .call(_, let completion): completion(.refused("the server answered with an error: \(error.message) (\(error.code))"))
+        case .call(_, let completion, _): completion(.refused("the server answered with an error: \(error.message) (\(error.code))"))
         }
     }
 

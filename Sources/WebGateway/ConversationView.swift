@@ -112,6 +112,9 @@ public struct ConversationView: Sendable {
         case .clientDetached(let client):
             clients.removeAll { $0.id == client.id }
             return [["type": "clients", "clients": clientNames]]
+        case .toolProgress:
+            // The page shows a call's result once it ends.
+            return []
         }
     }
 

@@ -391,6 +391,8 @@ final class AttachSession {
         // Everything else is about one conversation; we follow only ours.
         guard id == conversation else { return }
         noteMessages(of: event)
+        // How far a running call is: its line on the status row, nothing in the transcript.
+        if case .toolProgress(let progress) = event { return transcript.toolProgress(progress) }
         // A reply's own events go to its follower, which says what to show.
         if let sequence = follow(event) {
             for step in followers[sequence]?.take(event) ?? [] { show(step, of: sequence) }

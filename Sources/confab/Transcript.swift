@@ -514,6 +514,16 @@ final class Transcript {
         redrawStatus()
     }
 
+    /// A running call reported how far it is: the status row says so (`running tool
+    /// time__slow: 3/10 counting`), its words made one harmless line and cut short.
+    func toolProgress(_ progress: ToolProgress) {
+        let key = toolKey(progress.call)
+        guard waiting[key] != nil else { return }
+        let line = SafeText.singleLine(progress.tool + ": " + progress.summary)
+        waiting[key] = Spinner("running tool " + (line.count > 80 ? String(line.prefix(79)) + "…" : line))
+        redrawStatus()
+    }
+
     /// A call already running when we attached (`… running`).
     func toolInFlight(_ message: Message) {
         guard let call = message.tool?.callID else { return }

@@ -232,6 +232,7 @@ final class ReplyFollowerTests: XCTestCase {
             .toolCompleted(message("m2.1", .tool, "{}", .complete, tool: ToolResult(callID: "call_1", name: "weather", httpStatus: 200))),
             .conversationUpdated(info), .conversationDeleted, .clientAttached(client), .clientDetached(client),
             .conversationUnshared(by: client),
+            .toolProgress(ToolProgress(message: "m2.1", call: "call_1", tool: "weather", progress: 1, total: 2, text: "half")),
         ]
         XCTAssertEqual(Set(events.map(\.kind)).count + 1, RPCNotification.allCases.count, "every notification but server.stopping")
         for notification in events.map({ ServerNotification.conversation(conversation, $0) }) + [.serverStopping(reason: "SIGTERM")] {

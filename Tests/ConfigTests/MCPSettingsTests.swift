@@ -1,8 +1,10 @@
+import Foundation
 import XCTest
 
 import Config
 import DaemonSettings
 import MCP
+import Tools
 
 final class MCPSettingsTests: XCTestCase {
     func testEveryKey() throws {
@@ -58,5 +60,103 @@ final class MCPSettingsTests: XCTestCase {
         assertRejected("[mcp.x]\ncommand = \"a\"\n[profiles.p]\ntools = [\"x\", \"x\"]", "config.toml: line 4: profiles.p.tools names \"x\" twice")
         assertRejected("[tools.time]\ndescription = \"d\"\nrequest = { url = \"http://127.0.0.1/x\" }\n[mcp.time]\ncommand = \"a\"",
                        "config.toml: line 4: mcp.time has the name of a [tools.time] table too: a profile's tools = [\"time\"] must name one thing")
+    }
+
+    func testStartAndToolApproval() throws {
+        let settings = try load("""
+            [mcp.fs]
+            command = "mcp-server-filesystem"
+            approval = "never"
+            start = "always"
+            tool_approval = { write_file = "always" }
+
+            [mcp.time]
+            command = "mcp-server-time"
+
+            [mcp.time.tool_approval]
+            convert_time = "never"
+            """)
+        let fs = settings.mcpServers[0]
+        XCTAssertEqual(fs.start, .always)
+        XCTAssertEqual(fs.approval(for: "write_file"), .always)
+        XCTAssertEqual(fs.approval(for: "read_file"), .never)
+        XCTAssertEqual(fs.namedToolsMissing(from: ["read_file"]), ["write_file"])
+        let time = settings.mcpServers[1]
+        XCTAssertEqual(time.start, .onDemand)
+        XCTAssertEqual(time.approval(for: "convert_time"), .never)
+        XCTAssertEqual(time.approval(for: "get_current_time"), .always)
+        assertRejected("[mcp.x]\ncommand = \"a\"\nstart = \"sometimes\"",
+                       "config.toml: line 3: mcp.x.start must be \"always\" or \"on_demand\", not \"sometimes\"")
+        assertRejected("[mcp.x]\ncommand = \"a\"\n[mcp.x.tool_approval]\nread = \"always\"\nwrite = \"maybe\"",
+                       "config.toml: line 5: mcp.x.tool_approval.write must be \"always\" or \"never\", not \"maybe\"")
+        assertRejected("[mcp.x]\ncommand = \"a\"\ntool_approval = { write = 1 }",
+                       "config.toml: line 3: mcp.x.tool_approval.write must be a string, not an integer")
+    }
+
+    /// Writes `json` next to a config file that names it; the settings it gives.
+    private func loadServersFile(_ json: String, config: String = "") throws -> Settings {
+        let directory = NSTemporaryDirectory() + "confab-mcp-json-\(getpid())-\(name.hashValue)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        try json.write(toFile: directory + "/servers.json", atomically: true, encoding: .utf8)
+        return try Settings.load(text: "mcp_servers_file = \"servers.json\"\n" + config, path: directory + "/config.toml",
+                                 environment: ["PATH": "/bin", "SECRET": "s"])
+    }
+
+    func testTheMCPServersJSONFile() throws {
+        let settings = try loadServersFile("""
+            {"mcpServers": {
+              "git": {"command": "uvx", "args": ["mcp-server-git"], "env": {"GIT_DIR": "/r"}, "type": "stdio",
+                      "autoApprove": ["git_status"], "timeout": 60},
+              "old": {"command": "x", "disabled": true},
+              "web": {"type": "http", "url": "https://mcp.example.com/mcp",
+                      "headers": {"Authorization": "Bearer tok-file-1234", "X-Team": "support"}}
+            }, "globalShortcut": "x"}
+            """, config: "[profiles.p]\ntools = [\"git\", \"web\"]\n")
+        XCTAssertEqual(settings.mcpServers.map(\.name), ["git", "web"], "a disabled entry is left out")
+        let git = try XCTUnwrap(settings.mcpServers.first)
+        XCTAssertEqual(git.name, "git")
+        XCTAssertEqual(git.command, "uvx")
+        XCTAssertEqual(git.arguments, ["mcp-server-git"])
+        XCTAssertEqual(git.childEnvironment, ["PATH": "/bin", "GIT_DIR": "/r"])
+        XCTAssertEqual(git.approval(for: "git_status"), .never)
+        XCTAssertEqual(git.approval(for: "git_commit"), .always)
+        let web = try XCTUnwrap(settings.mcpServers.first { $0.name == "web" })
+        XCTAssertEqual(web.http?.url, "https://mcp.example.com/mcp")
+        XCTAssertEqual(web.http?.headers, [ToolHeader(name: "Authorization", value: "Bearer tok-file-1234", isSecret: true),
+                                           ToolHeader(name: "X-Team", value: "support")])
+        XCTAssertEqual(web.childEnvironment, [:], "nothing of the daemon's environment goes to a server it does not run")
+        XCTAssertTrue(settings.secrets.redacting("Bearer tok-file-1234").contains("[secret]"), "a credential header is a secret")
+        XCTAssertEqual(settings.warnings.count, 1)
+        XCTAssertTrue(settings.warnings[0].hasSuffix("servers.json: ignored keys this daemon does not use: globalShortcut, mcpServers.git.timeout"),
+                      settings.warnings[0])
+    }
+
+    func testTheMCPServersJSONFileErrorsNameTheFileAndTheServer() {
+        func rejected(_ json: String, config: String = "", _ expected: String, line: UInt = #line) {
+            XCTAssertThrowsError(try loadServersFile(json, config: config), line: line) { error in
+                let text = (error as? ConfigError)?.description ?? "\(error)"
+                XCTAssertTrue(text.contains(expected) && text.contains("servers.json"), text, line: line)
+            }
+        }
+        rejected(#"{"mcpServers": {"web": {"type": "sse", "url": "http://127.0.0.1:8000/sse"}}}"#,
+                 "servers.json: mcpServers.web.type is \"sse\": this daemon speaks stdio (command) and Streamable HTTP (\"http\", \"streamable-http\"), not the older SSE transport")
+        rejected(#"{"mcpServers": {"web": {"type": "streamable-http", "command": "x"}}}"#,
+                 "servers.json: mcpServers.web needs a url: the server's Streamable HTTP endpoint")
+        rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1:8000/mcp", "args": []}}}"#,
+                 "servers.json: mcpServers.web.args is for a server that is run; this one is reached over HTTP (url)")
+        rejected(#"{"mcpServers": {"web": {"url": "ftp://127.0.0.1/mcp"}}}"#,
+                 "servers.json: mcpServers.web.url must be an http:// or https:// URL without spaces or control characters")
+        rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1/mcp", "headers": {"X-A": "a\nb"}}}}"#,
+                 "servers.json: mcpServers.web.headers.X-A must be a string without line breaks or control characters")
+        rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1/mcp", "headers": {"Mcp-Session-Id": "1"}}}}"#,
+                 "servers.json: mcpServers.web.headers.Mcp-Session-Id is a header the transport sets itself")
+        rejected(#"{"mcpServers": {"git": {"command": "x", "args": ["a", 1]}}}"#, "servers.json: mcpServers.git.args[1] must be a string without NUL characters")
+        rejected(#"{"mcpServers": {"git": {"args": []}}}"#, "servers.json: mcpServers.git needs a command: the program that runs the server")
+        rejected(#"{"mcpServers": {"git": {"command": "x", "env": {"A": 1}}}}"#, "servers.json: mcpServers.git.env.A must be a string")
+        rejected(#"{"mcpServers": {"git": {"command": "x"}}}"#, config: "[mcp.git]\ncommand = \"y\"\n",
+                 "servers.json: mcpServers.git is also a [mcp.git] table in ")
+        rejected(#"{"servers": {}}"#, "servers.json: has no \"mcpServers\" object")
+        rejected(#"{"mcpServers": {"#, "servers.json: is not JSON")
     }
 }

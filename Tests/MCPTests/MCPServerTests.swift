@@ -130,6 +130,38 @@ if os.environ.get("IGNORE_EOF"):
         loop.close()
     }
 
+    /// A crash is restarted on its own after the first delay, with no call asking; `restart()`
+    /// starts a new process at once, ends the calls in flight and forgets the failures.
+    func testACrashedServerIsRestartedAfterADelayAndRestartStartsItNow() throws {
+        let loop = try Loop()
+        let server = server(loop)
+        var outcome: MCPCallOutcome?
+        _ = server.call(tool: "echo", arguments: ["text": "crash"]) { outcome = $0 }
+        run(loop) { outcome != nil }
+        guard case .failed(let reason) = outcome else { return XCTFail("\(String(describing: outcome))") }
+        XCTAssertTrue(reason.hasPrefix("the server scripted failed during the call: "), reason)
+        XCTAssertEqual(server.failuresInARow, 1)
+        XCTAssertTrue(server.isWaitingToRestart)
+        XCTAssertTrue(logs.contains { $0.hasPrefix("warning restarting in 0.5 s (failure 1 in a row): ") }, "\(logs)")
+        run(loop) { server.status == .ready }
+        XCTAssertEqual(server.status, .ready, "restarted with nobody asking: \(logs)")
+        let restarted = try XCTUnwrap(server.pid)
+
+        outcome = nil
+        _ = server.call(tool: "slow", arguments: [:]) { outcome = $0 }
+        // The call was sent at once: the server is ready.
+        server.restart()
+        XCTAssertEqual(server.failuresInARow, 0)
+        run(loop) { outcome != nil && server.status == .ready }
+        XCTAssertEqual(outcome, .failed("the server scripted failed during the call: the server was restarted"))
+        XCTAssertNotEqual(server.pid, restarted)
+        XCTAssertEqual(server.failuresInARow, 0, "a restart asked for is no failure")
+        var stopped = false
+        server.stop { stopped = true }
+        run(loop) { stopped }
+        loop.close()
+    }
+
     func testAProgramThatIsNotThereFails() throws {
         let loop = try Loop()
         let server = MCPServer(settings: MCPServerSettings(name: "none", command: "confab-no-such-server",

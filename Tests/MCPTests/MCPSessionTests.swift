@@ -173,6 +173,27 @@ final class MCPSessionTests: XCTestCase {
         XCTAssertTrue(session.isFailed)
         XCTAssertLessThanOrEqual(id, MCPSession.maxListPages + 2)
     }
+
+    /// A call with a progress handler carries its id as the progress token; progress for it
+    /// reaches the handler, progress for another token or after the answer does not.
+    func testProgressOfACallInFlightReachesItsHandlerOnly() throws {
+        initialized()
+        var reports: [MCPProgress] = []
+        var outcome: MCPCallOutcome?
+        let id = try XCTUnwrap(session.call(tool: "get_time", arguments: [:], progress: { reports.append($0) }) { outcome = $0 })
+        XCTAssertEqual(sent.last?["params"]?["_meta"]?["progressToken"]?.int, id)
+        serve(#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":\#(id),"progress":1,"total":4,"message":"one"}}"#)
+        serve(#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":\#(id),"progress":2.5}}"#)
+        serve(#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":999,"progress":3}}"#)
+        serve(#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":\#(id),"progress":"many"}}"#)
+        serve(#"{"jsonrpc":"2.0","id":\#(id),"result":{"content":[{"type":"text","text":"now"}]}}"#)
+        serve(#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":\#(id),"progress":4}}"#)
+        XCTAssertEqual(reports, [MCPProgress(progress: 1, total: 4, message: "one"), MCPProgress(progress: 2.5)])
+        XCTAssertNotNil(outcome)
+        // A call without a handler asks for no progress.
+        session.call(tool: "get_time", arguments: [:]) { _ in }
+        XCTAssertNil(sent.last?["params"]?["_meta"])
+    }
 }
 
 final class MCPToolResultTests: XCTestCase {
