@@ -27,7 +27,7 @@ extension AttachSession {
         }
         let files: [FileAttachment]
         do throws(AttachmentProblem) {
-            files = try FileAttachment.readAll(words.map(Self.expandingHome), alreadyPending: pendingFiles)
+            files = try FileAttachment.readAll(words.map(Self.expandingHome), alreadyPending: pendingFiles, regularOnly: true)
         } catch {
             transcript.error(error.description + (pendingFiles.isEmpty ? "" : " (the files attached before stay: /attach lists them)"))
             return

@@ -62,7 +62,7 @@ struct AttachmentCommand: ClientCommand {
                 expected = attachment
                 if toTerminal, attachment.type.isImage, !force {
                     throw Failure.message("not writing \(AttachmentText.summary(name: attachment.name, size: attachment.size, type: attachment.type)) "
-                        + "to a terminal: redirect it to a file (> \(SafeText.singleLine(attachment.name))), or give --force")
+                        + "to a terminal: redirect it to a file (> FILE), or give --force")
                 }
             } else if expected != attachment {
                 throw Failure.message("\(message) file \(number) changed while it was being read")

@@ -20,8 +20,9 @@ struct FileAttachment {
     var summary: String { AttachmentText.summary(name: name, size: size, type: type) }
 
     /// Reads `path` whole and checks it as the daemon will: a regular file (or a pipe, as
-    /// `<(git diff)` gives), text or an image by its bytes, within its type's size limit.
-    static func read(_ path: String) throws(AttachmentProblem) -> FileAttachment {
+    /// `<(git diff)` gives, unless `regularOnly`), text or an image by its bytes, within its
+    /// type's size limit.
+    static func read(_ path: String, regularOnly: Bool = false) throws(AttachmentProblem) -> FileAttachment {
         let status: FileStatus
         do {
             status = try Files.status(path: path)
@@ -32,6 +33,8 @@ struct FileAttachment {
         switch status.kind {
         case .directory: throw .directory(path: path)
         case .socket: throw .unreadable(path: path, reason: "it is a socket")
+        // A pipe nobody writes to, or a device, would hold the screen until it is written.
+        case .other where regularOnly: throw .unreadable(path: path, reason: "it is not a regular file")
         default: break
         }
         // A regular file too big for any attachment is not read at all: its first bytes say
@@ -95,13 +98,13 @@ struct FileAttachment {
 
     /// Every file of `paths`, read and checked, then checked together against the limits of
     /// one message: all of it before anything is sent.
-    static func readAll(_ paths: [String], alreadyPending: [FileAttachment] = []) throws(AttachmentProblem) -> [FileAttachment] {
+    static func readAll(_ paths: [String], alreadyPending: [FileAttachment] = [], regularOnly: Bool = false) throws(AttachmentProblem) -> [FileAttachment] {
         let count = alreadyPending.count + paths.count
         if count > AttachmentLimits.maxCount { throw .tooMany(count: count) }
         var files: [FileAttachment] = []
         var total = alreadyPending.reduce(0) { $0 + $1.size }
         for path in paths {
-            let file = try read(path)
+            let file = try read(path, regularOnly: regularOnly)
             total += file.size
             // Said as soon as it is known, before reading the files that remain.
             if total > AttachmentLimits.maxMessageBytes { throw .messageTooBig(total: total) }

@@ -42,6 +42,22 @@ final class AttachmentScreenTests: TmuxTestCase {
         let getter = try tmux.start(harness.confabCommand(["attachment", id, "m1", "1"]))
         let refused = try tmux.waitForText(getter, "[exit 1]")
         XCTAssertTrue(refused.contains("not writing pixel.png, 69 B, image/png to a terminal"), refused)
+        // The advice names no file: a name is the sender's text, never part of a command to paste.
+        XCTAssertTrue(refused.contains("redirect it to a file (> FILE)"), refused)
+    }
+
+    /// A pipe nobody writes to would hold the screen until written: /attach takes regular files only.
+    func testAttachRefusesAPipeInsteadOfWaitingForIt() throws {
+        let id = try new()
+        let fifo = harness.directory + "/waiting.fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let ana = try attach(id, name: "ana")
+        try tmux.type(ana, "/attach waiting.fifo")
+        try tmux.send(ana, ["Enter"])
+        try tmux.waitForText(ana, "cannot attach waiting.fifo: cannot read it (it is not a regular file)")
+        try tmux.type(ana, "/attach")
+        try tmux.send(ana, ["Enter"])
+        try tmux.waitForText(ana, "-- no files attached: /attach PATH adds one to the next message --")
     }
 
     func testATextFileWrittenToATerminalCannotDriveIt() throws {
