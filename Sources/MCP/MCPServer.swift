@@ -185,6 +185,9 @@ public final class MCPServer {
     }
 
     private func start() {
+        // A restart during start-up: the earlier start's deadline is not this one's.
+        startupTimer?.close()
+        startupTimer = nil
         if let previous = process {
             // A server that broke the protocol and has not exited yet is not waited for.
             previous.signalGroup(SIGKILL)

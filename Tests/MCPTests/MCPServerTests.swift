@@ -172,4 +172,33 @@ if os.environ.get("IGNORE_EOF"):
         XCTAssertTrue(reason.contains("cannot start confab-no-such-server"), reason)
         loop.close()
     }
+
+    /// A restart during start-up starts the start-up time again: the first start's deadline,
+    /// passed while the second start is still under way, does not fail it.
+    func testARestartDuringStartUpIsNotFailedByTheFirstStartsDeadline() throws {
+        let loop = try Loop()
+        var settings = MCPServerSettings(name: "mute", command: "python3", arguments: ["-c", "import sys\nfor line in sys.stdin: pass"],
+                                         passedEnvironment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
+        settings.startupTimeoutSeconds = 4
+        let server = MCPServer(settings: settings, loop: loop) { [unowned self] level, text in logs.append("\(level) \(text)") }
+        var statuses: [MCPServer.Status] = []
+        server.whenReady { statuses.append($0) }
+        let firstStart = loop.now
+        XCTAssertEqual(server.status, .starting)
+        run(loop) { loop.now >= firstStart + 2000 }
+        server.restart()
+        let restartedAt = loop.now
+        // Past the first start's deadline, well before the second's.
+        run(loop) { loop.now >= firstStart + 4500 || server.status != .starting }
+        if restartedAt + 4000 > loop.now {
+            XCTAssertEqual(server.status, .starting, "the first start's deadline failed the second start: \(logs)")
+        }
+        run(loop) { server.status != .starting }
+        XCTAssertEqual(server.status, .failed("the server did not finish starting within 4 s"))
+        XCTAssertGreaterThanOrEqual(loop.now, restartedAt + 4000, "the second start had its own 4 s")
+        var stopped = false
+        server.stop(graceMilliseconds: 200) { stopped = true }
+        run(loop) { stopped }
+        loop.close()
+    }
 }
