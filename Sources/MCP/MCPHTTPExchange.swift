@@ -177,3 +177,54 @@ public struct MCPHTTPEventStream {
         return messages
     }
 }
+
+/// The messages of a session waiting for the notification or response POSTed before them to
+/// be accepted. The daemon's own messages (notifications such as `notifications/cancelled`,
+/// and requests) go first, in the order written; answers to the server's own requests (a
+/// `ping`) after them, in theirs. The server decides how many of those it asks for and how
+/// long it holds each POST open: the outbox is bounded in messages and bytes, and past that
+/// the server is treated as broken.
+public struct MCPHTTPOutbox: Sendable {
+    public static let maxMessages = 1000
+    public static let maxBytes = 4 << 20
+
+    private var own: [[UInt8]] = []
+    private var answers: [[UInt8]] = []
+    public private(set) var bytes = 0
+
+    public init() {}
+
+    public var count: Int { own.count + answers.count }
+    public var isEmpty: Bool { own.isEmpty && answers.isEmpty }
+
+    /// Queues `line`; false, and nothing queued, when it would pass a bound.
+    public mutating func append(_ line: [UInt8]) -> Bool {
+        guard count < Self.maxMessages, bytes + line.count <= Self.maxBytes else { return false }
+        bytes += line.count
+        switch RPC.parse(line) {
+        case .success(.response), .success(.errorResponse): answers.append(line)
+        default: own.append(line)
+        }
+        return true
+    }
+
+    /// The message to POST next, taken out.
+    public mutating func next() -> [UInt8]? {
+        let line: [UInt8]
+        if !own.isEmpty {
+            line = own.removeFirst()
+        } else if !answers.isEmpty {
+            line = answers.removeFirst()
+        } else {
+            return nil
+        }
+        bytes -= line.count
+        return line
+    }
+
+    public mutating func removeAll() {
+        own = []
+        answers = []
+        bytes = 0
+    }
+}

@@ -16,7 +16,8 @@ import EventLoop
 ///
 /// A notification or response is POSTed only once the one before it was accepted, so a
 /// server sees `notifications/initialized` before the requests that follow it; requests go
-/// out side by side.
+/// out side by side. What waits is bounded (`MCPHTTPOutbox`), and the daemon's own messages
+/// (`notifications/cancelled`) go before answers to the server's requests.
 public final class MCPHTTPTransport {
     /// A message from the server, for the session.
     public var onMessage: (([UInt8]) -> Void)?
@@ -33,7 +34,7 @@ public final class MCPHTTPTransport {
     /// The reader of what the server sends: each POST and the GET, until it ends.
     private var exchanges: [ObjectIdentifier: Exchange] = [:]
     /// Messages waiting for the notification or response before them to be accepted.
-    private var queue: [[UInt8]] = []
+    private var queue = MCPHTTPOutbox()
     private var waitingForAcceptance = false
     private var initializeID: Int?
     /// The GET stream, while it is open.
@@ -60,7 +61,9 @@ public final class MCPHTTPTransport {
     public func send(_ line: [UInt8]) {
         guard !isOver else { return }
         if waitingForAcceptance {
-            queue.append(line)
+            guard queue.append(line) else {
+                return fail("more than \(MCPHTTPOutbox.maxMessages) messages or \(MCPHTTPOutbox.maxBytes) bytes wait for the server to accept the one before them")
+            }
         } else {
             post(line)
         }
@@ -311,8 +314,8 @@ public final class MCPHTTPTransport {
 
     private func releaseQueue() {
         waitingForAcceptance = false
-        while !queue.isEmpty, !waitingForAcceptance, !isOver {
-            post(queue.removeFirst())
+        while !waitingForAcceptance, !isOver, let line = queue.next() {
+            post(line)
         }
     }
 
@@ -326,7 +329,7 @@ public final class MCPHTTPTransport {
         isOver = true
         for exchange in exchanges.values { multi.cancel(exchange.transfer) }
         exchanges = [:]
-        queue = []
+        queue.removeAll()
         listening = nil
         listenAgain?.close()
         listenAgain = nil
