@@ -12,6 +12,48 @@ public struct MCPHTTPEndpoint: Sendable, Equatable {
         self.url = url
         self.headers = headers
     }
+
+    /// The values of the URL's query parameters whose names are a credential's
+    /// (`?api_key=…`, `?access_token=…`): secrets, as they are written and percent-decoded.
+    public var queryCredentials: [String] {
+        guard let question = url.firstIndex(of: "?") else { return [] }
+        var found: [String] = []
+        for parameter in url[url.index(after: question)...].split(separator: "&") {
+            let parts = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[1].isEmpty, ToolHeader.namesCredential(Self.percentDecoded(parts[0])) else { continue }
+            let written = String(parts[1])
+            found.append(written)
+            let decoded = Self.percentDecoded(parts[1])
+            if decoded != written { found.append(decoded) }
+        }
+        return found
+    }
+
+    /// `%XX` as its byte and `+` as a space, as a query is written; a malformed escape stays as it is.
+    static func percentDecoded(_ text: Substring) -> String {
+        let bytes = Array(text.utf8)
+        var decoded: [UInt8] = []
+        var index = 0
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case 0x30...0x39: byte - 0x30
+            case 0x41...0x46: byte - 0x41 + 10
+            case 0x61...0x66: byte - 0x61 + 10
+            default: nil
+            }
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == 0x25, index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(byte == 0x2B ? 0x20 : byte)
+                index += 1
+            }
+        }
+        return String(decoding: decoded, as: UTF8.self)
+    }
 }
 
 /// What one HTTP answer of a Streamable HTTP server is, from its status and Content-Type
