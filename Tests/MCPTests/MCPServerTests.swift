@@ -201,4 +201,40 @@ if os.environ.get("IGNORE_EOF"):
         run(loop) { stopped }
         loop.close()
     }
+
+    /// A server that says its list changed each time it is listed: the log says so once in a while, not each time.
+    func testAToolListChangedLoopDoesNotFloodTheLog() throws {
+        let script = """
+        import json, sys
+        listed = 0
+        def send(m):
+            sys.stdout.write(json.dumps(m) + "\\n"); sys.stdout.flush()
+        for line in sys.stdin:
+            m = json.loads(line)
+            if m.get("method") == "initialize":
+                send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {"listChanged": True}}, "serverInfo": {"name": "loop", "version": "0"}}})
+            elif m.get("method") == "tools/list":
+                listed += 1
+                send({"jsonrpc": "2.0", "id": m["id"], "result": {"tools": [{"name": "t%d" % i} for i in range(listed)]}})
+                if listed < 100:
+                    send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        """
+        let loop = try Loop()
+        let settings = MCPServerSettings(name: "changing", command: "python3", arguments: ["-c", script],
+                                         passedEnvironment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
+        let server = MCPServer(settings: settings, loop: loop) { [unowned self] level, text in logs.append("\(level) \(text)") }
+        var changes = 0
+        server.onToolsChanged = { changes += 1 }
+        server.whenReady { _ in }
+        run(loop) { server.tools.count == 100 || server.status != .ready && server.status != .starting }
+        XCTAssertEqual(server.tools.count, 100, "\(logs)")
+        XCTAssertEqual(changes, 99, "every change still reaches the daemon")
+        let lines = logs.filter { $0.contains("tool list changed") }
+        XCTAssertGreaterThanOrEqual(lines.count, 1)
+        XCTAssertLessThanOrEqual(lines.count, 5, "\(lines)")
+        var stopped = false
+        server.stop(graceMilliseconds: 200) { stopped = true }
+        run(loop) { stopped }
+        loop.close()
+    }
 }
