@@ -198,7 +198,8 @@ public final class MCPServer {
             retired[generation] = previous
             process = nil
         }
-        transport?.close(endingSession: false)
+        // A restart over HTTP: the session it replaces is ended (DELETE, bounded), as a stop ends it.
+        transport?.close(endingSession: true)
         transport = nil
         generation += 1
         let mine = generation
