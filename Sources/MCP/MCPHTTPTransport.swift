@@ -179,7 +179,8 @@ public final class MCPHTTPTransport {
         case .eventStream:
             do throws(MCPHTTPEventStream.Failure) {
                 try exchange.events?.feed(bytes) { [unowned self] message in
-                    guard !isOver else { return }
+                    // Nothing after the response: the exchange ended with it.
+                    guard !isOver, exchanges[ObjectIdentifier(exchange)] != nil else { return }
                     deliver(message, from: exchange)
                 }
             } catch {
@@ -202,6 +203,7 @@ public final class MCPHTTPTransport {
     }
 
     private func deliver(_ message: [UInt8], from exchange: Exchange) {
+        let wasAnswered = exchange.isAnswered
         if case .request(let id, _) = exchange.kind, case .success(let frame) = RPC.parse(message) {
             switch frame {
             case .response(let answered, let result) where answered.int == id:
@@ -216,6 +218,11 @@ public final class MCPHTTPTransport {
             }
         }
         onMessage?(message)
+        // The response an event stream was for has come: its exchange is over, even if the
+        // server keeps the stream open (a connection, and a reader, held for nothing).
+        if !wasAnswered, exchange.isAnswered, exchange.answer == .eventStream, !isOver, exchanges[ObjectIdentifier(exchange)] != nil {
+            end(exchange)
+        }
     }
 
     private func completed(_ exchange: Exchange, _ outcome: CurlOutcome) {
