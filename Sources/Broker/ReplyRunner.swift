@@ -203,7 +203,8 @@ final class ReplyRunner {
                                  taken: Set(offered.map(\.name)))
         for (server, tool) in fromServers {
             guard let name = names.byTarget[MCPToolNames.Target(server: server.settings.name, tool: tool.name)] else { continue }
-            offered.append(OfferedTool(name: name, description: tool.description, parameters: tool.inputSchema,
+            // The server's words go to the model server: redacted, as in `tools.list`.
+            offered.append(OfferedTool(name: name, description: secrets.redacting(tool.description), parameters: tool.inputSchema,
                                        approval: server.settings.approval(for: tool.name) == .always ? .always : .never,
                                        source: .mcp(server, tool: tool)))
         }

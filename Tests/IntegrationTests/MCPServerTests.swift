@@ -231,10 +231,10 @@ final class MCPIntegrationTests: XCTestCase {
             [mcp.leaky]
             command = "\(Self.venv)/bin/python"
             args = ["\(Self.root)/scripts/mcp-test-server.py"]
-            env = { CONFAB_MCP_ECHOED_VARIABLE = "GITHUB_PERSONAL_ACCESS_TOKEN", GITHUB_PERSONAL_ACCESS_TOKEN = "\(token)" }
+            env = { CONFAB_MCP_ECHOED_VARIABLE = "GITHUB_PERSONAL_ACCESS_TOKEN", GITHUB_PERSONAL_ACCESS_TOKEN = "\(token)", CONFAB_MCP_HOSTILE_DESCRIPTION = "Uses \(token)." }
             approval = "never"
 
-            """, tools: #", "leaky.variable""#))
+            """, tools: #", "leaky.variable", "leaky.odd""#))
         let (asker, _, id) = try attachedPair()
         let reply = try send(asker, id, #"[[tool:leaky__variable {}]]"#)
         let notes = try follow(asker, reply)
@@ -242,6 +242,8 @@ final class MCPIntegrationTests: XCTestCase {
         XCTAssertEqual(result["content"]?.string, "GITHUB_PERSONAL_ACCESS_TOKEN=[secret]", "\(result)")
         let toolTurn = try XCTUnwrap(modelRequests().last?["body"]?["messages"]?.array?.last)
         XCTAssertEqual(toolTurn["content"]?.string, "GITHUB_PERSONAL_ACCESS_TOKEN=[secret]")
+        let offered = (modelRequests().first?["body"]?["tools"]?.array ?? []).compactMap { $0["function"] }
+        XCTAssertEqual(offered.first { $0["name"]?.string == "leaky__odd" }?["description"]?.string, "Uses [secret].", "\(offered)")
         XCTAssertFalse(harness.log().contains(token), harness.log())
     }
 
