@@ -100,6 +100,16 @@ if os.environ.get("CONFAB_MCP_HOSTILE_DESCRIPTION"):
         return "odd"
 
 
+# CONFAB_MCP_ECHOED_VARIABLE: one more tool, `variable`, that answers with the value of the
+# environment variable of that name (a server that puts a credential in its results).
+if os.environ.get("CONFAB_MCP_ECHOED_VARIABLE"):
+    @server.tool()
+    def variable() -> str:
+        """Says the value of an environment variable."""
+        name = os.environ["CONFAB_MCP_ECHOED_VARIABLE"]
+        return f"{name}={os.environ.get(name, '')}"
+
+
 if __name__ == "__main__":
     mark("pid", str(os.getpid()))
     server.run()

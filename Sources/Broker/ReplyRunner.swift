@@ -193,7 +193,7 @@ final class ReplyRunner {
                                            approval: definition.approval, source: .http(definition)))
                 continue
             }
-            let parts = entry.split(separator: ".", maxSplits: 1).map(String.init)
+            let parts = entry.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             guard let server = mcp.byName[parts[0]], server.status == .ready else { continue }
             for tool in server.tools where parts.count == 1 || tool.name == parts[1] {
                 if !fromServers.contains(where: { $0.0 === server && $0.1.name == tool.name }) { fromServers.append((server, tool)) }
@@ -203,7 +203,8 @@ final class ReplyRunner {
                                  taken: Set(offered.map(\.name)))
         for (server, tool) in fromServers {
             guard let name = names.byTarget[MCPToolNames.Target(server: server.settings.name, tool: tool.name)] else { continue }
-            offered.append(OfferedTool(name: name, description: tool.description, parameters: tool.inputSchema,
+            // The server's words go to the model server: redacted, as in `tools.list`.
+            offered.append(OfferedTool(name: name, description: secrets.redacting(tool.description), parameters: tool.inputSchema,
                                        approval: server.settings.approval(for: tool.name) == .always ? .always : .never,
                                        source: .mcp(server, tool: tool)))
         }
@@ -215,7 +216,7 @@ final class ReplyRunner {
         guard let name = conversation.profile, let profile = profiles[name] else { return [] }
         var servers: [MCPServer] = []
         for entry in profile.tools where tools[entry] == nil {
-            let serverName = String(entry.split(separator: ".", maxSplits: 1)[0])
+            let serverName = String(entry.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)[0])
             if let server = mcp.byName[serverName], !servers.contains(where: { $0 === server }) { servers.append(server) }
         }
         return servers

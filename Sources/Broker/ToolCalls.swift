@@ -193,10 +193,7 @@ extension ReplyRunner {
     /// (replaced by a newer one), and the last held is sent before the call's `tool.completed`.
     /// The tool's words are untrusted: redacted, control characters as `?`, cut short.
     private func report(_ update: MCPProgress, of run: ToolRun, of reply: Reply, in conversation: Conversation) {
-        let text = update.message.map { words in
-            let safe = Self.loggable(secrets.redacting(words))
-            return safe.count > ToolProgress.maxTextCharacters ? String(safe.prefix(ToolProgress.maxTextCharacters - 1)) + "…" : safe
-        }
+        let text = update.message.map { Self.progressText($0, secrets: secrets) }
         let progress = ToolProgress(message: run.message.id, call: run.call.id, tool: run.call.name,
                                     progress: update.progress, total: update.total, text: text)
         let now = loop.now
@@ -327,6 +324,34 @@ extension ReplyRunner {
 
     /// The least time between two `tool.progress` of one call.
     static let progressIntervalMilliseconds: UInt64 = 250
+
+    /// A tool's progress words as clients are shown them: cut to `ToolProgress.maxTextCharacters`
+    /// first (a long text is not redacted whole only to be cut), the part kept redacted as a cut
+    /// text (a secret the cut split is taken out too), then every Unicode control and format
+    /// character (C0, DEL, C1 such as U+009B, bidi overrides, zero-width characters) and line or
+    /// paragraph separator as `?`.
+    static func progressText(_ words: String, secrets: SecretRedactor) -> String {
+        let limit = ToolProgress.maxTextCharacters
+        var kept = Substring(words)
+        var isCut = false
+        if let end = words.index(words.startIndex, offsetBy: limit, limitedBy: words.endIndex), end < words.endIndex {
+            kept = words[..<words.index(words.startIndex, offsetBy: limit - 1)]
+            isCut = true
+        }
+        let redacted = secrets.redacting(String(kept), cutAtEnd: isCut)
+        var safe = String(String.UnicodeScalarView(redacted.unicodeScalars.map { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator: "?"
+            default: scalar
+            }
+        }))
+        // A joiner made `?` splits one character into several: the bound still holds.
+        if safe.count > (isCut ? limit - 1 : limit) {
+            safe = String(safe.prefix(limit - 1))
+            isCut = true
+        }
+        return isCut ? safe + "…" : safe
+    }
 
     /// Text from a URL or the model as the log may show it: at most 300 characters, control characters as `?`.
     static func loggable(_ text: String) -> String {

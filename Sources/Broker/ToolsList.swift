@@ -55,7 +55,7 @@ extension Broker {
     private func listedServers(offeredBy profile: Profile?) -> [MCPServer] {
         let all = current.value.mcpServers.compactMap { replies.mcp.byName[$0.name] }
         guard let profile else { return all }
-        let named = Set(profile.tools.filter { current.tools[$0] == nil }.map { String($0.split(separator: ".", maxSplits: 1)[0]) })
+        let named = Set(profile.tools.filter { current.tools[$0] == nil }.map { String($0.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)[0]) })
         return all.filter { named.contains($0.settings.name) }
     }
 
@@ -73,7 +73,7 @@ extension Broker {
         var entries: [(server: MCPServer, only: String?)] = []
         if let profile {
             for entry in profile.tools where current.tools[entry] == nil {
-                let parts = entry.split(separator: ".", maxSplits: 1).map(String.init)
+                let parts = entry.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
                 if let server = replies.mcp.byName[parts[0]] { entries.append((server, parts.count > 1 ? parts[1] : nil)) }
             }
         } else {

@@ -57,12 +57,15 @@ extension Settings {
         var listed: Set<String> = []
         for tool in toolNames {
             // An HTTP tool, an MCP server (all its tools) or one tool of a server (`server.tool`).
-            let parts = tool.split(separator: ".", maxSplits: 1).map(String.init)
+            let parts = tool.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            if tools[tool] == nil, parts.contains(where: \.isEmpty) {
+                throw table.error("tools", tool.isEmpty ? "names an empty tool"
+                                  : "names \"\(tool)\": a server's name must come before the dot and a tool's name after it")
+            }
             if tools[tool] == nil, let server = mcpServers.first(where: { $0.name == parts[0] }) {
                 if parts.count == 2, let offered = server.tools, !offered.contains(parts[1]) {
                     throw table.error("tools", "names \"\(tool)\", which is not among the tools [mcp.\(server.name)] offers: \(offered.joined(separator: ", "))")
                 }
-                if parts.count == 2, parts[1].isEmpty { throw table.error("tools", "names \"\(tool)\": a tool name must follow the dot") }
             } else if tools[tool] == nil {
                 let known = tools.names + mcpServers.map(\.name)
                 throw table.error("tools", "names no configured tool\(mcpServers.isEmpty ? "" : " or MCP server"): \"\(tool)\"" + (known.isEmpty ? " (there are none)" : " (there are: \(known.joined(separator: ", ")))"))

@@ -39,14 +39,20 @@ public struct Settings {
     /// of every provider header (`headers` may replace the API's own auth header:
     /// `api-key = "K"`, `Authorization = "Bearer K"`), and the value of each secret tool header
     /// (read from the environment or a file, or written inline under a credential's name), and
-    /// likewise of each secret header of an MCP server over HTTP.
+    /// likewise of each secret header of an MCP server over HTTP; of an MCP server, too, each
+    /// `env` variable whose name is a credential's (`GITHUB_PERSONAL_ACCESS_TOKEN`,
+    /// `API_KEY`) and each credential-named query parameter of its `url` (`?api_key=…`).
     public var secretValues: [String] {
         let configs = [upstream] + providers.map(\.config)
         let keys = configs.compactMap(\.apiKey)
         let providerHeaders = configs.flatMap(\.headers).map(\.value)
         let toolHeaders = tools.sorted.flatMap(\.headers).filter(\.isSecret).map(\.value)
         let mcpHeaders = mcpServers.compactMap(\.http).flatMap(\.headers).filter(\.isSecret).map(\.value)
-        return keys + providerHeaders + toolHeaders + mcpHeaders
+        let mcpEnvironment = mcpServers.flatMap { server in
+            server.environment.filter { ToolHeader.namesCredential($0.key) }.map(\.value).sorted()
+        }
+        let mcpQueries = mcpServers.compactMap(\.http).flatMap(\.queryCredentials)
+        return keys + providerHeaders + toolHeaders + mcpHeaders + mcpEnvironment + mcpQueries
     }
 
     public var secrets: SecretRedactor { SecretRedactor(secrets: secretValues) }

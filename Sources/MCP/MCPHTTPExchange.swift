@@ -12,6 +12,48 @@ public struct MCPHTTPEndpoint: Sendable, Equatable {
         self.url = url
         self.headers = headers
     }
+
+    /// The values of the URL's query parameters whose names are a credential's
+    /// (`?api_key=…`, `?access_token=…`): secrets, as they are written and percent-decoded.
+    public var queryCredentials: [String] {
+        guard let question = url.firstIndex(of: "?") else { return [] }
+        var found: [String] = []
+        for parameter in url[url.index(after: question)...].split(separator: "&") {
+            let parts = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[1].isEmpty, ToolHeader.namesCredential(Self.percentDecoded(parts[0])) else { continue }
+            let written = String(parts[1])
+            found.append(written)
+            let decoded = Self.percentDecoded(parts[1])
+            if decoded != written { found.append(decoded) }
+        }
+        return found
+    }
+
+    /// `%XX` as its byte and `+` as a space, as a query is written; a malformed escape stays as it is.
+    static func percentDecoded(_ text: Substring) -> String {
+        let bytes = Array(text.utf8)
+        var decoded: [UInt8] = []
+        var index = 0
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case 0x30...0x39: byte - 0x30
+            case 0x41...0x46: byte - 0x41 + 10
+            case 0x61...0x66: byte - 0x61 + 10
+            default: nil
+            }
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == 0x25, index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(byte == 0x2B ? 0x20 : byte)
+                index += 1
+            }
+        }
+        return String(decoding: decoded, as: UTF8.self)
+    }
 }
 
 /// What one HTTP answer of a Streamable HTTP server is, from its status and Content-Type
@@ -175,5 +217,56 @@ public struct MCPHTTPEventStream {
         }
         if let failure { throw failure }
         return messages
+    }
+}
+
+/// The messages of a session waiting for the notification or response POSTed before them to
+/// be accepted. The daemon's own messages (notifications such as `notifications/cancelled`,
+/// and requests) go first, in the order written; answers to the server's own requests (a
+/// `ping`) after them, in theirs. The server decides how many of those it asks for and how
+/// long it holds each POST open: the outbox is bounded in messages and bytes, and past that
+/// the server is treated as broken.
+public struct MCPHTTPOutbox: Sendable {
+    public static let maxMessages = 1000
+    public static let maxBytes = 4 << 20
+
+    private var own: [[UInt8]] = []
+    private var answers: [[UInt8]] = []
+    public private(set) var bytes = 0
+
+    public init() {}
+
+    public var count: Int { own.count + answers.count }
+    public var isEmpty: Bool { own.isEmpty && answers.isEmpty }
+
+    /// Queues `line`; false, and nothing queued, when it would pass a bound.
+    public mutating func append(_ line: [UInt8]) -> Bool {
+        guard count < Self.maxMessages, bytes + line.count <= Self.maxBytes else { return false }
+        bytes += line.count
+        switch RPC.parse(line) {
+        case .success(.response), .success(.errorResponse): answers.append(line)
+        default: own.append(line)
+        }
+        return true
+    }
+
+    /// The message to POST next, taken out.
+    public mutating func next() -> [UInt8]? {
+        let line: [UInt8]
+        if !own.isEmpty {
+            line = own.removeFirst()
+        } else if !answers.isEmpty {
+            line = answers.removeFirst()
+        } else {
+            return nil
+        }
+        bytes -= line.count
+        return line
+    }
+
+    public mutating func removeAll() {
+        own = []
+        answers = []
+        bytes = 0
     }
 }

@@ -16,7 +16,8 @@ import EventLoop
 ///
 /// A notification or response is POSTed only once the one before it was accepted, so a
 /// server sees `notifications/initialized` before the requests that follow it; requests go
-/// out side by side.
+/// out side by side. What waits is bounded (`MCPHTTPOutbox`), and the daemon's own messages
+/// (`notifications/cancelled`) go before answers to the server's requests.
 public final class MCPHTTPTransport {
     /// A message from the server, for the session.
     public var onMessage: (([UInt8]) -> Void)?
@@ -33,7 +34,7 @@ public final class MCPHTTPTransport {
     /// The reader of what the server sends: each POST and the GET, until it ends.
     private var exchanges: [ObjectIdentifier: Exchange] = [:]
     /// Messages waiting for the notification or response before them to be accepted.
-    private var queue: [[UInt8]] = []
+    private var queue = MCPHTTPOutbox()
     private var waitingForAcceptance = false
     private var initializeID: Int?
     /// The GET stream, while it is open.
@@ -60,7 +61,9 @@ public final class MCPHTTPTransport {
     public func send(_ line: [UInt8]) {
         guard !isOver else { return }
         if waitingForAcceptance {
-            queue.append(line)
+            guard queue.append(line) else {
+                return fail("more than \(MCPHTTPOutbox.maxMessages) messages or \(MCPHTTPOutbox.maxBytes) bytes wait for the server to accept the one before them")
+            }
         } else {
             post(line)
         }
@@ -176,7 +179,8 @@ public final class MCPHTTPTransport {
         case .eventStream:
             do throws(MCPHTTPEventStream.Failure) {
                 try exchange.events?.feed(bytes) { [unowned self] message in
-                    guard !isOver else { return }
+                    // Nothing after the response: the exchange ended with it.
+                    guard !isOver, exchanges[ObjectIdentifier(exchange)] != nil else { return }
                     deliver(message, from: exchange)
                 }
             } catch {
@@ -199,6 +203,7 @@ public final class MCPHTTPTransport {
     }
 
     private func deliver(_ message: [UInt8], from exchange: Exchange) {
+        let wasAnswered = exchange.isAnswered
         if case .request(let id, _) = exchange.kind, case .success(let frame) = RPC.parse(message) {
             switch frame {
             case .response(let answered, let result) where answered.int == id:
@@ -213,6 +218,11 @@ public final class MCPHTTPTransport {
             }
         }
         onMessage?(message)
+        // The response an event stream was for has come: its exchange is over, even if the
+        // server keeps the stream open (a connection, and a reader, held for nothing).
+        if !wasAnswered, exchange.isAnswered, exchange.answer == .eventStream, !isOver, exchanges[ObjectIdentifier(exchange)] != nil {
+            end(exchange)
+        }
     }
 
     private func completed(_ exchange: Exchange, _ outcome: CurlOutcome) {
@@ -311,8 +321,8 @@ public final class MCPHTTPTransport {
 
     private func releaseQueue() {
         waitingForAcceptance = false
-        while !queue.isEmpty, !waitingForAcceptance, !isOver {
-            post(queue.removeFirst())
+        while !waitingForAcceptance, !isOver, let line = queue.next() {
+            post(line)
         }
     }
 
@@ -326,7 +336,7 @@ public final class MCPHTTPTransport {
         isOver = true
         for exchange in exchanges.values { multi.cancel(exchange.transfer) }
         exchanges = [:]
-        queue = []
+        queue.removeAll()
         listening = nil
         listenAgain?.close()
         listenAgain = nil

@@ -18,6 +18,8 @@ public final class MCPServer {
     public static let maxFailuresInARow = 5
     /// A server that was ready this long before it failed ran well: its failures count from zero again.
     public static let stableMilliseconds: UInt64 = 60_000
+    /// The least time between two "tool list changed" log lines of one server.
+    public static let toolsChangedLogIntervalMilliseconds: UInt64 = 10_000
 
     public enum Status: Equatable, Sendable {
         case stopped, starting, ready
@@ -73,6 +75,8 @@ public final class MCPServer {
     /// When the running process became ready: whether it ran well before it failed.
     private var readyAt: UInt64?
     private var gaveUpAt: UInt64?
+    private var toolsChangedLoggedAt: UInt64?
+    private var toolsChangedUnlogged = 0
 
     /// `launcher`: a program and arguments the server's command is run through (the daemon's
     /// own start-up shim that ties the server's life to the daemon's); empty: run it directly.
@@ -185,13 +189,17 @@ public final class MCPServer {
     }
 
     private func start() {
+        // A restart during start-up: the earlier start's deadline is not this one's.
+        startupTimer?.close()
+        startupTimer = nil
         if let previous = process {
             // A server that broke the protocol and has not exited yet is not waited for.
             previous.signalGroup(SIGKILL)
             retired[generation] = previous
             process = nil
         }
-        transport?.close(endingSession: false)
+        // A restart over HTTP: the session it replaces is ended (DELETE, bounded), as a stop ends it.
+        transport?.close(endingSession: true)
         transport = nil
         generation += 1
         let mine = generation
@@ -207,8 +215,7 @@ public final class MCPServer {
             settle(.ready)
         }
         session.onToolsChanged = { [unowned self] in
-            log("info", "tool list changed: \(session.tools.count) tools")
-            warnOfMissingTools(listed: session.tools)
+            logToolsChanged(session.tools)
             onToolsChanged?()
         }
         session.onFailed = { [unowned self, unowned session] reason in
@@ -297,6 +304,20 @@ public final class MCPServer {
         transport.onMessage = { [weak session] message in session?.receive(message) }
         transport.onFailure = { [weak session] reason in session?.fail(reason) }
         return session
+    }
+
+    /// A server may say its list changed over and over: one line per
+    /// `toolsChangedLogIntervalMilliseconds`, saying how many changes went unlogged.
+    private func logToolsChanged(_ listed: [MCPTool]) {
+        if let last = toolsChangedLoggedAt, loop.now - last < Self.toolsChangedLogIntervalMilliseconds {
+            toolsChangedUnlogged += 1
+            return
+        }
+        toolsChangedLoggedAt = loop.now
+        let unlogged = toolsChangedUnlogged > 0 ? " (after \(toolsChangedUnlogged) more changes not logged)" : ""
+        toolsChangedUnlogged = 0
+        log("info", "tool list changed: \(listed.count) tools\(unlogged)")
+        warnOfMissingTools(listed: listed)
     }
 
     /// The config names tools (`tools`, `tool_approval`) before the server lists any: a name

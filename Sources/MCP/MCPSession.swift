@@ -11,6 +11,28 @@ public struct MCPTool: Sendable, Equatable {
         self.description = description
         self.inputSchema = inputSchema
     }
+
+    /// The longest description kept, in UTF-8 bytes: each goes to the model with every request.
+    public static let maxDescriptionBytes = 8 << 10
+    /// What ends a description that was cut.
+    public static let cutMark = " …[cut]"
+
+    /// `description` as kept: at most `maxDescriptionBytes`, cut at a character with `cutMark`.
+    public static func keptDescription(_ description: String) -> String {
+        guard description.utf8.count > maxDescriptionBytes else { return description }
+        let room = maxDescriptionBytes - cutMark.utf8.count
+        var kept = ""
+        var bytes = 0
+        for character in description {
+            bytes += character.utf8.count
+            guard bytes <= room else { break }
+            kept.append(character)
+        }
+        return kept + cutMark
+    }
+
+    /// What it holds, in bytes, towards a listing's bound.
+    var listedBytes: Int { name.utf8.count + description.utf8.count + inputSchema.bytes.count }
 }
 
 /// What a `tools/call` came to: the server's answer (which may itself say the tool failed:
@@ -48,6 +70,8 @@ public final class MCPSession {
     /// Bounds on what a server may make us hold.
     public static let maxTools = 1000
     public static let maxListPages = 100
+    /// The most a whole tool listing may hold (names, descriptions as kept, schemas).
+    public static let maxListingBytes = 4 << 20
 
     public enum State: Equatable, Sendable {
         case created, initializing, listingTools, ready
@@ -74,7 +98,7 @@ public final class MCPSession {
 
     private enum Pending {
         case initialize
-        case listTools(collected: [MCPTool], pages: Int)
+        case listTools(collected: [MCPTool], pages: Int, bytes: Int)
         case call(tool: String, completion: (MCPCallOutcome) -> Void, progress: ((MCPProgress) -> Void)?)
     }
     private var pending: [Int: Pending] = [:]
@@ -174,7 +198,7 @@ public final class MCPSession {
                 if pending.values.contains(where: { if case .listTools = $0 { return true }; return false }) {
                     listAgain = true
                 } else {
-                    listTools(cursor: nil, collected: [], pages: 0)
+                    listTools(cursor: nil, collected: [], pages: 0, bytes: 0)
                 }
             case "notifications/message":
                 let level = params?["level"]?.string ?? "info"
@@ -209,24 +233,31 @@ public final class MCPSession {
                 // A server without tools: ready, with none.
                 finishListing([])
             } else {
-                listTools(cursor: nil, collected: [], pages: 0)
+                listTools(cursor: nil, collected: [], pages: 0, bytes: 0)
             }
-        case .listTools(let collected, let pages):
+        case .listTools(let collected, let pages, let bytes):
             var all = collected
+            var total = bytes
             for value in result["tools"]?.array ?? [] {
                 guard let name = value["name"]?.string, !name.isEmpty else { continue }
                 var schema = value["inputSchema"] ?? ["type": "object"]
                 if schema.object == nil { schema = ["type": "object"] }
-                all.append(MCPTool(name: name, description: value["description"]?.string ?? value["title"]?.string ?? "", inputSchema: schema))
-            }
-            if all.count > Self.maxTools {
-                return fail("the server lists more than \(Self.maxTools) tools")
+                let description = MCPTool.keptDescription(value["description"]?.string ?? value["title"]?.string ?? "")
+                let tool = MCPTool(name: name, description: description, inputSchema: schema)
+                total += tool.listedBytes
+                all.append(tool)
+                if all.count > Self.maxTools {
+                    return fail("the server lists more than \(Self.maxTools) tools")
+                }
+                if total > Self.maxListingBytes {
+                    return fail("the server's tool list holds more than \(Self.maxListingBytes >> 20) MiB of names, descriptions and schemas")
+                }
             }
             if let cursor = result["nextCursor"]?.string {
                 guard pages + 1 < Self.maxListPages else {
                     return fail("the server's tool list goes on past \(Self.maxListPages) pages")
                 }
-                listTools(cursor: cursor, collected: all, pages: pages + 1)
+                listTools(cursor: cursor, collected: all, pages: pages + 1, bytes: total)
             } else {
                 finishListing(all)
             }
@@ -251,14 +282,14 @@ public final class MCPSession {
         state = .ready
         if listAgain {
             listAgain = false
-            listTools(cursor: nil, collected: [], pages: 0)
+            listTools(cursor: nil, collected: [], pages: 0, bytes: 0)
         }
         if first { onReady?() } else { onToolsChanged?() }
     }
 
-    private func listTools(cursor: String?, collected: [MCPTool], pages: Int) {
+    private func listTools(cursor: String?, collected: [MCPTool], pages: Int, bytes: Int) {
         let params: JSON? = cursor.map { ["cursor": .string($0)] }
-        request("tools/list", params: params, as: .listTools(collected: collected, pages: pages))
+        request("tools/list", params: params, as: .listTools(collected: collected, pages: pages, bytes: bytes))
     }
 
     @discardableResult

@@ -40,6 +40,24 @@ final class MCPHTTPSettingsTests: XCTestCase {
         XCTAssertFalse("\(remote)".contains("key-from-the-environment"), "printing the settings shows no secret")
     }
 
+    /// A server's `env` variables named as credentials, and credential-named query parameters
+    /// of its `url`, are secrets: a server that echoes them has them redacted.
+    func testCredentialsInEnvAndInTheURLQueryAreSecrets() throws {
+        let settings = try load("""
+            [mcp.github]
+            command = "github-mcp"
+            env = { GITHUB_PERSONAL_ACCESS_TOKEN = "ghp_0123456789abcdef", LOG_LEVEL = "verbose-logging" }
+
+            [mcp.remote]
+            url = "https://mcp.example.test/mcp?region=eu-west-1a&api_key=k%2Fquery-secret-42&access_token=plain-token-777"
+            """)
+        let secrets = Set(settings.secretValues)
+        XCTAssertTrue(secrets.isSuperset(of: ["ghp_0123456789abcdef", "k%2Fquery-secret-42", "k/query-secret-42", "plain-token-777"]), "\(secrets.count)")
+        XCTAssertFalse(secrets.contains("verbose-logging"))
+        XCTAssertFalse(secrets.contains("eu-west-1a"))
+        XCTAssertEqual(settings.secrets.redacting("token ghp_0123456789abcdef, key k/query-secret-42"), "token [secret], key [secret]")
+    }
+
     func testErrorsNameTheKeyAndLine() {
         assertRejected("[mcp.x]\ncommand = \"a\"\nurl = \"http://127.0.0.1/mcp\"",
                        "config.toml: line 3: mcp.x.url cannot be given with command: a server is either run (command) or reached over HTTP (url)")

@@ -58,6 +58,14 @@ final class MCPSettingsTests: XCTestCase {
         assertRejected("[mcp.x]\ncommand = \"a\"\n[profiles.p]\ntools = [\"y\"]",
                        "config.toml: line 4: profiles.p.tools names no configured tool or MCP server: \"y\" (there are: x)")
         assertRejected("[mcp.x]\ncommand = \"a\"\n[profiles.p]\ntools = [\"x\", \"x\"]", "config.toml: line 4: profiles.p.tools names \"x\" twice")
+        // Empty names, and a dot without a name on each side, are refused (not a crash at start-up or reload).
+        assertRejected("[mcp.x]\ncommand = \"a\"\n[profiles.p]\ntools = [\"\"]", "config.toml: line 4: profiles.p.tools names an empty tool")
+        for bad in [".", "x.", ".t", ".."] {
+            assertRejected("[mcp.x]\ncommand = \"a\"\n[profiles.p]\ntools = [\"\(bad)\"]",
+                           "config.toml: line 4: profiles.p.tools names \"\(bad)\": a server's name must come before the dot and a tool's name after it")
+        }
+        assertRejected("[tools.t]\ndescription = \"d\"\nrequest = { url = \"http://127.0.0.1/x\" }\n[profiles.p]\ntools = [\".\"]",
+                       "config.toml: line 5: profiles.p.tools names \".\": a server's name must come before the dot and a tool's name after it")
         assertRejected("[tools.time]\ndescription = \"d\"\nrequest = { url = \"http://127.0.0.1/x\" }\n[mcp.time]\ncommand = \"a\"",
                        "config.toml: line 4: mcp.time has the name of a [tools.time] table too: a profile's tools = [\"time\"] must name one thing")
     }

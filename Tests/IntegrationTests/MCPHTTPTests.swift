@@ -203,6 +203,23 @@ final class MCPHTTPIntegrationTests: XCTestCase {
         XCTAssertEqual(try? String(contentsOfFile: markers + "/web/deleted", encoding: .utf8), sessionID)
     }
 
+    /// `mcp.restart` ends the session it replaces with a DELETE naming it, and starts a new one.
+    func testARestartEndsTheOldSessionWithADelete() throws {
+        let (client, id) = try conversation()
+        let session = try XCTUnwrap(try callResult(client, id, "[[tool:web__session {}]]")["content"]?.string)
+        let sessionID = try XCTUnwrap(session.split(separator: " ").dropFirst().first.map(String.init))
+        _ = try client.call("mcp.restart", ["server": "web"], timeout: 90)
+        let deadline = Date().addingTimeInterval(30)
+        var deleted: String?
+        while deleted != sessionID, Date() < deadline {
+            deleted = try? String(contentsOfFile: markers + "/web/deleted", encoding: .utf8)
+            usleep(20_000)
+        }
+        XCTAssertEqual(deleted, sessionID, harness.log())
+        let after = try XCTUnwrap(try callResult(client, id, "[[tool:web__session {}]]")["content"]?.string)
+        XCTAssertNotEqual(after, session, "a new session")
+    }
+
     /// `notifications/tools/list_changed` comes on the server's own stream (the GET): the tool
     /// list is fetched again and the next reply offers the new tool.
     func testAToolListChangeOnTheServersOwnStreamOffersTheNewTool() throws {

@@ -222,6 +222,31 @@ final class MCPIntegrationTests: XCTestCase {
         XCTAssertNotEqual(after, before)
     }
 
+    /// A server whose `env` holds a credential and puts it in its result: the result, the
+    /// model and the daemon's log see `[secret]`.
+    func testACredentialInEnvEchoedByTheServerIsRedacted() throws {
+        harness.tearDown()
+        let token = "ghp_confabTest0123456789abcdef"
+        harness = try Harness(config: config(extra: """
+            [mcp.leaky]
+            command = "\(Self.venv)/bin/python"
+            args = ["\(Self.root)/scripts/mcp-test-server.py"]
+            env = { CONFAB_MCP_ECHOED_VARIABLE = "GITHUB_PERSONAL_ACCESS_TOKEN", GITHUB_PERSONAL_ACCESS_TOKEN = "\(token)", CONFAB_MCP_HOSTILE_DESCRIPTION = "Uses \(token)." }
+            approval = "never"
+
+            """, tools: #", "leaky.variable", "leaky.odd""#))
+        let (asker, _, id) = try attachedPair()
+        let reply = try send(asker, id, #"[[tool:leaky__variable {}]]"#)
+        let notes = try follow(asker, reply)
+        let result = try XCTUnwrap(notes.first { $0.method == "tool.completed" }?.params["message"])
+        XCTAssertEqual(result["content"]?.string, "GITHUB_PERSONAL_ACCESS_TOKEN=[secret]", "\(result)")
+        let toolTurn = try XCTUnwrap(modelRequests().last?["body"]?["messages"]?.array?.last)
+        XCTAssertEqual(toolTurn["content"]?.string, "GITHUB_PERSONAL_ACCESS_TOKEN=[secret]")
+        let offered = (modelRequests().first?["body"]?["tools"]?.array ?? []).compactMap { $0["function"] }
+        XCTAssertEqual(offered.first { $0["name"]?.string == "leaky__odd" }?["description"]?.string, "Uses [secret].", "\(offered)")
+        XCTAssertFalse(harness.log().contains(token), harness.log())
+    }
+
     private func waitForLog(_ text: String, seconds: Double = 30) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {

@@ -89,4 +89,33 @@ final class MCPHTTPExchangeTests: XCTestCase {
         XCTAssertEqual(MCPHTTPExchange.refusal(status: 400, body: []), "HTTP 400")
         XCTAssertEqual(MCPHTTPExchange.refusal(status: 502, body: Array(String(repeating: "z", count: 5000).utf8)).count, "HTTP 502: ".count + 201)
     }
+
+    /// The daemon's own messages go before answers to the server's requests, each kind in
+    /// order; the outbox holds at most so many messages and bytes.
+    func testTheOutboxSendsTheDaemonsOwnMessagesFirstAndIsBounded() {
+        func line(_ text: String) -> [UInt8] { Array((text + "\n").utf8) }
+        var outbox = MCPHTTPOutbox()
+        let pong1 = line(#"{"jsonrpc":"2.0","id":"s1","result":{}}"#)
+        let pong2 = line(#"{"jsonrpc":"2.0","id":"s2","error":{"code":-32601,"message":"no"}}"#)
+        let cancelled = line(#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#)
+        let call = line(#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}"#)
+        for message in [pong1, pong2, cancelled, call] { XCTAssertTrue(outbox.append(message)) }
+        XCTAssertEqual(outbox.count, 4)
+        var sent: [[UInt8]] = []
+        while let next = outbox.next() { sent.append(next) }
+        XCTAssertEqual(sent, [cancelled, call, pong1, pong2])
+        XCTAssertTrue(outbox.isEmpty)
+        XCTAssertEqual(outbox.bytes, 0)
+
+        var full = 0
+        while outbox.append(pong1) { full += 1; if full > MCPHTTPOutbox.maxMessages + 1 { break } }
+        XCTAssertEqual(full, MCPHTTPOutbox.maxMessages, "bounded in messages")
+        XCTAssertFalse(outbox.append(cancelled), "a full outbox takes nothing more: the transport fails")
+        outbox.removeAll()
+        let big = [UInt8](repeating: 0x20, count: MCPHTTPOutbox.maxBytes / 2)
+        XCTAssertTrue(outbox.append(big))
+        XCTAssertTrue(outbox.append(big))
+        XCTAssertFalse(outbox.append(pong1), "bounded in bytes")
+        XCTAssertEqual(outbox.bytes, MCPHTTPOutbox.maxBytes)
+    }
 }

@@ -172,4 +172,69 @@ if os.environ.get("IGNORE_EOF"):
         XCTAssertTrue(reason.contains("cannot start confab-no-such-server"), reason)
         loop.close()
     }
+
+    /// A restart during start-up starts the start-up time again: the first start's deadline,
+    /// passed while the second start is still under way, does not fail it.
+    func testARestartDuringStartUpIsNotFailedByTheFirstStartsDeadline() throws {
+        let loop = try Loop()
+        var settings = MCPServerSettings(name: "mute", command: "python3", arguments: ["-c", "import sys\nfor line in sys.stdin: pass"],
+                                         passedEnvironment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
+        settings.startupTimeoutSeconds = 4
+        let server = MCPServer(settings: settings, loop: loop) { [unowned self] level, text in logs.append("\(level) \(text)") }
+        var statuses: [MCPServer.Status] = []
+        server.whenReady { statuses.append($0) }
+        let firstStart = loop.now
+        XCTAssertEqual(server.status, .starting)
+        run(loop) { loop.now >= firstStart + 2000 }
+        server.restart()
+        let restartedAt = loop.now
+        // Past the first start's deadline, well before the second's.
+        run(loop) { loop.now >= firstStart + 4500 || server.status != .starting }
+        if restartedAt + 4000 > loop.now {
+            XCTAssertEqual(server.status, .starting, "the first start's deadline failed the second start: \(logs)")
+        }
+        run(loop) { server.status != .starting }
+        XCTAssertEqual(server.status, .failed("the server did not finish starting within 4 s"))
+        XCTAssertGreaterThanOrEqual(loop.now, restartedAt + 4000, "the second start had its own 4 s")
+        var stopped = false
+        server.stop(graceMilliseconds: 200) { stopped = true }
+        run(loop) { stopped }
+        loop.close()
+    }
+
+    /// A server that says its list changed each time it is listed: the log says so once in a while, not each time.
+    func testAToolListChangedLoopDoesNotFloodTheLog() throws {
+        let script = """
+        import json, sys
+        listed = 0
+        def send(m):
+            sys.stdout.write(json.dumps(m) + "\\n"); sys.stdout.flush()
+        for line in sys.stdin:
+            m = json.loads(line)
+            if m.get("method") == "initialize":
+                send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {"listChanged": True}}, "serverInfo": {"name": "loop", "version": "0"}}})
+            elif m.get("method") == "tools/list":
+                listed += 1
+                send({"jsonrpc": "2.0", "id": m["id"], "result": {"tools": [{"name": "t%d" % i} for i in range(listed)]}})
+                if listed < 100:
+                    send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        """
+        let loop = try Loop()
+        let settings = MCPServerSettings(name: "changing", command: "python3", arguments: ["-c", script],
+                                         passedEnvironment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
+        let server = MCPServer(settings: settings, loop: loop) { [unowned self] level, text in logs.append("\(level) \(text)") }
+        var changes = 0
+        server.onToolsChanged = { changes += 1 }
+        server.whenReady { _ in }
+        run(loop) { server.tools.count == 100 || server.status != .ready && server.status != .starting }
+        XCTAssertEqual(server.tools.count, 100, "\(logs)")
+        XCTAssertEqual(changes, 99, "every change still reaches the daemon")
+        let lines = logs.filter { $0.contains("tool list changed") }
+        XCTAssertGreaterThanOrEqual(lines.count, 1)
+        XCTAssertLessThanOrEqual(lines.count, 5, "\(lines)")
+        var stopped = false
+        server.stop(graceMilliseconds: 200) { stopped = true }
+        run(loop) { stopped }
+        loop.close()
+    }
 }

@@ -194,6 +194,27 @@ final class MCPSessionTests: XCTestCase {
         session.call(tool: "get_time", arguments: [:]) { _ in }
         XCTAssertNil(sent.last?["params"]?["_meta"])
     }
+    /// A long description is cut with a mark; too large a listing fails the server.
+    func testToolDescriptionsAreCutAndTheListingIsBounded() throws {
+        let long = String(repeating: "é", count: MCPTool.maxDescriptionBytes)
+        initialized(tools: #"[{"name":"long","description":"\#(long)"},{"name":"short","description":"Short"}]"#)
+        let kept = session.tools[0].description
+        XCTAssertTrue(kept.hasSuffix(MCPTool.cutMark), String(kept.suffix(20)))
+        XCTAssertLessThanOrEqual(kept.utf8.count, MCPTool.maxDescriptionBytes)
+        XCTAssertGreaterThan(kept.utf8.count, MCPTool.maxDescriptionBytes - 16)
+        XCTAssertEqual(session.tools[1].description, "Short")
+
+        // 600 tools of 8 KiB each: past the 4 MiB bound, on a refresh too.
+        var failure: String?
+        session.onFailed = { failure = $0 }
+        serve(#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#)
+        let id = try XCTUnwrap(sent.last?["id"]?.int)
+        let description = String(repeating: "d", count: MCPTool.maxDescriptionBytes - 100)
+        let many = (0..<600).map { #"{"name":"t\#($0)","description":"\#(description)"}"# }.joined(separator: ",")
+        serve(#"{"jsonrpc":"2.0","id":\#(id),"result":{"tools":[\#(many)]}}"#)
+        XCTAssertTrue(session.isFailed)
+        XCTAssertEqual(failure, "the server's tool list holds more than 4 MiB of names, descriptions and schemas")
+    }
 }
 
 final class MCPToolResultTests: XCTestCase {
