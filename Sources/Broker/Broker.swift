@@ -109,7 +109,13 @@ public final class Broker {
         logger.info("\(opened.fromIndex) conversations listed from the index, \(opened.read) logs read, in \(Self.monotonicMilliseconds - started) ms")
         // What a crash between a blob and its message, a connection that stored files and sent
         // nothing, or a delete cut short left behind.
-        collectBlobs(store.blobs.storedDigests(), why: "start-up")
+        // Skipped when a log on disk did not load: its messages may name any of them.
+        let stored = store.blobs.storedDigests()
+        if let reason = opened.notLoaded.first {
+            logger.warning("start-up collection of unreferenced blobs skipped: \(reason)\(opened.notLoaded.count > 1 ? " (and \(opened.notLoaded.count - 1) more)" : "")")
+        } else {
+            collectBlobs(stored, why: "start-up")
+        }
         // Replies that were waiting their turn when the daemon stopped run now (they stream
         // once the loop runs), oldest conversation activity first.
         for conversation in conversations.values.filter({ $0.queuedCount > 0 }).sorted(by: { $0.updated < $1.updated }) {

@@ -436,6 +436,33 @@ final class AttachmentTests: XCTestCase {
         XCTAssertTrue(try Self.download(again, conversation: conversation, message: messageID).bytes == sentBytes)
     }
 
+    func testStartUpCollectsNothingWhenALogOnDiskDidNotLoad() throws {
+        harness = try Harness()
+        let client = try harness.client()
+        let conversation = try harness.createConversation(client)
+        let bytes = Self.image(size: 20_000, seed: 3)
+        let digest = try XCTUnwrap(Self.upload(client, bytes)["attachment"]?["sha256"]?.string)
+        _ = try send(client, conversation, "keep this", [("kept.png", digest)])
+        client.close()
+        XCTAssertNotNil(harness.stopDaemon())
+        // The log under another id's name: its header names another conversation, so it is
+        // refused and left in place, and it is the only record naming the blob.
+        let directory = harness.dataDirectory + "/conversations/"
+        let otherID = String(conversation.dropLast()) + (conversation.hasSuffix("0") ? "1" : "0")
+        XCTAssertEqual(rename(directory + conversation + ".jsonl", directory + otherID + ".jsonl"), 0)
+        try harness.startDaemon()
+        XCTAssertTrue(harness.log().contains("start-up collection of unreferenced blobs skipped"), harness.log())
+        XCTAssertTrue(blobExists(digest), "a blob a log that did not load may name is kept")
+        // Put back, the log loads and its file reads back whole.
+        XCTAssertNotNil(harness.stopDaemon())
+        XCTAssertEqual(rename(directory + otherID + ".jsonl", directory + conversation + ".jsonl"), 0)
+        try harness.startDaemon()
+        let again = try harness.client()
+        let history = try again.call(RPCMethod.conversationHistory.rawValue, ["conversation": .string(conversation)])
+        let message = try XCTUnwrap(history["messages"]?.array?.first { $0["attachments"] != nil }?["id"]?.string)
+        XCTAssertTrue(try Self.download(again, conversation: conversation, message: message).bytes == bytes)
+    }
+
     // MARK: - Another user
 
     func testAnotherUserReadsAttachmentsOnlyWithAShareAndNamesOnlyItsOwnFiles() throws {
