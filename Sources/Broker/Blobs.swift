@@ -236,7 +236,7 @@ extension Broker {
     /// Marks the blobs `messages` name as referenced while their new log is being created,
     /// before it is listed; `release` ends that.
     func holdBlobs(of messages: [Message]) -> [String] {
-        let digests = Set(messages.flatMap { ($0.attachments ?? []).map(\.sha256) })
+        let digests = Set(messages.flatMap(\.attachmentDigests))
         for digest in digests { blobsInNewLogs[digest, default: 0] += 1 }
         return Array(digests)
     }

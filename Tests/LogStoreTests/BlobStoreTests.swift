@@ -186,6 +186,21 @@ final class AttachmentRecordTests: XCTestCase {
         XCTAssertEqual(message.content, "hi")
     }
 
+    func testAnAttachmentOfATypeThisVersionDoesNotKnowKeepsItsBlobReferenced() throws {
+        let other = String(repeating: "c", count: 64)
+        let line = #"{"type":"message","v":1,"at":"2026-11-23T10:00:00.000Z","message":{"id":"m1","conversation":"k3v9q2m8x7ad","role":"user","content":"files","status":"complete","created":"2026-11-23T10:00:00.000Z","attachments":[{"name":"a.pdf","type":"application/pdf","size":12,"sha256":""# + other + #""},{"name":"b.txt","type":"text/plain","size":1,"sha256":""# + digest + #""},{"name":"junk","sha256":"../x"}]}}"#
+        guard case .message(let message)? = LogRecord(json: try JSON.parse(Array(line.utf8))) else { return XCTFail("not read") }
+        XCTAssertEqual(message.attachments, [Attachment(name: "b.txt", type: .text, size: 1, sha256: digest)])
+        XCTAssertEqual(message.attachmentDigests, [digest, other])
+        // Written again (a copy in a fork), the reference is still there, as it was written.
+        let rewritten = message.json["attachments"]?.array ?? []
+        XCTAssertEqual(rewritten.count, 2, "the reference without a digest names no blob and is dropped")
+        XCTAssertEqual(rewritten.last?["type"], "application/pdf")
+        XCTAssertEqual(rewritten.last?["sha256"]?.string, other)
+        let records: [(record: LogRecord, at: Timestamp?)] = [(.header(Fixture.header()), Fixture.at(0)), (.message(message), Fixture.at(1))]
+        XCTAssertEqual(try XCTUnwrap(Replay.fold(records)).summary.blobs, [digest, other])
+    }
+
     func testTheSummaryKeepsDigestsOfSupersededMessagesToo() throws {
         var first = Fixture.user(1, "one")
         first.attachments = [Attachment(name: "a.txt", type: .text, size: 1, sha256: digest)]
