@@ -90,6 +90,22 @@ final class BlobStoreTests: XCTestCase {
         XCTAssertEqual(blobs.storedDigests(), [digest])
     }
 
+    func testABlobOfTheWrongSizeIsWrittenAgainWhenItsBytesAreStored() throws {
+        let blobs = try makeStore().blobs
+        let bytes = (0..<5000).map { UInt8($0 % 253) }
+        let digest = try store(bytes, in: blobs)
+        let path = blobs.path(of: digest)
+        XCTAssertEqual(truncate(path, 1200), 0, "cut short behind the store's back")
+        XCTAssertEqual(try store(bytes, in: blobs), digest)
+        XCTAssertEqual(Files.bytes(path)?.count, bytes.count, "stored again whole")
+        XCTAssertTrue(Files.bytes(path) == bytes)
+        var whole: [UInt8]??
+        blobs.read(digest) { whole = $0 }
+        loop.run()
+        XCTAssertTrue(whole == .some(bytes), "read back exactly")
+        XCTAssertEqual(Files.permissions(path), 0o600)
+    }
+
     func testABlobRemovedWhileBeingStoredIsWrittenAgainBeforeTheAnswer() throws {
         let blobs = try makeStore().blobs
         let bytes = Array("raced".utf8)
