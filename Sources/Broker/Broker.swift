@@ -123,6 +123,7 @@ public final class Broker {
             replies.startNext(in: conversation)
         }
         startUnloadingIdle(every: limits.unloadIdleMilliseconds)
+        startDroppingIdleUploads()
         return conversations.count
     }
 

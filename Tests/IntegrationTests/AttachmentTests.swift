@@ -325,6 +325,51 @@ final class AttachmentTests: XCTestCase {
         XCTAssertNotNil(try Self.upload(owner, Self.image(size: 5 << 20, seed: 7))["attachment"]?["sha256"]?.string)
     }
 
+    /// However many connections another user opens, its files no message named and its uploads
+    /// in progress together stay within 64 MiB.
+    func testAnotherUsersUnsentFilesAreBoundedAcrossItsConnections() throws {
+        try OtherUser.requireRoot()
+        let otherUID = AccessTests.otherUID
+        harness = try Harness(config: "[access]\nallow_uids = [\(otherUID)]\n")
+        OtherUser.openSocket(harness)
+        var connections: [OtherUser.Connection] = []
+        defer { for connection in connections { connection.stop() } }
+        var stored = 0
+        var refused: JSON?
+        // Connections of 40 MiB each: the second is stopped at 64 MiB in all.
+        outer: for _ in 0..<3 {
+            let connection = try OtherUser.Connection(uid: otherUID, socketPath: harness.socketPath)
+            connections.append(connection)
+            let visitor = connection.client
+            _ = try visitor.call(RPCMethod.hello.rawValue, ["client": "integration-test", "name": "visitor"])
+            for _ in 0..<40 {
+                let answer = try visitor.request(RPCMethod.blobPut.rawValue,
+                                                 ["data": .string(Base64.encode(Self.image(size: 1 << 20, seed: stored))), "final": true])
+                guard answer["error"] == nil else { refused = answer; break outer }
+                stored += 1
+            }
+        }
+        let error = try XCTUnwrap(refused?["error"], "another user stored \(stored) MiB of unsent files")
+        XCTAssertEqual(error["code"]?.int, RPCError.limitReached)
+        XCTAssertTrue(error["message"]?.string?.contains("64 MiB at most for a user other than the daemon's own") == true, error.text)
+        XCTAssertEqual(stored, 64)
+        // The owner still stores files.
+        let owner = try harness.client()
+        XCTAssertNotNil(try Self.upload(owner, Self.image(size: 1 << 20, seed: 999))["attachment"]?["sha256"]?.string)
+    }
+
+    func testAnUploadWithoutAChunkForTheIdleLimitIsDropped() throws {
+        harness = try Harness(config: "[limits]\nupload_idle_seconds = 1\n")
+        let client = try harness.client()
+        let started = try client.call(RPCMethod.blobPut.rawValue, ["data": .string(Base64.encode(Self.image(size: 1000)))])
+        let upload = try XCTUnwrap(started["upload"]?.string)
+        waitFor("the idle upload dropped") { harness.log().contains("upload=\(upload) dropped: no chunk") }
+        XCTAssertEqual(errorCode { _ = try client.call(RPCMethod.blobPut.rawValue, ["upload": .string(upload), "data": "QQ==", "final": true]) },
+                       RPCError.invalidParams)
+        // A new upload goes on as before.
+        XCTAssertNotNil(try Self.upload(client, Self.image(size: 2000, seed: 5))["attachment"]?["sha256"]?.string)
+    }
+
     func testAMessageNamesOnlyFilesItsOwnConnectionStored() throws {
         harness = try Harness()
         let owner = try harness.client(name: "one")
