@@ -259,6 +259,10 @@ extension Broker {
     /// Removes those of `candidates` that no conversation's messages name and no open
     /// connection stored (it may still send a message naming them).
     func collectBlobs(_ candidates: some Sequence<String>, why: String) {
+        if let held = blobCollectionHeld {
+            logger.warning("unreferenced blobs not collected (\(why)): a log on disk did not load at start-up: \(held)")
+            return
+        }
         var unreferenced = Set(candidates).filter { blobsInNewLogs[$0] == nil }
         for client in clients.values where !unreferenced.isEmpty {
             unreferenced = unreferenced.filter { client.storedBlobs[$0] == nil }

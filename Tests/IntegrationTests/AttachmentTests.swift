@@ -496,8 +496,14 @@ final class AttachmentTests: XCTestCase {
         let otherID = String(conversation.dropLast()) + (conversation.hasSuffix("0") ? "1" : "0")
         XCTAssertEqual(rename(directory + conversation + ".jsonl", directory + otherID + ".jsonl"), 0)
         try harness.startDaemon()
-        XCTAssertTrue(harness.log().contains("start-up collection of unreferenced blobs skipped"), harness.log())
+        XCTAssertTrue(harness.log().contains("unreferenced blobs not collected (start-up): a log on disk did not load"), harness.log())
         XCTAssertTrue(blobExists(digest), "a blob a log that did not load may name is kept")
+        // Nor later: a connection storing the same file and leaving does not take it.
+        let visitor = try harness.client()
+        XCTAssertEqual(try Self.upload(visitor, bytes)["attachment"]?["sha256"]?.string, digest)
+        visitor.close()
+        waitFor("the disconnect handled") { harness.log().contains("unreferenced blobs not collected (client=") }
+        XCTAssertTrue(blobExists(digest), "held until a start that loads every log")
         // Put back, the log loads and its file reads back whole.
         XCTAssertNotNil(harness.stopDaemon())
         XCTAssertEqual(rename(directory + otherID + ".jsonl", directory + conversation + ".jsonl"), 0)
