@@ -1,9 +1,15 @@
 import ConfabProtocol
+import EventLoop
 import LogStore
 
 /// A file being uploaded with `blob.put`, chunk by chunk, on one connection.
 final class BlobUpload {
     var bytes: [UInt8] = []
+    /// When its last chunk came (the loop's clock, in milliseconds): an upload left without
+    /// one for `limits.uploadIdleSeconds` is dropped.
+    var lastChunkAt: UInt64
+
+    init(now: UInt64) { lastChunkAt = now }
 }
 
 /// What a connection stored with `blob.put`: what its messages may name.
@@ -27,6 +33,10 @@ extension Broker {
     /// Files one connection stored that none of its messages named yet (they live on disk
     /// until it sends them or leaves): two messages' worth.
     static let maxUnsentBlobBytes = 2 * AttachmentLimits.maxMessageBytes
+    /// The same for all the connections of one user other than the daemon's own together
+    /// (files on disk no message named, and uploads in progress), however many connections
+    /// it opens.
+    static let maxOtherUserUnsentBlobBytes = 64 << 20
 
     /// `blob.put`: a chunk of a new or running upload; with `final`, the whole file checked,
     /// typed from its bytes and stored. Chunks are answered at once, the final one once the
@@ -48,7 +58,8 @@ extension Broker {
         let upload: BlobUpload
         if let given = try params.optionalString("upload") {
             guard let running = client.uploads[given] else {
-                throw .invalidParams("no upload \"\(given)\" in progress on this connection (an upload ends with its final chunk, or when refused)")
+                throw .invalidParams("no upload \"\(given)\" in progress on this connection (an upload ends with its final chunk, "
+                    + "when refused, or after \(limits.uploadIdleSeconds) seconds without a chunk)")
             }
             id = given
             upload = running
@@ -59,7 +70,7 @@ extension Broker {
             }
             id = "u\(client.nextUploadNumber)"
             client.nextUploadNumber += 1
-            upload = BlobUpload()
+            upload = BlobUpload(now: loop.now)
             client.uploads[id] = upload
         }
         if let refusal = uploadRoomProblem(adding: chunk.count, on: client) {
@@ -67,6 +78,7 @@ extension Broker {
             throw RPCError(code: RPCError.limitReached, message: "\(refusal); the upload is dropped")
         }
         upload.bytes += chunk
+        upload.lastChunkAt = loop.now
         if let limit = Self.exceededLimit(upload.bytes) {
             client.uploads[id] = nil
             throw RPCError(code: RPCError.limitReached, message: "file too large: \(limit); the upload is dropped")
@@ -112,11 +124,16 @@ extension Broker {
         if client.unsentBlobBytes + client.uploadBytesInMemory + count > Self.maxUnsentBlobBytes {
             return "this connection stored files no message has named yet, \(Self.maxUnsentBlobBytes >> 20) MiB at most: send a message naming them first"
         }
-        var all = 0, others = 0
+        var all = 0, others = 0, sameUserUnsent = 0
         for other in clients.values {
             let held = other.uploadBytesInMemory
             all += held
             if other.credentials.uid != ownUID { others += held }
+            if other.credentials.uid == client.credentials.uid { sameUserUnsent += other.unsentBlobBytes + held }
+        }
+        if client.credentials.uid != ownUID, sameUserUnsent + count > Self.maxOtherUserUnsentBlobBytes {
+            return "your connections together hold files no message has named yet and uploads in progress, "
+                + "\(Self.maxOtherUserUnsentBlobBytes >> 20) MiB at most for a user other than the daemon's own: send a message naming them first"
         }
         if all + count > Self.maxUploadBytesInMemory {
             return "the daemon holds \(Self.maxUploadBytesInMemory >> 20) MiB of uploads in progress: try again once they are stored"
@@ -125,6 +142,27 @@ extension Broker {
             return "other users' uploads in progress hold \(Self.maxOtherUsersUploadBytesInMemory >> 20) MiB: try again once they are stored"
         }
         return nil
+    }
+
+    /// Drops every upload in progress that got no chunk for `limits.uploadIdleSeconds`, checked
+    /// every tenth of that (at most every 30 seconds), so that a connection cannot keep memory
+    /// with an upload it never finishes.
+    func startDroppingIdleUploads() {
+        let period = min(UInt64(limits.uploadIdleSeconds) * 100, 30_000)
+        let timer = Timer(loop: loop)
+        timer.setKeepsLoopAlive(false)
+        timer.start(after: period, repeat: period) { [unowned self] in dropIdleUploads() }
+    }
+
+    func dropIdleUploads() {
+        let idleMilliseconds = UInt64(limits.uploadIdleSeconds) * 1000
+        let now = loop.now
+        for client in clients.values where !client.uploads.isEmpty {
+            for (id, upload) in client.uploads where now - min(upload.lastChunkAt, now) >= idleMilliseconds {
+                client.uploads[id] = nil
+                logger.info("client=\(client.id) upload=\(id) dropped: no chunk for \(limits.uploadIdleSeconds) s (\(upload.bytes.count) bytes held)")
+            }
+        }
     }
 
     /// A message naming `attachments` was stored: its files are no longer this connection's alone.
@@ -221,6 +259,10 @@ extension Broker {
     /// Removes those of `candidates` that no conversation's messages name and no open
     /// connection stored (it may still send a message naming them).
     func collectBlobs(_ candidates: some Sequence<String>, why: String) {
+        if let held = blobCollectionHeld {
+            logger.warning("unreferenced blobs not collected (\(why)): a log on disk did not load at start-up: \(held)")
+            return
+        }
         var unreferenced = Set(candidates).filter { blobsInNewLogs[$0] == nil }
         for client in clients.values where !unreferenced.isEmpty {
             unreferenced = unreferenced.filter { client.storedBlobs[$0] == nil }
@@ -236,7 +278,7 @@ extension Broker {
     /// Marks the blobs `messages` name as referenced while their new log is being created,
     /// before it is listed; `release` ends that.
     func holdBlobs(of messages: [Message]) -> [String] {
-        let digests = Set(messages.flatMap { ($0.attachments ?? []).map(\.sha256) })
+        let digests = Set(messages.flatMap(\.attachmentDigests))
         for digest in digests { blobsInNewLogs[digest, default: 0] += 1 }
         return Array(digests)
     }

@@ -67,6 +67,9 @@ public final class Broker {
     private(set) var isStopping = false
     private var listeners: [UnixListener] = []
     let ownUID = UInt32(getuid())
+    /// Why no blob is collected until the next start: a log on disk did not load, and what it
+    /// names is unknown (`Blobs.swift`).
+    var blobCollectionHeld: String?
     let flusher: OutputFlusher
 
     /// `mcpLauncher`: what MCP servers' commands are run through (the daemon's own executable,
@@ -109,6 +112,10 @@ public final class Broker {
         logger.info("\(opened.fromIndex) conversations listed from the index, \(opened.read) logs read, in \(Self.monotonicMilliseconds - started) ms")
         // What a crash between a blob and its message, a connection that stored files and sent
         // nothing, or a delete cut short left behind.
+        // None at all while a log on disk did not load: its messages may name any of them.
+        if let reason = opened.notLoaded.first {
+            blobCollectionHeld = reason + (opened.notLoaded.count > 1 ? " (and \(opened.notLoaded.count - 1) more)" : "")
+        }
         collectBlobs(store.blobs.storedDigests(), why: "start-up")
         // Replies that were waiting their turn when the daemon stopped run now (they stream
         // once the loop runs), oldest conversation activity first.
@@ -117,6 +124,7 @@ public final class Broker {
             replies.startNext(in: conversation)
         }
         startUnloadingIdle(every: limits.unloadIdleMilliseconds)
+        startDroppingIdleUploads()
         return conversations.count
     }
 

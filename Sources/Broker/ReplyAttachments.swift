@@ -72,6 +72,36 @@ extension ReplyRunner {
         }
     }
 
+    /// Images one request carries at most, and their bytes together: Anthropic's Messages API
+    /// refuses more than 100 images or a body over 32 MB, and a request of many megabytes is
+    /// held in memory while it is sent, so a long conversation of screenshots must not grow it
+    /// without bound. 20 MiB of images is about 27 MB of base64.
+    static let maxImagesPerRequest = 20
+    static let maxImageBytesPerRequest = 20 << 20
+
+    /// Keeps the newest images (newest turn first, each turn's in the order attached) up to
+    /// `maxImagesPerRequest` and `maxImageBytesPerRequest`; from the first that would pass
+    /// either, it and every older image go as a line naming it. Returns how many went so.
+    static func limitingImages(_ messages: inout [ChatMessage]) -> Int {
+        var images = 0, bytes = 0, overLimit = false, named = 0
+        for turn in messages.indices.reversed() {
+            for index in messages[turn].attachments.indices {
+                let image = messages[turn].attachments[index]
+                guard image.type.isImage, image.content == .unread else { continue }
+                if !overLimit, images < maxImagesPerRequest, bytes + image.size <= maxImageBytesPerRequest {
+                    images += 1
+                    bytes += image.size
+                    continue
+                }
+                overLimit = true
+                named += 1
+                messages[turn].attachments[index].content = .line(ChatAttachment.imageOverRequestLimitLine(
+                    name: image.name, type: image.type, size: image.size, images: maxImagesPerRequest, bytes: maxImageBytesPerRequest))
+            }
+        }
+        return named
+    }
+
     /// Reads the bytes of every file the reply's request carries and not read yet, then `ready`
     /// runs, unless the reply ended meanwhile (cancelled, deleted, shutdown). A file that cannot
     /// be read is sent as a line saying so, and logged: a conversation never breaks for good

@@ -156,6 +156,11 @@ final class ReplyRunner {
                     + " this conversation's context_tokens is \(available)")
             }
         }
+        let imagesNamed = Self.limitingImages(&request.messages)
+        if imagesNamed > 0 {
+            logger.notice("conversation=\(conversation.id) reply=\(message.id) \(imagesNamed) older image\(imagesNamed == 1 ? "" : "s") sent as a line: "
+                + "over \(Self.maxImagesPerRequest) images or \(Self.maxImageBytesPerRequest >> 20) MiB of images in one request")
+        }
         reply.message = message
         reply.request = request
         // A continuation is announced as such: clients already show its text and append to it.

@@ -46,7 +46,7 @@ extension Broker {
             throw .notFound("no message \(id) in conversation \(conversation.id)")
         }
         // A message that carries files may, as when it was sent, have no text of its own.
-        guard content.contains(where: { !$0.isWhitespace }) || original.attachments?.isEmpty == false else {
+        guard content.contains(where: { !$0.isWhitespace }) || !original.attachmentDigests.isEmpty else {
             throw .invalidParams("parameter \"content\" must not be empty")
         }
         guard original.role == .user else { throw .invalidParams("message \(id) is a reply: only your own messages can be edited") }
@@ -59,8 +59,9 @@ extension Broker {
         let replaced = current.filter { $0.role != .user && $0.sequence > original.sequence }
         let ids = conversation.reserveSend()
         // The files stay with the message: an edit changes its text.
-        let message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
+        var message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
                               status: .complete, created: .now(), author: client.author(), attachments: original.attachments)
+        message.otherAttachments = original.otherAttachments
         let superseded = [original] + replaced
         conversation.sendsBeingStored += 1
         // The new message first: should a crash keep only part of this append, what survives

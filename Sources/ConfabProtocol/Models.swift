@@ -354,6 +354,15 @@ public struct Message: Equatable, Sendable {
     public var tool: ToolResult?
     /// On a user message: the files it carries, in the order they were attached.
     public var attachments: [Attachment]?
+    /// Attachment references this version cannot read (a type it does not know) that still
+    /// name a blob: kept as written, after `attachments` when written again, so that a copy
+    /// of the message (an edit, a fork) loses nothing and their blobs stay referenced.
+    public var otherAttachments: [JSON]?
+
+    /// Every blob the message names: its attachments' and those of `otherAttachments`.
+    public var attachmentDigests: [String] {
+        (attachments ?? []).map(\.sha256) + (otherAttachments ?? []).compactMap { $0["sha256"]?.string }
+    }
 
     public init(id: String, conversation: String, role: Role, content: String, status: MessageStatus,
                 created: Timestamp, author: Author? = nil, model: String? = nil, finishReason: String? = nil,
@@ -398,7 +407,8 @@ public struct Message: Equatable, Sendable {
         if let quickReplies { object["quick_replies"] = .array(quickReplies.map(JSON.string)) }
         if let context { object["context"] = context.json }
         if let toolCalls, !toolCalls.isEmpty { object["tool_calls"] = .array(toolCalls.map(\.json)) }
-        if let attachments, !attachments.isEmpty { object["attachments"] = .array(attachments.map(\.json)) }
+        let allAttachments = (attachments ?? []).map(\.json) + (otherAttachments ?? [])
+        if !allAttachments.isEmpty { object["attachments"] = .array(allAttachments) }
         if let tool {
             object["tool_call_id"] = .string(tool.callID)
             object["name"] = .string(tool.name)
@@ -429,6 +439,10 @@ public struct Message: Equatable, Sendable {
                   toolCalls: json["tool_calls"]?.array.map { $0.compactMap(ToolCall.init(json:)) },
                   tool: role == .tool ? ToolResult(json: json) : nil,
                   attachments: json["attachments"]?.array.map { $0.compactMap(Attachment.init(json:)) })
+        let others = json["attachments"]?.array?.filter { item in
+            Attachment(json: item) == nil && item["sha256"]?.string.map(Attachment.isDigest) == true
+        } ?? []
+        if !others.isEmpty { otherAttachments = others }
     }
 }
 

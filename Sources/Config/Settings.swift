@@ -46,6 +46,7 @@ struct ConfigFile {
         var max_tool_rounds: Int?
         var tool_approval_timeout_seconds: Int?
         var max_unanswered_requests: Int?
+        var upload_idle_seconds: Int?
     }
     /// One `[providers.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProviderSection {
@@ -252,7 +253,8 @@ struct ConfigFile {
                 unload_idle_seconds: try table.integer("unload_idle_seconds"),
                 max_tool_rounds: try table.integer("max_tool_rounds"),
                 tool_approval_timeout_seconds: try table.integer("tool_approval_timeout_seconds"),
-                max_unanswered_requests: try table.integer("max_unanswered_requests"))
+                max_unanswered_requests: try table.integer("max_unanswered_requests"),
+                upload_idle_seconds: try table.integer("upload_idle_seconds"))
         }
         fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
         allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in
@@ -367,13 +369,15 @@ extension Settings {
         }
         if let limits = file.limits {
             for (key, value, range) in [("max_tool_rounds", limits.max_tool_rounds, 1...100),
-                                        ("tool_approval_timeout_seconds", limits.tool_approval_timeout_seconds, 1...86400)] {
+                                        ("tool_approval_timeout_seconds", limits.tool_approval_timeout_seconds, 1...86400),
+                                        ("upload_idle_seconds", limits.upload_idle_seconds, 1...86400)] {
                 if let value, !range.contains(value) {
                     throw limits.table.error(key, "must be between \(range.lowerBound) and \(range.upperBound)")
                 }
             }
             if let rounds = limits.max_tool_rounds { settings.limits.maxToolRounds = rounds }
             if let seconds = limits.tool_approval_timeout_seconds { settings.limits.toolApprovalTimeoutSeconds = seconds }
+            if let seconds = limits.upload_idle_seconds { settings.limits.uploadIdleSeconds = seconds }
         }
         if let retries = upstream?.max_retries {
             guard (0...10).contains(retries) else { throw ConfigError(description: "upstream.max_retries must be between 0 and 10") }

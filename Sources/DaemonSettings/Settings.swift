@@ -80,5 +80,7 @@ public struct BrokerLimits: Sendable, Equatable {
     public var maxToolRounds = 8
     /// A call waiting for approval this long is denied.
     public var toolApprovalTimeoutSeconds = 600
+    /// A `blob.put` upload that gets no chunk for this long is dropped (its bytes are in memory).
+    public var uploadIdleSeconds = 300
     public init() {}
 }

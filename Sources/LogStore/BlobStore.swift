@@ -80,7 +80,12 @@ public final class BlobStore {
                               durable: Bool) -> Result<Void, StoreError> {
         let subdirectory = directory + "/" + digest.prefix(2)
         let path = subdirectory + "/" + digest
-        if (try? Files.status(path: path))?.kind == .regular { return .success(()) }
+        // A file of the right size is the blob (its name is the digest of what was written
+        // whole and renamed); one of another size was cut short or damaged behind the store's
+        // back, and is replaced by the bytes the digest names.
+        if let existing = try? Files.status(path: path), existing.kind == .regular, existing.size == Int64(bytes.count) {
+            return .success(())
+        }
         do {
             try Files.makeDirectories(subdirectory, durable: durable)
             try Files.writeAtomically(path: path, bytes: bytes, mode: 0o600,

@@ -182,6 +182,10 @@ public final class LogStore {
         public var fromIndex = 0
         /// Logs read in full: new to the index, changed since it was written, or with work to resume.
         public var read = 0
+        /// Why some of what is on disk is not among `items` although it is still there (the
+        /// directory could not be listed, a log could not be opened or read, or was refused):
+        /// what those logs name is unknown, so nothing may be judged unreferenced.
+        public var notLoaded: [String] = []
     }
 
     /// Lists every conversation, reading only the logs the index cannot vouch for (see the type's
@@ -200,6 +204,7 @@ public final class LogStore {
         } catch {
             opened.problems = indexRead.result().problems + opened.problems
             opened.problems.append(LoadProblem(file: conversationsDirectory, line: nil, message: "\(error)"))
+            opened.notLoaded.append("cannot list \(conversationsDirectory): \(error)")
             return opened
         }
         let identities = Files.statuses(of: ids.map { $0 + ".jsonl" }, in: conversationsDirectory).map { $0.map(FileIdentity.init) }
@@ -238,12 +243,25 @@ public final class LogStore {
                     loaded.log.close()
                     items[position] = Opened.Item(log: loaded.log, conversation: nil)
                 }
+            } else if Self.mayExist(path(of: id)) {
+                // Refused but left in place (a log found empty or without one whole line is removed).
+                opened.notLoaded.append("\(id).jsonl is on disk but did not load")
             }
             progress(number + 1, toRead.count)
         }
         opened.read = toRead.count
         opened.items = items.compactMap { $0 }
         return opened
+    }
+
+    /// False only when `path` is known to be gone.
+    private static func mayExist(_ path: String) -> Bool {
+        do {
+            _ = try Files.status(path: path, followingLinks: false)
+            return true
+        } catch {
+            return error.code != ENOENT
+        }
     }
 
     func logIDs(problems: inout [LoadProblem]) throws(Errno) -> [String] {

@@ -73,7 +73,7 @@ public struct LogSummary: Equatable, Sendable {
         case .unshared(let uid): shares = shares.unsharing(uid)
         case .message(let message):
             Self.note(message, in: &fold)
-            for attachment in message.attachments ?? [] { blobs.insert(attachment.sha256) }
+            blobs.formUnion(message.attachmentDigests)
         case .replyStarted(let message):
             Self.note(message, in: &fold)
             fold.unfinishedReplies.insert(message.id)

@@ -57,6 +57,13 @@ public struct ChatAttachment: Equatable, Sendable {
         "[image \(name) (\(type.rawValue), \(describe(size: size))) not sent: this model takes no images]"
     }
 
+    /// The line an image stands as when newer images of the request already take what one
+    /// request carries (`images` images, `bytes` of them).
+    public static func imageOverRequestLimitLine(name: String, type: AttachmentType, size: Int, images: Int, bytes: Int) -> String {
+        "[image \(name) (\(type.rawValue), \(describe(size: size))) not sent: one request carries the newest \(images) images"
+            + " and \(describe(size: bytes)) of images at most]"
+    }
+
     /// The line a file stands as when its stored bytes cannot be read.
     public static func unreadableLine(name: String, type: AttachmentType) -> String {
         "[attached file \(name) (\(type.rawValue)) not sent: its stored copy could not be read]"

@@ -49,4 +49,13 @@ final class VisionSettingsTests: XCTestCase {
                        "config.toml: line 6: profiles.p.vision cannot be true with provider \"old\": the completions API has no form for images")
         XCTAssertNoThrow(try load("[providers.old]\napi = \"completions\"\nbase_url = \"http://127.0.0.1:1\"\nvision = false"))
     }
+
+    func testUploadIdleSeconds() throws {
+        XCTAssertEqual(try load("").limits.uploadIdleSeconds, 300)
+        XCTAssertEqual(try load("[limits]\nupload_idle_seconds = 1").limits.uploadIdleSeconds, 1)
+        XCTAssertEqual(try load("[limits]\nupload_idle_seconds = 86400").limits.uploadIdleSeconds, 86400)
+        for value in [0, 86401] {
+            assertRejected("[limits]\nupload_idle_seconds = \(value)", "config.toml: line 2: limits.upload_idle_seconds must be between 1 and 86400")
+        }
+    }
 }

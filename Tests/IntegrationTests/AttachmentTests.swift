@@ -325,6 +325,51 @@ final class AttachmentTests: XCTestCase {
         XCTAssertNotNil(try Self.upload(owner, Self.image(size: 5 << 20, seed: 7))["attachment"]?["sha256"]?.string)
     }
 
+    /// However many connections another user opens, its files no message named and its uploads
+    /// in progress together stay within 64 MiB.
+    func testAnotherUsersUnsentFilesAreBoundedAcrossItsConnections() throws {
+        try OtherUser.requireRoot()
+        let otherUID = AccessTests.otherUID
+        harness = try Harness(config: "[access]\nallow_uids = [\(otherUID)]\n")
+        OtherUser.openSocket(harness)
+        var connections: [OtherUser.Connection] = []
+        defer { for connection in connections { connection.stop() } }
+        var stored = 0
+        var refused: JSON?
+        // Connections of 40 MiB each: the second is stopped at 64 MiB in all.
+        outer: for _ in 0..<3 {
+            let connection = try OtherUser.Connection(uid: otherUID, socketPath: harness.socketPath)
+            connections.append(connection)
+            let visitor = connection.client
+            _ = try visitor.call(RPCMethod.hello.rawValue, ["client": "integration-test", "name": "visitor"])
+            for _ in 0..<40 {
+                let answer = try visitor.request(RPCMethod.blobPut.rawValue,
+                                                 ["data": .string(Base64.encode(Self.image(size: 1 << 20, seed: stored))), "final": true])
+                guard answer["error"] == nil else { refused = answer; break outer }
+                stored += 1
+            }
+        }
+        let error = try XCTUnwrap(refused?["error"], "another user stored \(stored) MiB of unsent files")
+        XCTAssertEqual(error["code"]?.int, RPCError.limitReached)
+        XCTAssertTrue(error["message"]?.string?.contains("64 MiB at most for a user other than the daemon's own") == true, error.text)
+        XCTAssertEqual(stored, 64)
+        // The owner still stores files.
+        let owner = try harness.client()
+        XCTAssertNotNil(try Self.upload(owner, Self.image(size: 1 << 20, seed: 999))["attachment"]?["sha256"]?.string)
+    }
+
+    func testAnUploadWithoutAChunkForTheIdleLimitIsDropped() throws {
+        harness = try Harness(config: "[limits]\nupload_idle_seconds = 1\n")
+        let client = try harness.client()
+        let started = try client.call(RPCMethod.blobPut.rawValue, ["data": .string(Base64.encode(Self.image(size: 1000)))])
+        let upload = try XCTUnwrap(started["upload"]?.string)
+        waitFor("the idle upload dropped") { harness.log().contains("upload=\(upload) dropped: no chunk") }
+        XCTAssertEqual(errorCode { _ = try client.call(RPCMethod.blobPut.rawValue, ["upload": .string(upload), "data": "QQ==", "final": true]) },
+                       RPCError.invalidParams)
+        // A new upload goes on as before.
+        XCTAssertNotNil(try Self.upload(client, Self.image(size: 2000, seed: 5))["attachment"]?["sha256"]?.string)
+    }
+
     func testAMessageNamesOnlyFilesItsOwnConnectionStored() throws {
         harness = try Harness()
         let owner = try harness.client(name: "one")
@@ -434,6 +479,39 @@ final class AttachmentTests: XCTestCase {
         }
         XCTAssertEqual(messages.first { $0["id"]?.string == messageID }?["attachments"]?.array?.first?["name"]?.string, "kept.png")
         XCTAssertTrue(try Self.download(again, conversation: conversation, message: messageID).bytes == sentBytes)
+    }
+
+    func testStartUpCollectsNothingWhenALogOnDiskDidNotLoad() throws {
+        harness = try Harness()
+        let client = try harness.client()
+        let conversation = try harness.createConversation(client)
+        let bytes = Self.image(size: 20_000, seed: 3)
+        let digest = try XCTUnwrap(Self.upload(client, bytes)["attachment"]?["sha256"]?.string)
+        _ = try send(client, conversation, "keep this", [("kept.png", digest)])
+        client.close()
+        XCTAssertNotNil(harness.stopDaemon())
+        // The log under another id's name: its header names another conversation, so it is
+        // refused and left in place, and it is the only record naming the blob.
+        let directory = harness.dataDirectory + "/conversations/"
+        let otherID = String(conversation.dropLast()) + (conversation.hasSuffix("0") ? "1" : "0")
+        XCTAssertEqual(rename(directory + conversation + ".jsonl", directory + otherID + ".jsonl"), 0)
+        try harness.startDaemon()
+        XCTAssertTrue(harness.log().contains("unreferenced blobs not collected (start-up): a log on disk did not load"), harness.log())
+        XCTAssertTrue(blobExists(digest), "a blob a log that did not load may name is kept")
+        // Nor later: a connection storing the same file and leaving does not take it.
+        let visitor = try harness.client()
+        XCTAssertEqual(try Self.upload(visitor, bytes)["attachment"]?["sha256"]?.string, digest)
+        visitor.close()
+        waitFor("the disconnect handled") { harness.log().contains("unreferenced blobs not collected (client=") }
+        XCTAssertTrue(blobExists(digest), "held until a start that loads every log")
+        // Put back, the log loads and its file reads back whole.
+        XCTAssertNotNil(harness.stopDaemon())
+        XCTAssertEqual(rename(directory + otherID + ".jsonl", directory + conversation + ".jsonl"), 0)
+        try harness.startDaemon()
+        let again = try harness.client()
+        let history = try again.call(RPCMethod.conversationHistory.rawValue, ["conversation": .string(conversation)])
+        let message = try XCTUnwrap(history["messages"]?.array?.first { $0["attachments"] != nil }?["id"]?.string)
+        XCTAssertTrue(try Self.download(again, conversation: conversation, message: message).bytes == bytes)
     }
 
     // MARK: - Another user

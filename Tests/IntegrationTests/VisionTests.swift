@@ -109,6 +109,51 @@ final class VisionTests: XCTestCase {
         XCTAssertEqual(messages[2], ["role": "user", "content": "And now?"])
     }
 
+    /// The image parts of the user turns of the last request, and their text parts.
+    private func userTurns() throws -> [(images: Int, text: String)] {
+        try XCTUnwrap(try lastBody()["messages"]?.array).filter { $0["role"] == "user" }.map { turn in
+            let parts = turn["content"]?.array ?? []
+            return (parts.filter { $0["type"] == "image_url" }.count, parts.compactMap { $0["text"]?.string }.joined())
+        }
+    }
+
+    func testOneRequestCarriesTheNewestTwentyImagesAndNamesTheOlderOnes() throws {
+        let client = try start()
+        let id = try conversation(client)
+        var older: [(name: String, sha256: String)] = [], newer: [(name: String, sha256: String)] = []
+        for seed in 0..<22 {
+            let digest = try XCTUnwrap(try AttachmentTests.upload(client, AttachmentTests.image(size: 2000, seed: 100 + seed))["attachment"]?["sha256"]?.string)
+            if seed < 16 { older.append(("a\(seed).png", digest)) } else { newer.append(("b\(seed).png", digest)) }
+        }
+        try ask(client, id, "first", older)
+        XCTAssertEqual(try userTurns().map(\.images), [16])
+        try ask(client, id, "second", newer)
+        let turns = try userTurns()
+        XCTAssertEqual(turns.map(\.images), [14, 6], "the newest 20 images go as images")
+        for name in ["a14.png", "a15.png"] {
+            XCTAssertTrue(turns[0].text.contains("[image \(name) (image/png, 2 KiB) not sent: one request carries the newest 20 images and 20 MiB of images at most]"),
+                          turns[0].text)
+        }
+        XCTAssertFalse(turns[0].text.contains("a13.png"), turns[0].text)
+        XCTAssertTrue(harness.log().contains("2 older images sent as a line"), harness.log())
+    }
+
+    func testOneRequestCarriesAtMostTwentyMebibytesOfImages() throws {
+        let client = try start()
+        let id = try conversation(client)
+        let size = 4_718_592  // 4.5 MiB: four are 18 MiB, five would be 22.5.
+        var digests: [String] = []
+        for seed in 0..<5 {
+            digests.append(try XCTUnwrap(try AttachmentTests.upload(client, AttachmentTests.image(size: size, seed: 40 + seed))["attachment"]?["sha256"]?.string))
+        }
+        try ask(client, id, "two", [("old0.png", digests[0]), ("old1.png", digests[1])])
+        try ask(client, id, "three", digests[2...].enumerated().map { ("new\($0.offset).png", $0.element) })
+        let turns = try userTurns()
+        XCTAssertEqual(turns.map(\.images), [1, 3])
+        XCTAssertTrue(turns[0].text.contains("[image old1.png (image/png, 4.5 MiB) not sent: one request carries"), turns[0].text)
+        XCTAssertFalse(turns[0].text.contains("old0.png"), turns[0].text)
+    }
+
     func testAnthropicGetsImageBlocksBeforeTheText() throws {
         let client = try start()
         let id = try conversation(client, ["provider": "claude"])

@@ -90,6 +90,22 @@ final class BlobStoreTests: XCTestCase {
         XCTAssertEqual(blobs.storedDigests(), [digest])
     }
 
+    func testABlobOfTheWrongSizeIsWrittenAgainWhenItsBytesAreStored() throws {
+        let blobs = try makeStore().blobs
+        let bytes = (0..<5000).map { UInt8($0 % 253) }
+        let digest = try store(bytes, in: blobs)
+        let path = blobs.path(of: digest)
+        XCTAssertEqual(truncate(path, 1200), 0, "cut short behind the store's back")
+        XCTAssertEqual(try store(bytes, in: blobs), digest)
+        XCTAssertEqual(Files.bytes(path)?.count, bytes.count, "stored again whole")
+        XCTAssertTrue(Files.bytes(path) == bytes)
+        var whole: [UInt8]??
+        blobs.read(digest) { whole = $0 }
+        loop.run()
+        XCTAssertTrue(whole == .some(bytes), "read back exactly")
+        XCTAssertEqual(Files.permissions(path), 0o600)
+    }
+
     func testABlobRemovedWhileBeingStoredIsWrittenAgainBeforeTheAnswer() throws {
         let blobs = try makeStore().blobs
         let bytes = Array("raced".utf8)
@@ -184,6 +200,21 @@ final class AttachmentRecordTests: XCTestCase {
         guard case .message(let message)? = LogRecord(json: try JSON.parse(Array(old.utf8))) else { return XCTFail("not read") }
         XCTAssertNil(message.attachments)
         XCTAssertEqual(message.content, "hi")
+    }
+
+    func testAnAttachmentOfATypeThisVersionDoesNotKnowKeepsItsBlobReferenced() throws {
+        let other = String(repeating: "c", count: 64)
+        let line = #"{"type":"message","v":1,"at":"2026-11-23T10:00:00.000Z","message":{"id":"m1","conversation":"k3v9q2m8x7ad","role":"user","content":"files","status":"complete","created":"2026-11-23T10:00:00.000Z","attachments":[{"name":"a.pdf","type":"application/pdf","size":12,"sha256":""# + other + #""},{"name":"b.txt","type":"text/plain","size":1,"sha256":""# + digest + #""},{"name":"junk","sha256":"../x"}]}}"#
+        guard case .message(let message)? = LogRecord(json: try JSON.parse(Array(line.utf8))) else { return XCTFail("not read") }
+        XCTAssertEqual(message.attachments, [Attachment(name: "b.txt", type: .text, size: 1, sha256: digest)])
+        XCTAssertEqual(message.attachmentDigests, [digest, other])
+        // Written again (a copy in a fork), the reference is still there, as it was written.
+        let rewritten = message.json["attachments"]?.array ?? []
+        XCTAssertEqual(rewritten.count, 2, "the reference without a digest names no blob and is dropped")
+        XCTAssertEqual(rewritten.last?["type"], "application/pdf")
+        XCTAssertEqual(rewritten.last?["sha256"]?.string, other)
+        let records: [(record: LogRecord, at: Timestamp?)] = [(.header(Fixture.header()), Fixture.at(0)), (.message(message), Fixture.at(1))]
+        XCTAssertEqual(try XCTUnwrap(Replay.fold(records)).summary.blobs, [digest, other])
     }
 
     func testTheSummaryKeepsDigestsOfSupersededMessagesToo() throws {
