@@ -18,10 +18,14 @@ extension Broker {
         let waiting = listedServers(offeredBy: profile).filter { $0.status != .ready }
         guard !waiting.isEmpty else { return respond(.success(toolsListing(offeredBy: profile).json)) }
         var left = waiting.count
+        // Each server as it was when its start ended: one that failed may be starting again
+        // (after its restart delay) by the time the slowest is ready, and its failure is the news.
+        var seen: [ObjectIdentifier: MCPServer.Status] = [:]
         for server in waiting {
-            server.whenReady { [unowned self] _ in
+            server.whenReady { [unowned self] status in
+                seen[ObjectIdentifier(server)] = status
                 left -= 1
-                if left == 0 { respond(.success(toolsListing(offeredBy: profile).json)) }
+                if left == 0 { respond(.success(toolsListing(offeredBy: profile, asSeen: seen).json)) }
             }
         }
     }
@@ -46,8 +50,8 @@ extension Broker {
         try refuseWhenStopping()
         logger.info("mcp=\(name) restart asked for by client=\(client.id)")
         server.restart()
-        server.whenReady { [unowned self] _ in
-            respond(.success(MCPRestartResult(server: listed(server, tools: toolCount(of: server))).json))
+        server.whenReady { [unowned self] status in
+            respond(.success(MCPRestartResult(server: listed(server, tools: toolCount(of: server), status: status)).json))
         }
     }
 
@@ -62,7 +66,7 @@ extension Broker {
     /// Every tool (or those `profile` offers) and every server it covers. MCP tools get the
     /// model-facing names a conversation offering the same tools gives them: in the profile's
     /// order for a profile, else each server's in the config's order, never an HTTP tool's name.
-    func toolsListing(offeredBy profile: Profile?) -> ToolsListResult {
+    func toolsListing(offeredBy profile: Profile?, asSeen seen: [ObjectIdentifier: MCPServer.Status] = [:]) -> ToolsListResult {
         let http = profile.map { $0.tools.compactMap { current.tools[$0] } } ?? current.tools.sorted
         var listedTools = http.map { definition in
             ListedTool(name: definition.name, source: .http, description: definition.description,
@@ -106,7 +110,7 @@ extension Broker {
             listedTools.append(ListedTool(name: name, source: .mcp, server: server, tool: entry.tool, description: secrets.redacting(entry.description),
                                      approval: entry.server.settings.approval == .always ? .always : .never, isListed: entry.isListed))
         }
-        let serverList = servers.map { listed($0, tools: counts[ObjectIdentifier($0)] ?? 0) }
+        let serverList = servers.map { listed($0, tools: counts[ObjectIdentifier($0)] ?? 0, status: seen[ObjectIdentifier($0)] ?? $0.status) }
         return ToolsListResult(tools: listedTools, servers: serverList)
     }
 
@@ -116,10 +120,10 @@ extension Broker {
 
     /// A server's entry; its error (which may quote the server) redacted as its results are.
     /// The pid only of a process that is the server: a failed one's may linger while it is ended.
-    private func listed(_ server: MCPServer, tools: Int) -> ListedServer {
+    private func listed(_ server: MCPServer, tools: Int, status: MCPServer.Status) -> ListedServer {
         let state: MCPServerState
         var error: String?
-        switch server.status {
+        switch status {
         case .stopped: state = .stopped
         case .starting: state = .starting
         case .ready: state = .ready
@@ -128,7 +132,7 @@ extension Broker {
             error = secrets.redacting(reason)
         }
         return ListedServer(name: server.settings.name, transport: Self.transport(of: server.settings), state: state, error: error,
-                            pid: state == .starting || state == .ready ? server.pid.map { Int($0) } : nil, tools: tools)
+                            pid: (state == .starting || state == .ready) && server.status == status ? server.pid.map { Int($0) } : nil, tools: tools)
     }
 
     /// How the daemon speaks to the server: a `[mcp.NAME]` with a `url` over Streamable HTTP,
