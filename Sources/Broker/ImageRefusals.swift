@@ -11,7 +11,9 @@ import Upstream
 /// the images to blame are remembered for the provider and model, until the config is loaded
 /// again: later requests to that model send them as the line, while new images are still
 /// tried. The images to blame are those the model was never seen to take (a request holding
-/// them answered); when every image of the request was taken before, all of them are.
+/// them answered); when every image of the request was taken before, all of them are. A model
+/// that refused requests with images twice and never took one takes none: it is sent no image
+/// at all, rather than one refused request for each new image.
 struct ImageRefusals {
     /// Digests remembered per provider and model, each set at most this many (then it starts
     /// over: what was forgotten costs at most one refused request again).
@@ -20,7 +22,11 @@ struct ImageRefusals {
     private struct Memory {
         var refused: Set<String> = []
         var taken: Set<String> = []
+        var refusals = 0
     }
+
+    /// Refused requests with images, none ever taken, after which a model is sent no image.
+    static let refusalsMeaningNoImages = 2
 
     private var byModel: [String: Memory] = [:]
 
@@ -71,6 +77,12 @@ struct ImageRefusals {
         byModel[Self.key(provider, model)]?.refused ?? []
     }
 
+    /// Whether the model refused every request with images it was sent, twice or more.
+    func takesNoImages(provider: String, model: String) -> Bool {
+        guard let memory = byModel[Self.key(provider, model)] else { return false }
+        return memory.taken.isEmpty && memory.refusals >= Self.refusalsMeaningNoImages
+    }
+
     /// A request holding `digests` as images was answered: the model takes them.
     mutating func took(_ digests: [String], provider: String, model: String) {
         guard !digests.isEmpty else { return }
@@ -78,6 +90,7 @@ struct ImageRefusals {
         var memory = byModel[key] ?? Memory()
         if memory.taken.count + digests.count > Self.maxRemembered { memory.taken = [] }
         memory.taken.formUnion(digests)
+        memory.refusals = 0
         byModel[key] = memory
     }
 
@@ -92,6 +105,7 @@ struct ImageRefusals {
         if memory.refused.count + blamed.count > Self.maxRemembered { memory.refused = [] }
         memory.refused.formUnion(blamed)
         memory.taken.subtract(blamed)
+        memory.refusals += 1
         byModel[key] = memory
         return blamed
     }

@@ -137,9 +137,11 @@ final class ReplyRunner {
         if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
         let refusedBefore = imageRefusals.refused(provider: conversation.provider, model: conversation.model)
         if !refusedBefore.isEmpty {
-            let named = ImageRefusals.replacingImages(in: &request.messages, reason: ImageRefusals.refusedReason, only: refusedBefore)
+            let takesNone = imageRefusals.takesNoImages(provider: conversation.provider, model: conversation.model)
+            let named = ImageRefusals.replacingImages(in: &request.messages, reason: ImageRefusals.refusedReason, only: takesNone ? nil : refusedBefore)
             if named > 0 {
-                logger.info("conversation=\(conversation.id) reply=\(message.id) \(named) image\(named == 1 ? "" : "s") the model refused before sent as a line")
+                logger.info("conversation=\(conversation.id) reply=\(message.id) \(named) image\(named == 1 ? "" : "s") sent as a line:"
+                    + (takesNone ? " the model refused every request with images" : " the model refused them before"))
             }
         }
         let provider = providers[conversation.provider]

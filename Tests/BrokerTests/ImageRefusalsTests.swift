@@ -33,6 +33,21 @@ final class ImageRefusalsTests: XCTestCase {
         XCTAssertEqual(refusals.refused(provider: "p", model: "m"), [])
     }
 
+    func testAModelThatRefusedTwiceAndNeverTookAnImageTakesNone() {
+        var refusals = ImageRefusals()
+        refusals.refusedImages(["a"], provider: "p", model: "m")
+        XCTAssertFalse(refusals.takesNoImages(provider: "p", model: "m"), "one junk image says nothing of the others")
+        refusals.refusedImages(["b"], provider: "p", model: "m")
+        XCTAssertTrue(refusals.takesNoImages(provider: "p", model: "m"))
+        XCTAssertFalse(refusals.takesNoImages(provider: "p", model: "other"))
+
+        var tookOne = ImageRefusals()
+        tookOne.took(["good"], provider: "p", model: "m")
+        tookOne.refusedImages(["a"], provider: "p", model: "m")
+        tookOne.refusedImages(["b"], provider: "p", model: "m")
+        XCTAssertFalse(tookOne.takesNoImages(provider: "p", model: "m"), "it took an image: these two were junk")
+    }
+
     func testWhatIsRememberedIsBounded() {
         var refusals = ImageRefusals()
         refusals.refusedImages((0..<ImageRefusals.maxRemembered).map { "d\($0)" }, provider: "p", model: "m")

@@ -99,6 +99,26 @@ final class ImageRefusalTests: XCTestCase {
         XCTAssertEqual(userTurns(harness.upstreamRequests().last?["body"]).map(\.images), [0, 0, 1])
     }
 
+    func testAModelThatRefusedEveryImageTwiceIsSentNoneAfterwards() throws {
+        let client = try start()
+        let id = try conversation(client)
+        for seed in 0..<2 {
+            let digest = try upload(client, AttachmentTests.image(size: 2000, seed: 20 + seed))
+            let reply = try ask(client, id, "look \(seed) [[refuse-images]]", [("shot\(seed).png", digest)])
+            XCTAssertEqual(reply.final["status"]?.string, MessageStatus.complete.rawValue, "\(reply.final)")
+            XCTAssertEqual(retries(reply.notes).count, 1, "a new image is tried once more")
+        }
+        let digest = try upload(client, AttachmentTests.image(size: 2000, seed: 30))
+        let reply = try ask(client, id, "and this? [[refuse-images]]", [("third.png", digest)])
+        XCTAssertEqual(reply.final["status"]?.string, MessageStatus.complete.rawValue, "\(reply.final)")
+        XCTAssertTrue(retries(reply.notes).isEmpty, "\(reply.notes.map(\.method))")
+        XCTAssertEqual(harness.upstreamRequests().count, 5)
+        let turns = userTurns(harness.upstreamRequests().last?["body"])
+        XCTAssertEqual(turns.map(\.images), [0, 0, 0])
+        XCTAssertTrue(turns[2].text.contains("[image third.png (image/png, 2 KiB) not sent: the model server refused the request with images]"),
+                      "\(turns)")
+    }
+
     func testAnthropicImageBlocksRefusedAreSentAgainAsALine() throws {
         let client = try start()
         let id = try conversation(client, ["provider": "claude"])
