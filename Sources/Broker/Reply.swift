@@ -36,6 +36,9 @@ final class Reply {
     /// The form of a textless tool-call turn the server refused in this turn's request, once
     /// the other form has been tried instead (it is tried once a turn).
     var refusedToolCallTurnContent: ToolCallTurnContent?
+    /// The images of this turn's request the server refused, once it has been sent again with
+    /// each as a line naming it instead (that is tried once a turn).
+    var withdrawnImages: [String]?
     /// Turns that asked for tools so far.
     var toolRounds = 0
     /// Who asked for the reply; a call of a reply another user asked for waits for the owner's yes.

@@ -24,6 +24,8 @@ final class ReplyRunner {
     /// By provider name, the form of a textless tool-call turn its server took after refusing
     /// the usual one: sent first from then on, until the config is loaded again.
     private var toolCallTurnContent: [String: ToolCallTurnContent] = [:]
+    /// The images each provider's model refused, and those it took, until the config is loaded again.
+    private var imageRefusals = ImageRefusals()
     /// For each reply's context budget and tools, looked up by the conversation's profile name.
     var profiles: ProfileTable { settings.profiles }
     /// The configured tools; a conversation offers those its profile lists.
@@ -62,6 +64,7 @@ final class ReplyRunner {
     /// a higher `maxStreams` lets waiting replies start now.
     func settingsReplaced() {
         toolCallTurnContent = [:]
+        imageRefusals.forgetAll()
         mcp.update()
         admitWaiting()
     }
@@ -132,6 +135,15 @@ final class ReplyRunner {
         let continued = reply.continued
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: message.id))
         if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
+        let refusedBefore = imageRefusals.refused(provider: conversation.provider, model: conversation.model)
+        if !refusedBefore.isEmpty {
+            let takesNone = imageRefusals.takesNoImages(provider: conversation.provider, model: conversation.model)
+            let named = ImageRefusals.replacingImages(in: &request.messages, reason: ImageRefusals.refusedReason, only: takesNone ? nil : refusedBefore)
+            if named > 0 {
+                logger.info("conversation=\(conversation.id) reply=\(message.id) \(named) image\(named == 1 ? "" : "s") sent as a line:"
+                    + (takesNone ? " the model refused every request with images" : " the model refused them before"))
+            }
+        }
         let provider = providers[conversation.provider]
         // The provider's temperature and max_tokens are defaults beneath the conversation's own.
         request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens)
@@ -142,6 +154,7 @@ final class ReplyRunner {
         if continued != nil { request.continuing = message.content }
         request.toolCallTurnContent = toolCallTurnContent[conversation.provider] ?? .empty
         reply.refusedToolCallTurnContent = nil
+        reply.withdrawnImages = nil
         var tooLarge: MessageError?
         if let contextTokens = contextTokens(of: conversation) {
             let budget = ContextBudget(contextTokens: contextTokens, maxTokens: request.params.maxTokens,
@@ -290,6 +303,17 @@ final class ReplyRunner {
                     scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
                     return
                 }
+                if let error, mayTryWithoutImages(after: error, reply) {
+                    let withdrawn = ImageRefusals.imageDigests(in: reply.request.messages)
+                    reply.withdrawnImages = withdrawn
+                    ImageRefusals.replacingImages(in: &reply.request.messages, reason: ImageRefusals.refusedReason)
+                    logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) provider=\(provider.name) model=\(reply.request.model)"
+                        + " refused a request with \(withdrawn.count) image\(withdrawn.count == 1 ? "" : "s") (\(error.logText)): sending it with each as a line naming it")
+                    var announced = error
+                    announced.message = ImageRefusals.refusedReason + ": " + error.message
+                    scheduleRetry(of: reply, in: conversation, after: announced, retryAfterSeconds: nil)
+                    return
+                }
                 if let error, shouldRetry(error, reply, maxRetries: provider.config.maxRetries) {
                     scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
                     return
@@ -299,6 +323,15 @@ final class ReplyRunner {
                 if error == nil, let refused = reply.refusedToolCallTurnContent, toolCallTurnContent[provider.name] != refused.other {
                     toolCallTurnContent[provider.name] = refused.other
                     logger.notice("provider=\(provider.name) took the tool-call turn \(refused.other): its requests carry it so from now on")
+                }
+                if error == nil {
+                    if let withdrawn = reply.withdrawnImages {
+                        let blamed = imageRefusals.refusedImages(withdrawn, provider: provider.name, model: reply.request.model)
+                        logger.notice("provider=\(provider.name) model=\(reply.request.model) took the request without its images:"
+                            + " \(blamed.count) of them go as a line naming them from now on")
+                    } else {
+                        imageRefusals.took(ImageRefusals.imageDigests(in: reply.request.messages), provider: provider.name, model: reply.request.model)
+                    }
                 }
                 if !toolCalls.isEmpty {
                     reply.message.toolCalls = toolCalls
@@ -330,6 +363,17 @@ final class ReplyRunner {
         return reply.message.content.utf8.count == reply.continued?.bytes ?? 0
     }
 
+    /// Whether to send the request once more with each image as a line naming it: it carried
+    /// images, the server refused it as a request it will not take (`ImageRefusals.isImageRefusal`),
+    /// before any text came, and this turn has not been sent so yet. Whatever `max_retries` says:
+    /// else one image would break the conversation for good.
+    private func mayTryWithoutImages(after error: MessageError, _ reply: Reply) -> Bool {
+        guard reply.withdrawnImages == nil, !isStopping, ImageRefusals.isImageRefusal(error),
+              reply.request.messages.contains(where: { !$0.images.isEmpty })
+        else { return false }
+        return reply.message.content.utf8.count == reply.continued?.bytes ?? 0
+    }
+
     /// A failure as the reply is to carry it: what the server refused, or what an empty answer
     /// usually means and where to change it.
     private func explained(_ error: MessageError, reply: Reply, in conversation: Conversation) -> MessageError {
@@ -341,13 +385,15 @@ final class ReplyRunner {
                 + " longer than the model's window; this request's was about \(ContextBudget.rawEstimate(reply.request.chatMessages)) tokens."
                 + " Set context_tokens \(setting) to the model's window\(current), so that older turns are left out.")
         }
-        if let refused = reply.refusedToolCallTurnContent, error.code == .upstreamHTTP {
-            var explained = error
-            explained.message = "the server refused a context holding a tool-call turn without text, sent \(refused)"
-                + " and again \(refused.other): " + error.message
-            return explained
+        var explained = error
+        if reply.withdrawnImages != nil, error.code == .upstreamHTTP {
+            explained.message = "the server refused the request with its images, and again with each image as a line naming it: " + explained.message
         }
-        return error
+        if let refused = reply.refusedToolCallTurnContent, error.code == .upstreamHTTP {
+            explained.message = "the server refused a context holding a tool-call turn without text, sent \(refused)"
+                + " and again \(refused.other): " + explained.message
+        }
+        return explained
     }
 
     /// A reply that got text but no usage from the upstream (llama.cpp's server sends none even

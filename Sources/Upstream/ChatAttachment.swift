@@ -52,9 +52,9 @@ public struct ChatAttachment: Equatable, Sendable {
         return tenths % 10 == 0 ? "\(tenths / 10) MiB" : "\(tenths / 10).\(tenths % 10) MiB"
     }
 
-    /// The line an image stands as for a model that takes none.
-    public static func imageNotSentLine(name: String, type: AttachmentType, size: Int) -> String {
-        "[image \(name) (\(type.rawValue), \(describe(size: size))) not sent: this model takes no images]"
+    /// The line an image stands as for a model that takes none, or for another `reason`.
+    public static func imageNotSentLine(name: String, type: AttachmentType, size: Int, reason: String = "this model takes no images") -> String {
+        "[image \(name) (\(type.rawValue), \(describe(size: size))) not sent: \(reason)]"
     }
 
     /// The line an image stands as when newer images of the request already take what one

@@ -51,6 +51,8 @@ struct Script {
     var toolLoop = false
     /// `[[strict-content]]`: the forms of an assistant turn's `content` refused with a 500.
     var strictContent: Set<ContentForm> = []
+    /// `[[refuse-images]]`: a request holding any image is refused with a 400.
+    var refuseImages = false
     /// `[[json-body]]`: a streamed request is answered as one that is not streamed.
     var jsonBody = false
     /// `[[empty-stream]]`: a 200 event stream with no event at all.
@@ -115,6 +117,7 @@ struct Script {
             case "tool-loop": toolLoop = true
             case "strict-content": strictContent = strictContentForms(value)
             case "json-body": jsonBody = true
+            case "refuse-images": refuseImages = true
             case "empty-stream": emptyStream = true
             case "validation-error": validationError = true
             case "error-lines": if let n = number, n >= 1 { errorLines = min(n, 1000) }
@@ -399,6 +402,10 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     }
     if let refusal = strictContentRefusal(messageList, refusing: script.strictContent) {
         return sendJSON(connection, status: 500, body: llamaCppPythonErrorBody(refusal), keepAlive: keepAlive)
+    }
+    if script.refuseImages, holdsImage(messageList) {
+        return sendJSON(connection, status: 400, body: errorBody(message: imageRefusalMessage, type: "invalid_request_error", code: "invalid_image"),
+                        keepAlive: keepAlive)
     }
 
     // [[fail-first:N]]: the first N requests with this exact message fail (503, or [[status]]), later ones succeed.

@@ -201,6 +201,10 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
         return sendJSON(connection, status: 400, body: anthropicErrorBody(type: "invalid_request_error", message: problem),
                         keepAlive: keepAlive)
     }
+    if script.refuseImages, holdsImage(messageList) {
+        return sendJSON(connection, status: 400, body: anthropicErrorBody(type: "invalid_request_error", message: imageRefusalMessage),
+                        keepAlive: keepAlive)
+    }
     if let status = scriptedFailure(script, key: lastUser, shared: shared) {
         var extra: [(String, String)] = []
         if status == 429 && !script.noRetryAfter { extra.append(("retry-after", "1")) }

@@ -106,3 +106,17 @@ func sendEmptyEventStream(_ connection: Connection, keepAlive: Bool, split: Int?
     var writer = ChunkedWriter(connection: connection, split: split)
     return writer.finish() && keepAlive
 }
+
+/// `[[refuse-images]]`: whether any turn's content holds an image, as a chat `image_url` part or
+/// an Anthropic `image` block (a server that cannot decode the image, or takes none).
+func holdsImage(_ messages: [JSON]) -> Bool {
+    messages.contains { message in
+        message["content"]?.arrayValue?.contains { part in
+            let type = part["type"]?.stringValue
+            return type == "image_url" || type == "image"
+        } ?? false
+    }
+}
+
+/// What `[[refuse-images]]` answers, as a server that could not decode an image words it.
+let imageRefusalMessage = "Invalid image: the image data could not be decoded."
