@@ -88,6 +88,7 @@ public enum Pages {
         .msg .meta { font-size: .75em; color: var(--muted); margin-bottom: .2em; }
         .msg .plain { white-space: pre-wrap; }
         .msg.streaming .body::after { content: "▍"; color: var(--muted); }
+        .msg .attachment { font-size: .85em; color: var(--muted); font-family: ui-monospace, monospace; white-space: pre-wrap; }
         .msg .error { color: #b3261e; font-size: .85em; white-space: pre-wrap; }
         .body p { margin: .3em 0; white-space: pre-wrap; }
         .body pre { background: #f0f1f3; padding: .5em; overflow-x: auto; border-radius: 4px; white-space: pre; }
@@ -288,6 +289,9 @@ public enum Pages {
               el.appendChild(body);
             } else {
               el.appendChild(element("div", "body plain", m.text));
+            }
+            if (m.attachments) {
+              for (const line of m.attachments) el.appendChild(element("div", "attachment", line));
             }
             if (m.tool_calls) {
               for (const call of m.tool_calls) el.appendChild(element("div", "calls", "→ " + call.name + " " + call.arguments));
