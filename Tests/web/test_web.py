@@ -442,7 +442,7 @@ def put_blob(terminal, data):
 
 
 def attachment_lines(page):
-    return page.eval_on_selector_all(".msg.user .attachment", "els => els.map(e => e.textContent)")
+    return page.eval_on_selector_all(".msg.user .attachment .line", "els => els.map(e => e.textContent)")
 
 
 def test_attachments_show_under_the_message_live_and_after_a_reload(world, owner):
@@ -477,8 +477,49 @@ def test_attachments_show_under_the_message_live_and_after_a_reload(world, owner
     page.wait_for_selector("#status:text('live')")
     wait_for(lambda: attachment_lines(page) == expected, "the attachment lines, after a reload")
     assert page.query_selector("#messages img") is None
-    page.click(".msg.user .attachment >> nth=1")
+    page.click(".msg.user .attachment .line >> nth=1")
     assert dialogs == []
     assert foreign == []
     page.close()
+    terminal.close()
+
+
+def test_a_read_only_share_link_downloads_a_file_and_nobody_else_can(world, browser):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "downloads")
+    other = new_conversation(terminal, "not shared")
+    contents = b"<html><script>alert(1)</script></html>\n"
+    stored = put_blob(terminal, contents)
+    message = terminal.call("message.send", {"conversation": conversation, "content": "[[reply:ok]] a page",
+                                             "attachments": [{"name": "page\".html", "sha256": stored}]})["message"]["id"]
+    hidden = terminal.call("message.send", {"conversation": other, "content": "[[reply:ok]] private",
+                                            "attachments": [{"name": "private.txt", "sha256": put_blob(terminal, b"secret\n")}]})["message"]["id"]
+    path = "/c/%s/file/%s/0" % (conversation, message)
+    link = world.web("share", conversation, "--read-only", "--expires", "2h").strip()
+    token = link.rsplit("/", 1)[1]
+    # Without a token, or with a wrong one: nothing.
+    assert raw_request(world, path)[0].status == 401
+    assert raw_request(world, path, {"Cookie": "confab_token=wrong"})[0].status == 401
+    # With the share's: the bytes, as a download of no type a browser would render.
+    response, body = raw_request(world, path, {"Cookie": "confab_token=" + token})
+    assert response.status == 200
+    assert body == contents
+    assert response.getheader("Content-Type") == "application/octet-stream"
+    assert response.getheader("X-Content-Type-Options") == "nosniff"
+    assert response.getheader("Content-Disposition") == "attachment; filename=\"page_.html\"; filename*=UTF-8''page%22.html"
+    # Another conversation's file, a message or a file that is not there: as if none existed.
+    for other_path in ["/c/%s/file/%s/0" % (other, hidden), "/c/%s/file/%s/1" % (conversation, message),
+                       "/c/%s/file/m999/0" % conversation, "/c/%s/file/..%%2F/0" % conversation]:
+        assert raw_request(world, other_path, {"Cookie": "confab_token=" + token})[0].status == 404, other_path
+    # And from the page: the save link is a download.
+    context = browser.new_context(accept_downloads=True)
+    page = context.new_page()
+    page.goto(link)
+    page.wait_for_url("**/c/" + conversation)
+    page.wait_for_selector(".msg.user .attachment a.save")
+    with page.expect_download() as download:
+        page.click(".msg.user .attachment a.save")
+    with open(download.value.path(), "rb") as saved:
+        assert saved.read() == contents
+    context.close()
     terminal.close()
