@@ -51,7 +51,7 @@ let package = Package(
         .systemLibrary(name: "CCmarkGFM", pkgConfig: "libcmark-gfm",
                        providers: [.apt(["libcmark-gfm-dev", "libcmark-gfm-extensions-dev"])]),
         .target(name: "Markdown", dependencies: ["CCmarkGFM"], swiftSettings: strict),
-        .target(name: "Terminal", dependencies: ["CTerminal", "Markdown"], swiftSettings: strict),
+        .target(name: "Terminal", dependencies: ["CTerminal", "Markdown", "ConfabProtocol"], swiftSettings: strict),
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
@@ -117,7 +117,7 @@ let package = Package(
 
         // The browser gateway: its testable logic (pages, markdown as HTML, tokens and share
         // links, the [web] settings) in WebGateway, the server in confab-web.
-        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "TOML"], swiftSettings: strict),
+        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "TOML", "Terminal"], swiftSettings: strict),
         .executableTarget(name: "confab-web", dependencies: [
             "WebGateway", "ConfabProtocol", "Posix",
             .product(name: "Hummingbird", package: "hummingbird"),
@@ -137,7 +137,7 @@ let package = Package(
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "MCPTests", dependencies: ["MCP", "ConfabProtocol", "EventLoop", "Curl", "Tools"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
-        .testTarget(name: "WebGatewayTests", dependencies: ["WebGateway", "ConfabProtocol"], swiftSettings: strict),
+        .testTarget(name: "WebGatewayTests", dependencies: ["WebGateway", "ConfabProtocol", "Terminal"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [
             "ConfabProtocol", "confabd", "confab", "confab-fake-upstream", "confab-loggen", "confab-web",
         ], swiftSettings: strict),

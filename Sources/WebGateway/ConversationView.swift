@@ -1,4 +1,5 @@
 import ConfabProtocol
+import Terminal
 
 /// One conversation as a page shows it, kept up to date from the daemon's notifications,
 /// and the events a page is sent. Every string of a message goes to the page as text, to be
@@ -6,6 +7,7 @@ import ConfabProtocol
 ///
 /// Page events (JSON text frames, `type` first):
 /// - `state`: `{conversation, messages, clients, role}`, everything, after an attach;
+///   a user message's files are its `attachments`, one `[attached: NAME, SIZE, TYPE]` line each;
 /// - `message`: `{message}`, one message as it is now (created, grown by a delta, ended);
 /// - `clients`: `{clients}`, the names of everybody attached;
 /// - `info`: `{conversation}`, renamed or reconfigured;
@@ -165,6 +167,10 @@ public struct ConversationView: Sendable {
         case .user:
             // What a person typed is shown as typed: no markdown, line breaks kept.
             object["text"] = .string(message.content)
+            // The terminal's lines, names with their controls made visible; set as text.
+            if let attachments = message.attachments, !attachments.isEmpty {
+                object["attachments"] = .array(attachments.map { .string(AttachmentText.line($0)) })
+            }
         case .assistant, .system:
             object["html"] = .string(MarkdownHTML.render(message.content))
             if let calls = message.toolCalls, !calls.isEmpty {

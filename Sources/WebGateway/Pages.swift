@@ -64,6 +64,13 @@ public enum Pages {
 
         """
 
+    public static let unavailable = """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><title>confab: not available</title></head>
+        <body><h1>Not available</h1><p>confabd could not hand over the file just now: try again in a moment.</p></body></html>
+
+        """
+
     public static let stylesheet = """
         :root { --fg: #1d1f21; --bg: #fafafa; --muted: #6a6f75; --line: #d9dce0; --user: #e8f0fe; --card: #fff8e6; --accent: #1a73e8; }
         * { box-sizing: border-box; }
@@ -88,6 +95,7 @@ public enum Pages {
         .msg .meta { font-size: .75em; color: var(--muted); margin-bottom: .2em; }
         .msg .plain { white-space: pre-wrap; }
         .msg.streaming .body::after { content: "▍"; color: var(--muted); }
+        .msg .attachment { font-size: .85em; color: var(--muted); font-family: ui-monospace, monospace; white-space: pre-wrap; }
         .msg .error { color: #b3261e; font-size: .85em; white-space: pre-wrap; }
         .body p { margin: .3em 0; white-space: pre-wrap; }
         .body pre { background: #f0f1f3; padding: .5em; overflow-x: auto; border-radius: 4px; white-space: pre; }
@@ -288,6 +296,19 @@ public enum Pages {
               el.appendChild(body);
             } else {
               el.appendChild(element("div", "body plain", m.text));
+            }
+            if (m.attachments) {
+              m.attachments.forEach(function (line, index) {
+                const row = element("div", "attachment");
+                row.appendChild(element("span", "line", line));
+                // The page's own path and the message's id (the daemon's, checked on the gateway).
+                const link = element("a", "save", "save");
+                link.href = "/c/" + encodeURIComponent(conversation) + "/file/" + encodeURIComponent(m.id) + "/" + index;
+                link.setAttribute("download", "");
+                row.appendChild(document.createTextNode(" "));
+                row.appendChild(link);
+                el.appendChild(row);
+              });
             }
             if (m.tool_calls) {
               for (const call of m.tool_calls) el.appendChild(element("div", "calls", "→ " + call.name + " " + call.arguments));

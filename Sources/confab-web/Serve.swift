@@ -138,6 +138,30 @@ struct Gateway: Sendable {
             }
             return page(Pages.conversation(id: id))
         }
+        // A file a message carries, for saving: never shown by the browser (whatever its
+        // bytes, it is a download of no type the browser could run), under the page's checks.
+        router.get("/c/:id/file/:message/:index") { request, context -> Response in
+            guard let (access, _) = access(of: request) else { return unauthorized }
+            guard let id = context.parameters.get("id"), ConversationID.isValid(id), access.maySee(id),
+                  let message = context.parameters.get("message"), AttachmentDownload.isMessageID(message),
+                  let index = context.parameters.get("index").flatMap({ Int($0) }), (0..<AttachmentLimits.maxCount).contains(index)
+            else {
+                return page(Pages.unauthorized, status: .notFound)
+            }
+            do {
+                let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, conversation: id, message: message,
+                                                                            index: index, logger: logger)
+                var headers = Self.securityHeaders
+                headers[.contentType] = "application/octet-stream"
+                headers[.contentDisposition] = AttachmentDownload.contentDisposition(name: attachment.name)
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+            } catch AttachmentDownload.Failure.notFound {
+                return page(Pages.unauthorized, status: .notFound)
+            } catch {
+                logger.warning("download of \(id) \(message) #\(index): \(error)")
+                return page(Pages.unavailable, status: .serviceUnavailable)
+            }
+        }
         router.get("/s/:token") { request, context -> Response in
             guard let offered = context.parameters.get("token"), case .share(let share)? = store.access(for: offered) else {
                 return unauthorized

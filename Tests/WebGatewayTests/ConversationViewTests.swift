@@ -12,6 +12,30 @@ final class ConversationViewTests: XCTestCase {
                 created: created, toolCalls: calls)
     }
 
+    func testUserMessageShowsItsFilesAsTheTerminalDoes() {
+        var view = ConversationView(role: "read")
+        let files = [
+            Attachment(name: "notes.txt", type: .text, size: 512, sha256: String(repeating: "a", count: 64)),
+            Attachment(name: "<img src=x onerror=alert(1)>\u{202E}gnp.\u{1B}[31m.png", type: .png, size: 217_088,
+                       sha256: String(repeating: "b", count: 64)),
+        ]
+        let sent = Message(id: "m1", conversation: "k3v9q2m8x7ad", role: .user, content: "look", status: .complete,
+                           created: created, attachments: files)
+        let events = view.apply(.messageCreated(sent))
+        let lines = events.first?["message"]?["attachments"]?.array?.compactMap(\.string)
+        XCTAssertEqual(lines, [
+            "[attached: notes.txt, 512 B, text/plain]",
+            // Text for textContent: the markup stays as typed, the controls are made visible.
+            "[attached: <img src=x onerror=alert(1)><U+202E>gnp.^[[31m.png, 212 KiB, image/png]",
+        ])
+        // The same after a reload, from the attach's history.
+        let state = view.load(AttachResult(json: ["messages": [sent.json], "clients": []]))
+        XCTAssertEqual(state["messages"]?.array?.first?["attachments"]?.array?.compactMap(\.string), lines)
+        // A message without files has no such field.
+        let plain = Message(id: "m3", conversation: "k3v9q2m8x7ad", role: .user, content: "hi", status: .complete, created: created)
+        XCTAssertNil(view.apply(.messageCreated(plain)).first?["message"]?["attachments"])
+    }
+
     func testDeltasGrowTheRenderedReply() {
         var view = ConversationView(role: "owner")
         _ = view.load(AttachResult(json: ["messages": [], "clients": []]))

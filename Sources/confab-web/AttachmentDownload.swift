@@ -1,0 +1,136 @@
+import ConfabProtocol
+import Logging
+import NIOCore
+import NIOPosix
+import Posix
+
+/// One attached file fetched from confabd for a download: its own short connection to the
+/// daemon (checked to be this user's, as a page's is), `hello`, then `attachment.get` until
+/// the file is whole. Bounded: no file is larger than an image may be, and the chunks must
+/// add up to the size the daemon gave.
+enum AttachmentDownload {
+    enum Failure: Error {
+        /// No such message or attachment: the page answers 404.
+        case notFound
+        /// confabd is not there, is another user's, or answered what it should not.
+        case daemon(String)
+    }
+
+    /// Message ids as the daemon makes them (`m12`, `m12.3`): short and plain, so that
+    /// nothing else reaches a call.
+    static func isMessageID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 32
+            && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2E }
+    }
+
+    static func fetch(socketPath: String, conversation: String, message: String, index: Int,
+                      logger: Logger) async throws(Failure) -> (Attachment, [UInt8]) {
+        let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+        do {
+            let fd = try UnixSocket.connect(to: socketPath)
+            let peer: UnixSocket.PeerCredentials
+            do { peer = try UnixSocket.peerCredentials(of: fd) } catch {
+                Descriptor.close(fd)
+                throw error
+            }
+            guard peer.uid == ProcessEnvironment.userID else {
+                Descriptor.close(fd)
+                logger.error("refusing \(socketPath): it is served by uid \(peer.uid) (pid \(peer.pid)), not by this user")
+                throw Failure.daemon("confabd's socket is served by another user")
+            }
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .withConnectedSocket(fd) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure.daemon("cannot reach confabd: \(error)")
+        }
+        do {
+            return try await channel.executeThenClose { inbound, outbound in
+                var lines = inbound.makeAsyncIterator()
+                var framer = LineFramer(maxLineBytes: 4 << 20)
+                var waiting: [[UInt8]] = []
+                var nextID = 1
+                func call(_ method: RPCMethod, _ params: JSON) async throws -> JSON {
+                    let id = nextID
+                    nextID += 1
+                    try await outbound.write(ByteBuffer(bytes: RPC.request(id: .int(id), method: method, params: params)))
+                    while true {
+                        while waiting.isEmpty {
+                            guard let buffer = try await lines.next() else { throw Failure.daemon("confabd went away") }
+                            try framer.feed(Array(buffer.readableBytesView)) { waiting.append(Array($0)) }
+                        }
+                        let line = waiting.removeFirst()
+                        switch RPC.parse(line) {
+                        case .success(.response(let answered, let result)) where answered.int == id:
+                            return result
+                        case .success(.errorResponse(let answered, let error)) where answered.int == id || answered.isNull:
+                            if error.code == RPCError.notFound { throw Failure.notFound }
+                            throw Failure.daemon("confabd refused: \(error.message)")
+                        default:
+                            continue // a notification, or an answer to nobody
+                        }
+                    }
+                }
+                _ = try await call(.hello, ["client": "confab-web", "name": "web:download"])
+                var bytes: [UInt8] = []
+                var attachment: Attachment?
+                // Every chunk but the last is a whole MiB, so this many calls cover the largest file.
+                let maxChunks = AttachmentLimits.maxImageBytes / AttachmentLimits.maxChunkBytes + 2
+                for _ in 0..<maxChunks {
+                    let answer = try await call(.attachmentGet, [
+                        "conversation": .string(conversation), "message": .string(message),
+                        "index": .int(index), "offset": .int(bytes.count),
+                    ])
+                    guard let described = answer["attachment"].flatMap(Attachment.init(json:)),
+                          described.size >= 0, described.size <= AttachmentLimits.maxImageBytes,
+                          attachment == nil || attachment == described,
+                          let data = answer["data"]?.string.flatMap(Base64.decode),
+                          bytes.count + data.count <= described.size else {
+                        throw Failure.daemon("confabd sent a chunk that does not fit the file")
+                    }
+                    attachment = described
+                    bytes += data
+                    if answer["more"]?.bool != true {
+                        guard bytes.count == described.size else { throw Failure.daemon("confabd ended the file early") }
+                        return (described, bytes)
+                    }
+                    if data.isEmpty { throw Failure.daemon("confabd sent an empty chunk with more to come") }
+                }
+                throw Failure.daemon("confabd sent more chunks than a file can have")
+            }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure.daemon("confabd: \(error)")
+        }
+    }
+
+    /// `attachment; filename="notes.txt"; filename*=UTF-8''notes.txt`: the name someone gave,
+    /// reduced to safe ASCII for the plain form and percent-encoded whole for the other, so no
+    /// quote, semicolon or line break of it can reach the header.
+    static func contentDisposition(name: String) -> String {
+        let plain = String(decoding: name.utf8.map { byte -> UInt8 in
+            isUnreserved(byte) ? byte : 0x5F
+        }, as: UTF8.self)
+        var encoded = ""
+        for byte in name.utf8 {
+            if isUnreserved(byte) {
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                let hex = String(byte, radix: 16, uppercase: true)
+                encoded += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return "attachment; filename=\"\(plain.isEmpty ? "file" : plain)\"; filename*=UTF-8''\(encoded)"
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+            || byte == 0x2E || byte == 0x2D || byte == 0x5F
+    }
+}
