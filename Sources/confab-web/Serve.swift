@@ -140,6 +140,7 @@ struct Gateway: Sendable {
         }
         // A file a message carries, for saving: never shown by the browser (whatever its
         // bytes, it is a download of no type the browser could run), under the page's checks.
+        let downloads = DownloadSlots(limit: 4)
         router.get("/c/:id/file/:message/:index") { request, context -> Response in
             guard let (access, _) = access(of: request) else { return unauthorized }
             guard let id = context.parameters.get("id"), ConversationID.isValid(id), access.maySee(id),
@@ -148,6 +149,11 @@ struct Gateway: Sendable {
             else {
                 return page(Pages.unauthorized, status: .notFound)
             }
+            guard downloads.take() else {
+                logger.warning("download of \(id) \(message) #\(index) refused: \(downloads.limit) downloads are running")
+                return page(Pages.unavailable, status: .serviceUnavailable)
+            }
+            defer { downloads.give() }
             do {
                 let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, conversation: id, message: message,
                                                                             index: index, logger: logger)
