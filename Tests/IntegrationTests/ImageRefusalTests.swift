@@ -11,16 +11,7 @@ final class ImageRefusalTests: XCTestCase {
 
     override func tearDown() { harness?.tearDown() }
 
-    static let config = """
-        [providers.claude]
-        api = "anthropic"
-        base_url = "$UPSTREAM/anthropic/v1"
-        api_key = "sk-ant-claude"
-        model = "claude-test"
-        max_tokens = 321
-        timeout_seconds = 5
-
-        """
+    static let config = VisionTests.anthropicProvider
 
     /// A PNG signature and junk after it: stored as an image, and no server can decode it.
     private let junk = AttachmentTests.image(size: 3000, seed: 9)

@@ -15,7 +15,8 @@ final class VisionTests: XCTestCase {
 
     override func tearDown() { harness?.tearDown() }
 
-    static let config = """
+    /// An Anthropic provider on the fake upstream, as the tests of images use it.
+    static let anthropicProvider = """
         [providers.claude]
         api = "anthropic"
         base_url = "$UPSTREAM/anthropic/v1"
@@ -24,6 +25,9 @@ final class VisionTests: XCTestCase {
         max_tokens = 321
         timeout_seconds = 5
 
+        """
+
+    static let config = anthropicProvider + """
         [providers.legacy]
         api = "completions"
         base_url = "$UPSTREAM/legacy/v1"
