@@ -290,6 +290,7 @@ final class ReplyRunner {
         reply.stream = upstream.startReply(reply.request, from: provider) { [unowned self] event in
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
+            case .reasoning: break
             case .finished(let finishReason, let usage, let serverError, let retryAfter, let toolCalls):
                 reply.stream = nil
                 // A server's error body may quote the key it was sent (`Incorrect API key provided: sk-…`).

@@ -175,28 +175,55 @@ public struct Author: Equatable, Sendable {
 }
 
 public struct Usage: Equatable, Sendable {
+    /// Every input token of the request, as the server counts them: cache reads and cache
+    /// writes included (Anthropic reports those apart; they are added here), so the context
+    /// budget can calibrate on it. What was billed at full input price is
+    /// `promptTokens - (cacheReadTokens ?? 0) - (cacheWriteTokens ?? 0)` (`uncachedPromptTokens`).
     public var promptTokens: Int
+    /// Every output token, reasoning included (`reasoningTokens` is a part of it).
     public var completionTokens: Int
     public var totalTokens: Int
     /// Counted by confabd, not reported by the upstream (see `estimate`).
     public var isEstimated: Bool
+    /// The part of `completionTokens` the model spent thinking, when the server says
+    /// (`completion_tokens_details.reasoning_tokens`), or confabd's estimate of it.
+    public var reasoningTokens: Int?
+    /// The part of `promptTokens` read from the server's prompt cache
+    /// (`prompt_tokens_details.cached_tokens`, DeepSeek's `prompt_cache_hit_tokens`,
+    /// Anthropic's `cache_read_input_tokens`).
+    public var cacheReadTokens: Int?
+    /// The part of `promptTokens` written to the server's prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`).
+    public var cacheWriteTokens: Int?
 
-    public init(promptTokens: Int, completionTokens: Int, totalTokens: Int, isEstimated: Bool = false) {
+    public init(promptTokens: Int, completionTokens: Int, totalTokens: Int, isEstimated: Bool = false,
+                reasoningTokens: Int? = nil, cacheReadTokens: Int? = nil, cacheWriteTokens: Int? = nil) {
         self.promptTokens = promptTokens
         self.completionTokens = completionTokens
         self.totalTokens = totalTokens
         self.isEstimated = isEstimated
+        self.reasoningTokens = reasoningTokens
+        self.cacheReadTokens = cacheReadTokens
+        self.cacheWriteTokens = cacheWriteTokens
+    }
+
+    /// Input tokens billed at the full price: neither read from nor written to a cache.
+    public var uncachedPromptTokens: Int {
+        max(0, promptTokens - (cacheReadTokens ?? 0) - (cacheWriteTokens ?? 0))
     }
 
     /// For a server that reports no usage (llama.cpp's, some proxies), so totals still add up:
     /// about four bytes of UTF-8 text per token, plus 4 tokens per prompt message and 3 for the
     /// reply's priming, after OpenAI's accounting of its chat format. Rough, and marked so.
-    public static func estimate(prompt: [String], completion: String) -> Usage {
+    /// Reasoning, when there was some, counts as output (servers bill it so).
+    public static func estimate(prompt: [String], completion: String, reasoning: String = "") -> Usage {
         func tokens(_ text: String) -> Int { (text.utf8.count + 3) / 4 }
         let promptTokens = prompt.reduce(3) { $0 + 4 + tokens($1) }
-        let completionTokens = tokens(completion)
+        let reasoningTokens = tokens(reasoning)
+        let completionTokens = tokens(completion) + reasoningTokens
         return Usage(promptTokens: promptTokens, completionTokens: completionTokens,
-                     totalTokens: promptTokens + completionTokens, isEstimated: true)
+                     totalTokens: promptTokens + completionTokens, isEstimated: true,
+                     reasoningTokens: reasoning.isEmpty ? nil : reasoningTokens)
     }
 
     /// The usage of a reply made in several requests (a continued one); nil when neither
@@ -204,21 +231,73 @@ public struct Usage: Equatable, Sendable {
     public static func sum(_ a: Usage?, _ b: Usage?) -> Usage? {
         guard let a else { return b }
         guard let b else { return a }
+        func add(_ x: Int?, _ y: Int?) -> Int? { x == nil && y == nil ? nil : (x ?? 0) + (y ?? 0) }
         return Usage(promptTokens: a.promptTokens + b.promptTokens, completionTokens: a.completionTokens + b.completionTokens,
-                     totalTokens: a.totalTokens + b.totalTokens, isEstimated: a.isEstimated || b.isEstimated)
+                     totalTokens: a.totalTokens + b.totalTokens, isEstimated: a.isEstimated || b.isEstimated,
+                     reasoningTokens: add(a.reasoningTokens, b.reasoningTokens),
+                     cacheReadTokens: add(a.cacheReadTokens, b.cacheReadTokens),
+                     cacheWriteTokens: add(a.cacheWriteTokens, b.cacheWriteTokens))
     }
 
     public var json: JSON {
         var members: [String: JSON] = ["prompt_tokens": .int(promptTokens), "completion_tokens": .int(completionTokens),
                                        "total_tokens": .int(totalTokens)]
         if isEstimated { members["estimated"] = .bool(true) }
+        if let reasoningTokens { members["reasoning_tokens"] = .int(reasoningTokens) }
+        if let cacheReadTokens { members["cache_read_tokens"] = .int(cacheReadTokens) }
+        if let cacheWriteTokens { members["cache_write_tokens"] = .int(cacheWriteTokens) }
         return .object(members)
     }
 
     public init?(json: JSON) {
         guard let prompt = json["prompt_tokens"]?.int, let completion = json["completion_tokens"]?.int else { return nil }
+        func count(_ key: String) -> Int? { json[key]?.int.flatMap { $0 >= 0 ? $0 : nil } }
         self.init(promptTokens: prompt, completionTokens: completion, totalTokens: json["total_tokens"]?.int ?? prompt + completion,
-                  isEstimated: json["estimated"]?.bool == true)
+                  isEstimated: json["estimated"]?.bool == true, reasoningTokens: count("reasoning_tokens"),
+                  cacheReadTokens: count("cache_read_tokens"), cacheWriteTokens: count("cache_write_tokens"))
+    }
+}
+
+/// A reply's reasoning as clients see it: the thought's text (what the server streamed as
+/// `reasoning_content`, `reasoning`, Anthropic's `thinking`, a Responses reasoning summary, or a
+/// `<think>` block), when the model began and stopped thinking, and how many blocks the server
+/// sent encrypted (Anthropic's `redacted_thinking`: kept to be sent back, never shown).
+/// What must be sent back to the server (signatures, encrypted items) is the daemon's own
+/// business, kept in the log beside it, and never on the wire to clients.
+public struct Reasoning: Equatable, Sendable {
+    public var text: String
+    /// The first piece of reasoning arrived.
+    public var started: Timestamp
+    /// The first piece of the answer (text or a tool call) arrived, or the reply ended; nil
+    /// while the model is still thinking.
+    public var ended: Timestamp?
+    /// Blocks of reasoning the server sent only encrypted.
+    public var redactedBlocks: Int
+
+    public init(text: String, started: Timestamp, ended: Timestamp? = nil, redactedBlocks: Int = 0) {
+        self.text = text
+        self.started = started
+        self.ended = ended
+        self.redactedBlocks = redactedBlocks
+    }
+
+    /// Whole seconds spent thinking, as of `now` while it goes on.
+    public func seconds(now: Timestamp) -> Int {
+        Int(max(0, (ended ?? now).milliseconds - started.milliseconds) / 1000)
+    }
+
+    public var json: JSON {
+        var object: [String: JSON] = ["text": .string(text), "started": .string(started.description)]
+        if let ended { object["ended"] = .string(ended.description) }
+        if redactedBlocks > 0 { object["redacted_blocks"] = .int(redactedBlocks) }
+        return .object(object)
+    }
+
+    public init?(json: JSON) {
+        guard let text = json["text"]?.string, let started = json["started"]?.string.flatMap(Timestamp.init(rfc3339:))
+        else { return nil }
+        self.init(text: text, started: started, ended: json["ended"]?.string.flatMap(Timestamp.init(rfc3339:)),
+                  redactedBlocks: max(0, json["redacted_blocks"]?.int ?? 0))
     }
 }
 
@@ -358,6 +437,8 @@ public struct Message: Equatable, Sendable {
     /// name a blob: kept as written, after `attachments` when written again, so that a copy
     /// of the message (an edit, a fork) loses nothing and their blobs stay referenced.
     public var otherAttachments: [JSON]?
+    /// On an assistant message: what the model thought before (and between) its answers.
+    public var reasoning: Reasoning?
 
     /// Every blob the message names: its attachments' and those of `otherAttachments`.
     public var attachmentDigests: [String] {
@@ -406,6 +487,7 @@ public struct Message: Equatable, Sendable {
         if let params, !params.isEmpty { object["params"] = params.json }
         if let quickReplies { object["quick_replies"] = .array(quickReplies.map(JSON.string)) }
         if let context { object["context"] = context.json }
+        if let reasoning { object["reasoning"] = reasoning.json }
         if let toolCalls, !toolCalls.isEmpty { object["tool_calls"] = .array(toolCalls.map(\.json)) }
         let allAttachments = (attachments ?? []).map(\.json) + (otherAttachments ?? [])
         if !allAttachments.isEmpty { object["attachments"] = .array(allAttachments) }
@@ -443,6 +525,7 @@ public struct Message: Equatable, Sendable {
             Attachment(json: item) == nil && item["sha256"]?.string.map(Attachment.isDigest) == true
         } ?? []
         if !others.isEmpty { otherAttachments = others }
+        reasoning = json["reasoning"].flatMap(Reasoning.init(json:))
     }
 }
 

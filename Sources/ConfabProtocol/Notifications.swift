@@ -8,6 +8,9 @@ public enum ConversationEvent: Equatable, Sendable {
     case messageCreated(Message)
     /// A piece of a reply's text: append it.
     case messageDelta(message: String, content: String)
+    /// A piece of a reply's reasoning: append it to `message.reasoning.text` (the first one
+    /// starts the reasoning; the first `message.delta` or tool call after it ends it).
+    case messageReasoning(message: String, content: String)
     /// A reply (or one of its turns, or a tool message) ended `complete`, `cancelled` or `interrupted`.
     case messageCompleted(Message)
     /// The upstream refused before any text; it is asked again after `delayMilliseconds`.
@@ -45,6 +48,7 @@ public enum ConversationEvent: Equatable, Sendable {
         switch self {
         case .messageCreated: .messageCreated
         case .messageDelta: .messageDelta
+        case .messageReasoning: .messageReasoning
         case .messageCompleted: .messageCompleted
         case .messageRetrying: .messageRetrying
         case .messageFailed: .messageFailed
@@ -71,7 +75,7 @@ public enum ConversationEvent: Equatable, Sendable {
         case .messageCreated(let message), .messageCompleted(let message), .messageContinued(let message),
              .toolCompleted(let message):
             return ["message": message.json]
-        case .messageDelta(let message, let content):
+        case .messageDelta(let message, let content), .messageReasoning(let message, let content):
             return ["message": .string(message), "content": .string(content)]
         case .messageRetrying(let message, let attempt, let delay, let error):
             return ["message": .string(message), "attempt": .int(attempt), "delay_ms": .int(delay), "error": error?.json ?? .null]
@@ -116,6 +120,9 @@ public enum ConversationEvent: Equatable, Sendable {
         case .messageDelta:
             guard let id = params["message"]?.string, let content = params["content"]?.string else { return nil }
             self = .messageDelta(message: id, content: content)
+        case .messageReasoning:
+            guard let id = params["message"]?.string, let content = params["content"]?.string else { return nil }
+            self = .messageReasoning(message: id, content: content)
         case .messageCompleted:
             guard let message = message() else { return nil }
             self = .messageCompleted(message)
@@ -173,7 +180,7 @@ public enum ConversationEvent: Equatable, Sendable {
         case .messageCreated(let message), .messageCompleted(let message), .messageContinued(let message),
              .toolCompleted(let message), .messageFailed(let message, _), .toolStarted(let message, _):
             return message.id
-        case .messageDelta(let id, _), .messageRetrying(let id, _, _, _), .messageSuperseded(let id, _),
+        case .messageDelta(let id, _), .messageReasoning(let id, _), .messageRetrying(let id, _, _, _), .messageSuperseded(let id, _),
              .generationCancelled(let id, _):
             return id
         case .toolApprovalRequested(let message, _):

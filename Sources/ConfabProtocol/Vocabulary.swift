@@ -56,6 +56,8 @@ public enum RPCNotification: String, CaseIterable, Sendable {
     case conversationUnshared = "conversation.unshared"
     /// A call in flight reported how far it is (an MCP server's progress notification).
     case toolProgress = "tool.progress"
+    /// A piece of a reply's reasoning (the model's thinking before or between its answers).
+    case messageReasoning = "message.reasoning"
 }
 
 /// Who wrote a message. Logs hold `user`, `assistant` and `tool` (a tool's result); `system`
@@ -89,6 +91,9 @@ public enum ReplyErrorCode: String, CaseIterable, Sendable {
     case contextTooLarge = "context_too_large"
     /// The model asked for tools more than `limits.max_tool_rounds` times in one reply.
     case toolRounds = "tool_rounds"
+    /// The model spent its whole `max_tokens` (or `max_completion_tokens`) thinking and wrote
+    /// no answer: there is no text to continue; raise the limit or lower the effort.
+    case thinkingExhausted = "thinking_exhausted"
     // The codes below are a tool message's (`role: "tool"`): why a call gave no answer.
     /// The arguments were not JSON, or did not match the tool's parameters.
     case toolArguments = "tool_arguments"

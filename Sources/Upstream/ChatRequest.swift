@@ -2,6 +2,26 @@ import ConfabProtocol
 
 // MARK: - Request body
 
+/// The reasoning of one assistant turn, kept to be sent back: which API, provider and model
+/// made it (one server's reasoning never goes to another), its text (DeepSeek-style chat sends
+/// it back as `reasoning_content`), and the opaque items the API wants back exactly as they came
+/// (Anthropic's thinking and redacted-thinking blocks, Responses' reasoning items).
+public struct ReasoningReplay: Equatable, Sendable {
+    public var api: String
+    public var provider: String
+    public var model: String
+    public var text: String
+    public var items: [JSON]
+
+    public init(api: String, provider: String, model: String, text: String, items: [JSON] = []) {
+        self.api = api
+        self.provider = provider
+        self.model = model
+        self.text = text
+        self.items = items
+    }
+}
+
 public struct ChatMessage: Equatable, Sendable {
     public var role: Role
     public var content: String
@@ -15,9 +35,15 @@ public struct ChatMessage: Equatable, Sendable {
     /// A user turn's files, in the order attached: text files go after `content` as text,
     /// images in each API's form (see `ChatAttachment`).
     public var attachments: [ChatAttachment]
+    /// An assistant turn's reasoning, as the server that wrote it gave it: each adapter sends
+    /// back what its API demands of it (and only for the provider and model that made it; the
+    /// broker leaves it nil otherwise).
+    public var reasoning: ReasoningReplay?
 
     public init(role: Role, content: String, toolCalls: [ToolCall] = [], toolCallID: String? = nil,
-                toolName: String? = nil, isError: Bool = false, attachments: [ChatAttachment] = []) {
+                toolName: String? = nil, isError: Bool = false, attachments: [ChatAttachment] = [],
+                reasoning: ReasoningReplay? = nil) {
+        self.reasoning = reasoning
         self.role = role
         self.content = content
         self.toolCalls = toolCalls

@@ -42,6 +42,15 @@ public enum ChatStreamEvent: Equatable, Sendable {
     /// A piece of a tool call (`choices[0].delta.tool_calls[]`, Anthropic's `tool_use` blocks):
     /// `ToolCallAssembler` puts the pieces of a reply together.
     case toolCall(ToolCallPiece)
+    /// A piece of the model's reasoning (`delta.reasoning_content`, `delta.reasoning`,
+    /// `reasoning_details` text, Anthropic's `thinking_delta`, a Responses reasoning summary
+    /// delta, a `<think>` block's text); never empty.
+    case reasoning(String)
+    /// A whole item of reasoning that the same API wants back, unmodified, in later requests of
+    /// a tool loop, emitted once complete: an Anthropic `thinking` block with its `signature`
+    /// or a `redacted_thinking` block, a Responses `reasoning` output item (with its
+    /// `encrypted_content`). Kept with the reply (`ReasoningReplay.items`), never shown.
+    case reasoningReplay(JSON)
 }
 
 public enum ChatStreamError: Error, Equatable, Sendable, CustomStringConvertible {

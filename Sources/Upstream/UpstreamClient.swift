@@ -54,6 +54,8 @@ public struct UpstreamConfig: Sendable, Equatable {
 
 public enum ReplyEvent {
     case text(String)
+    /// A piece of the model's reasoning.
+    case reasoning(String)
     /// The reply is over. `error` is nil when it completed. `retryAfterSeconds` is the
     /// upstream's Retry-After, when it sent one with an error. `toolCalls`: what the reply
     /// asked for, put together from its pieces (empty when it asked for none).
@@ -78,6 +80,8 @@ public final class ReplyStream {
     /// is no answer at all.
     fileprivate var sawText = false
     fileprivate var finishReason: String?
+    /// The reasoning items the API wants back (`ChatStreamEvent.reasoningReplay`), in order.
+    public fileprivate(set) var reasoningItems: [JSON] = []
     fileprivate var usage: TokenUsage?
     fileprivate var sawDone = false
     fileprivate var retryAfterSeconds: Int?
@@ -259,6 +263,8 @@ public final class UpstreamClient {
             case .finish(let reason): stream.finishReason = reason
             case .usage(let usage): stream.usage = usage
             case .toolCall(let piece): stream.toolCalls.add(piece)
+            case .reasoning(let text): stream.handler?(.reasoning(text))
+            case .reasoningReplay(let item): stream.reasoningItems.append(item)
             case .error(let info):
                 stream.finish(MessageError(code: .upstreamError, message: info.message))
                 return false
@@ -334,6 +340,8 @@ public final class UpstreamClient {
             case .finish(let reason): stream.finishReason = reason
             case .usage(let usage): stream.usage = usage
             case .toolCall(let piece): stream.toolCalls.add(piece)
+            case .reasoning(let piece): stream.handler?(.reasoning(piece))
+            case .reasoningReplay(let item): stream.reasoningItems.append(item)
             case .error(let info):
                 stream.finish(MessageError(code: .upstreamError, message: info.message))
                 return

@@ -73,6 +73,10 @@ public struct ConversationView: Sendable {
             message.content += content
             messages[id] = message
             return [messageEvent(id)]
+        case .messageReasoning:
+            // The page's folded thinking block (docs/protocol.md, "message.reasoning") is drawn
+            // from the message's `reasoning`; until it is, a page shows the answer alone.
+            return []
         case .messageRetrying(let id, let attempt, let delay, _):
             return [["type": "retrying", "message": .string(id), "attempt": .int(attempt), "delay_ms": .int(delay)]]
         case .messageSuperseded(let id, let by):

@@ -26,6 +26,8 @@ enum Words {
         case .storage: return with("confabd could not save the reply", detail)
         case .contextTooLarge: return with("the message does not fit in the conversation's context budget", detail)
         case .toolRounds: return with("the model kept asking for tools past the limit of rounds", detail)
+        // The daemon's message already says it all: how many tokens, and what to change.
+        case .thinkingExhausted: return detail.isEmpty ? "the model spent its whole token limit thinking and wrote no answer" : detail
         case .toolArguments: return with("the model's arguments for the tool were not valid", detail)
         case .toolUnavailable: return with("the model asked for a tool this conversation does not offer", detail)
         case .toolDenied: return with("the tool call was denied", detail)

@@ -221,6 +221,7 @@ final class ReplyFollowerTests: XCTestCase {
         let error = MessageError(code: .rateLimited, message: "slow down", status: 429)
         let events: [ConversationEvent] = [
             .messageCreated(message("m1", .user, "hi", .complete)), .messageDelta(message: "m2", content: "x"),
+            .messageReasoning(message: "m2", content: "hmm"),
             .messageCompleted(message("m2", .assistant, "x", .complete)),
             .messageRetrying(message: "m2", attempt: 1, delayMilliseconds: 1000, error: error),
             .messageFailed(message("m2", .assistant, "", .failed, error: error), error: error),
