@@ -13,6 +13,12 @@ public enum ReplyProgress: Equatable, Sendable {
     case continued(Message)
     /// Text of `turn` not reported before (a delta, or what the turn's stored text holds beyond them).
     case text(turn: String, String)
+    /// Reasoning of `turn` not reported before (a `message.reasoning` piece, or what the stored
+    /// reasoning holds beyond them); `thought` is the turn's reasoning so far, its `started`
+    /// the daemon's when known (a late attach), else when the first piece came here.
+    case reasoning(turn: String, String, thought: Reasoning)
+    /// The turn stopped thinking: its answer (text, a tool call) began, or the turn ended.
+    case reasoningEnded(turn: String, thought: Reasoning)
     /// The upstream refused before any text; the daemon asks again after `delayMilliseconds`.
     case retrying(attempt: Int, delayMilliseconds: Int, error: MessageError?)
     /// Someone stopped the reply (its end follows).
@@ -94,6 +100,16 @@ public struct ReplyFollower: Sendable {
     private var endedTurns: Set<String> = []
     private var endedTools: Set<String> = []
     private var announcedTurns: Set<String> = []
+    /// Each turn's reasoning as far as it was reported, by turn id.
+    public private(set) var thoughts: [String: Reasoning] = [:]
+    /// What tells the time (pieces are stamped when they come); a test sets its own.
+    public var clock: @Sendable () -> Timestamp = { Timestamp.now() }
+
+    /// The turn thinking now, with its thought so far; nil when no turn is thinking.
+    public var thinking: (turn: String, thought: Reasoning)? {
+        guard let thought = thoughts[turn], thought.ended == nil, end == nil else { return nil }
+        return (turn, thought)
+    }
 
     public init(conversation: String, reply: String) {
         self.conversation = conversation
@@ -135,9 +151,18 @@ public struct ReplyFollower: Sendable {
             reported = []
             before = message.content.utf8.count
             out.append(.continued(message))
+        case .messageReasoning(let id, let content) where owns(id):
+            begin(id, into: &out)
+            guard !content.isEmpty else { break }
+            var thought = thoughts[id] ?? Reasoning(text: "", started: clock())
+            guard thought.ended == nil else { break }
+            thought.text += content
+            thoughts[id] = thought
+            out.append(.reasoning(turn: id, content, thought: thought))
         case .messageDelta(let id, let content) where owns(id):
             begin(id, into: &out)
             guard !content.isEmpty else { break }
+            stopThinking(id, at: nil, into: &out)
             reported += content.utf8
             out.append(.text(turn: id, content))
         case .messageRetrying(let id, let attempt, let delay, let error) where owns(id):
@@ -231,11 +256,36 @@ public struct ReplyFollower: Sendable {
     /// What the turn's stored text holds beyond what was reported (a delta lost to a
     /// reconnection, or none at all when we attached late).
     private mutating func catchUp(_ message: Message, into out: inout [ReplyProgress]) {
+        if let stored = message.reasoning {
+            var thought = thoughts[message.id] ?? Reasoning(text: "", started: stored.started)
+            // The daemon's clock says when thinking began; ours only when we first heard of it.
+            thought.started = stored.started
+            thought.redactedBlocks = stored.redactedBlocks
+            let known = Array(thought.text.utf8), whole = Array(stored.text.utf8)
+            if thought.ended == nil, whole.count > known.count, whole.starts(with: known) {
+                let rest = String(decoding: whole[known.count...], as: UTF8.self)
+                thought.text = stored.text
+                thoughts[message.id] = thought
+                out.append(.reasoning(turn: message.id, rest, thought: thought))
+            } else {
+                thoughts[message.id] = thought
+            }
+            if let ended = stored.ended { stopThinking(message.id, at: ended, into: &out) }
+        }
+        if !message.content.isEmpty || !(message.toolCalls ?? []).isEmpty { stopThinking(message.id, at: nil, into: &out) }
         let content = Array(message.content.utf8.dropFirst(before))
         guard content.count > reported.count, content.starts(with: reported) else { return }
         let rest = String(decoding: content[reported.count...], as: UTF8.self)
         reported = content
         out.append(.text(turn: message.id, rest))
+    }
+
+    /// The turn's thinking is over (at `ended`, the daemon's time when known): said once.
+    private mutating func stopThinking(_ id: String, at ended: Timestamp?, into out: inout [ReplyProgress]) {
+        guard var thought = thoughts[id], thought.ended == nil else { return }
+        thought.ended = ended ?? clock()
+        thoughts[id] = thought
+        out.append(.reasoningEnded(turn: id, thought: thought))
     }
 
     private mutating func toolEnded(_ message: Message, into out: inout [ReplyProgress]) {
@@ -257,6 +307,9 @@ public struct ReplyFollower: Sendable {
         if message.error == nil { message.error = error }
         begin(message.id, message, into: &out)
         catchUp(message, into: &out)
+        stopThinking(message.id, at: nil, into: &out)
+        // The stored thought is the whole one; what clients show of a finished turn is it.
+        if let stored = message.reasoning { thoughts[message.id] = stored }
         out.append(.turnEnded(message))
         if message.continuesAfterTools {
             let asked = message.toolCalls ?? []
