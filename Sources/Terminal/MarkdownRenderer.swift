@@ -77,8 +77,27 @@ public struct MarkdownRenderer: Sendable {
             return table(alignments: alignments, rows: rows, width: width)
         case .rule:
             return [styled(String(repeating: "─", count: min(width, 40)), .dim)]
+        case .html(let text) where Self.holdsThought(text):
+            // A model's `<think>` block inline in its content (a server without a reasoning
+            // parser): prose, wrapped between words like prose, dim.
+            return thoughtRows(text, width: width)
         case .html(let text):
             return verbatim(text, width: width).map { line($0.map { Cell($0.character, $0.width, .dim) }) }
+        }
+    }
+
+    /// Whether an HTML block is (part of) a `<think>…</think>` block rather than markup.
+    static func holdsThought(_ text: String) -> Bool {
+        text.contains("<think>") || text.contains("</think>")
+    }
+
+    /// A `<think>` block's lines, tags included, each wrapped between words at `width`.
+    private func thoughtRows(_ text: String, width: Int) -> [Line] {
+        var lines = SafeText.sanitized(text).split(separator: "\n", omittingEmptySubsequences: false)
+        if lines.last?.isEmpty ?? false { lines.removeLast() }
+        return lines.flatMap { source -> [Line] in
+            let line = String(source).replacing("\t", with: "    ")
+            return TextRows.wrap(line, width: max(1, width)).map { styled($0, .dim) }
         }
     }
 
