@@ -78,8 +78,14 @@ final class AskStream {
         case interrupted, outputClosed
     }
 
+    /// `--reasoning`: the thought goes to standard error as it comes.
+    private let writesReasoning: Bool
+    /// What of the thought went to standard error, and whether its line is open.
+    private var reasoningOpen = false
+
     init(connection: Connection, socketPath: String, conversation: String, reply: String, json: Bool, render: Bool,
-         attached: AttachResult) {
+         attached: AttachResult, reasoning: Bool = false) {
+        writesReasoning = reasoning
         self.connection = connection
         self.socketPath = socketPath
         self.conversation = conversation
@@ -310,6 +316,16 @@ final class AskStream {
         case .turnStarted, .continued:
             // A continued reply's text so far is stored: the follower reports only what is added.
             break
+        case .reasoning(_, let piece, let thought):
+            if writesReasoning {
+                status.clear()
+                writeReasoning(piece)
+            } else if cancelling == nil && asking == nil {
+                status.think(thought)
+            }
+        case .reasoningEnded:
+            endReasoning()
+            if cancelling == nil && asking == nil { status.spin("waiting for the model") }
         case .text(_, let piece):
             sawText = true
             // The status line (waiting for the model, for the tools) gives way to the text.
@@ -353,8 +369,31 @@ final class AskStream {
         return nil
     }
 
+    /// `--reasoning`: a piece of the thought on standard error, byte for byte into a pipe or a
+    /// file, made safe on a terminal (dim unless NO_COLOR).
+    private func writeReasoning(_ piece: String) {
+        guard !piece.isEmpty else { return }
+        reasoningOpen = !piece.hasSuffix("\n")
+        if stderrIsTerminal {
+            var text = SafeText.sanitized(piece)
+            if stderrColour { text = "\u{1B}[2m" + text + "\u{1B}[0m" }
+            _ = text.withUTF8 { Out.writeAll(2, UnsafeRawBufferPointer($0)) }
+        } else {
+            var text = piece
+            _ = text.withUTF8 { Out.writeAll(2, UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    /// The thought written with --reasoning ends on a line of its own, before the answer.
+    private func endReasoning() {
+        guard reasoningOpen else { return }
+        reasoningOpen = false
+        writeError("")
+    }
+
     /// The reply is over: its exit status, or the failure to report.
     private func finished(_ end: ReplyEnd) throws(Failure) -> Int32 {
+        endReasoning()
         if json, let message = end.message { Out.json(message.json) }
         if cancelling == .interrupted { return leaveInterrupted() }
         if cancelling == .outputClosed { return diedOfSIGPIPE() }
@@ -366,6 +405,11 @@ final class AskStream {
             return Self.cutAtLengthLimitStatus
         case .cancelled(let by):
             throw .message("the reply was cancelled" + (by.map { " by \(Words.clientName($0))" } ?? ""))
+        case .failed(let error) where error?.code == .thinkingExhausted:
+            // Like a reply cut at the length limit, but with nothing to continue: the daemon's
+            // message says what to raise.
+            Out.error(Words.replyError(error))
+            return Self.cutAtLengthLimitStatus
         case .failed(let error):
             throw .message("the reply failed: " + Words.replyError(error))
         case .interrupted:
@@ -601,6 +645,8 @@ struct Spinner {
     private var afterCountdown: String?
     /// After the countdown, where a narrow terminal cuts it rather than the seconds.
     private var detail: String?
+    /// While the model thinks: since when, and its thought so far (the newest line is shown).
+    private(set) var thought: Reasoning?
 
     init(_ text: String, countdownMilliseconds: Int? = nil, then afterCountdown: String? = nil, detail: String? = nil) {
         self.text = text
@@ -609,10 +655,19 @@ struct Spinner {
         self.detail = detail
     }
 
+    /// `thinking… 12 s · the newest line of thought`, the seconds counted from `thought.started`.
+    init(thinking thought: Reasoning) {
+        text = "thinking…"
+        self.thought = thought
+    }
+
     mutating func advance() { frame += 1 }
 
     /// The status's line, before it is cut to the terminal's width.
     var line: String {
+        if let thought {
+            return ThoughtText.status(seconds: thought.seconds(now: Timestamp.now()), thought: thought.text, width: Int.max / 2)
+        }
         let spinner = Self.frames[frame % Self.frames.count] + " "
         guard let deadline else { return spinner + text }
         let left = deadline - Self.now()
@@ -638,9 +693,13 @@ final class StatusLine {
     private var spinner: Spinner?
     private var shown = false
 
+    /// The thinking row is dim, unless NO_COLOR.
+    private let colour: Bool
+
     init(fd: Int32) {
         self.fd = fd
         isTerminal = isatty(fd) != 0
+        colour = (Environment.get("NO_COLOR") ?? "").isEmpty
     }
 
     /// How long poll may sleep before the line wants redrawing; -1 when it does not.
@@ -648,6 +707,12 @@ final class StatusLine {
 
     func spin(_ text: String) {
         spinner = Spinner(text)
+        draw()
+    }
+
+    /// The folded thought of a reply that thinks: redrawn as pieces come and each second.
+    func think(_ thought: Reasoning) {
+        spinner = Spinner(thinking: thought)
         draw()
     }
 
@@ -676,7 +741,8 @@ final class StatusLine {
     private func draw() {
         guard let spinner, isTerminal else { return }
         let columns = TerminalSize.of(fd)?.columns ?? 80
-        let line = TextRows.firstRow(SafeText.singleLine(spinner.line), width: columns - 1)
+        var line = TextRows.firstRow(SafeText.singleLine(spinner.line), width: columns - 1)
+        if spinner.thought != nil, colour { line = "\u{1B}[2m" + line + "\u{1B}[0m" }
         write("\r\u{1B}[K" + line)
         shown = true
     }

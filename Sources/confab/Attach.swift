@@ -492,7 +492,7 @@ final class AttachSession {
             if case .messageContinued = event { fresh = true }
             if fresh { followers[sequence] = ReplyFollower(conversation: conversation, reply: reply) }
             return sequence
-        case .messageDelta, .messageRetrying, .toolStarted, .toolApprovalRequested(_?, _):
+        case .messageDelta, .messageReasoning, .messageRetrying, .toolStarted, .toolApprovalRequested(_?, _):
             // A reply in flight that we did not see start is followed from here.
             guard let id = event.messageID, let reply = ToolLines.head(id), let sequence = MessageID.sequence(of: reply) else { return nil }
             if followers[sequence] == nil { followers[sequence] = ReplyFollower(conversation: conversation, reply: reply) }
@@ -516,6 +516,10 @@ final class AttachSession {
             transcript.replyContinued(message)
         case .text(let turn, let piece):
             transcript.delta(id: turn, piece)
+        case .reasoning(let turn, _, let thought):
+            transcript.thinking(id: turn, thought: thought)
+        case .reasoningEnded(let turn, _):
+            transcript.thoughtEnded(id: turn)
         case .retrying(let attempt, let delay, let error):
             if let turn = followers[sequence]?.turn {
                 // One short line: the server's own text is in the message's error and confabd's log.

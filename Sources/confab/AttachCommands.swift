@@ -25,6 +25,7 @@ extension AttachSession {
         /edit-last       change your last message in $EDITOR and get a new reply
         /continue        continue a reply cut off at the model's length limit
         /fork [MSG]      copy the conversation (up to message MSG) into a new one
+        /thinking [ID]   the thought of the reply in flight (or of reply ID, such as m4)
         /tool [ID]       all a tool answered (ID: a call id or a message id such as m2.1; default the latest)
         /tools           the tools models can call and their MCP servers (/tools --restart SERVER starts one again)
         /share USER      share it with USER, a login or uid (--read-only: to only read)
@@ -94,6 +95,8 @@ extension AttachSession {
             try versions(of: argument.isEmpty ? nil : argument)
         case "approve", "deny":
             try answer(allow: name == "approve", call: argument.isEmpty ? nil : argument)
+        case "thinking":
+            try showThought(argument.isEmpty ? nil : argument)
         case "tool":
             try showTool(argument.isEmpty ? nil : argument)
         case "tools":
@@ -137,6 +140,46 @@ extension AttachSession {
                 return
             }
             transcript.error("unknown command /\(name) (/help lists them; // sends a line starting with a slash)")
+        }
+    }
+
+    /// /thinking: the thought of the reply in flight, or of reply `given` (`m4`, its later turns
+    /// `m4.2` too), printed once as a dim block; the status row folds it meanwhile.
+    func showThought(_ given: String?) throws(Failure) {
+        guard let given else {
+            let inFlight = followers.values.sorted { $0.reply < $1.reply }.compactMap { follower -> (String, Reasoning)? in
+                follower.thoughts[follower.turn].map { (follower.turn, $0) }
+            }
+            guard let (turn, thought) = inFlight.last else {
+                transcript.notice(followers.isEmpty ? "no reply in flight: /thinking ID shows the thought of reply ID"
+                                                    : "the reply in flight has no thought (yet)")
+                return
+            }
+            let now = Timestamp.now()
+            let state = thought.ended == nil ? "thinking for \(thought.seconds(now: now)) s" : "thought for \(thought.seconds(now: now)) s"
+            transcript.thought(thought.text, header: "\(turn): \(state)")
+            return
+        }
+        guard let head = ToolLines.head(given), MessageID.sequence(of: given) != nil else {
+            transcript.error("/thinking takes a reply's id, such as m4 (confab show lists them), or nothing for the reply in flight")
+            return
+        }
+        let messages = try wholeMessages(connection, conversation)
+        // The reply's turns, each with its own thought; `m4.2` names that turn alone.
+        let turns = messages.filter { $0.role == .assistant && ($0.id == given || (given == head && ToolLines.head($0.id) == head)) }
+        guard !turns.isEmpty else {
+            transcript.error("/thinking: no reply \(given) in this conversation")
+            return
+        }
+        let thoughts = turns.compactMap { turn in (turn.reasoning ?? followers.values.first { $0.owns(turn.id) }?.thoughts[turn.id]).map { (turn.id, $0) } }
+        guard !thoughts.isEmpty else {
+            transcript.notice("\(given) has no thought: the model wrote no reasoning for it")
+            return
+        }
+        let now = Timestamp.now()
+        for (id, thought) in thoughts {
+            let redacted = thought.redactedBlocks > 0 ? " (and \(Words.count(thought.redactedBlocks, "encrypted block")))" : ""
+            transcript.thought(thought.text, header: "\(id): \(thought.ended == nil ? "thinking" : "thought") for \(thought.seconds(now: now)) s" + redacted)
         }
     }
 

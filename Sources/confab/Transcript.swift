@@ -186,6 +186,30 @@ final class Transcript {
         redrawStatus()
     }
 
+    /// Reply `id` thinks: the status row folds its thought (`thinking… 12 s · newest line`),
+    /// redrawn at each piece and each second, until its text starts. Never in the scrollback.
+    func thinking(id: String, thought: Reasoning) {
+        guard !finished.contains(id) else { return }
+        if replies[id] == nil { replies[id] = newReply(created: Timestamp.now()) }
+        waiting[id] = Spinner(thinking: thought)
+        redrawStatus()
+    }
+
+    /// Reply `id` stopped thinking: its answer comes (or it ends), and the row waits for it.
+    func thoughtEnded(id: String) {
+        guard waiting[id]?.thought != nil else { return }
+        waiting[id] = Spinner("waiting for the model")
+        redrawStatus()
+    }
+
+    /// A reply's thought, printed once as a dim block under a quiet header (`/thinking`).
+    func thought(_ text: String, header: String) {
+        breakLine()
+        emit(styled(TextRows.wrapped("-- \(SafeText.singleLine(header))", closing: " --", width: width, indent: 3), .quiet) + "\n")
+        let block = ThoughtText.block(text, width: width, colour: colour)
+        if !block.isEmpty { emit(block + "\n") }
+    }
+
     private func stopWaiting(_ id: String) {
         guard waiting.removeValue(forKey: id) != nil else { return }
         if waiting.isEmpty { hideStatus() }
