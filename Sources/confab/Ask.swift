@@ -23,7 +23,11 @@ struct Ask: ClientCommand {
             when nobody else is attached to the conversation; with others watching, the reply \
             goes on for them, as when a terminal closes; either way the exit is SIGPIPE's (141). \
             A reply cut off at the model's length limit is said on standard error and exits 4 \
-            (confab continue ID goes on with it). When confabd restarts meanwhile, ask waits \
+            (confab continue ID goes on with it), as does one whose model spent its whole \
+            token limit thinking (the message says what to raise). While the model thinks, a \
+            terminal's standard error shows `thinking… 12 s` and its newest line of thought; \
+            --reasoning writes the thought itself to standard error (never to standard \
+            output). When confabd restarts meanwhile, ask waits \
             for it to come back and prints the reply as stored.
 
             -a FILE (--attach, repeatable) sends files with the prompt: text files (UTF-8, \
@@ -59,6 +63,8 @@ struct Ask: ClientCommand {
             completion: .file())
     var attach: [String] = []
     @Flag(help: "Print the reply's final message object as JSON instead of its text.") var json = false
+    @Flag(help: "Write the model's thought (its reasoning) to standard error as it comes: made safe on a terminal, as it is into a pipe or file.")
+    var reasoning = false
     @Flag(name: [.customLong("plain"), .customLong("raw")],
           help: "The reply's text as it is, without rendering (the default when standard output is not a terminal).")
     var plain = false
@@ -73,6 +79,9 @@ struct Ask: ClientCommand {
     private var words: ArraySlice<String> { text.first == "--" ? text.dropFirst() : text[...] }
 
     func validate() throws {
+        // The prompt captures every word from its first on, --help too: asked for before any
+        // prompt word, it is help, as for every other command.
+        if let first = text.first, first == "--help" || first == "-h" { throw CleanExit.helpRequest(self) }
         if let first = text.first, first != "--", first.count > 1, first.hasPrefix("-") {
             // An option ask does not know, where the prompt would start: a typo, most likely.
             throw ValidationError("unknown option '\(first)'; a prompt that starts with '-' goes after '--' (confab ask -- \(first) …)")
@@ -104,6 +113,8 @@ struct Ask: ClientCommand {
         let connection = try Connection.start(socketPath, command: "ask")
 
         let id: String
+        // Made for this prompt: removed again when the daemon refuses it before storing it.
+        var made = false
         if let conversation {
             id = try connection.resolveConversation(conversation)
         } else if continuing {
@@ -111,8 +122,11 @@ struct Ask: ClientCommand {
         } else if makesNew {
             id = try createConversation(connection, title: title ?? Self.title(from: prompt) ?? files.first?.name, system: system, model: model, profile: profile).id
             Out.errorLine("conversation \(id)")
+            made = true
         } else {
-            id = try ConversationChoice.today(connection)
+            let today = try ConversationChoice.todayOrMade(connection)
+            id = today.id
+            made = today.made
         }
         if choosesExisting, system != nil || model != nil {
             try configureConversation(connection, id, model: model, system: system, profile: nil)
@@ -126,15 +140,30 @@ struct Ask: ClientCommand {
         // conversation is attached already, as quietly: attaching again is harmless.)
         let attached = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(id), "history": 0, "quiet": true]))
         var params: [String: JSON] = ["conversation": .string(id), "content": .string(prompt)]
-        if !files.isEmpty { params["attachments"] = try StoredBlob.upload(files, over: connection) }
-        let sent = try connection.call(.messageSend, .object(params))
+        let sent: JSON
+        do throws(Failure) {
+            if !files.isEmpty { params["attachments"] = try StoredBlob.upload(files, over: connection) }
+            sent = try connection.call(.messageSend, .object(params))
+        } catch {
+            // Refused before anything was stored (an image to a model that takes none, a file
+            // too large): the conversation made for it would stay behind empty.
+            if made, case .rpc = error { Self.removeIfEmpty(connection, id) }
+            throw error
+        }
         guard let reply = ReplyStarted(json: sent)?.reply else {
             throw Failure.message("confabd's answer to \(RPCMethod.messageSend.rawValue) has no reply id")
         }
         let stream = AskStream(connection: connection, socketPath: socketPath, conversation: id, reply: reply, json: json,
-                               render: !plain, attached: attached)
+                               render: !plain, attached: attached, reasoning: reasoning)
         let status = try stream.run()
         if status != 0 { throw Failure.exit(status) }
+    }
+
+    /// Deletes conversation `id` if it holds no message (nobody else wrote to it meanwhile).
+    private static func removeIfEmpty(_ connection: Connection, _ id: String) {
+        guard let page = try? connection.call(.conversationHistory, ["conversation": .string(id), "limit": 1]),
+              (page["messages"]?.array ?? []).isEmpty else { return }
+        _ = try? connection.call(.conversationDelete, ["conversation": .string(id)])
     }
 
     /// TEXT, and standard input when it is not a terminal. With files attached the prompt

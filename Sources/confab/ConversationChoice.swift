@@ -42,16 +42,22 @@ enum ConversationChoice {
 
     /// `ask 2026-11-23`: found among the recent conversations by its title, else made.
     static func today(_ connection: Connection) throws(Failure) -> String {
+        try todayOrMade(connection).id
+    }
+
+    /// `today`, and whether the conversation was made now (a send refused before anything
+    /// was stored leaves no empty conversation behind: the caller deletes it).
+    static func todayOrMade(_ connection: Connection) throws(Failure) -> (id: String, made: Bool) {
         let title = todayTitle()
         let result = try connection.call(.conversationList, ["limit": 1000])
         let found = (result["conversations"]?.array ?? []).first { $0["title"]?.string == title }
         if let id = found?["id"]?.string, try attachIfPresent(connection, id) {
-            return id
+            return (id, false)
         }
         let id = try createConversation(connection, title: title, system: nil, model: nil).id
         Out.errorLine("conversation \(id) (\(title))")
         try attach(connection, id)
-        return id
+        return (id, true)
     }
 
     static func todayTitle() -> String {
