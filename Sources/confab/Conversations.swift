@@ -103,15 +103,12 @@ struct List: ClientCommand {
     }
 
     /// `12,345`, `~800` when any reply's count was estimated, `-` before any reply.
+    /// With reasoning or cache counts reported, the whole usage:
+    /// `in 2,125 (2,000 cached) · out 300 (200 thinking)`.
     static func tokens(_ usage: JSON?) -> String {
         guard let total = usage?["total_tokens"]?.int, total > 0 else { return "-" }
-        var digits = String(total)
-        var grouped = ""
-        while digits.count > 3 {
-            grouped = "," + digits.suffix(3) + grouped
-            digits.removeLast(3)
-        }
-        return (usage?["estimated"]?.bool == true ? "~" : "") + digits + grouped
+        if let parts = usage.flatMap(Usage.init(json:)), UsageText.hasParts(parts) { return UsageText.line(parts) }
+        return (usage?["estimated"]?.bool == true ? "~" : "") + UsageText.grouped(total)
     }
 }
 
@@ -159,6 +156,8 @@ struct Show: ClientCommand {
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: Confab
     @Argument(help: "The conversation (id or unique prefix).", completion: .conversationIDs) var id: String
+    @Flag(help: "Print each reply's thought (the model's reasoning) under its header; without it, one line says how long it thought.")
+    var reasoning = false
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "show")
@@ -173,14 +172,28 @@ struct Show: ClientCommand {
         let width = TerminalSize.of(1)?.columns ?? Int.max / 2
         // A reader may not go on with a reply: its marker does not suggest it.
         let mayContinue = info.flatMap(ConversationInfo.init(json:))?.roleOfThisUser != .read
+        let colour = isatty(1) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
         for message in messages {
             out += "\n" + Self.heading(message) + "\n"
+            out += Self.thought(message, whole: reasoning, width: width, colour: colour)
             out += Self.body(message, width: width)
+            if message.role == .assistant, let usage = message.usage, UsageText.hasParts(usage) { out += UsageText.line(usage) + "\n" }
             if message.role == .assistant, message.status == .complete, message.isCutAtLengthLimit, message.supersededBy == nil {
                 out += Transcript.lengthLimitMarker(conversation: conversation, mayContinue: mayContinue) + "\n"
             }
         }
         Out.stdout(out)
+    }
+
+    /// A reply's thought, under its header: whole (`--reasoning`: indented, wrapped, dim on a
+    /// terminal, made safe), else one line, `[thought for 12 s]`; nothing without one.
+    static func thought(_ message: Message, whole: Bool, width: Int, colour: Bool) -> String {
+        guard message.role == .assistant, let thought = message.reasoning else { return "" }
+        let seconds = thought.seconds(now: thought.ended ?? Timestamp.now())
+        let marker = ThoughtText.marker(seconds: seconds, redactedBlocks: thought.redactedBlocks)
+        guard whole else { return (colour ? "\u{1B}[2m" + marker + "\u{1B}[0m" : marker) + "\n" }
+        let block = ThoughtText.block(thought.text, width: width, colour: colour)
+        return (colour ? "\u{1B}[2m" + marker + "\u{1B}[0m" : marker) + "\n" + (block.isEmpty ? "" : block + "\n")
     }
 
     /// A message's text; a tool's result as its one line (`⚙ weather → 200 · 84 ms · …`), and
@@ -265,6 +278,7 @@ struct Export: ClientCommand {
                 var status = ""
                 if message.status != .complete { status = " [\(message.status.rawValue)]" }
                 out += "\n## \(header), \(time)\(status)\n\n"
+                out += Self.quotedThought(message)
                 out += message.content
                 if out.last != "\n" { out += "\n" }
                 if let attachments = message.attachments, !attachments.isEmpty {
@@ -280,6 +294,31 @@ struct Export: ClientCommand {
         }
         // Into a file or a pipe, exactly the data; on a terminal, nothing that drives it.
         Out.stdout(isatty(1) != 0 ? SafeText.sanitized(out) : out)
+    }
+}
+
+extension Export {
+    /// A reply's thought as a quoted block before its text (`> **Thought for 12 s**`), each of
+    /// its lines quoted, so nothing in it can close or open a block around it.
+    static func quotedThought(_ message: Message) -> String {
+        guard message.role == .assistant, let thought = message.reasoning else { return "" }
+        let seconds = thought.seconds(now: thought.ended ?? thought.started)
+        var out = "> **Thought for \(seconds) s**\n>\n"
+        let text = thought.text.trimmingAll("\n")
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            out += line.isEmpty ? ">\n" : "> " + line + "\n"
+        }
+        if thought.redactedBlocks > 0 { out += ">\n> (\(Words.count(thought.redactedBlocks, "encrypted block")) not shown)\n" }
+        return out + "\n"
+    }
+}
+
+extension String {
+    fileprivate func trimmingAll(_ set: Character) -> String {
+        var text = Substring(self)
+        while text.first == set { text.removeFirst() }
+        while text.last == set { text.removeLast() }
+        return String(text)
     }
 }
 
