@@ -12,6 +12,7 @@ import Terminal
 /// - `clients`: `{clients}`, the names of everybody attached;
 /// - `info`: `{conversation}`, renamed or reconfigured;
 /// - `retrying`: `{message, attempt, delay_ms}`;
+/// - a reply that thought has `reasoning`: `{text, seconds, thinking}` (drawn as a folded block);
 /// - `gone`: `{reason}`, deleted or no longer shared.
 public struct ConversationView: Sendable {
     public private(set) var info: ConversationInfo?
@@ -22,9 +23,12 @@ public struct ConversationView: Sendable {
     /// Calls by id, from the replies that made them and from approval requests.
     private var calls: [String: ToolCall] = [:]
     public let role: String
+    /// What tells the time (when thinking began and ended, as this gateway saw it).
+    private let now: @Sendable () -> Timestamp
 
-    public init(role: String) {
+    public init(role: String, clock: @escaping @Sendable () -> Timestamp = { Timestamp.now() }) {
         self.role = role
+        now = clock
     }
 
     public mutating func load(_ attach: AttachResult) -> JSON {
@@ -71,12 +75,18 @@ public struct ConversationView: Sendable {
         case .messageDelta(let id, let content):
             guard var message = messages[id] else { return [] }
             message.content += content
+            // The first text ends the thinking.
+            if !content.isEmpty, message.reasoning != nil, message.reasoning?.ended == nil { message.reasoning?.ended = now() }
             messages[id] = message
             return [messageEvent(id)]
-        case .messageReasoning:
-            // The page's folded thinking block (docs/protocol.md, "message.reasoning") is drawn
-            // from the message's `reasoning`; until it is, a page shows the answer alone.
-            return []
+        case .messageReasoning(let id, let content):
+            // The page's folded thinking block grows with each piece.
+            guard var message = messages[id], !content.isEmpty, message.reasoning?.ended == nil else { return [] }
+            var thought = message.reasoning ?? Reasoning(text: "", started: now())
+            thought.text += content
+            message.reasoning = thought
+            messages[id] = message
+            return [messageEvent(id)]
         case .messageRetrying(let id, let attempt, let delay, _):
             return [["type": "retrying", "message": .string(id), "attempt": .int(attempt), "delay_ms": .int(delay)]]
         case .messageSuperseded(let id, let by):
@@ -136,6 +146,12 @@ public struct ConversationView: Sendable {
         return ["type": "message", "message": view(message)]
     }
 
+    /// A reply's thought as the page's folded block draws it: its text (set as text), the
+    /// seconds spent so far, and whether the model still thinks (the page counts on from there).
+    static func thoughtView(_ thought: Reasoning, now: Timestamp) -> JSON {
+        ["text": .string(thought.text), "seconds": .int(thought.seconds(now: now)), "thinking": .bool(thought.ended == nil)]
+    }
+
     static func infoView(_ info: ConversationInfo) -> JSON {
         ["id": .string(info.id), "title": .string(info.title), "model": .string(info.model)]
     }
@@ -176,6 +192,7 @@ public struct ConversationView: Sendable {
                 object["attachments"] = .array(attachments.map { .string(AttachmentText.line($0)) })
             }
         case .assistant, .system:
+            if let thought = message.reasoning, message.role == .assistant { object["reasoning"] = Self.thoughtView(thought, now: now()) }
             object["html"] = .string(MarkdownHTML.render(message.content))
             if let calls = message.toolCalls, !calls.isEmpty {
                 object["tool_calls"] = .array(calls.map { ["name": .string($0.name), "arguments": .string($0.arguments)] })

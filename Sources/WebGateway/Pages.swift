@@ -107,6 +107,9 @@ public enum Pages {
         .body th, .body td { border: 1px solid var(--line); padding: .2em .5em; }
         .body .al { text-align: left; } .body .ac { text-align: center; } .body .ar { text-align: right; }
         .body .unsafe-link { color: var(--muted); }
+        .thought { font-size: .85em; color: var(--muted); margin: .2em 0 .4em; }
+        .thought summary { cursor: pointer; }
+        .thought .thought-text { white-space: pre-wrap; border-left: 2px solid var(--line); padding-left: .6em; margin-top: .3em; }
         .calls { font-size: .85em; color: var(--muted); font-family: ui-monospace, monospace; white-space: pre-wrap; }
         .card .tool-name { font-weight: 600; font-family: ui-monospace, monospace; }
         .card pre { white-space: pre-wrap; background: #fff; padding: .3em; margin: .3em 0; }
@@ -259,8 +262,9 @@ public enum Pages {
             const nearBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
             let el = views.get(m.id);
             // A delta changes only the text: everything else of the message is kept as drawn.
-            const shape = JSON.stringify(Object.assign({}, m, { html: null, text: null }));
+            const shape = JSON.stringify(Object.assign({}, m, { html: null, text: null, reasoning: !!m.reasoning }));
             if (el && el.dataset.shape === shape && !m.tool) {
+              drawThought(el, m);
               const body = el.querySelector(".body");
               if (m.html !== undefined) body.innerHTML = m.html; // rendered and escaped by the gateway
               else body.textContent = m.text;
@@ -282,12 +286,14 @@ public enum Pages {
             el.dataset.cut = m.cut_off ? "1" : "";
             el.dataset.shape = shape;
             el.className = "msg " + m.role + " " + m.status + (m.superseded ? " superseded" : "") + (m.tool ? " card" : "");
+            const opened = el.querySelector(":scope > details.thought[open]") !== null;
             el.replaceChildren();
             let meta = m.role === "user" ? (m.author || "user") : m.role === "tool" ? "tool" : "assistant";
             if (m.status !== "complete") meta += " · " + m.status;
             if (m.cancelled_by) meta += " by " + m.cancelled_by;
             if (m.superseded) meta += " · replaced";
             el.appendChild(element("div", "meta", meta));
+            drawThought(el, m, opened);
             if (m.tool) {
               drawCard(el, m);
             } else if (m.html !== undefined) {
@@ -326,6 +332,36 @@ public enum Pages {
             }
             if (nearBottom) box.scrollTop = box.scrollHeight;
           }
+
+          // A reply's thought: a folded block under its header, "Thinking… N s" while the model
+          // thinks (counted on here between pieces), "Thought for N s" after; opened by a click.
+          function drawThought(el, m, opened) {
+            let block = el.querySelector(":scope > details.thought");
+            if (!m.reasoning) { if (block) block.remove(); return; }
+            if (!block) {
+              block = element("details", "thought");
+              if (opened) block.open = true;
+              block.appendChild(element("summary"));
+              block.appendChild(element("div", "thought-text"));
+              const meta = el.querySelector(":scope > .meta");
+              el.insertBefore(block, meta ? meta.nextSibling : el.firstChild);
+            }
+            block.dataset.seconds = String(m.reasoning.seconds);
+            block.dataset.since = String(Date.now());
+            block.dataset.thinking = m.reasoning.thinking ? "1" : "";
+            block.querySelector(".thought-text").textContent = m.reasoning.text; // the model's text, as text
+            thoughtSummary(block);
+          }
+
+          function thoughtSummary(block) {
+            const thinking = block.dataset.thinking === "1";
+            const seconds = Number(block.dataset.seconds) + (thinking ? Math.floor((Date.now() - Number(block.dataset.since)) / 1000) : 0);
+            block.querySelector("summary").textContent = (thinking ? "Thinking… " : "Thought for ") + seconds + " s";
+          }
+
+          setInterval(function () {
+            document.querySelectorAll("details.thought[data-thinking='1']").forEach(thoughtSummary);
+          }, 1000);
 
           function drawCard(el, m) {
             const t = m.tool;
