@@ -137,7 +137,7 @@ final class ThinkingClientTests: TmuxTestCase {
         XCTAssertTrue(markdown.contains("> **Thought for "), markdown)
         XCTAssertTrue(markdown.contains("> Weighing <b>both</b> options\n> then picking\n"), markdown)
         let json = try harness.runClient(["export", "--format", "json", id]).stdout
-        let messages = try XCTUnwrap(JSON.parse(json)?.array)
+        let messages = try XCTUnwrap(try JSON.parse(json).array)
         let reasoning = try XCTUnwrap(messages.last?["reasoning"])
         XCTAssertEqual(reasoning["text"]?.string, "Weighing <b>both</b> options\nthen picking")
         XCTAssertNotNil(reasoning["started"]?.string)
