@@ -114,13 +114,17 @@ final class ReplyFollowerReasoningTests: XCTestCase {
         XCTAssertNil(follower.thinking)
     }
 
-    /// A reply attached to after its thinking ended is not shown thinking.
+    /// A reply attached to after its thinking ended is not shown thinking: its thought is
+    /// reported (ask --reasoning writes it) and ended at once, at the daemon's time.
     func testAStoredThoughtThatEndedIsNotThinking() {
         var follower = follower(times: [0])
         let pending = message("m2", "Hello", reasoning: Reasoning(text: "done", started: created,
                                                                   ended: Timestamp(milliseconds: created.milliseconds + 3000)))
         let progress = follower.resume(stored: [], pending: pending, tools: [])
-        XCTAssertEqual(pieces(progress), [])
+        XCTAssertEqual(pieces(progress), ["done"])
+        let ends = progress.filter { if case .reasoningEnded = $0 { true } else { false } }
+        XCTAssertEqual(ends, [.reasoningEnded(turn: "m2", thought: Reasoning(text: "done", started: created,
+                                                                             ended: Timestamp(milliseconds: created.milliseconds + 3000)))])
         XCTAssertNil(follower.thinking)
         XCTAssertEqual(follower.thoughts["m2"]?.seconds(now: Timestamp.now()), 3)
     }
