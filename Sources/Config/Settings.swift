@@ -146,7 +146,7 @@ struct ConfigFile {
     init(_ document: TOMLTable, file: String) throws(ConfigError) {
         var root = ConfigTable(file: file, table: document)
         upstream = try root.table("upstream") { (table: inout ConfigTable) throws(ConfigError) in
-            UpstreamSection(
+            let section = UpstreamSection(
                 base_url: try table.string("base_url"),
                 model: try table.string("model"),
                 api_key: try table.string("api_key"),
@@ -158,6 +158,16 @@ struct ConfigFile {
                 max_retries: try table.integer("max_retries"),
                 context_tokens: try table.contextTokens(),
                 vision: try table.boolean("vision"))
+            // The checks a [providers.NAME] table gets: without them `[upstream] context_tokens = 300`
+            // loaded and then every reply failed context_too_large.
+            if let tokens = section.max_tokens, tokens <= 0 { throw table.error("max_tokens", "must be positive") }
+            if let tokens = section.context_tokens {
+                let reply = section.max_tokens ?? ContextBudget.defaultMaxTokens
+                guard tokens > reply else {
+                    throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
+                }
+            }
+            return section
         }
         providers = try root.tables("providers") { (name: String, table: inout ConfigTable) throws(ConfigError) in
             ProviderSection(
