@@ -80,7 +80,7 @@ $(MCP_VENV)/.installed: $(MCP_REQUIREMENTS)
 test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	scripts/check-syscalls.sh
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --disable-swift-testing
+	SWIFT=$(SWIFT) scripts/run-xctest.sh
 	scripts/long-checks.sh "$$($(SWIFT) build --show-bin-path)" $(POWERCUT_SHIM)
 	$(MAKE) test-web
 
