@@ -4,7 +4,7 @@
 
 PREFIX     ?= $(HOME)/.local
 UNITDIR    ?= $(HOME)/.config/systemd/user
-DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools chromium python3-venv
+DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libre2-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools chromium python3-venv
 SWIFT      ?= swift
 ARGS       ?=
 
