@@ -60,7 +60,8 @@ STATUS_DEADLINE = 1.0     # seconds the well-behaved client may wait for `status
 ROUND_DEADLINE = 20.0     # seconds a fuzz connection may wait for its round's answers
 FLOOD_STOP_DEADLINE = 5.0   # seconds after the flood's hang-up by which its work must be gone
 FLOOD_RSS_BOUND_KIB = 64 * 1024   # growth of the daemon's peak RSS the flood may cause (16 MiB outbox and more)
-MCP_RSS_BOUND_KIB = 64 * 1024     # growth the hostile MCP servers may cause (a 16 MiB line being read, and more)
+MCP_RSS_BOUND_KIB = 96 * 1024     # growth the hostile MCP servers may cause: a line of up to 16 MiB being
+                                  # read (the buffer doubles as it grows), an 8 MiB message parsed and logged
 HOSTILE_SERVER = os.path.join(REPO, "scripts", "mcp-hostile-server.py")
 
 
@@ -970,15 +971,22 @@ class Fuzzer:
                         for raw in client.frames(data):
                             frame = check_frame(raw, "mcp round")
                             if frame and frame.get("id") == rid:
-                                server = frame.get("result", {}).get("server", {})
-                                answered = server.get("state", "error: %r" % frame.get("error"))
-                                key = "%s %s" % (name, answered)
-                                if server.get("error"):
-                                    key += ": " + server["error"][:90]
-                                states[key] = states.get(key, 0) + 1
+                                answered = frame.get("result", {}).get("server", {}).get("state", "error: %r" % frame.get("error"))
                 else:
                     time.sleep(0.05)
                 self.daemon.alive("during the mcp round (server %s)" % name)
+            # How the server stands after misbehaving for a while, as tools.list says.
+            other.sock.sendall(b'{"jsonrpc":"2.0","id":"list-%d","method":"tools.list"}\n' % n)
+            lines = other.exchange([], lambda got: any(b'"id":"list-%d"' % n in line for line in got), time.monotonic() + 10)
+            for raw in lines:
+                frame = json.loads(raw)
+                if frame.get("id") == "list-%d" % n:
+                    for server in frame["result"]["servers"]:
+                        if server["name"] == name:
+                            key = "%s: started %s, then %s" % (name, answered, server["state"])
+                            if server.get("error"):
+                                key += ": " + server["error"][:100]
+                            states[key] = states.get(key, 0) + 1
         client.close()
         other.close()
         peak = peak_rss_kib(pid)
@@ -998,7 +1006,9 @@ class Fuzzer:
                 self.flood_round(self.args.flood)
                 self.daemon.alive("after the flood")
             if self.args.mcp_seconds > 0:
+                mcp_started = time.monotonic()
                 self.mcp_round(self.args.mcp_seconds)
+                started += time.monotonic() - mcp_started   # --seconds is for the rounds below
                 self.daemon.alive("after the mcp round")
                 if probe.error:
                     raise probe.error
