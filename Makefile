@@ -4,7 +4,7 @@
 
 PREFIX     ?= $(HOME)/.local
 UNITDIR    ?= $(HOME)/.config/systemd/user
-DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools chromium python3-venv
+DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libre2-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools chromium python3-venv
 SWIFT      ?= swift
 ARGS       ?=
 
@@ -135,7 +135,8 @@ fuzz:
 
 # The socket fuzzer (scripts/fuzz-socket.py: hostile JSON-RPC traffic against a release
 # confabd; docs/reliability.md, "Hostile and broken clients"), 120 s unless FUZZ_SECONDS says
-# otherwise; time is the bound, not a line count. More flags through ARGS, e.g. ARGS="--seed 42".
+# otherwise, after the flood and 20 s of hostile MCP servers (--mcp-seconds); time is the bound,
+# not a line count. More flags through ARGS, e.g. ARGS="--seed 42".
 fuzz-socket: release
 	python3 scripts/fuzz-socket.py --seconds $(or $(FUZZ_SECONDS),120) --count 1000000000 $(ARGS)
 

@@ -55,9 +55,14 @@ let package = Package(
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
-        // Pure Swift, daemon only: the HTTP tools the model may call, as the config describes them
-        // (schema checks, the request a call becomes, what the model is given back).
-        .target(name: "Tools", dependencies: ["ConfabProtocol"], swiftSettings: strict),
+        // RE2 (Debian's libre2-dev) behind a C API: the `pattern` of a tool's schema, from the
+        // config or an MCP server, matched in time linear in the string (no backtracking).
+        .target(name: "CRE2", cxxSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])],
+                linkerSettings: [.linkedLibrary("re2")]),
+        // Swift, daemon only: the HTTP tools the model may call, as the config describes them
+        // (schema checks, with patterns through CRE2; the request a call becomes, what the
+        // model is given back).
+        .target(name: "Tools", dependencies: ["ConfabProtocol", "CRE2"], swiftSettings: strict),
         // Pure Swift, client only: the shell snippets and what the key binding does with a reply.
         .target(name: "ShellIntegration", swiftSettings: strict),
 

@@ -35,7 +35,17 @@ Checks, failing (exit 1) at the first violation:
     meanwhile, and the daemon's peak RSS must stay within FLOOD_RSS_BOUND_KIB of what it
     was before.
 
-Usage: scripts/fuzz-socket.py [--seconds 60] [--count 100000] [--flood 100000] [--seed N] [--bin-dir DIR] [--keep]
+  - the hostile MCP servers (after the flood, unless --mcp-seconds 0): for --mcp-seconds,
+    servers over stdio (scripts/mcp-hostile-server.py) are restarted one after another
+    (`mcp.restart`), each misbehaving once listed: a flood of pings it never reads the
+    answers of, a flood of requests the daemon has no method for (never read either),
+    lines of 8 MiB and of 17 MiB (over the daemon's 16 MiB line bound), and random
+    hostile lines (odd ids and params, broken JSON, raw bytes, list_changed and log
+    floods); the daemon must stay alive, the well-behaved client above must be answered
+    as always, another client's `status` is timed throughout, and the daemon's peak RSS
+    must stay within MCP_RSS_BOUND_KIB of what it was before.
+
+Usage: scripts/fuzz-socket.py [--seconds 60] [--count 100000] [--flood 100000] [--mcp-seconds 20] [--seed N] [--bin-dir DIR] [--keep]
        (binaries from $CONFAB_BIN_DIR or .build/release; build them with `make release`)
 Prints counts; exits 0 when every check held, 1 on a violation, 2 on a setup problem.
 Only loopback and a Unix socket in a temporary directory are used; only the daemon this
@@ -50,6 +60,28 @@ STATUS_DEADLINE = 1.0     # seconds the well-behaved client may wait for `status
 ROUND_DEADLINE = 20.0     # seconds a fuzz connection may wait for its round's answers
 FLOOD_STOP_DEADLINE = 5.0   # seconds after the flood's hang-up by which its work must be gone
 FLOOD_RSS_BOUND_KIB = 64 * 1024   # growth of the daemon's peak RSS the flood may cause (16 MiB outbox and more)
+MCP_RSS_BOUND_KIB = 96 * 1024     # growth the hostile MCP servers may cause: a line of up to 16 MiB being
+                                  # read (the buffer doubles as it grows), an 8 MiB message parsed and logged
+HOSTILE_SERVER = os.path.join(REPO, "scripts", "mcp-hostile-server.py")
+
+
+def hostile_servers(seed):
+    """The `[mcp.NAME]` tables of the MCP round: name -> the hostile server's options."""
+    return {
+        "pings": ["--flood-pings", "300000"],
+        "requests": ["--flood-requests", "300000"],
+        "long": ["--huge-line", str(8 << 20)],
+        "huge": ["--huge-line", str(17 << 20)],
+        "random": ["--random", "20000", "--seed", str(seed)],
+    }
+
+
+def hostile_config(seed):
+    tables = ""
+    for name, options in hostile_servers(seed).items():
+        tables += "[mcp.%s]\ncommand = %s\nargs = %s\nstartup_timeout_seconds = 10\n" % (
+            name, json.dumps(sys.executable), json.dumps([HOSTILE_SERVER] + options))
+    return tables
 
 
 class Failure(Exception):
@@ -608,7 +640,7 @@ def _die_with_parent():
 
 
 class Daemon:
-    def __init__(self, bin_dir, work):
+    def __init__(self, bin_dir, work, extra_config=""):
         self.work = work
         self.socket_path = os.path.join(work, "confabd.sock")
         self.blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -619,6 +651,7 @@ class Daemon:
             f.write('[upstream]\nbase_url = "http://127.0.0.1:%d/v1"\nmodel = "fake-model"\napi_key = "fuzz"\n'
                     "timeout_seconds = 5\nconnect_timeout_seconds = 2\nmax_retries = 0\n"
                     "[limits]\nmax_line_bytes = %d\nmax_clients = 64\n[storage]\nfsync = false\n" % (port, MAX_LINE))
+            f.write(extra_config)
         os.chmod(config, 0o600)
         self.stderr = open(os.path.join(work, "confabd.log"), "wb")
         env = dict(os.environ, XDG_RUNTIME_DIR=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
@@ -901,6 +934,68 @@ class Fuzzer:
         if peak - before > FLOOD_RSS_BOUND_KIB:
             raise Failure("the flood grew the daemon's peak RSS by %d KiB" % (peak - before))
 
+    def mcp_round(self, seconds):
+        """Hostile MCP servers restarted one after another for `seconds`, each misbehaving
+        once listed, while another client's `status` is timed."""
+        pid = self.daemon.proc.pid
+        before = peak_rss_kib(pid)
+        names = sorted(hostile_servers(0))
+        client = Connection(self.daemon.socket_path, timeout=60)
+        other = Connection(self.daemon.socket_path, timeout=10)
+        restarts, states, timings = 0, {}, []
+        ended = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < ended:
+            n += 1
+            name = self.rng.choice(names)
+            rid = "mcp-%d" % n
+            client.sock.sendall(b'{"jsonrpc":"2.0","id":"%s","method":"mcp.restart","params":{"server":"%s"}}\n'
+                                % (rid.encode(), name.encode()))
+            restarts += 1
+            # Until its answer (the server ready or failed) and a while after, as it misbehaves.
+            answered = None
+            linger = time.monotonic() + self.rng.uniform(0.2, 2.0)
+            give_up = time.monotonic() + 60
+            while answered is None or time.monotonic() < min(linger, ended):
+                if time.monotonic() > give_up:
+                    raise Failure("mcp round: no answer to mcp.restart of %s within 60 s" % name)
+                asked = time.monotonic()
+                self.status(other, "mcp-status-%d-%d" % (n, len(timings)))
+                timings.append(time.monotonic() - asked)
+                if answered is None:
+                    ready, _, _ = select.select([client.sock], [], [], 0.05)
+                    if ready:
+                        data = client.sock.recv(1 << 20)
+                        if not data:
+                            raise Failure("mcp round: the daemon closed the connection that restarts servers")
+                        for raw in client.frames(data):
+                            frame = check_frame(raw, "mcp round")
+                            if frame and frame.get("id") == rid:
+                                answered = frame.get("result", {}).get("server", {}).get("state", "error: %r" % frame.get("error"))
+                else:
+                    time.sleep(0.05)
+                self.daemon.alive("during the mcp round (server %s)" % name)
+            # How the server stands after misbehaving for a while, as tools.list says.
+            other.sock.sendall(b'{"jsonrpc":"2.0","id":"list-%d","method":"tools.list"}\n' % n)
+            lines = other.exchange([], lambda got: any(b'"id":"list-%d"' % n in line for line in got), time.monotonic() + 10)
+            for raw in lines:
+                frame = json.loads(raw)
+                if frame.get("id") == "list-%d" % n:
+                    for server in frame["result"]["servers"]:
+                        if server["name"] == name:
+                            key = "%s: started %s, then %s" % (name, answered, server["state"])
+                            if server.get("error"):
+                                key += ": " + server["error"][:100]
+                            states[key] = states.get(key, 0) + 1
+        client.close()
+        other.close()
+        peak = peak_rss_kib(pid)
+        timings.sort()
+        self.mcp = (restarts, states, before, peak, len(timings), timings[len(timings) // 2] if timings else 0,
+                    timings[-1] if timings else 0)
+        if peak - before > MCP_RSS_BOUND_KIB:
+            raise Failure("the hostile MCP servers grew the daemon's peak RSS by %d KiB" % (peak - before))
+
     def run(self):
         probe = StatusProbe(self.daemon.socket_path)
         probe.start()
@@ -910,6 +1005,15 @@ class Fuzzer:
             if self.args.flood > 0:
                 self.flood_round(self.args.flood)
                 self.daemon.alive("after the flood")
+            if self.args.mcp_seconds > 0:
+                mcp_started = time.monotonic()
+                self.mcp_round(self.args.mcp_seconds)
+                started += time.monotonic() - mcp_started   # --seconds is for the rounds below
+                self.daemon.alive("after the mcp round")
+                if probe.error:
+                    raise probe.error
+                if probe.late:
+                    raise Failure("well-behaved client waited %.2f s for `status` during the mcp round" % probe.late[0])
             while time.monotonic() - started < self.args.seconds and self.counts["lines"] < self.args.count:
                 n += 1
                 r = self.rng.random()
@@ -939,6 +1043,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--count", type=int, default=100000, help="stop after this many fuzz lines")
     parser.add_argument("--flood", type=int, default=100000, help="pipelined searches of the flood round (0: none)")
+    parser.add_argument("--mcp-seconds", type=float, default=20, help="how long the hostile MCP servers' round lasts (0: none)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--bin-dir", default=os.environ.get("CONFAB_BIN_DIR", os.path.join(REPO, ".build", "release")))
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -950,7 +1055,7 @@ def main():
     work = tempfile.mkdtemp(prefix="confab-fuzz-socket.")
     os.chmod(work, 0o700)
     print("seed %d, work directory %s, line limit %d bytes" % (seed, work, MAX_LINE), flush=True)
-    daemon = Daemon(args.bin_dir, work)
+    daemon = Daemon(args.bin_dir, work, hostile_config(seed) if args.mcp_seconds > 0 else "")
     failure = None
     try:
         fuzzer = Fuzzer(args, daemon, random.Random(seed))
@@ -988,6 +1093,13 @@ def main():
         print("flood: %d of %d bytes taken before the %s; peak RSS %d KiB before, %d KiB after; its work gone %.3f s "
               "after it; another client's search answered in %.3f s" % (taken, total, "daemon dropped it" if dropped else "hang-up",
                                                                          before, peak, stopped, other))
+    if getattr(fuzzer, "mcp", None):
+        restarts, states, before, peak, count, median, worst = fuzzer.mcp
+        print("mcp: %d hostile server starts in %.0f s; peak RSS %d KiB before, %d KiB after; another client's status: "
+              "%d answers, median %.1f ms, slowest %.1f ms" % (restarts, args.mcp_seconds, before, peak, count,
+                                                               median * 1000, worst * 1000))
+        for key in sorted(states):
+            print("  %4d x %s" % (states[key], key))
     if args.keep:
         print("kept %s" % work)
     else:

@@ -223,7 +223,7 @@ final class ReplyRunner {
             guard let name = names.byTarget[MCPToolNames.Target(server: server.settings.name, tool: tool.name)] else { continue }
             // The server's words go to the model server: redacted, as in `tools.list`.
             offered.append(OfferedTool(name: name, description: secrets.redacting(tool.description), parameters: tool.inputSchema,
-                                       approval: server.settings.approval(for: tool.name) == .always ? .always : .never,
+                                       approval: OfferedTool.approval(of: tool.name, on: server.settings),
                                        source: .mcp(server, tool: tool)))
         }
         return offered

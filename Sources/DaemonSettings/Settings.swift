@@ -41,7 +41,9 @@ public struct Settings {
     /// (read from the environment or a file, or written inline under a credential's name), and
     /// likewise of each secret header of an MCP server over HTTP; of an MCP server, too, each
     /// `env` variable whose name is a credential's (`GITHUB_PERSONAL_ACCESS_TOKEN`,
-    /// `API_KEY`) and each credential-named query parameter of its `url` (`?api_key=…`).
+    /// `API_KEY`) and what its `url` holds of a credential: a credential-named query parameter
+    /// (`?api_key=…`), the userinfo's user and password, a path segment or query value that
+    /// looks like a token (`MCPHTTPEndpoint.credentials`).
     public var secretValues: [String] {
         let configs = [upstream] + providers.map(\.config)
         let keys = configs.compactMap(\.apiKey)
@@ -51,7 +53,7 @@ public struct Settings {
         let mcpEnvironment = mcpServers.flatMap { server in
             server.environment.filter { ToolHeader.namesCredential($0.key) }.map(\.value).sorted()
         }
-        let mcpQueries = mcpServers.compactMap(\.http).flatMap(\.queryCredentials)
+        let mcpQueries = mcpServers.compactMap(\.http).flatMap(\.credentials)
         return keys + providerHeaders + toolHeaders + mcpHeaders + mcpEnvironment + mcpQueries
     }
 
