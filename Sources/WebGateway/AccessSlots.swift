@@ -1,30 +1,89 @@
 import Synchronization
 
-/// How many file downloads the gateway serves at once. Each holds a whole file (up to an
-/// image's 5 MiB) and a connection to confabd of its own while it runs, so without a bound a
-/// share link's holder could make the gateway hold as much as they have requests in flight.
-public final class DownloadSlots: Sendable {
+/// Bounded places for what a browser holds open on the gateway: pages (each a WebSocket and
+/// a connection to confabd of its own) or file downloads (each a whole file in memory, up to
+/// an image's 5 MiB, until the last byte is written). Bounded in all and per share link, with
+/// some places only the owner may take, so no link, nor all links together, can fill the
+/// gateway or, through it, confabd's client slots, and lock the owner out.
+public final class AccessSlots: Sendable {
     public let limit: Int
-    private let taken = Atomic<Int>(0)
+    public let perLink: Int
+    public let ownerReserved: Int
+    private let state = Mutex<(all: Int, links: [String: Int])>((0, [:]))
 
-    public init(limit: Int) {
-        precondition(limit > 0)
-        self.limit = limit
-    }
+    public enum Refusal: Error, Equatable, CustomStringConvertible {
+        /// Every place is taken (for a link: every place it may take).
+        case full(Int)
+        /// This link holds as many as one link may.
+        case linkFull(Int)
 
-    /// Takes a slot, or says there is none (the caller answers 503 and takes nothing).
-    public func take() -> Bool {
-        if taken.add(1, ordering: .relaxed).newValue > limit {
-            taken.subtract(1, ordering: .relaxed)
-            return false
+        public var description: String {
+            switch self {
+            case .full(let limit): return "the gateway holds as many as it may (\(limit))"
+            case .linkFull(let limit): return "this share link holds as many as one link may (\(limit))"
+            }
         }
-        return true
     }
 
-    /// Gives back a slot `take` gave.
-    public func give() {
-        taken.subtract(1, ordering: .relaxed)
+    public init(limit: Int, perLink: Int, ownerReserved: Int) {
+        precondition(limit > 0 && perLink > 0 && ownerReserved >= 0 && ownerReserved < limit)
+        self.limit = limit
+        self.perLink = perLink
+        self.ownerReserved = ownerReserved
     }
 
-    public var inUse: Int { taken.load(ordering: .relaxed) }
+    /// Takes a place for the owner (`link` nil) or for the share link with this id.
+    public func take(link: String?) -> Refusal? {
+        state.withLock { state in
+            guard let link else {
+                if state.all >= limit { return .full(limit) }
+                state.all += 1
+                return nil
+            }
+            if state.all >= limit - ownerReserved { return .full(limit - ownerReserved) }
+            if state.links[link, default: 0] >= perLink { return .linkFull(perLink) }
+            state.all += 1
+            state.links[link, default: 0] += 1
+            return nil
+        }
+    }
+
+    /// Gives back a place `take` gave.
+    public func give(link: String?) {
+        state.withLock { state in
+            state.all -= 1
+            if let link {
+                let left = state.links[link, default: 1] - 1
+                state.links[link] = left > 0 ? left : nil
+            }
+        }
+    }
+
+    public var inUse: Int { state.withLock { $0.all } }
+
+    public func inUse(link: String) -> Int { state.withLock { $0.links[link, default: 0] } }
+
+    /// A place held until `release`, or until the hold itself goes (a response dropped
+    /// unwritten): it is given back exactly once either way.
+    public func hold(link: String?) -> Result<Hold, Refusal> {
+        if let refusal = take(link: link) { return .failure(refusal) }
+        return .success(Hold(slots: self, link: link))
+    }
+
+    public final class Hold: Sendable {
+        private let slots: AccessSlots
+        private let link: String?
+        private let released = Atomic<Bool>(false)
+
+        init(slots: AccessSlots, link: String?) {
+            self.slots = slots
+            self.link = link
+        }
+
+        public func release() {
+            if !released.exchange(true, ordering: .relaxed) { slots.give(link: link) }
+        }
+
+        deinit { release() }
+    }
 }
