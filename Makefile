@@ -111,7 +111,8 @@ fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The socket fuzzer (scripts/fuzz-socket.py: hostile JSON-RPC traffic against a release
-# confabd; docs/reliability.md, "Hostile and broken clients"), 120 s unless FUZZ_SECONDS says
+# confabd, then its gateway round of hostile WebSocket traffic against confab-web, 30 s;
+# docs/reliability.md, "Hostile and broken clients"), 120 s unless FUZZ_SECONDS says
 # otherwise; time is the bound, not a line count. More flags through ARGS, e.g. ARGS="--seed 42".
 fuzz-socket: release
 	python3 scripts/fuzz-socket.py --seconds $(or $(FUZZ_SECONDS),120) --count 1000000000 $(ARGS)
