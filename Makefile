@@ -134,9 +134,10 @@ fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The socket fuzzer (scripts/fuzz-socket.py: hostile JSON-RPC traffic against a release
-# confabd; docs/reliability.md, "Hostile and broken clients"), 120 s unless FUZZ_SECONDS says
-# otherwise, after the flood and 20 s of hostile MCP servers (--mcp-seconds); time is the bound,
-# not a line count. More flags through ARGS, e.g. ARGS="--seed 42".
+# confabd, then 20 s of hostile MCP servers (--mcp-seconds), then its gateway round of hostile
+# WebSocket traffic against confab-web, 30 s (--gateway-seconds); docs/reliability.md, "Hostile
+# and broken clients"), 120 s unless FUZZ_SECONDS says otherwise, after the flood; time is the
+# bound, not a line count. More flags through ARGS, e.g. ARGS="--seed 42".
 fuzz-socket: release
 	python3 scripts/fuzz-socket.py --seconds $(or $(FUZZ_SECONDS),120) --count 1000000000 $(ARGS)
 
