@@ -8,6 +8,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import Posix
+import WebConfig
 import WebGateway
 
 struct Serve: AsyncParsableCommand {
