@@ -156,7 +156,7 @@ struct Gateway: Sendable {
             }
             defer { downloads.give() }
             do {
-                let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, conversation: id, message: message,
+                let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, access: access, conversation: id, message: message,
                                                                             index: index, logger: logger)
                 var headers = Self.securityHeaders
                 headers[.contentType] = "application/octet-stream"
