@@ -105,6 +105,26 @@ final class ShareLinkTests: XCTestCase {
         XCTAssertEqual(toolMessage["approval"]?.string, ToolApprovalState.approved.rawValue, toolMessage.text)
     }
 
+    /// A link's message still queued when the daemon dies: resumed at the next start, its
+    /// reply's tool call still waits for the owner (who asked is taken from the stored message).
+    func testAQueuedLinkMessageStillWaitsForTheOwnerAfterACrash() throws {
+        let owner = try harness.client(name: "owner-screen")
+        let created = try owner.call("conversation.create", ["title": "tickets", "profile": "helper"])
+        let id = try XCTUnwrap(created["conversation"]?["id"]?.string)
+        // A slow reply of the owner's, so that the link's waits its turn behind it.
+        _ = try owner.call("message.send", ["conversation": .string(id), "content": "[[words:400]] [[delay:100]]"])
+        let (link, _) = try linkClient("queued1", id, role: .write)
+        _ = try link.call("message.send", ["conversation": .string(id), "content": .string(Self.payload)])
+        XCTAssertEqual(try owner.call("status")["queued"]?.int, 1)
+        harness.killDaemon()
+        try harness.startDaemon()
+        let again = try harness.client(name: "owner-again")
+        try again.call("conversation.attach", ["conversation": .string(id)])
+        let asked = try waitForApprovalRequest(again)
+        XCTAssertEqual(asked["requested_by"]?["link"]?.string, "queued1", asked.text)
+        XCTAssertTrue(toolRequests().isEmpty, "the owner's key was used before the owner's yes: \(toolRequests())")
+    }
+
     /// The same message from a real other uid with the write role: the same wait.
     func testTheSameMessageFromAnotherUnixUserWaitsTheSameWay() throws {
         try OtherUser.requireRoot()
