@@ -14,6 +14,7 @@ Levels (what the version has):
   1  messages, replies (complete, failed, cancelled, interrupted), titles
   2  + regenerate and edit (superseded), continue, fork, a second provider
   3  + profiles (welcome messages), conversation.configure (settings), tool calls and results
+  4  + a share link's messages (hello's `link`): authors and a tool call's requested_by that are a link's
 """
 import argparse
 import json
@@ -151,7 +152,7 @@ quick_replies = ["yes", "no"]
     return text
 
 
-def drive(client, data, port, level):
+def drive(client, data, port, level, sock):
     def send(conversation, text):
         sent = client.call("message.send", conversation=conversation, content=text)
         return client.reply_ends(sent["reply"])
@@ -200,6 +201,19 @@ def drive(client, data, port, level):
         tools = create("tools", profile="helper")
         send(tools, 'weather? [[tool:echo {"city":"Paris"}]] [[tool-text:Let me check.]]')
 
+    if level >= 4:
+        # A share link's page, as confab-web opens it: what it sends is the link's, and its
+        # tool call waits for the owner's yes.
+        linked = create("linked", profile="helper")
+        link = Client(sock)
+        link.call("hello", client="confab-web", name="web:share-golden1", gateway=True,
+                  link={"id": "golden1", "conversation": linked, "role": "write"})
+        sent = link.call("message.send", conversation=linked, content='from a link [[tool:echo {"city":"Oslo"}]]')
+        asked = client.until(lambda method, params: method == "tool.approval_requested" and params.get("conversation") == linked)
+        client.call("tool.approve", conversation=linked, call=asked["params"]["call"], allow=True)
+        client.reply_ends(sent["reply"])
+        link.sock.close()
+
     # The crash: a reply streaming (some of its text saved), and from level 3 a tool call running.
     crash = create("crash")
     # Slow pieces: the daemon saves a streaming reply's text with the first piece a quarter
@@ -235,7 +249,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--confabd", required=True)
     parser.add_argument("--fake", required=True)
-    parser.add_argument("--level", type=int, choices=[1, 2, 3], required=True)
+    parser.add_argument("--level", type=int, choices=[1, 2, 3, 4], required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -255,7 +269,7 @@ def main():
         wait_for(lambda: os.path.exists(sock), "the socket")
         client = Client(sock)
         client.call("hello", client="make-golden", name="golden")
-        drive(client, data, port, args.level)
+        drive(client, data, port, args.level, sock)
         daemon.send_signal(signal.SIGKILL)
         daemon.wait()
         # Started once more and stopped cleanly: the version's own recovery of the crash is

@@ -99,6 +99,15 @@ final class Conversation {
         let owed = replayed.owedReplies.compactMap(MessageID.sequence(of:))
         queue = Set(owedSends + owed).sorted().map(MessageID.make)
         nextSequence = max(nextSequence, (owed.max() ?? 0) + 1)
+        // Who asked is not stored with a queued reply: the author of the user message before it
+        // stands for it, so that a reply another user or a share link asked for still holds its
+        // tool calls for the owner's yes after a restart.
+        requesters = [:]
+        for id in queue {
+            guard let sequence = MessageID.sequence(of: id),
+                  let asker = messages.last(where: { $0.role == .user && $0.sequence < sequence })?.author else { continue }
+            requesters[id] = asker
+        }
     }
 
     /// Nothing in flight, nobody attached, nothing waiting: its messages can leave memory.

@@ -174,6 +174,11 @@ final class ReplyRunner {
             logger.notice("conversation=\(conversation.id) reply=\(message.id) \(imagesNamed) older image\(imagesNamed == 1 ? "" : "s") sent as a line: "
                 + "over \(Self.maxImagesPerRequest) images or \(Self.maxImageBytesPerRequest >> 20) MiB of images in one request")
         }
+        let textsNamed = Self.limitingTextFiles(&request.messages)
+        if textsNamed > 0 {
+            logger.notice("conversation=\(conversation.id) reply=\(message.id) \(textsNamed) older text file\(textsNamed == 1 ? "" : "s") sent as a line: "
+                + "over \(Self.maxTextFilesPerRequest) text files or \(Self.maxTextBytesPerRequest >> 20) MiB of text files in one request")
+        }
         reply.message = message
         reply.request = request
         // A continuation is announced as such: clients already show its text and append to it.

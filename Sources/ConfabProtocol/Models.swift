@@ -151,26 +151,38 @@ public enum MessageStatus: String, Sendable, CaseIterable {
     case complete, streaming, cancelled, failed, interrupted
 }
 
+/// Who sent a message or asked for a reply. A person at a terminal is its uid and login (what
+/// the kernel vouches for) and the name it chose; a share link's holder (the gateway's
+/// connection that declared the link at `hello`) is the link: `link` is its id, `login` is
+/// `link:ID`, and `uid` is the uid of the gateway that relayed it, never the owner's own say.
 public struct Author: Equatable, Sendable {
     public var uid: UInt32
     public var login: String
     public var name: String
     public var clientID: String
+    /// The share link this came through; nil for a person on the socket.
+    public var link: String?
 
-    public init(uid: UInt32, login: String, name: String, clientID: String) {
+    public init(uid: UInt32, login: String, name: String, clientID: String, link: String? = nil) {
         self.uid = uid
         self.login = login
         self.name = name
         self.clientID = clientID
+        self.link = link
     }
 
+    /// The owner itself: its uid and no share link between.
+    public func isOwner(_ ownUID: UInt32) -> Bool { uid == ownUID && link == nil }
+
     public var json: JSON {
-        ["uid": .int(Int(uid)), "login": .string(login), "name": .string(name), "client_id": .string(clientID)]
+        var object: [String: JSON] = ["uid": .int(Int(uid)), "login": .string(login), "name": .string(name), "client_id": .string(clientID)]
+        if let link { object["link"] = .string(link) }
+        return .object(object)
     }
 
     public init?(json: JSON) {
         guard let uid = json["uid"]?.int, let login = json["login"]?.string, let name = json["name"]?.string else { return nil }
-        self.init(uid: UInt32(clamping: uid), login: login, name: name, clientID: json["client_id"]?.string ?? "")
+        self.init(uid: UInt32(clamping: uid), login: login, name: name, clientID: json["client_id"]?.string ?? "", link: json["link"]?.string)
     }
 }
 
@@ -636,23 +648,30 @@ public struct ClientInfo: Equatable, Sendable {
     public var login: String
     public var name: String
     public var client: String
+    /// The share link the connection declared at `hello` (its `login` is then `link:ID`).
+    public var link: String?
 
-    public init(id: String, uid: UInt32, login: String, name: String, client: String) {
+    public init(id: String, uid: UInt32, login: String, name: String, client: String, link: String? = nil) {
         self.id = id
         self.uid = uid
         self.login = login
         self.name = name
         self.client = client
+        self.link = link
     }
 
     public var json: JSON {
-        ["id": .string(id), "uid": .int(Int(uid)), "login": .string(login), "name": .string(name), "client": .string(client)]
+        var object: [String: JSON] = ["id": .string(id), "uid": .int(Int(uid)), "login": .string(login), "name": .string(name),
+                                      "client": .string(client)]
+        if let link { object["link"] = .string(link) }
+        return .object(object)
     }
 
     public init?(json: JSON) {
         guard let id = json["id"]?.string, let uid = json["uid"]?.int, let login = json["login"]?.string,
               let name = json["name"]?.string else { return nil }
-        self.init(id: id, uid: UInt32(clamping: uid), login: login, name: name, client: json["client"]?.string ?? "")
+        self.init(id: id, uid: UInt32(clamping: uid), login: login, name: name, client: json["client"]?.string ?? "",
+                  link: json["link"]?.string)
     }
 }
 

@@ -4,6 +4,7 @@ import Posix
 import TOML
 import Tools
 import Upstream
+import WebConfig
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -139,6 +140,8 @@ struct ConfigFile {
     var limits: LimitsSection?
     var fsync: Bool?
     var allow_uids: [Int]?
+    /// `[web]`, the browser gateway's: read and checked by the one type both programs use.
+    var web: WebSettings?
     /// The document itself, for errors at its top-level keys' lines.
     var root: ConfigTable?
 
@@ -280,11 +283,36 @@ struct ConfigFile {
             }
             return uids
         } ?? nil
+        web = try root.table("web") { (table: inout ConfigTable) throws(ConfigError) in
+            table.readEveryKey()
+            do throws(WebSettings.Problem) {
+                return try WebSettings(web: table.table)
+            } catch {
+                // "config: web.listen (3:1): …" as the gateway says it, here with the file's name.
+                let problem = error.description.hasPrefix("config: ") ? String(error.description.dropFirst(8)) : error.description
+                throw ConfigError(description: "\(file): \(problem)")
+            }
+        }
         try root.rejectUnknownKeys()
         self.root = root
     }
 
     init() {}
+
+    /// What kind of secret the file holds written out, for the warning a file others can read
+    /// gets; nil when it holds none: an API key, an MCP server's credential-named `env`
+    /// variable, or a credential-named header (of an MCP server or a tool).
+    var writtenSecret: String? {
+        if upstream?.api_key?.isEmpty == false || providers.contains(where: { $0.api_key?.isEmpty == false }) { return "an API key" }
+        let named = { (pairs: [(key: String, value: String)]?) in
+            (pairs ?? []).contains { ToolHeader.namesCredential($0.key) && !$0.value.isEmpty }
+        }
+        if let server = mcp.first(where: { named($0.env) }) { return "a credential in mcp.\(server.name).env" }
+        if let server = mcp.first(where: { named($0.headers) }) { return "a credential header in mcp.\(server.name).headers" }
+        if let tool = tools.first(where: { named($0.request?.headers) }) { return "a credential header in tools.\(tool.name).request.headers" }
+        if providers.contains(where: { named($0.headers) }) { return "a credential header in a provider's headers" }
+        return nil
+    }
 }
 
 extension Settings {
@@ -301,8 +329,8 @@ extension Settings {
         }
         let file = try parse(readText(path, "config file"), path: path)
         var settings = try resolve(file, environment: environment)
-        if file.upstream?.api_key != nil || file.providers.contains(where: { $0.api_key?.isEmpty == false }), info.permissions & 0o077 != 0 {
-            settings.warnings.insert("\(path) holds an API key and can be read by others: chmod 600 \(path)", at: 0)
+        if info.permissions & 0o077 != 0, let secret = file.writtenSecret {
+            settings.warnings.insert("\(path) holds \(secret) and can be read by others: chmod 600 \(path)", at: 0)
         }
         return settings
     }
@@ -431,6 +459,7 @@ extension Settings {
         }
         settings.fsync = file.fsync ?? true
         settings.allowedUIDs = Set((file.allow_uids ?? []).compactMap { UInt32(exactly: $0) })
+        settings.web = file.web ?? WebSettings()
         return settings
     }
 

@@ -2,6 +2,7 @@ import ConfabProtocol
 import MCP
 import Tools
 import Upstream
+import WebConfig
 
 /// Everything the daemon takes from its config file and environment.
 public struct Settings {
@@ -22,6 +23,8 @@ public struct Settings {
     public var limits = BrokerLimits()
     public var fsync = true
     public var allowedUIDs: Set<UInt32> = []
+    /// `[web]`: the browser gateway's, kept and checked here so that one file serves both.
+    public var web = WebSettings()
     public var warnings: [String] = []
 
     public init() {}

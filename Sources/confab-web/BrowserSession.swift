@@ -219,7 +219,8 @@ actor BrowserSession {
     // MARK: The page
 
     func start(name: String) async throws {
-        _ = try await call(.hello, ["client": "confab-web", "name": .string(name)])
+        let hello = try await call(.hello, DaemonHello.params(access: access, name: name))
+        if let problem = DaemonHello.problem(with: hello, access: access) { throw Close.page(code: 1011, reason: problem) }
         if let conversation {
             let result: JSON
             do {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ConfabProtocol
 import Posix
+import WebConfig
 import WebGateway
 
 /// Where the gateway finds things; every subcommand takes these.

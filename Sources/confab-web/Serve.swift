@@ -8,6 +8,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import Posix
+import WebConfig
 import WebGateway
 
 struct Serve: AsyncParsableCommand {
@@ -182,7 +183,7 @@ struct Gateway: Sendable {
             case .success(let granted): hold = granted
             }
             do {
-                let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, conversation: ticket.conversation,
+                let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, access: access, conversation: ticket.conversation,
                                                                             message: ticket.message, index: ticket.index, logger: logger)
                 var headers = Self.securityHeaders
                 headers[.contentType] = "application/octet-stream"

@@ -124,6 +124,17 @@ allow_uids = [4242]
 [profiles.helper]
 tools = ["guarded"]
 
+[tools.secret_echo]
+description = "Looks a ticket up with the owner's key (no approval asked of the owner)"
+parameters = {{ type = "object", properties = {{ q = {{ type = "string" }} }}, required = ["q"] }}
+[tools.secret_echo.request]
+method = "GET"
+url = "http://127.0.0.1:{port}/tool/echo/secret"
+headers = {{ X-Api-Key = "owner-secret-key-4711" }}
+
+[profiles.tickets]
+tools = ["secret_echo"]
+
 [profiles.guide]
 welcome = ["Welcome aboard.", "Which way?"]
 quick_replies = ["go left [[reply:went left]]", "go right [[reply:went right]]"]

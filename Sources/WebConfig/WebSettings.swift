@@ -1,7 +1,8 @@
 import TOML
 
 /// The `[web]` table of confab's config.toml: where the gateway listens and how share links
-/// are made by default. The rest of the file is the daemon's and is not read here.
+/// are made by default. One file holds both: confabd reads and checks `[web]` through this
+/// type (and keeps it), and confab-web reads only `[web]`, through this same type.
 public struct WebSettings: Equatable, Sendable {
     public var host = "127.0.0.1"
     public var port = 8410
@@ -37,8 +38,16 @@ public struct WebSettings: Equatable, Sendable {
     public init(configText: String) throws(Problem) {
         let root: TOMLTable
         do { root = try TOMLTable(parsing: configText) } catch { throw Problem("config: \(error)") }
-        guard let value = root["web"] else { return }
+        guard let value = root["web"] else {
+            self.init()
+            return
+        }
         guard case .table(let table) = value else { throw Problem("config: [web] must be a table") }
+        try self.init(web: table)
+    }
+
+    /// Reads the `[web]` table itself: every key known, of its type, and checked together.
+    public init(web table: TOMLTable) throws(Problem) {
         for member in table.members {
             let at = "config: web.\(member.key) (\(member.position))"
             switch (member.key, member.value) {
