@@ -1,4 +1,5 @@
 import ConfabProtocol
+import WebConfig
 import WebGateway
 import XCTest
 
