@@ -107,12 +107,12 @@ final class ReasoningTests: XCTestCase {
         XCTAssertEqual(final["status"]?.string, "complete", "\(final)")
         XCTAssertEqual(Self.reasoningNotes(notes, for: "m2").joined(), "I should check the weather.")
         let messages = try history(client, id)
-        XCTAssertEqual(messages.map { $0["id"]?.string }, ["m1", "m2", "m2.1", "m2.2"])
+        guard messages.map({ $0["id"]?.string }) == ["m1", "m2", "m2.1", "m2.2"] else { return XCTFail("\(messages)") }
         XCTAssertEqual(messages[1]["reasoning"]?["text"]?.string, "I should check the weather.")
         XCTAssertNil(messages[1]["replay"], "what goes back to the server is not sent to clients")
         let result = try XCTUnwrap(messages[2]["content"]?.string)
         var requests = modelRequests()
-        XCTAssertEqual(requests.count, 2)
+        guard requests.count == 2 else { return XCTFail("requests: \(requests.count)") }
         let toolTurn: JSON = ["role": "assistant", "content": "", "reasoning_content": "I should check the weather.",
                               "tool_calls": [["id": "call_w", "type": "function", "function": ["name": "echo", "arguments": #"{"city":"Oslo"}"#]]]]
         XCTAssertEqual(requests[1]["body"]?["messages"], [
@@ -123,6 +123,7 @@ final class ReasoningTests: XCTestCase {
         let (_, _, next) = try send(client, id, "[[think:again]] [[reply:fine]]")
         XCTAssertEqual(next["status"]?.string, "complete", "\(next)")
         requests = modelRequests()
+        guard requests.count == 3 else { return XCTFail("requests: \(requests.count)") }
         let answer = try XCTUnwrap(messages[3]["content"]?.string)
         XCTAssertEqual(requests[2]["body"]?["messages"], [
             ["role": "user", "content": #"[[think:I should check the weather.]] [[tool-id:call_w]] [[tool:echo {"city":"Oslo"}]] [[chunk:100]]"#],
@@ -145,7 +146,7 @@ final class ReasoningTests: XCTestCase {
         XCTAssertTrue(message.contains("reasoning_pass_back"), message)
         XCTAssertFalse(message.contains("tool-call turn without text"), message)
         let requests = modelRequests()
-        XCTAssertEqual(requests.count, 2, "refused once, not sent again without content")
+        guard requests.count == 2 else { return XCTFail("refused once, not sent again without content: \(requests.count)") }
         XCTAssertNil(requests[1]["body"]?["messages"]?.array?[1]["reasoning_content"])
     }
 
@@ -159,7 +160,7 @@ final class ReasoningTests: XCTestCase {
         XCTAssertEqual(final["status"]?.string, "complete", "\(final)")
         XCTAssertEqual(try history(client, id)[1]["reasoning"]?["text"]?.string, "first")
         let requests = modelRequests()
-        XCTAssertEqual(requests.count, 2)
+        guard requests.count == 2, requests[1]["body"]?["messages"]?.array?.count == 3 else { return XCTFail("\(requests)") }
         XCTAssertEqual(requests[1]["body"]?["messages"]?.array?[1], ["role": "assistant", "content": "",
             "tool_calls": [["id": "call_r", "type": "function", "function": ["name": "echo", "arguments": #"{"city":"Oslo"}"#]]]])
     }
@@ -174,9 +175,9 @@ final class ReasoningTests: XCTestCase {
         let messages = try history(client, id)
         XCTAssertEqual(messages[1]["reasoning"]?["redacted_blocks"]?.int, 1)
         let requests = modelRequests()
-        XCTAssertEqual(requests.count, 2)
+        guard requests.count == 2 else { return XCTFail("requests: \(requests.count)") }
         let turns = try XCTUnwrap(requests[1]["body"]?["messages"]?.array)
-        XCTAssertEqual(turns.count, 3)
+        guard turns.count == 3 else { return XCTFail("turns: \(turns)") }
         let use = try XCTUnwrap(turns[1]["content"]?.array?.last)
         XCTAssertEqual(turns[1], ["role": "assistant", "content": [
             ["type": "thinking", "thinking": "Look it up.", "signature": .string(Self.fakeSignature("Look it up."))],
