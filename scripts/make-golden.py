@@ -15,6 +15,9 @@ Levels (what the version has):
   2  + regenerate and edit (superseded), continue, fork, a second provider
   3  + profiles (welcome messages), conversation.configure (settings), tool calls and results
   4  + a share link's messages (hello's `link`): authors and a tool call's requested_by that are a link's
+  5  + reasoning: a reply's thought (reply.reasoning, the message's reasoning and usage counts),
+       a thinking tool loop of each API (the replay kept beside the message: Anthropic's signed
+       and redacted blocks), a budget spent thinking, and the crash while a reply thinks
 """
 import argparse
 import json
@@ -149,6 +152,15 @@ tools = ["echo", "hang"]
 welcome = ["Hello, I am your guide.", "Shall we start?"]
 quick_replies = ["yes", "no"]
 """
+    if level >= 5:
+        text += """
+[profiles.claude-tools]
+provider = "claude"
+tools = ["echo"]
+
+[profiles.reason]
+max_tokens = 64
+"""
     return text
 
 
@@ -214,6 +226,19 @@ def drive(client, data, port, level, sock):
         client.reply_ends(sent["reply"])
         link.sock.close()
 
+    if level >= 5:
+        thinking = create("thinking", profile="helper")
+        send(thinking, "[[think:Six times seven.]] [[reply:42]] [[cached:1]]")
+        send(thinking, '[[think:Look it up.]] [[tool-id:call_g]] [[tool:echo {"city":"Oslo"}]]')
+        claude_tools = create("claude thinking", profile="claude-tools")
+        send(claude_tools, '[[think:Look it up.]] [[think-redacted]] [[tool:echo {"city":"Lyon"}]] [[cached:2]] [[cache-write:1]]')
+        budget = create("budget", profile="reason")
+        send(budget, "[[think-only]] [[think-words:5]]")
+        # Killed mid-thought: its thought saved as it streams, the text never reached.
+        mid_thought = create("crash while thinking")
+        client.call("message.send", conversation=mid_thought, content="[[think-words:400]] [[think-delay:100]] [[reply:never]]")
+        wait_for(lambda: log_has(data, mid_thought, '"reply.reasoning"'), "a saved piece of the thought")
+
     # The crash: a reply streaming (some of its text saved), and from level 3 a tool call running.
     crash = create("crash")
     # Slow pieces: the daemon saves a streaming reply's text with the first piece a quarter
@@ -249,7 +274,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--confabd", required=True)
     parser.add_argument("--fake", required=True)
-    parser.add_argument("--level", type=int, choices=[1, 2, 3, 4], required=True)
+    parser.add_argument("--level", type=int, choices=[1, 2, 3, 4, 5], required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 

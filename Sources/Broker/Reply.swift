@@ -20,6 +20,11 @@ final class Reply {
     var retryTimer: Timer?
     var attempts = 0
     var unsavedText = ""
+    /// Reasoning streamed since the last save, saved with the text (`reply.reasoning` records).
+    var unsavedReasoning = ""
+    /// The reasoning items of this turn's answer the API wants back (`ReplyEvent.reasoningItem`),
+    /// in order; an attempt starts them afresh.
+    var reasoningItems: [JSON] = []
     var lastSave: UInt64
     /// How the reply ended, while that final record is being made durable. Clients still
     /// see `message` (streaming) until the ending is announced.

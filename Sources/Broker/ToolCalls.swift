@@ -245,6 +245,8 @@ extension ReplyRunner {
             reply.message = next
             reply.attempts = 0
             reply.unsavedText = ""
+            reply.unsavedReasoning = ""
+            reply.reasoningItems = []
             reply.continued = nil
             startTurn(of: reply, in: conversation)
         }

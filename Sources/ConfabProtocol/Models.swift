@@ -270,6 +270,37 @@ public struct Usage: Equatable, Sendable {
     }
 }
 
+/// What the daemon keeps of a turn's reasoning to send back, and never sends to a client: which
+/// API, provider and model made it (one server's reasoning never goes to another), and the items
+/// that API wants back exactly as they came (Anthropic's thinking blocks with their signatures and
+/// its redacted-thinking blocks, Responses' encrypted reasoning items). Stored in the log record
+/// beside the message (`"replay"`), not in the message's JSON.
+public struct ReasoningSource: Equatable, Sendable {
+    public var api: String
+    public var provider: String
+    public var model: String
+    public var items: [JSON]
+
+    public init(api: String, provider: String, model: String, items: [JSON] = []) {
+        self.api = api
+        self.provider = provider
+        self.model = model
+        self.items = items
+    }
+
+    public var json: JSON {
+        var object: [String: JSON] = ["api": .string(api), "provider": .string(provider), "model": .string(model)]
+        if !items.isEmpty { object["items"] = .array(items) }
+        return .object(object)
+    }
+
+    public init?(json: JSON) {
+        guard let api = json["api"]?.string, let provider = json["provider"]?.string, let model = json["model"]?.string
+        else { return nil }
+        self.init(api: api, provider: provider, model: model, items: json["items"]?.array ?? [])
+    }
+}
+
 /// A reply's reasoning as clients see it: the thought's text (what the server streamed as
 /// `reasoning_content`, `reasoning`, Anthropic's `thinking`, a Responses reasoning summary, or a
 /// `<think>` block), when the model began and stopped thinking, and how many blocks the server
@@ -451,6 +482,9 @@ public struct Message: Equatable, Sendable {
     public var otherAttachments: [JSON]?
     /// On an assistant message: what the model thought before (and between) its answers.
     public var reasoning: Reasoning?
+    /// The daemon's own: where the reasoning came from and what the server wants back of it.
+    /// Never in `json` (clients are not sent it); the log keeps it beside the message.
+    public var reasoningSource: ReasoningSource?
 
     /// Every blob the message names: its attachments' and those of `otherAttachments`.
     public var attachmentDigests: [String] {

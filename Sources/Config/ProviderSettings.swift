@@ -53,6 +53,7 @@ extension Settings {
         let onlyFor: [(key: String, api: String, given: Bool)] = [
             ("user_label", "completions", section.user_label != nil), ("assistant_label", "completions", section.assistant_label != nil),
             ("stop", "completions", section.stop != nil), ("anthropic_version", "anthropic", section.anthropic_version != nil),
+            ("reasoning_pass_back", "chat", section.reasoning_pass_back != nil),
         ]
         for key in onlyFor where key.given && key.api != apiName {
             throw table.error(key.key, "is only for api = \"\(key.api)\", and this provider's api is \"\(apiName)\"")
@@ -93,6 +94,13 @@ extension Settings {
                 throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
             }
             config.contextTokens = tokens
+        }
+        if let rule = section.reasoning_pass_back {
+            guard let passBack = ReasoningPassBack(rawValue: rule) else {
+                throw table.error("reasoning_pass_back", "must be "
+                    + ReasoningPassBack.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ") + ", not \"\(rule)\"")
+            }
+            config.reasoningPassBack = passBack
         }
         if let vision = section.vision {
             // A completions server never gets an image: saying it takes them would be a promise not kept.

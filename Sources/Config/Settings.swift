@@ -70,6 +70,7 @@ struct ConfigFile {
         var anthropic_version: String?
         var context_tokens: Int?
         var vision: Bool?
+        var reasoning_pass_back: String?
     }
     /// One `[profiles.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProfileSection {
@@ -191,7 +192,8 @@ struct ConfigFile {
                 stop: try table.strings("stop"),
                 anthropic_version: try table.string("anthropic_version"),
                 context_tokens: try table.contextTokens(),
-                vision: try table.boolean("vision"))
+                vision: try table.boolean("vision"),
+                reasoning_pass_back: try table.string("reasoning_pass_back"))
         } ?? []
         default_provider = try root.string("default_provider")
         profiles = try root.tables("profiles") { (name: String, table: inout ConfigTable) throws(ConfigError) in

@@ -50,6 +50,12 @@ public struct AnthropicMessagesAPI: ChatAPI {
             case .user, .assistant:
                 // Images go before the turn's text, as the API's own examples put them.
                 turn = AnthropicTurn(role: message.role, blocks: message.images.map { .image(mediaType: $0.type.rawValue, base64: $0.imageBase64 ?? []) })
+                // A turn that called tools goes back as it came: its thinking and redacted
+                // thinking blocks first, unmodified (the API checks their signatures).
+                if message.role == .assistant, !message.toolCalls.isEmpty, let reasoning = message.reasoning,
+                   reasoning.api == ProviderAPI.anthropic(AnthropicOptions()).name {
+                    turn.blocks.append(contentsOf: reasoning.items.map(AnthropicTurn.Block.reasoning))
+                }
                 let text = message.text(imagesAsLines: false)
                 if !text.isEmpty { turn.blocks.append(.text(text)) }
                 for call in message.toolCalls {
@@ -136,6 +142,9 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
     private var toolBlocks: [Int: Int] = [:]
     private var inputTokens = 0
     private var outputTokens = 0
+    private var cache: (read: Int?, write: Int?) = (nil, nil)
+    /// Content block index → the reasoning block being streamed there.
+    private var reasoningBlocks: [Int: ReasoningBlock] = [:]
     private var leadingWhiteSpace: LeadingWhiteSpace
 
     public init(trimsLeadingWhiteSpace: Bool = false) {
@@ -173,6 +182,11 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
                 switch block["type"]?.string {
                 case "text":
                     if let text = block["text"]?.string, !text.isEmpty { events.append(.content(text)) }
+                case "thinking":
+                    if let text = block["thinking"]?.string, !text.isEmpty { events.append(.reasoning(text)) }
+                    events.append(.reasoningReplay(block))
+                case "redacted_thinking":
+                    events.append(.reasoningReplay(block))
                 case "tool_use":
                     let call = toolBlocks.count
                     toolBlocks[-1 - call] = call
@@ -184,8 +198,9 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
             }
             if let reason = message["stop_reason"]?.string { events.append(.finish(reason: Self.finishReason(reason))) }
             if let usage = message["usage"], usage.object != nil {
-                let input = Self.inputTokens(of: usage), output = usage["output_tokens"]?.int ?? 0
-                events.append(.usage(Usage(promptTokens: input, completionTokens: output, totalTokens: input + output)))
+                let input = Self.inputTokens(of: usage), output = usage["output_tokens"]?.int ?? 0, cache = Self.cacheTokens(of: usage)
+                events.append(.usage(Usage(promptTokens: input, completionTokens: output, totalTokens: input + output,
+                                           cacheReadTokens: cache.read, cacheWriteTokens: cache.write)))
             }
         case "error":
             events.append(contentsOf: try self.events(of: SSEEvent(type: "error", data: String(decoding: body, as: UTF8.self))))
@@ -213,10 +228,25 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
         case "message_start":
             let usage = payload["message"]?["usage"]
             inputTokens = Self.inputTokens(of: usage)
+            cache = Self.cacheTokens(of: usage)
             outputTokens = usage?["output_tokens"]?.int ?? 0
             return []
         case "content_block_start":
             let block = payload["content_block"]
+            switch block?["type"]?.string {
+            case "thinking":
+                // Its text comes as `thinking_delta`s and its signature as a `signature_delta`;
+                // the block goes back whole at `content_block_stop`.
+                let text = block?["thinking"]?.string ?? ""
+                reasoningBlocks[payload["index"]?.int ?? -1] = ReasoningBlock(thinking: text, signature: block?["signature"]?.string ?? "")
+                return text.isEmpty ? [] : [.reasoning(text)]
+            case "redacted_thinking":
+                // Opaque: nothing to show, the block to send back exactly as it came.
+                if let block { reasoningBlocks[payload["index"]?.int ?? -1] = ReasoningBlock(redacted: block) }
+                return []
+            default:
+                break
+            }
             if block?["type"]?.string == "tool_use" {
                 let call = toolBlocks.count
                 toolBlocks[payload["index"]?.int ?? -1 - call] = call
@@ -234,17 +264,36 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
                       let piece = delta["partial_json"]?.string, !piece.isEmpty else { return [] }
                 return [.toolCall(ToolCallPiece(index: call, id: nil, name: nil, arguments: piece))]
             }
+            switch delta["type"]?.string {
+            case "thinking_delta":
+                guard let text = delta["thinking"]?.string, !text.isEmpty else { return [] }
+                if let index = payload["index"]?.int { reasoningBlocks[index]?.thinking += text }
+                return [.reasoning(text)]
+            case "signature_delta":
+                if let index = payload["index"]?.int, let signature = delta["signature"]?.string {
+                    reasoningBlocks[index]?.signature += signature
+                }
+                return []
+            default:
+                break
+            }
             guard delta["type"]?.string == "text_delta", let text = delta["text"]?.string, !text.isEmpty else { return [] }
             return [.content(text)]
+        case "content_block_stop":
+            guard let index = payload["index"]?.int, let block = reasoningBlocks.removeValue(forKey: index) else { return [] }
+            return [.reasoningReplay(block.json)]
         case "message_delta":
             var out: [ChatStreamEvent] = []
             if let reason = payload["delta"]?["stop_reason"]?.string { out.append(.finish(reason: Self.finishReason(reason))) }
             if let usage = payload["usage"], usage.object != nil {
                 if let output = usage["output_tokens"]?.int { outputTokens = output }
                 // Newer servers repeat the input counts here, final where message_start's were not.
-                if usage["input_tokens"]?.int != nil { inputTokens = Self.inputTokens(of: usage) }
+                if usage["input_tokens"]?.int != nil {
+                    inputTokens = Self.inputTokens(of: usage)
+                    cache = Self.cacheTokens(of: usage)
+                }
                 out.append(.usage(Usage(promptTokens: inputTokens, completionTokens: outputTokens,
-                                        totalTokens: inputTokens + outputTokens)))
+                                        totalTokens: inputTokens + outputTokens, cacheReadTokens: cache.read, cacheWriteTokens: cache.write)))
             }
             return out
         case "message_stop":
@@ -254,7 +303,7 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
             let message = error?["message"]?.string ?? error?["type"]?.string ?? "upstream reported an error"
             return [.error(UpstreamErrorInfo(message: capped(message, to: 1000), type: error?["type"]?.string))]
         default:
-            // `ping`, `content_block_stop`, and event types added later.
+            // `ping`, and event types added later.
             return []
         }
     }
@@ -264,6 +313,34 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
         ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
             .reduce(0) { $0 + (usage?[$1]?.int ?? 0) }
     }
+
+    /// The parts of the input read from and written to the prompt cache, as reported (kept
+    /// apart: `promptTokens` counts them all).
+    private static func cacheTokens(of usage: JSON?) -> (read: Int?, write: Int?) {
+        func count(_ key: String) -> Int? { usage?[key]?.int.flatMap { $0 >= 0 ? $0 : nil } }
+        return (count("cache_read_input_tokens"), count("cache_creation_input_tokens"))
+    }
+}
+
+/// A reasoning block of the Messages API being streamed: a `thinking` block put together from
+/// its deltas, or a `redacted_thinking` block as it came. Sent back whole, unmodified, in the
+/// assistant turn of a tool loop.
+struct ReasoningBlock: Sendable {
+    var thinking = ""
+    var signature = ""
+    var redacted: JSON?
+
+    init(thinking: String, signature: String) {
+        self.thinking = thinking
+        self.signature = signature
+    }
+
+    init(redacted: JSON) { self.redacted = redacted }
+
+    /// `{"type":"thinking","thinking":..,"signature":..}`, or the redacted block as received.
+    var json: JSON {
+        redacted ?? ["type": "thinking", "thinking": .string(thinking), "signature": .string(signature)]
+    }
 }
 
 /// One turn of a Messages body: a role and its content blocks.
@@ -272,13 +349,15 @@ public struct AnthropicTurn: Equatable, Sendable {
         case text(String)
         case toolUse(id: String, name: String, input: JSON)
         case toolResult(id: String, content: String, isError: Bool)
+        /// A thinking or redacted-thinking block, exactly as the API gave it.
+        case reasoning(JSON)
         /// An image, as the base64 it is sent as (`media_type` such as `image/png`).
         case image(mediaType: String, base64: [UInt8])
 
         var isContent: Bool {
             switch self {
             case .text, .image: true
-            case .toolUse, .toolResult: false
+            case .toolUse, .toolResult, .reasoning: false
             }
         }
     }
@@ -329,6 +408,8 @@ public struct AnthropicTurn: Equatable, Sendable {
                     JSON.object(["type": "text", "text": .string(text)]).write(into: &out)
                 case .toolUse(let id, let name, let input):
                     JSON.object(["type": "tool_use", "id": .string(id), "name": .string(name), "input": input]).write(into: &out)
+                case .reasoning(let block):
+                    block.write(into: &out)
                 case .toolResult(let id, let content, let isError):
                     JSON.object(isError ? ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content), "is_error": true]
                         : ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content)]).write(into: &out)

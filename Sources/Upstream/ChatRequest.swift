@@ -59,7 +59,11 @@ public struct ChatMessage: Equatable, Sendable {
     /// The chat-completions turns, separated by commas: `{"role":..,"content":..}`; an assistant
     /// turn with `tool_calls` (its content, when empty, as `toolCallTurnContent` says); a tool
     /// turn with its `tool_call_id`.
-    static func write(_ messages: [ChatMessage], toolCallTurnContent: ToolCallTurnContent = .empty, into out: inout [UInt8]) {
+    /// Under `.toolCalls`, an assistant turn that called tools carries its `reasoning_content`
+    /// (made by a chat server: the broker gives a turn its reasoning only for the provider and
+    /// model that made it).
+    static func write(_ messages: [ChatMessage], toolCallTurnContent: ToolCallTurnContent = .empty,
+                      reasoningPassBack: ReasoningPassBack = .toolCalls, into out: inout [UInt8]) {
         for (index, message) in messages.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"role":"#.utf8)
@@ -91,6 +95,11 @@ public struct ChatMessage: Equatable, Sendable {
             } else if !message.isTextlessToolCallTurn || toolCallTurnContent == .empty {
                 out.append(contentsOf: #","content":"#.utf8)
                 JSON.writeString(message.text(imagesAsLines: false), into: &out)
+            }
+            if reasoningPassBack == .toolCalls, message.role == .assistant, !message.toolCalls.isEmpty,
+               let reasoning = message.reasoning, reasoning.api == ProviderAPI.chat.name {
+                out.append(contentsOf: #","reasoning_content":"#.utf8)
+                JSON.writeString(reasoning.text, into: &out)
             }
             if !message.toolCalls.isEmpty {
                 out.append(contentsOf: #","tool_calls":["#.utf8)
@@ -172,6 +181,8 @@ public struct ChatRequest: Equatable, Sendable {
     /// How an assistant turn that asked for tools and said nothing carries its `content`
     /// (chat completions; the other APIs have one form).
     public var toolCallTurnContent: ToolCallTurnContent = .empty
+    /// Which turns' reasoning a chat body sends back (the provider's `reasoning_pass_back`).
+    public var reasoningPassBack: ReasoningPassBack = .toolCalls
 
     public static let continuationInstruction =
         "Continue your last answer exactly where it stopped, without repeating anything and without any preamble."
@@ -205,7 +216,7 @@ public struct ChatRequest: Equatable, Sendable {
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(model, into: &out)
         out.append(contentsOf: #","messages":["#.utf8)
-        ChatMessage.write(messages, toolCallTurnContent: toolCallTurnContent, into: &out)
+        ChatMessage.write(messages, toolCallTurnContent: toolCallTurnContent, reasoningPassBack: reasoningPassBack, into: &out)
         out.append(contentsOf: #"],"stream":true,"stream_options":{"include_usage":true}"#.utf8)
         if !tools.isEmpty {
             out.append(contentsOf: #","tools":["#.utf8)

@@ -38,6 +38,18 @@ public enum ProviderAPI: Sendable, Equatable {
     }
 }
 
+/// Which turns' reasoning a chat-completions provider is sent back (`reasoning_pass_back`).
+/// Servers disagree: DeepSeek's thinking mode refuses a request whose tool-call turns lack their
+/// `reasoning_content` (every later request, until the next user message and after), its older
+/// `deepseek-reasoner` refuses any `reasoning_content` at all, and other servers ignore the field.
+public enum ReasoningPassBack: String, Sendable, Equatable, CaseIterable {
+    /// `reasoning_content` on every assistant turn that called tools, made by the same provider
+    /// and model; none on other turns. The default.
+    case toolCalls = "tool_calls"
+    /// Never any reasoning in a request.
+    case none
+}
+
 public struct CompletionsOptions: Sendable, Equatable {
     public var userLabel: String
     public var assistantLabel: String

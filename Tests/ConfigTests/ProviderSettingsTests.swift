@@ -9,6 +9,19 @@ import Glibc
 #endif
 
 final class ProviderSettingsTests: XCTestCase {
+    func testReasoningPassBackDefaultsToToolCallTurns() throws {
+        let settings = try load("""
+            [providers.deepseek]
+            base_url = "http://127.0.0.1:1/v1"
+
+            [providers.reasoner]
+            base_url = "http://127.0.0.1:1/v1"
+            reasoning_pass_back = "none"
+            """, environment: [:])
+        XCTAssertEqual(settings.providerTable["deepseek"]?.config.reasoningPassBack, .toolCalls)
+        XCTAssertEqual(settings.providerTable["reasoner"]?.config.reasoningPassBack, ReasoningPassBack.none)
+    }
+
     func testEveryKeyOfEveryAPI() throws {
         let settings = try load("""
             default_provider = "claude"
@@ -174,6 +187,10 @@ final class ProviderSettingsTests: XCTestCase {
                        "config.toml: line 3: providers.x.model must be 1 to 200 characters without spaces")
         assertRejected("[providers.x]\napi = \"anthropic\"\napi_key = \"k\"\nanthropic_version = \"\"\n",
                        "config.toml: line 4: providers.x.anthropic_version must be a version such as \"2023-06-01\"")
+        assertRejected("[providers.x]\nbase_url = \"http://127.0.0.1:1\"\nreasoning_pass_back = \"always\"\n",
+                       "config.toml: line 3: providers.x.reasoning_pass_back must be \"tool_calls\" or \"none\", not \"always\"")
+        assertRejected("[providers.x]\napi = \"anthropic\"\napi_key = \"k\"\nreasoning_pass_back = \"none\"\n",
+                       "config.toml: line 4: providers.x.reasoning_pass_back is only for api = \"chat\", and this provider's api is \"anthropic\"")
         assertRejected("providers = 3\n", "config.toml: line 1: providers must be a table, not an integer")
         assertRejected("[providers]\nx = 3\n", "config.toml: line 2: providers.x must be a table, not an integer")
     }
