@@ -41,7 +41,8 @@ public struct Settings {
     /// (read from the environment or a file, or written inline under a credential's name), and
     /// likewise of each secret header of an MCP server over HTTP; of an MCP server, too, each
     /// `env` variable whose name is a credential's (`GITHUB_PERSONAL_ACCESS_TOKEN`,
-    /// `API_KEY`) and each credential-named query parameter of its `url` (`?api_key=…`).
+    /// `API_KEY`) and each credential-named query parameter of its `url` (`?api_key=…`); and
+    /// each string of a provider's or profile's `extra_body` under a credential's name.
     public var secretValues: [String] {
         let configs = [upstream] + providers.map(\.config)
         let keys = configs.compactMap(\.apiKey)
@@ -52,7 +53,9 @@ public struct Settings {
             server.environment.filter { ToolHeader.namesCredential($0.key) }.map(\.value).sorted()
         }
         let mcpQueries = mcpServers.compactMap(\.http).flatMap(\.queryCredentials)
-        return keys + providerHeaders + toolHeaders + mcpHeaders + mcpEnvironment + mcpQueries
+        // `extra_body` members under a credential's name, as headers are judged.
+        let bodySecrets = configs.flatMap(\.options.secretValues) + profiles.flatMap(\.options.secretValues)
+        return keys + providerHeaders + toolHeaders + mcpHeaders + mcpEnvironment + mcpQueries + bodySecrets
     }
 
     public var secrets: SecretRedactor { SecretRedactor(secrets: secretValues) }

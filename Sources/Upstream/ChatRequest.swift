@@ -172,6 +172,9 @@ public struct ChatRequest: Equatable, Sendable {
     /// How an assistant turn that asked for tools and said nothing carries its `content`
     /// (chat completions; the other APIs have one form).
     public var toolCallTurnContent: ToolCallTurnContent = .empty
+    /// How reasoning is asked for, the token field's name and `extra_body` (the provider's,
+    /// under the profile's).
+    public var options = RequestOptions()
 
     public static let continuationInstruction =
         "Continue your last answer exactly where it stopped, without repeating anything and without any preamble."
@@ -218,9 +221,36 @@ public struct ChatRequest: Equatable, Sendable {
             }
             out.append(UInt8(ascii: "]"))
         }
-        writeSamplingParameters(into: &out)
+        writeSamplingParameters(into: &out, maxTokensField: options.maxTokensField ?? .max_tokens)
+        writeReasoningSettings(into: &out)
+        options.writeExtraBody(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// `reasoning_effort` (or OpenRouter's `reasoning` object) and the thinking switch, as a
+    /// chat-completions server takes them: DeepSeek's `thinking: {type}`; OpenRouter's
+    /// `reasoning: {enabled: false}`.
+    func writeReasoningSettings(into out: inout [UInt8]) {
+        let effort = params.reasoningEffort
+        switch options.reasoningFormat ?? .openai {
+        case .openai:
+            if let effort {
+                out.append(contentsOf: #","reasoning_effort":"#.utf8)
+                JSON.writeString(effort, into: &out)
+            }
+            if let thinking = options.thinking {
+                out.append(contentsOf: (thinking ? #","thinking":{"type":"enabled"}"# : #","thinking":{"type":"disabled"}"#).utf8)
+            }
+        case .openrouter:
+            var reasoning: [String: JSON] = [:]
+            if let effort { reasoning["effort"] = .string(effort) }
+            if let thinking = options.thinking { reasoning["enabled"] = .bool(thinking) }
+            if options.thinking == false { reasoning["effort"] = nil }
+            guard !reasoning.isEmpty else { return }
+            out.append(contentsOf: #","reasoning":"#.utf8)
+            JSON.object(reasoning).write(into: &out)
+        }
     }
 }
 
@@ -228,7 +258,7 @@ extension ChatRequest {
     /// OpenAI's names for the parameters set (`temperature`, `top_p`, `max_tokens`,
     /// `presence_penalty`, `frequency_penalty`, `stop`, `seed`), each with its comma; a
     /// non-finite number is left out, as JSON cannot hold it.
-    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true) {
+    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true, maxTokensField: MaxTokensField = .max_tokens) {
         func number(_ name: String, _ value: Double?) {
             guard let value, value.isFinite else { return }
             out.append(contentsOf: ",\"\(name)\":".utf8)
@@ -241,7 +271,7 @@ extension ChatRequest {
         }
         number("temperature", params.temperature)
         number("top_p", params.topP)
-        integer("max_tokens", params.maxTokens)
+        integer(maxTokensField.rawValue, params.maxTokens)
         number("presence_penalty", params.presencePenalty)
         number("frequency_penalty", params.frequencyPenalty)
         if includesStop, let stop = params.stop {

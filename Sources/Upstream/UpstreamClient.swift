@@ -21,6 +21,10 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var contextTokens: Int?
     /// Whether its models take images (`vision`); a profile may say otherwise for its own.
     public var takesImages = true
+    /// `reasoning_effort`: the default beneath a profile's and a conversation's.
+    public var reasoningEffort: String?
+    /// `reasoning_format`, `thinking_budget`, `thinking`, `max_tokens_field`, `extra_body`.
+    public var options = RequestOptions()
 
     public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String? = "gpt-4o-mini",
                 timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil,

@@ -137,7 +137,7 @@ final class ProviderSettingsTests: XCTestCase {
 
     func testMistakesAreErrorsNamingTheKeyAndLine() {
         assertRejected("[providers.x]\napi = \"gemini\"\n",
-                       "config.toml: line 2: providers.x.api must be \"chat\", \"completions\" or \"anthropic\", not \"gemini\"")
+                       "config.toml: line 2: providers.x.api must be \"chat\", \"completions\", \"anthropic\" or \"responses\", not \"gemini\"")
         assertRejected("[providers.x]\napi = 1\n", "config.toml: line 2: providers.x.api must be a string, not an integer")
         assertRejected("[providers.x]\nbase_url = \"http://127.0.0.1:1\"\nmodle = \"m\"\n",
                        "config.toml: unknown keys: providers.x.modle (line 3)")
