@@ -106,15 +106,15 @@ final class ReasoningSettingsTests: XCTestCase {
 
             """
         assertRejected(local + #"reasoning_effort = "High!""#,
-                       #"config.toml: line 5: providers.local.reasoning_effort must be a level such as "low", "medium" or "high": 1 to 32 lowercase letters"#)
+                       #"config.toml: line 4: providers.local.reasoning_effort must be a level such as "low", "medium" or "high": 1 to 32 lowercase letters"#)
         assertRejected(local + #"reasoning_format = "anthropic""#,
-                       #"config.toml: line 5: providers.local.reasoning_format must be "openai" (reasoning_effort) or "openrouter" (a reasoning object), not "anthropic""#)
+                       #"config.toml: line 4: providers.local.reasoning_format must be "openai" (reasoning_effort) or "openrouter" (a reasoning object), not "anthropic""#)
         assertRejected(local + #"max_tokens_field = "max_output_tokens""#,
-                       #"config.toml: line 5: providers.local.max_tokens_field must be "max_tokens" or "max_completion_tokens", not "max_output_tokens""#)
+                       #"config.toml: line 4: providers.local.max_tokens_field must be "max_tokens" or "max_completion_tokens", not "max_output_tokens""#)
         assertRejected(local + "thinking_budget = 2048",
-                       #"config.toml: line 5: providers.local.thinking_budget is only for api = "anthropic", and provider "local" speaks "chat""#)
+                       #"config.toml: line 4: providers.local.thinking_budget is only for api = "anthropic", and provider "local" speaks "chat""#)
         assertRejected(local + "[profiles.p]\nprovider = \"local\"\nreasoning_effort = \"x y\"",
-                       #"config.toml: line 7: profiles.p.reasoning_effort must be a level such as "low", "medium" or "high": 1 to 32 lowercase letters"#)
+                       #"config.toml: line 6: profiles.p.reasoning_effort must be a level such as "low", "medium" or "high": 1 to 32 lowercase letters"#)
         let claude = "[providers.claude]\napi = \"anthropic\"\n"
         assertRejected(claude + "thinking_budget = 512",
                        "config.toml: line 3: providers.claude.thinking_budget must be at least 1024 tokens (the API refuses less)", environment: environment)

@@ -172,8 +172,10 @@ final class ResponsesTests: XCTestCase {
         try watcher.call("conversation.attach", ["conversation": .string(id)])
         let configured = try harness.runClient(["configure", id, "--reasoning-effort", "low"])
         XCTAssertEqual(configured.status, 0, configured.stderr)
-        let told = try watcher.collect(until: { method, _ in method == "conversation.updated" }, timeout: 10)
-        XCTAssertEqual(told.last?.params["conversation"]?["params"]?["reasoning_effort"]?.string, "low")
+        let told = try watcher.collect(until: { method, params in
+            method == "conversation.updated" && params["info"]?["params"]?["reasoning_effort"] != nil
+        }, timeout: 10)
+        XCTAssertEqual(told.last?.params["info"]?["params"], ["reasoning_effort": "low"])
         _ = try send(client, id, "[[reply:again]]")
         XCTAssertEqual(requests(to: "/router/v1/chat/completions").last?["body"]?["reasoning"], ["effort": "low"])
         let refused = try harness.runClient(["configure", id, "--reasoning-effort", "LOUD!"])
