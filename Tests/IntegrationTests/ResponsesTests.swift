@@ -132,6 +132,7 @@ final class ResponsesTests: XCTestCase {
                                                      "parameters": ["type": "object", "properties": ["city": ["type": "string"]], "required": ["city"]]]])
         let input = try XCTUnwrap(asked[1]["body"]?["input"]?.array)
         XCTAssertEqual(input.count, 4, "\(input)")
+        guard input.count == 4 else { return }
         XCTAssertEqual(input[0], ["role": "user", "content": #"[[think:need the weather]][[tool:echo {"city":"Lyon"}]]"#])
         // The reasoning item exactly as the server gave it, then the call it led to, then the answer.
         XCTAssertEqual(input[1]["type"], "reasoning")
