@@ -46,6 +46,10 @@ final class Reply {
     var withdrawnImages: [String]?
     /// Turns that asked for tools so far.
     var toolRounds = 0
+    /// The reasoning items each turn of this chain that asked for tools was given with, by its
+    /// first call's id: the next turn's request carries them back (the Responses API refuses
+    /// a function call without the reasoning item it came after).
+    var reasoningReplays: [String: ReasoningReplay] = [:]
     /// Who asked for the reply; a call of a reply another user asked for waits for the owner's yes.
     var requestedBy: Author?
     /// The calls of the turn that asked for tools, while any has not been stored.

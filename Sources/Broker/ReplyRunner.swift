@@ -145,10 +145,20 @@ final class ReplyRunner {
                     + (takesNone ? " the model refused every request with images" : " the model refused them before"))
             }
         }
+        // The reasoning a turn of this chain asked for tools after, for the same provider and model only.
+        for index in request.messages.indices where request.messages[index].reasoning == nil {
+            guard let first = request.messages[index].toolCalls.first, let replay = reply.reasoningReplays[first.id],
+                  replay.provider == conversation.provider, replay.model == request.model else { continue }
+            request.messages[index].reasoning = replay
+        }
         let provider = providers[conversation.provider]
         // The provider's temperature and max_tokens are defaults beneath the conversation's own.
-        request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens)
+        request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens,
+                                            reasoningEffort: provider?.config.reasoningEffort)
             .overridden(by: conversation.params)
+        // Reasoning settings and extra_body: the profile's over the provider's.
+        request.options = (provider?.config.options ?? RequestOptions())
+            .overridden(by: conversation.profile.flatMap { profiles[$0]?.options } ?? RequestOptions())
         request.tools = offeredTools(in: conversation).map {
             ToolDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
         }
@@ -293,6 +303,11 @@ final class ReplyRunner {
         reply.attempts += 1
         // An attempt refused before it answered leaves no item to send back: this one's own.
         reply.reasoningItems = []
+        if reply.attempts == 1 {
+            for notice in provider.api.notices(for: reply.request) {
+                logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) \(notice)")
+            }
+        }
         // The handler holds the reply (never weakly: a weak reference gives an object a side
         // table, which makes every retain of it slower, and this runs for every token) until
         // the stream drops it, when it ends or is cancelled: nothing to look up, nothing stale.
@@ -302,6 +317,10 @@ final class ReplyRunner {
             case .reasoning(let piece): receivedReasoning(piece, for: reply, in: conversation)
             case .reasoningItem(let item): reply.reasoningItems.append(item)
             case .finished(let finishReason, let usage, let serverError, let retryAfter, let toolCalls):
+                if serverError == nil, let first = toolCalls.first, let stream = reply.stream as? ReplyStream, !stream.reasoningItems.isEmpty {
+                    reply.reasoningReplays[first.id] = ReasoningReplay(api: provider.api.name, provider: provider.name, model: reply.request.model,
+                                                                       text: "", items: stream.reasoningItems)
+                }
                 reply.stream = nil
                 // A server's error body may quote the key it was sent (`Incorrect API key provided: sk-…`).
                 var error = serverError.map(secrets.redacting)

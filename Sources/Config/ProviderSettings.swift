@@ -46,8 +46,10 @@ extension Settings {
             }
             api = .anthropic(AnthropicOptions(version: section.anthropic_version ?? AnthropicOptions.defaultVersion))
             config.maxTokens = AnthropicOptions.defaultMaxTokens
+        case "responses":
+            api = .responses
         default:
-            throw table.error("api", "must be \"chat\", \"completions\" or \"anthropic\", not \"\(apiName)\"")
+            throw table.error("api", "must be \"chat\", \"completions\", \"anthropic\" or \"responses\", not \"\(apiName)\"")
         }
         // Keys of one API only are refused elsewhere: a typo'd api must not silently drop them.
         let onlyFor: [(key: String, api: String, given: Bool)] = [
@@ -86,6 +88,20 @@ extension Settings {
         if let tokens = section.max_tokens {
             guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
             config.maxTokens = tokens
+        }
+        config.options = try requestOptions(section.reasoning, in: table, api: api, provider: name)
+        if let budget = config.options.thinkingBudget, let tokens = section.max_tokens, tokens <= budget {
+            throw table.error("max_tokens", "must be more than thinking_budget (\(budget)): the answer comes after the thinking")
+        }
+        if let effort = section.reasoning_effort {
+            if api.unsupportedParameters.contains(.reasoning_effort) {
+                let instead = if case .anthropic = api { ": set thinking_budget" } else { "" }
+                throw table.error("reasoning_effort", "is not a parameter of the \(api.name) API\(instead)")
+            }
+            guard SamplingParameters.isEffortLevel(effort) else {
+                throw table.error("reasoning_effort", "must be a level such as \"low\", \"medium\" or \"high\": 1 to 32 lowercase letters")
+            }
+            config.reasoningEffort = effort
         }
         if let tokens = section.context_tokens {
             let reply = config.maxTokens ?? ContextBudget.defaultMaxTokens

@@ -71,6 +71,17 @@ struct ConfigFile {
         var context_tokens: Int?
         var vision: Bool?
         var reasoning_pass_back: String?
+        var reasoning_effort: String?
+        var reasoning: ReasoningKeys
+    }
+    /// The keys of a provider or profile about reasoning and the request body.
+    struct ReasoningKeys {
+        var reasoning_format: String?
+        var thinking_budget: Int?
+        var thinking: Bool?
+        var max_tokens_field: String?
+        /// Converted when checked, for errors at nested lines.
+        var extra_body: TOMLValue?
     }
     /// One `[profiles.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProfileSection {
@@ -85,6 +96,7 @@ struct ConfigFile {
         var context_tokens: Int?
         var tools: [String]?
         var vision: Bool?
+        var reasoning: ReasoningKeys
     }
     /// One `[tools.NAME]` table, with the table itself for errors at its keys' lines.
     struct ToolSection {
@@ -193,7 +205,9 @@ struct ConfigFile {
                 anthropic_version: try table.string("anthropic_version"),
                 context_tokens: try table.contextTokens(),
                 vision: try table.boolean("vision"),
-                reasoning_pass_back: try table.string("reasoning_pass_back"))
+                reasoning_pass_back: try table.string("reasoning_pass_back"),
+                reasoning_effort: try table.string("reasoning_effort"),
+                reasoning: try table.reasoningKeys())
         } ?? []
         default_provider = try root.string("default_provider")
         profiles = try root.tables("profiles") { (name: String, table: inout ConfigTable) throws(ConfigError) in
@@ -209,12 +223,14 @@ struct ConfigFile {
                     presencePenalty: try table.number("presence_penalty"),
                     frequencyPenalty: try table.number("frequency_penalty"),
                     stop: try table.strings("stop"),
-                    seed: try table.integer("seed")),
+                    seed: try table.integer("seed"),
+                    reasoningEffort: try table.string("reasoning_effort")),
                 welcome: try table.strings("welcome"),
                 quick_replies: try table.strings("quick_replies"),
                 context_tokens: try table.contextTokens(),
                 tools: try table.strings("tools"),
-                vision: try table.boolean("vision"))
+                vision: try table.boolean("vision"),
+                reasoning: try table.reasoningKeys())
         } ?? []
         default_profile = try root.string("default_profile")
         tools = try root.tables("tools") { (name: String, table: inout ConfigTable) throws(ConfigError) in
@@ -539,5 +555,16 @@ extension String {
         guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
               let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
         return String(scalars[first...last])
+    }
+}
+
+extension ConfigTable {
+    mutating func reasoningKeys() throws(ConfigError) -> ConfigFile.ReasoningKeys {
+        ConfigFile.ReasoningKeys(
+            reasoning_format: try string("reasoning_format"),
+            thinking_budget: try integer("thinking_budget"),
+            thinking: try boolean("thinking"),
+            max_tokens_field: try string("max_tokens_field"),
+            extra_body: untyped("extra_body"))
     }
 }

@@ -47,6 +47,7 @@ public struct Settings {
     /// `API_KEY`) and what its `url` holds of a credential: a credential-named query parameter
     /// (`?api_key=…`), the userinfo's user and password, a path segment or query value that
     /// looks like a token (`MCPHTTPEndpoint.credentials`).
+    /// Also each string of a provider's or profile's `extra_body` under a credential's name.
     public var secretValues: [String] {
         let configs = [upstream] + providers.map(\.config)
         let keys = configs.compactMap(\.apiKey)
@@ -57,7 +58,9 @@ public struct Settings {
             server.environment.filter { ToolHeader.namesCredential($0.key) }.map(\.value).sorted()
         }
         let mcpQueries = mcpServers.compactMap(\.http).flatMap(\.credentials)
-        return keys + providerHeaders + toolHeaders + mcpHeaders + mcpEnvironment + mcpQueries
+        // `extra_body` members under a credential's name, as headers are judged.
+        let bodySecrets = configs.flatMap(\.options.secretValues) + profiles.flatMap(\.options.secretValues)
+        return keys + providerHeaders + toolHeaders + mcpHeaders + mcpEnvironment + mcpQueries + bodySecrets
     }
 
     public var secrets: SecretRedactor { SecretRedactor(secrets: secretValues) }

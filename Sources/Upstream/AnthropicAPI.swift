@@ -78,17 +78,19 @@ public struct AnthropicMessagesAPI: ChatAPI {
 
     /// `{"model":..,"max_tokens":N,"system":..,"messages":[{"role":..,"content":..}],"stream":true}`,
     /// `system` only when there is one; `tools` when the conversation offers any; `temperature`,
-    /// `top_p` and `stop_sequences` when set.
+    /// `top_p` and `stop_sequences` when set; `thinking` with `thinking_budget` (or switched off
+    /// with `thinking = false`); then `extra_body`.
     /// The penalties and `seed` have no field here: the config and the protocol refuse them
     /// for this API, so none reaches a request.
     public func body(for chat: ChatRequest) -> [UInt8] {
         let (system, messages) = turns(of: chat)
+        let thinking = Self.thinking(of: chat)
         var out: [UInt8] = []
         out.reserveCapacity(256 + chat.messages.reduce(0) { $0 + $1.content.utf8.count + 32 + $1.attachedBytes })
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(chat.model, into: &out)
         out.append(contentsOf: #","max_tokens":"#.utf8)
-        out.append(contentsOf: String(chat.maxTokens ?? AnthropicOptions.defaultMaxTokens).utf8)
+        out.append(contentsOf: String(thinking.maxTokens).utf8)
         if let system {
             out.append(contentsOf: #","system":"#.utf8)
             JSON.writeString(system, into: &out)
@@ -106,7 +108,7 @@ public struct AnthropicMessagesAPI: ChatAPI {
             }).write(into: &out)
         }
         for (name, value) in [("temperature", chat.params.temperature), ("top_p", chat.params.topP)] {
-            guard let value, value.isFinite else { continue }
+            guard let value, value.isFinite, !thinking.leftOut.contains(name) else { continue }
             out.append(contentsOf: ",\"\(name)\":".utf8)
             out.append(contentsOf: value.description.utf8)
         }
@@ -114,8 +116,42 @@ public struct AnthropicMessagesAPI: ChatAPI {
             out.append(contentsOf: #","stop_sequences":"#.utf8)
             JSON.array(stop.map(JSON.string)).write(into: &out)
         }
+        if let budget = thinking.budget {
+            out.append(contentsOf: #","thinking":{"type":"enabled","budget_tokens":"#.utf8)
+            out.append(contentsOf: String(budget).utf8)
+            out.append(UInt8(ascii: "}"))
+        } else if chat.options.thinking == false {
+            out.append(contentsOf: #","thinking":{"type":"disabled"}"#.utf8)
+        }
+        chat.options.writeExtraBody(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// What extended thinking changes in a body: the budget (none unless `thinking_budget` is
+    /// set and thinking not switched off), `max_tokens` kept above it (when the reply's limit
+    /// is not, the budget plus that limit is sent: the answer keeps the room it had), and the
+    /// sampling parameters the API refuses with thinking, left out (`temperature`; `top_p`
+    /// below 0.95).
+    public static func thinking(of chat: ChatRequest) -> (budget: Int?, maxTokens: Int, leftOut: [String]) {
+        let maxTokens = chat.maxTokens ?? AnthropicOptions.defaultMaxTokens
+        guard let budget = chat.options.thinkingBudget, chat.options.thinking != false else { return (nil, maxTokens, []) }
+        var leftOut: [String] = []
+        if let value = chat.params.temperature, value.isFinite { leftOut.append("temperature") }
+        if let value = chat.params.topP, value.isFinite, value < 0.95 { leftOut.append("top_p") }
+        return (budget, maxTokens > budget ? maxTokens : budget + maxTokens, leftOut)
+    }
+
+    /// What the body leaves out or changes of what was asked, for the daemon's log.
+    public static func notices(for chat: ChatRequest) -> [String] {
+        let thinking = thinking(of: chat)
+        guard let budget = thinking.budget else { return [] }
+        var notices = thinking.leftOut.map { "\($0) left out: Anthropic refuses it with thinking (thinking_budget = \(budget))" }
+        let asked = chat.maxTokens ?? AnthropicOptions.defaultMaxTokens
+        if thinking.maxTokens != asked {
+            notices.append("max_tokens \(asked) is not above thinking_budget \(budget): \(thinking.maxTokens) sent")
+        }
+        return notices
     }
 
     public func makeDecoder(for request: ChatRequest) -> any ChatEventDecoder {

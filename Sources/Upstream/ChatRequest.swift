@@ -183,6 +183,9 @@ public struct ChatRequest: Equatable, Sendable {
     public var toolCallTurnContent: ToolCallTurnContent = .empty
     /// Which turns' reasoning a chat body sends back (the provider's `reasoning_pass_back`).
     public var reasoningPassBack: ReasoningPassBack = .toolCalls
+    /// How reasoning is asked for, the token field's name and `extra_body` (the provider's,
+    /// under the profile's).
+    public var options = RequestOptions()
 
     public static let continuationInstruction =
         "Continue your last answer exactly where it stopped, without repeating anything and without any preamble."
@@ -229,9 +232,36 @@ public struct ChatRequest: Equatable, Sendable {
             }
             out.append(UInt8(ascii: "]"))
         }
-        writeSamplingParameters(into: &out)
+        writeSamplingParameters(into: &out, maxTokensField: options.maxTokensField ?? .max_tokens)
+        writeReasoningSettings(into: &out)
+        options.writeExtraBody(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// `reasoning_effort` (or OpenRouter's `reasoning` object) and the thinking switch, as a
+    /// chat-completions server takes them: DeepSeek's `thinking: {type}`; OpenRouter's
+    /// `reasoning: {enabled: false}`.
+    func writeReasoningSettings(into out: inout [UInt8]) {
+        let effort = params.reasoningEffort
+        switch options.reasoningFormat ?? .openai {
+        case .openai:
+            if let effort {
+                out.append(contentsOf: #","reasoning_effort":"#.utf8)
+                JSON.writeString(effort, into: &out)
+            }
+            if let thinking = options.thinking {
+                out.append(contentsOf: (thinking ? #","thinking":{"type":"enabled"}"# : #","thinking":{"type":"disabled"}"#).utf8)
+            }
+        case .openrouter:
+            var reasoning: [String: JSON] = [:]
+            if let effort { reasoning["effort"] = .string(effort) }
+            if let thinking = options.thinking { reasoning["enabled"] = .bool(thinking) }
+            if options.thinking == false { reasoning["effort"] = nil }
+            guard !reasoning.isEmpty else { return }
+            out.append(contentsOf: #","reasoning":"#.utf8)
+            JSON.object(reasoning).write(into: &out)
+        }
     }
 }
 
@@ -239,7 +269,7 @@ extension ChatRequest {
     /// OpenAI's names for the parameters set (`temperature`, `top_p`, `max_tokens`,
     /// `presence_penalty`, `frequency_penalty`, `stop`, `seed`), each with its comma; a
     /// non-finite number is left out, as JSON cannot hold it.
-    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true) {
+    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true, maxTokensField: MaxTokensField = .max_tokens) {
         func number(_ name: String, _ value: Double?) {
             guard let value, value.isFinite else { return }
             out.append(contentsOf: ",\"\(name)\":".utf8)
@@ -252,7 +282,7 @@ extension ChatRequest {
         }
         number("temperature", params.temperature)
         number("top_p", params.topP)
-        integer("max_tokens", params.maxTokens)
+        integer(maxTokensField.rawValue, params.maxTokens)
         number("presence_penalty", params.presencePenalty)
         number("frequency_penalty", params.frequencyPenalty)
         if includesStop, let stop = params.stop {

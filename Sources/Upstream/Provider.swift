@@ -19,6 +19,8 @@ public enum ProviderAPI: Sendable, Equatable {
     case completions(CompletionsOptions)
     /// Anthropic's Messages API.
     case anthropic(AnthropicOptions)
+    /// OpenAI's Responses API.
+    case responses
 
     /// The name the config file uses (`api = "…"`).
     public var name: String {
@@ -26,6 +28,7 @@ public enum ProviderAPI: Sendable, Equatable {
         case .chat: "chat"
         case .completions: "completions"
         case .anthropic: "anthropic"
+        case .responses: "responses"
         }
     }
 
@@ -34,6 +37,7 @@ public enum ProviderAPI: Sendable, Equatable {
         case .chat: OpenAIChatAPI()
         case .completions(let options): OpenAICompletionsAPI(options: options)
         case .anthropic(let options): AnthropicMessagesAPI(options: options)
+        case .responses: OpenAIResponsesAPI()
         }
     }
 }
@@ -127,8 +131,12 @@ extension ProviderAPI {
     /// The sampling parameters this API has no field for: asking for one is refused, not dropped.
     public var unsupportedParameters: [SamplingParameters.Key] {
         switch self {
-        case .chat, .completions: []
-        case .anthropic: [.presence_penalty, .frequency_penalty, .seed]
+        case .chat: []
+        case .completions: [.reasoning_effort]
+        // Thinking is asked for with `thinking_budget`.
+        case .anthropic: [.presence_penalty, .frequency_penalty, .seed, .reasoning_effort]
+        // The Responses API has no penalties, stop sequences or seed.
+        case .responses: [.presence_penalty, .frequency_penalty, .stop, .seed]
         }
     }
 }

@@ -23,6 +23,10 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var takesImages = true
     /// Which turns' reasoning goes back to a chat-completions server (`reasoning_pass_back`).
     public var reasoningPassBack = ReasoningPassBack.toolCalls
+    /// `reasoning_effort`: the default beneath a profile's and a conversation's.
+    public var reasoningEffort: String?
+    /// `reasoning_format`, `thinking_budget`, `thinking`, `max_tokens_field`, `extra_body`.
+    public var options = RequestOptions()
 
     public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String? = "gpt-4o-mini",
                 timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil,

@@ -313,6 +313,11 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
             chatCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
         }
     }
+    if request.method == "POST" && path.hasSuffix("/responses") {
+        return shared.answering {
+            responsesAPI(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
+        }
+    }
     if request.method == "POST" && path.hasSuffix("/completions") {
         return shared.answering {
             legacyCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)

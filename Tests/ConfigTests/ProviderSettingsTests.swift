@@ -94,9 +94,17 @@ final class ProviderSettingsTests: XCTestCase {
         let text = try String(contentsOf: readme, encoding: .utf8)
         let section = try XCTUnwrap(text.components(separatedBy: "### Providers").dropFirst().first)
         let example = try XCTUnwrap(section.components(separatedBy: "```toml\n").dropFirst().first?.components(separatedBy: "```").first)
-        let settings = try load(example, environment: ["CLAUDE_KEY": "sk-ant-readme"])
+        let settings = try load(example, environment: ["CLAUDE_KEY": "sk-ant-readme", "OPENAI_API_KEY": "sk-o", "DEEPSEEK_API_KEY": "sk-d",
+                                                       "OPENROUTER_API_KEY": "sk-r", "ANTHROPIC_API_KEY": "sk-a"])
         let table = settings.providerTable
-        XCTAssertEqual(table.names, ["claude", "default", "legacy", "local"])
+        XCTAssertEqual(table.names, ["claude", "claude-thinks", "deepseek", "default", "legacy", "local", "o-chat", "openai", "router"])
+        XCTAssertEqual(table["openai"]?.api, .responses)
+        XCTAssertEqual(table["openai"]?.config.reasoningEffort, "medium")
+        XCTAssertEqual(table["deepseek"]?.config.options.thinking, false)
+        XCTAssertEqual(table["router"]?.config.options.reasoningFormat, .openrouter)
+        XCTAssertEqual(table["router"]?.config.options.extraBody.map(\.key), ["provider"])
+        XCTAssertEqual(table["o-chat"]?.config.options.maxTokensField, .max_completion_tokens)
+        XCTAssertEqual(table["claude-thinks"]?.config.options.thinkingBudget, 4096)
         XCTAssertEqual(table.defaultName, "claude")
         XCTAssertEqual(table["claude"]?.config.apiKey, "sk-ant-readme")
         XCTAssertEqual(table["claude"]?.config.maxTokens, 4096)
@@ -150,7 +158,7 @@ final class ProviderSettingsTests: XCTestCase {
 
     func testMistakesAreErrorsNamingTheKeyAndLine() {
         assertRejected("[providers.x]\napi = \"gemini\"\n",
-                       "config.toml: line 2: providers.x.api must be \"chat\", \"completions\" or \"anthropic\", not \"gemini\"")
+                       "config.toml: line 2: providers.x.api must be \"chat\", \"completions\", \"anthropic\" or \"responses\", not \"gemini\"")
         assertRejected("[providers.x]\napi = 1\n", "config.toml: line 2: providers.x.api must be a string, not an integer")
         assertRejected("[providers.x]\nbase_url = \"http://127.0.0.1:1\"\nmodle = \"m\"\n",
                        "config.toml: unknown keys: providers.x.modle (line 3)")
