@@ -4,11 +4,11 @@
 
 PREFIX     ?= $(HOME)/.local
 UNITDIR    ?= $(HOME)/.config/systemd/user
-DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools chromium python3-venv
+DEBIAN_DEPS = libuv1-dev libcurl4-openssl-dev libtomlplusplus-dev libre2-dev libedit-dev libcmark-gfm-dev libcmark-gfm-extensions-dev tmux zsh fish pkg-config systemd redis-server redis-tools chromium python3-venv
 SWIFT      ?= swift
 ARGS       ?=
 
-.PHONY: all deps build release run test test-web test-web-deps man bench fuzz fuzz-socket soak crashloop powercut install uninstall clean
+.PHONY: all deps build release run test test-web test-web-deps update-test-deps man bench fuzz fuzz-socket soak crashloop powercut install uninstall clean
 
 all: build
 
@@ -66,18 +66,21 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 # The MCP servers the integration tests run (MCPServerTests.swift, MCPHTTPTests.swift,
 # MCPLifecycleTests.swift): mcp-server-time, mcp-server-git, and the official Python SDK for
 # scripts/mcp-test-server.py and scripts/mcp-http-test-server.py (its Streamable HTTP server,
-# on loopback), in a virtual environment of their own (installed again when this list changes).
+# on loopback), in a virtual environment of their own. Every package is pinned to an exact
+# version in Tests/requirements/mcp.txt (installed again when it changes), so a release
+# upstream cannot change what the suite runs; `make update-test-deps` moves the pins.
 MCP_VENV = .build/venv-mcp
 MCP_PACKAGES = mcp-server-time mcp-server-git mcp
-$(MCP_VENV)/.installed: Makefile
+MCP_REQUIREMENTS = Tests/requirements/mcp.txt
+$(MCP_VENV)/.installed: $(MCP_REQUIREMENTS)
 	test -x $(MCP_VENV)/bin/pip || python3 -m venv $(MCP_VENV)
-	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check $(MCP_PACKAGES)
+	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(MCP_REQUIREMENTS)
 	touch $@
 
 test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	scripts/check-syscalls.sh
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --disable-swift-testing
+	SWIFT=$(SWIFT) scripts/run-xctest.sh
 	scripts/long-checks.sh "$$($(SWIFT) build --show-bin-path)" $(POWERCUT_SHIM)
 	$(MAKE) test-web
 
@@ -91,10 +94,30 @@ powercut: release $(POWERCUT_SHIM)
 # The browser tests alone, on the debug build `make test` made. Playwright and pytest come
 # from PyPI into a virtual environment under the build directory; the browser is Debian's
 # (/usr/bin/chromium), as Playwright's own download cannot be used here.
+# Pinned like the MCP servers: Tests/requirements/web.txt.
 VENV ?= .build/venv
-test-web-deps:
-	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	@$(VENV)/bin/python -c "import playwright, pytest" 2>/dev/null || $(VENV)/bin/pip install -q playwright pytest
+WEB_PACKAGES = playwright pytest
+WEB_REQUIREMENTS = Tests/requirements/web.txt
+$(VENV)/.installed: $(WEB_REQUIREMENTS)
+	test -x $(VENV)/bin/pip || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(WEB_REQUIREMENTS)
+	touch $@
+
+test-web-deps: $(VENV)/.installed
+
+# Moves the test-only pins to the newest releases, deliberately: fresh environments from the
+# package names, their complete `pip freeze` written over the requirement files (the comment
+# lines kept). Run make test after it and commit the files with what changed.
+update-test-deps:
+	rm -rf .build/venv-update && python3 -m venv .build/venv-update
+	.build/venv-update/bin/pip install --quiet --disable-pip-version-check $(MCP_PACKAGES)
+	{ grep '^#' $(MCP_REQUIREMENTS); .build/venv-update/bin/pip freeze; } > $(MCP_REQUIREMENTS).new
+	rm -rf .build/venv-update && python3 -m venv .build/venv-update
+	.build/venv-update/bin/pip install --quiet --disable-pip-version-check $(WEB_PACKAGES)
+	{ grep '^#' $(WEB_REQUIREMENTS); .build/venv-update/bin/pip freeze; } > $(WEB_REQUIREMENTS).new
+	mv $(MCP_REQUIREMENTS).new $(MCP_REQUIREMENTS) && mv $(WEB_REQUIREMENTS).new $(WEB_REQUIREMENTS)
+	rm -rf .build/venv-update
+	@git diff --stat -- $(MCP_REQUIREMENTS) $(WEB_REQUIREMENTS) 2>/dev/null || true
 
 test-web: test-web-deps
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider Tests/web
@@ -111,8 +134,10 @@ fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The socket fuzzer (scripts/fuzz-socket.py: hostile JSON-RPC traffic against a release
-# confabd; docs/reliability.md, "Hostile and broken clients"), 120 s unless FUZZ_SECONDS says
-# otherwise; time is the bound, not a line count. More flags through ARGS, e.g. ARGS="--seed 42".
+# confabd, then 20 s of hostile MCP servers (--mcp-seconds), then its gateway round of hostile
+# WebSocket traffic against confab-web, 30 s (--gateway-seconds); docs/reliability.md, "Hostile
+# and broken clients"), 120 s unless FUZZ_SECONDS says otherwise, after the flood; time is the
+# bound, not a line count. More flags through ARGS, e.g. ARGS="--seed 42".
 fuzz-socket: release
 	python3 scripts/fuzz-socket.py --seconds $(or $(FUZZ_SECONDS),120) --count 1000000000 $(ARGS)
 

@@ -55,9 +55,14 @@ let package = Package(
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
-        // Pure Swift, daemon only: the HTTP tools the model may call, as the config describes them
-        // (schema checks, the request a call becomes, what the model is given back).
-        .target(name: "Tools", dependencies: ["ConfabProtocol"], swiftSettings: strict),
+        // RE2 (Debian's libre2-dev) behind a C API: the `pattern` of a tool's schema, from the
+        // config or an MCP server, matched in time linear in the string (no backtracking).
+        .target(name: "CRE2", cxxSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])],
+                linkerSettings: [.linkedLibrary("re2")]),
+        // Swift, daemon only: the HTTP tools the model may call, as the config describes them
+        // (schema checks, with patterns through CRE2; the request a call becomes, what the
+        // model is given back).
+        .target(name: "Tools", dependencies: ["ConfabProtocol", "CRE2"], swiftSettings: strict),
         // Pure Swift, client only: the shell snippets and what the key binding does with a reply.
         .target(name: "ShellIntegration", swiftSettings: strict),
 
@@ -70,9 +75,9 @@ let package = Package(
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
         // What the daemon is configured with, as values: the settings, limits, profiles and context
         // budget. Config makes them from the file; Broker runs on them. Neither knows the other.
-        .target(name: "DaemonSettings", dependencies: ["ConfabProtocol", "Upstream", "Tools", "MCP"], swiftSettings: strict),
+        .target(name: "DaemonSettings", dependencies: ["ConfabProtocol", "Upstream", "Tools", "MCP", "WebConfig"], swiftSettings: strict),
         .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "Curl", "LogStore", "ConfabProtocol", "Tools", "DaemonSettings", "MCP"], swiftSettings: strict),
-        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "Upstream", "ConfabProtocol", "Posix", "Tools", "MCP"], swiftSettings: strict),
+        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "Upstream", "ConfabProtocol", "Posix", "Tools", "MCP", "WebConfig"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
             "Broker", "Config", "DaemonSettings", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
@@ -117,9 +122,11 @@ let package = Package(
 
         // The browser gateway: its testable logic (pages, markdown as HTML, tokens and share
         // links, the [web] settings) in WebGateway, the server in confab-web.
-        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "TOML", "Terminal"], swiftSettings: strict),
+        // `[web]` of the config file: read by confabd (which keeps and checks it) and by confab-web.
+        .target(name: "WebConfig", dependencies: ["TOML"], swiftSettings: strict),
+        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "TOML", "Terminal", "WebConfig"], swiftSettings: strict),
         .executableTarget(name: "confab-web", dependencies: [
-            "WebGateway", "ConfabProtocol", "Posix",
+            "WebGateway", "WebConfig", "ConfabProtocol", "Posix",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
             .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -133,11 +140,11 @@ let package = Package(
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "BrokerTests", dependencies: ["Broker", "DaemonSettings", "ConfabProtocol", "Upstream"], swiftSettings: strict),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix", "MCP"], swiftSettings: strict),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix", "MCP", "WebConfig"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "MCPTests", dependencies: ["MCP", "ConfabProtocol", "EventLoop", "Curl", "Tools"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
-        .testTarget(name: "WebGatewayTests", dependencies: ["WebGateway", "ConfabProtocol", "Terminal"], swiftSettings: strict),
+        .testTarget(name: "WebGatewayTests", dependencies: ["WebGateway", "ConfabProtocol", "Terminal", "WebConfig"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [
             "ConfabProtocol", "confabd", "confab", "confab-fake-upstream", "confab-loggen", "confab-web",
         ], swiftSettings: strict),

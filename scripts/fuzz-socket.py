@@ -35,7 +35,23 @@ Checks, failing (exit 1) at the first violation:
     meanwhile, and the daemon's peak RSS must stay within FLOOD_RSS_BOUND_KIB of what it
     was before.
 
-Usage: scripts/fuzz-socket.py [--seconds 60] [--count 100000] [--flood 100000] [--seed N] [--bin-dir DIR] [--keep]
+  - the hostile MCP servers (after the flood, unless --mcp-seconds 0): for --mcp-seconds,
+    servers over stdio (scripts/mcp-hostile-server.py) are restarted one after another
+    (`mcp.restart`), each misbehaving once listed: a flood of pings it never reads the
+    answers of, a flood of requests the daemon has no method for (never read either),
+    lines of 8 MiB and of 17 MiB (over the daemon's 16 MiB line bound), and random
+    hostile lines (odd ids and params, broken JSON, raw bytes, list_changed and log
+    floods); the daemon must stay alive, the well-behaved client above must be answered
+    as always, another client's `status` is timed throughout, and the daemon's peak RSS
+    must stay within MCP_RSS_BOUND_KIB of what it was before.
+
+Then the gateway round (unless --gateway-seconds 0): the release confab-web before the same
+confabd, hit over WebSockets with junk frames, frames over the bounds, floods and many sockets
+on one share link, while the owner's page is timed (GatewayRound below); it reports the peak
+RSS of confabd and confab-web and the owner's answer times.
+
+Usage: scripts/fuzz-socket.py [--seconds 60] [--count 100000] [--flood 100000] [--mcp-seconds 20] [--seed N] [--bin-dir DIR] [--keep]
+                              [--gateway-seconds 30]
        (binaries from $CONFAB_BIN_DIR or .build/release; build them with `make release`)
 Prints counts; exits 0 when every check held, 1 on a violation, 2 on a setup problem.
 Only loopback and a Unix socket in a temporary directory are used; only the daemon this
@@ -50,6 +66,28 @@ STATUS_DEADLINE = 1.0     # seconds the well-behaved client may wait for `status
 ROUND_DEADLINE = 20.0     # seconds a fuzz connection may wait for its round's answers
 FLOOD_STOP_DEADLINE = 5.0   # seconds after the flood's hang-up by which its work must be gone
 FLOOD_RSS_BOUND_KIB = 64 * 1024   # growth of the daemon's peak RSS the flood may cause (16 MiB outbox and more)
+MCP_RSS_BOUND_KIB = 96 * 1024     # growth the hostile MCP servers may cause: a line of up to 16 MiB being
+                                  # read (the buffer doubles as it grows), an 8 MiB message parsed and logged
+HOSTILE_SERVER = os.path.join(REPO, "scripts", "mcp-hostile-server.py")
+
+
+def hostile_servers(seed):
+    """The `[mcp.NAME]` tables of the MCP round: name -> the hostile server's options."""
+    return {
+        "pings": ["--flood-pings", "300000"],
+        "requests": ["--flood-requests", "300000"],
+        "long": ["--huge-line", str(8 << 20)],
+        "huge": ["--huge-line", str(17 << 20)],
+        "random": ["--random", "20000", "--seed", str(seed)],
+    }
+
+
+def hostile_config(seed):
+    tables = ""
+    for name, options in hostile_servers(seed).items():
+        tables += "[mcp.%s]\ncommand = %s\nargs = %s\nstartup_timeout_seconds = 10\n" % (
+            name, json.dumps(sys.executable), json.dumps([HOSTILE_SERVER] + options))
+    return tables
 
 
 class Failure(Exception):
@@ -608,7 +646,7 @@ def _die_with_parent():
 
 
 class Daemon:
-    def __init__(self, bin_dir, work):
+    def __init__(self, bin_dir, work, extra_config=""):
         self.work = work
         self.socket_path = os.path.join(work, "confabd.sock")
         self.blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -619,6 +657,7 @@ class Daemon:
             f.write('[upstream]\nbase_url = "http://127.0.0.1:%d/v1"\nmodel = "fake-model"\napi_key = "fuzz"\n'
                     "timeout_seconds = 5\nconnect_timeout_seconds = 2\nmax_retries = 0\n"
                     "[limits]\nmax_line_bytes = %d\nmax_clients = 64\n[storage]\nfsync = false\n" % (port, MAX_LINE))
+            f.write(extra_config)
         os.chmod(config, 0o600)
         self.stderr = open(os.path.join(work, "confabd.log"), "wb")
         env = dict(os.environ, XDG_RUNTIME_DIR=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
@@ -901,6 +940,68 @@ class Fuzzer:
         if peak - before > FLOOD_RSS_BOUND_KIB:
             raise Failure("the flood grew the daemon's peak RSS by %d KiB" % (peak - before))
 
+    def mcp_round(self, seconds):
+        """Hostile MCP servers restarted one after another for `seconds`, each misbehaving
+        once listed, while another client's `status` is timed."""
+        pid = self.daemon.proc.pid
+        before = peak_rss_kib(pid)
+        names = sorted(hostile_servers(0))
+        client = Connection(self.daemon.socket_path, timeout=60)
+        other = Connection(self.daemon.socket_path, timeout=10)
+        restarts, states, timings = 0, {}, []
+        ended = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < ended:
+            n += 1
+            name = self.rng.choice(names)
+            rid = "mcp-%d" % n
+            client.sock.sendall(b'{"jsonrpc":"2.0","id":"%s","method":"mcp.restart","params":{"server":"%s"}}\n'
+                                % (rid.encode(), name.encode()))
+            restarts += 1
+            # Until its answer (the server ready or failed) and a while after, as it misbehaves.
+            answered = None
+            linger = time.monotonic() + self.rng.uniform(0.2, 2.0)
+            give_up = time.monotonic() + 60
+            while answered is None or time.monotonic() < min(linger, ended):
+                if time.monotonic() > give_up:
+                    raise Failure("mcp round: no answer to mcp.restart of %s within 60 s" % name)
+                asked = time.monotonic()
+                self.status(other, "mcp-status-%d-%d" % (n, len(timings)))
+                timings.append(time.monotonic() - asked)
+                if answered is None:
+                    ready, _, _ = select.select([client.sock], [], [], 0.05)
+                    if ready:
+                        data = client.sock.recv(1 << 20)
+                        if not data:
+                            raise Failure("mcp round: the daemon closed the connection that restarts servers")
+                        for raw in client.frames(data):
+                            frame = check_frame(raw, "mcp round")
+                            if frame and frame.get("id") == rid:
+                                answered = frame.get("result", {}).get("server", {}).get("state", "error: %r" % frame.get("error"))
+                else:
+                    time.sleep(0.05)
+                self.daemon.alive("during the mcp round (server %s)" % name)
+            # How the server stands after misbehaving for a while, as tools.list says.
+            other.sock.sendall(b'{"jsonrpc":"2.0","id":"list-%d","method":"tools.list"}\n' % n)
+            lines = other.exchange([], lambda got: any(b'"id":"list-%d"' % n in line for line in got), time.monotonic() + 10)
+            for raw in lines:
+                frame = json.loads(raw)
+                if frame.get("id") == "list-%d" % n:
+                    for server in frame["result"]["servers"]:
+                        if server["name"] == name:
+                            key = "%s: started %s, then %s" % (name, answered, server["state"])
+                            if server.get("error"):
+                                key += ": " + server["error"][:100]
+                            states[key] = states.get(key, 0) + 1
+        client.close()
+        other.close()
+        peak = peak_rss_kib(pid)
+        timings.sort()
+        self.mcp = (restarts, states, before, peak, len(timings), timings[len(timings) // 2] if timings else 0,
+                    timings[-1] if timings else 0)
+        if peak - before > MCP_RSS_BOUND_KIB:
+            raise Failure("the hostile MCP servers grew the daemon's peak RSS by %d KiB" % (peak - before))
+
     def run(self):
         probe = StatusProbe(self.daemon.socket_path)
         probe.start()
@@ -910,6 +1011,15 @@ class Fuzzer:
             if self.args.flood > 0:
                 self.flood_round(self.args.flood)
                 self.daemon.alive("after the flood")
+            if self.args.mcp_seconds > 0:
+                mcp_started = time.monotonic()
+                self.mcp_round(self.args.mcp_seconds)
+                started += time.monotonic() - mcp_started   # --seconds is for the rounds below
+                self.daemon.alive("after the mcp round")
+                if probe.error:
+                    raise probe.error
+                if probe.late:
+                    raise Failure("well-behaved client waited %.2f s for `status` during the mcp round" % probe.late[0])
             while time.monotonic() - started < self.args.seconds and self.counts["lines"] < self.args.count:
                 n += 1
                 r = self.rng.random()
@@ -934,14 +1044,387 @@ class Fuzzer:
         return elapsed, probe
 
 
+# --------------------------------------------------------------------------------------------
+# The gateway round: hostile WebSocket traffic against the release confab-web in front of the
+# same confabd, as share-link holders and pages would send it.
+
+class WebSocketClient:
+    """A WebSocket client on a raw socket (no library): the handshake, masked frames out,
+    frames in."""
+
+    def __init__(self, port, token, path="/ws", origin=None, timeout=10.0):
+        import base64
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        origin = origin or "http://127.0.0.1:%d" % port
+        self.sock.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: %s\r\nConnection: Upgrade\r\n"
+                           "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n"
+                           "Sec-WebSocket-Protocol: confab, confab-token.%s\r\n\r\n" % (path, port, origin, key, token)).encode())
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            data = self.sock.recv(4096)
+            if not data:
+                raise OSError("closed during the handshake")
+            self.buffer += data
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        self.status = int(head.split(b" ", 2)[1])
+
+    def frame(self, opcode, payload, fin=True, length=None):
+        import struct
+        n = len(payload) if length is None else length
+        first = bytes([(0x80 if fin else 0) | opcode])
+        if n < 126:
+            head = first + bytes([0x80 | n])
+        elif n < 65536:
+            head = first + bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            head = first + bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)
+        return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if len(payload) < 4096 else \
+            head + mask + _masked(payload, mask)
+
+    def send_text(self, text):
+        self.sock.sendall(self.frame(1, text if isinstance(text, bytes) else text.encode()))
+
+    def read_frame(self, timeout):
+        """(opcode, payload), or None on time-out; raises OSError when closed."""
+        import struct
+        self.sock.settimeout(timeout)
+        def need(n):
+            while len(self.buffer) < n:
+                data = self.sock.recv(1 << 16)
+                if not data:
+                    raise OSError("closed")
+                self.buffer += data
+        try:
+            need(2)
+            n = self.buffer[1] & 0x7F
+            at = 2
+            if n == 126:
+                need(4)
+                n = struct.unpack(">H", self.buffer[2:4])[0]
+                at = 4
+            elif n == 127:
+                need(10)
+                n = struct.unpack(">Q", self.buffer[2:10])[0]
+                at = 10
+            need(at + n)
+        except socket.timeout:
+            return None
+        opcode, payload = self.buffer[0] & 0x0F, self.buffer[at:at + n]
+        self.buffer = self.buffer[at + n:]
+        return opcode, payload
+
+    def wait_event(self, kind, timeout):
+        """The first page event of this type, else None (closed or late)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                frame = self.read_frame(max(0.01, deadline - time.monotonic()))
+            except OSError:
+                return None
+            if frame is None:
+                return None
+            if frame[0] == 8:
+                return {"type": "closed", "code": int.from_bytes(frame[1][:2], "big") if len(frame[1]) >= 2 else 0,
+                        "reason": frame[1][2:].decode("utf-8", "replace")}
+            if frame[0] == 1:
+                try:
+                    event = json.loads(frame[1])
+                except ValueError:
+                    raise Failure("the gateway sent a text frame that is not JSON: %r" % frame[1][:200])
+                if event.get("type") == kind:
+                    return event
+        return None
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _masked(payload, mask):
+    # Fast enough for megabytes: XOR as integers.
+    n = len(payload)
+    key = (mask * (n // 4 + 1))[:n]
+    return (int.from_bytes(payload, "little") ^ int.from_bytes(key, "little")).to_bytes(n, "little")
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class GatewayRound:
+    """confab-web before the same confabd, hit for `seconds` with: junk text and binary
+    frames (not JSON, JSON of every wrong shape, invalid UTF-8, unknown ops, controls),
+    frames over the 1 MiB message bound and frame headers claiming 2^40 bytes, fragments
+    never finished, floods of actions written without reading a frame, and many sockets on
+    one share link (past web.max_pages_per_link: refused with 4429). Meanwhile the owner's page
+    asks for a download ticket every 100 ms (a gateway round trip) and opens a fresh page
+    every second (a daemon round trip); the times are reported. Checks: both processes live
+    throughout; the refusals past the bound are 4429; the owner still opens a page at the end;
+    the gateway's peak RSS stays under GATEWAY_RSS_BOUND_KIB."""
+
+    GATEWAY_RSS_BOUND_KIB = 512 * 1024
+
+    def __init__(self, bin_dir, work, daemon, rng):
+        self.daemon, self.rng, self.work = daemon, rng, work
+        self.conversations = self.create_conversations()
+        self.port = None
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.common = ["--config", os.path.join(work, "config.toml"), "--socket", daemon.socket_path,
+                       "--state-dir", os.path.join(work, "web"), "--listen", "127.0.0.1:%d" % self.port]
+        exe = os.path.join(bin_dir, "confab-web")
+        def web(*arguments):
+            done = subprocess.run([exe, *arguments, *self.common], capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise Failure("confab-web %s: %s" % (arguments[0], done.stderr.strip()))
+            return done.stdout.strip()
+        self.owner = web("url").split("#token=", 1)[1]
+        self.write_link = web("share", self.conversations[0], "--write", "--expires", "1h").split("#token=", 1)[1]
+        self.read_link = web("share", self.conversations[1], "--read-only", "--expires", "1h").split("#token=", 1)[1]
+        self.log = open(os.path.join(work, "confab-web.log"), "wb")
+        self.proc = subprocess.Popen([exe, "serve", *self.common, "--log-level", "warning"], stdin=subprocess.DEVNULL,
+                                     stdout=self.log, stderr=self.log, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("confab-web did not start; see %s" % os.path.join(work, "confab-web.log"))
+                time.sleep(0.05)
+        self.counts = dict.fromkeys(["sockets", "frames", "junk frames", "huge frames", "flood actions",
+                                     "refused past the bound", "closed by the gateway"], 0)
+        self.ticket_times, self.page_times = [], []
+
+    def create_conversations(self):
+        """Three of its own (the socket rounds may have deleted theirs), each with a message."""
+        conn = Connection(self.daemon.socket_path)
+        wire = b'{"jsonrpc":"2.0","id":"h","method":"hello","params":{"client":"fuzz-gateway"}}\n'
+        for i in range(3):
+            wire += b'{"jsonrpc":"2.0","id":"c%d","method":"conversation.create","params":{"title":"gateway %d"}}\n' % (i, i)
+        ids = []
+        for raw in conn.exchange([wire], lambda got: len(got) >= 4, time.monotonic() + 10):
+            frame = json.loads(raw)
+            if "result" in frame and "conversation" in frame["result"]:
+                ids.append(frame["result"]["conversation"]["id"])
+        if len(ids) != 3:
+            raise Failure("could not create the gateway round's conversations")
+        for i, conversation in enumerate(ids):
+            send = b'{"jsonrpc":"2.0","id":"s%d","method":"message.send","params":{"conversation":"%s","content":"hi"}}\n' % (
+                i, conversation.encode())
+            conn.exchange([send], lambda got: any(b'"id":"s%d"' % i in line for line in got), time.monotonic() + 10)
+        conn.close()
+        return ids
+
+    def alive(self, context):
+        self.daemon.alive(context)
+        if self.proc.poll() is not None:
+            raise Failure("confab-web died (exit status %s) %s" % (self.proc.returncode, context))
+
+    def page(self, token, conversation):
+        ws = WebSocketClient(self.port, token, "/ws?c=" + conversation)
+        self.counts["sockets"] += 1
+        return ws
+
+    def junk(self):
+        r = self.rng
+        choices = [
+            lambda: os.urandom(r.randrange(1, 300)),
+            lambda: b"\xff\xfe" + os.urandom(20),
+            lambda: b"[]", lambda: b"null", lambda: b"42", lambda: b'"op"', lambda: b"{",
+            lambda: json.dumps({"op": r.choice(["send", "cancel", "retry", "continue", "approve", "download", "x", ""]),
+                                "text": r.choice([None, 1, [], {}, "", "x" * r.randrange(0, 5000), "\u202e\x1b[2J"]),
+                                "message": r.choice([None, "m1", "../..", "m" * 40, 7]),
+                                "index": r.choice([None, -1, 0, 15, 16, 1 << 62, "0"]),
+                                "call": r.choice([None, "c1", 3]), "allow": r.choice([None, True, "yes"])}).encode(),
+            lambda: json.dumps({"op": "send", "text": "x", "nested": [[[[[[[[[[[[]]]]]]]]]]]] * 200}).encode(),
+            lambda: b'{"op":"send","text":"' + b"\\u0000" * 1000 + b'"}',
+        ]
+        return r.choice(choices)()
+
+    def junk_socket(self):
+        token, conversation = self.rng.choice([(self.write_link, self.conversations[0]), (self.read_link, self.conversations[1]),
+                                               (self.owner, self.conversations[2])])
+        ws = self.page(token, conversation)
+        try:
+            ws.wait_event("state", 10)
+            for _ in range(self.rng.randrange(1, 40)):
+                kind = self.rng.random()
+                if kind < 0.7:
+                    ws.send_text(self.junk())
+                    self.counts["junk frames"] += 1
+                elif kind < 0.8:
+                    ws.sock.sendall(ws.frame(2, os.urandom(self.rng.randrange(1, 2000))))   # binary
+                elif kind < 0.85:
+                    ws.sock.sendall(ws.frame(1, b'{"op":', fin=False))                    # a fragment, never finished
+                elif kind < 0.9:
+                    ws.sock.sendall(ws.frame(9, b"ping" * self.rng.randrange(0, 30)))     # pings (125 bytes at most)
+                elif kind < 0.95:
+                    ws.send_text(b'{"op":"send","text":"' + b"a" * ((1 << 20) + 10) + b'"}')  # over the 1 MiB bound
+                    self.counts["huge frames"] += 1
+                else:
+                    ws.sock.sendall(ws.frame(1, b"", length=1 << 40) + b"x" * 100)  # claims 2^40 bytes
+                    self.counts["huge frames"] += 1
+                self.counts["frames"] += 1
+        except OSError:
+            self.counts["closed by the gateway"] += 1
+        finally:
+            ws.close()
+
+    def flood_socket(self):
+        """Actions written as fast as the socket takes them, no frame read, then a hang-up."""
+        ws = self.page(self.write_link, self.conversations[0])
+        try:
+            ws.wait_event("state", 10)
+            ws.sock.setblocking(False)
+            action = ws.frame(1, b'{"op":"download","message":"m1","index":0}')
+            cancel = ws.frame(1, b'{"op":"cancel"}')
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:
+                try:
+                    ws.sock.send((action + cancel) * 64)
+                    self.counts["flood actions"] += 128
+                except BlockingIOError:
+                    select.select([], [ws.sock], [], 0.2)
+        except OSError:
+            self.counts["closed by the gateway"] += 1
+        finally:
+            ws.close()
+
+    def many_sockets(self):
+        held, refused = [], 0
+        try:
+            for _ in range(24):
+                ws = self.page(self.read_link, self.conversations[1])
+                event = ws.wait_event("state", 10)
+                if event is None or event.get("type") == "closed":
+                    closed = event or {}
+                    if closed.get("code") != 4429:
+                        raise Failure("a page past the bound ended otherwise than with 4429: %r" % closed)
+                    refused += 1
+                    ws.close()
+                else:
+                    held.append(ws)
+        finally:
+            for ws in held:
+                ws.close()
+        if refused == 0:
+            raise Failure("24 pages on one read-only link were all let in")
+        self.counts["refused past the bound"] += refused
+
+    def run(self, seconds):
+        import threading
+        stop = threading.Event()
+        errors = []
+        def probe():
+            try:
+                owner = self.page(self.owner, self.conversations[2])
+                if owner.wait_event("state", 10) is None:
+                    raise Failure("the owner's page did not open")
+                last_page = 0.0
+                while not stop.is_set():
+                    asked = time.monotonic()
+                    owner.send_text('{"op":"download","message":"m1","index":0}')
+                    if owner.wait_event("download", 30) is None:
+                        raise Failure("the owner's page got no answer for 30 s")
+                    self.ticket_times.append(time.monotonic() - asked)
+                    if time.monotonic() - last_page > 1.0:
+                        last_page = asked = time.monotonic()
+                        fresh = self.page(self.owner, self.conversations[2])
+                        event = fresh.wait_event("state", 30)
+                        fresh.close()
+                        if event is None or event.get("type") != "state":
+                            raise Failure("a fresh owner's page did not open: %r" % event)
+                        self.page_times.append(time.monotonic() - asked)
+                    stop.wait(0.1)
+                owner.close()
+            except (Failure, OSError) as error:
+                errors.append(error)
+        thread = threading.Thread(target=probe, daemon=True)
+        thread.start()
+        before = {"confabd": rss_kib(self.daemon.proc.pid), "confab-web": rss_kib(self.proc.pid)}
+        started = time.monotonic()
+        n = 0
+        try:
+            while time.monotonic() - started < seconds and not errors:
+                n += 1
+                r = self.rng.random()
+                if r < 0.75:
+                    self.junk_socket()
+                elif r < 0.9:
+                    self.flood_socket()
+                else:
+                    self.many_sockets()
+                self.alive("after gateway round %d" % n)
+        finally:
+            stop.set()
+            thread.join(60)
+        if errors:
+            raise errors[0]
+        self.alive("at the end of the gateway round")
+        final = self.page(self.owner, self.conversations[2])
+        if (final.wait_event("state", 30) or {}).get("type") != "state":
+            raise Failure("the owner could not open a page after the gateway round")
+        final.close()
+        self.peaks = {"confabd": peak_rss_kib(self.daemon.proc.pid), "confab-web": peak_rss_kib(self.proc.pid)}
+        self.before = before
+        self.elapsed = time.monotonic() - started
+        self.rounds = n
+        if self.peaks["confab-web"] > self.GATEWAY_RSS_BOUND_KIB:
+            raise Failure("confab-web's peak RSS reached %d KiB" % self.peaks["confab-web"])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return None
+        return self.proc.returncode
+
+    def report(self):
+        def spread(times):
+            if not times:
+                return "none"
+            ordered = sorted(times)
+            return "median %.1f ms, p99 %.1f ms, worst %.1f ms (%d)" % (
+                ordered[len(ordered) // 2] * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+                ordered[-1] * 1000, len(ordered))
+        c = self.counts
+        print("gateway: %.0f s, %d rounds, %d sockets, %d frames (%d junk, %d over the bounds), %d flood actions, "
+              "%d pages refused past the per-link bound (4429), %d sockets closed by the gateway"
+              % (self.elapsed, self.rounds, c["sockets"], c["frames"], c["junk frames"], c["huge frames"],
+                 c["flood actions"], c["refused past the bound"], c["closed by the gateway"]))
+        print("gateway: peak RSS confabd %d KiB (%d at the round's start), confab-web %d KiB (%d at the start)"
+              % (self.peaks["confabd"], self.before["confabd"], self.peaks["confab-web"], self.before["confab-web"]))
+        print("gateway: the owner's page meanwhile: a ticket answered in %s; a fresh page's state in %s"
+              % (spread(self.ticket_times), spread(self.page_times)))
+
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--count", type=int, default=100000, help="stop after this many fuzz lines")
     parser.add_argument("--flood", type=int, default=100000, help="pipelined searches of the flood round (0: none)")
+    parser.add_argument("--mcp-seconds", type=float, default=20, help="how long the hostile MCP servers' round lasts (0: none)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--bin-dir", default=os.environ.get("CONFAB_BIN_DIR", os.path.join(REPO, ".build", "release")))
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--gateway-seconds", type=float, default=30,
+                        help="the gateway round after the socket rounds (0: none; needs confab-web in the bin dir)")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     if not os.access(os.path.join(args.bin_dir, "confabd"), os.X_OK):
@@ -950,11 +1433,19 @@ def main():
     work = tempfile.mkdtemp(prefix="confab-fuzz-socket.")
     os.chmod(work, 0o700)
     print("seed %d, work directory %s, line limit %d bytes" % (seed, work, MAX_LINE), flush=True)
-    daemon = Daemon(args.bin_dir, work)
+    daemon = Daemon(args.bin_dir, work, hostile_config(seed) if args.mcp_seconds > 0 else "")
     failure = None
+    gateway = None
     try:
         fuzzer = Fuzzer(args, daemon, random.Random(seed))
         elapsed, probe = fuzzer.run()
+        if args.gateway_seconds > 0:
+            gateway = GatewayRound(args.bin_dir, work, daemon, random.Random(seed + 1))
+            try:
+                gateway.run(args.gateway_seconds)
+            finally:
+                if gateway.stop() != 0 and failure is None:
+                    failure = Failure("confab-web did not stop cleanly on SIGTERM")
     except (Failure, OSError) as error:
         failure = error
         if isinstance(error, OSError):
@@ -988,6 +1479,15 @@ def main():
         print("flood: %d of %d bytes taken before the %s; peak RSS %d KiB before, %d KiB after; its work gone %.3f s "
               "after it; another client's search answered in %.3f s" % (taken, total, "daemon dropped it" if dropped else "hang-up",
                                                                          before, peak, stopped, other))
+    if getattr(fuzzer, "mcp", None):
+        restarts, states, before, peak, count, median, worst = fuzzer.mcp
+        print("mcp: %d hostile server starts in %.0f s; peak RSS %d KiB before, %d KiB after; another client's status: "
+              "%d answers, median %.1f ms, slowest %.1f ms" % (restarts, args.mcp_seconds, before, peak, count,
+                                                               median * 1000, worst * 1000))
+        for key in sorted(states):
+            print("  %4d x %s" % (states[key], key))
+    if gateway is not None:
+        gateway.report()
     if args.keep:
         print("kept %s" % work)
     else:

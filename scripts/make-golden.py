@@ -14,6 +14,10 @@ Levels (what the version has):
   1  messages, replies (complete, failed, cancelled, interrupted), titles
   2  + regenerate and edit (superseded), continue, fork, a second provider
   3  + profiles (welcome messages), conversation.configure (settings), tool calls and results
+  4  + a share link's messages (hello's `link`): authors and a tool call's requested_by that are a link's
+  5  + reasoning: a reply's thought (reply.reasoning, the message's reasoning and usage counts),
+       a thinking tool loop of each API (the replay kept beside the message: Anthropic's signed
+       and redacted blocks), a budget spent thinking, and the crash while a reply thinks
 """
 import argparse
 import json
@@ -148,10 +152,19 @@ tools = ["echo", "hang"]
 welcome = ["Hello, I am your guide.", "Shall we start?"]
 quick_replies = ["yes", "no"]
 """
+    if level >= 5:
+        text += """
+[profiles.claude-tools]
+provider = "claude"
+tools = ["echo"]
+
+[profiles.reason]
+max_tokens = 64
+"""
     return text
 
 
-def drive(client, data, port, level):
+def drive(client, data, port, level, sock):
     def send(conversation, text):
         sent = client.call("message.send", conversation=conversation, content=text)
         return client.reply_ends(sent["reply"])
@@ -200,6 +213,32 @@ def drive(client, data, port, level):
         tools = create("tools", profile="helper")
         send(tools, 'weather? [[tool:echo {"city":"Paris"}]] [[tool-text:Let me check.]]')
 
+    if level >= 4:
+        # A share link's page, as confab-web opens it: what it sends is the link's, and its
+        # tool call waits for the owner's yes.
+        linked = create("linked", profile="helper")
+        link = Client(sock)
+        link.call("hello", client="confab-web", name="web:share-golden1", gateway=True,
+                  link={"id": "golden1", "conversation": linked, "role": "write"})
+        sent = link.call("message.send", conversation=linked, content='from a link [[tool:echo {"city":"Oslo"}]]')
+        asked = client.until(lambda method, params: method == "tool.approval_requested" and params.get("conversation") == linked)
+        client.call("tool.approve", conversation=linked, call=asked["params"]["call"], allow=True)
+        client.reply_ends(sent["reply"])
+        link.sock.close()
+
+    if level >= 5:
+        thinking = create("thinking", profile="helper")
+        send(thinking, "[[think:Six times seven.]] [[reply:42]] [[cached:1]]")
+        send(thinking, '[[think:Look it up.]] [[tool-id:call_g]] [[tool:echo {"city":"Oslo"}]]')
+        claude_tools = create("claude thinking", profile="claude-tools")
+        send(claude_tools, '[[think:Look it up.]] [[think-redacted]] [[tool:echo {"city":"Lyon"}]] [[cached:2]] [[cache-write:1]]')
+        budget = create("budget", profile="reason")
+        send(budget, "[[think-only]] [[think-words:5]]")
+        # Killed mid-thought: its thought saved as it streams, the text never reached.
+        mid_thought = create("crash while thinking")
+        client.call("message.send", conversation=mid_thought, content="[[think-words:400]] [[think-delay:100]] [[reply:never]]")
+        wait_for(lambda: log_has(data, mid_thought, '"reply.reasoning"'), "a saved piece of the thought")
+
     # The crash: a reply streaming (some of its text saved), and from level 3 a tool call running.
     crash = create("crash")
     # Slow pieces: the daemon saves a streaming reply's text with the first piece a quarter
@@ -235,7 +274,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--confabd", required=True)
     parser.add_argument("--fake", required=True)
-    parser.add_argument("--level", type=int, choices=[1, 2, 3], required=True)
+    parser.add_argument("--level", type=int, choices=[1, 2, 3, 4, 5], required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -255,7 +294,7 @@ def main():
         wait_for(lambda: os.path.exists(sock), "the socket")
         client = Client(sock)
         client.call("hello", client="make-golden", name="golden")
-        drive(client, data, port, args.level)
+        drive(client, data, port, args.level, sock)
         daemon.send_signal(signal.SIGKILL)
         daemon.wait()
         # Started once more and stopped cleanly: the version's own recovery of the crash is

@@ -31,6 +31,27 @@ public enum Permission: Int, Comparable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A share link's holder, as the gateway's connection that relays it declared it at `hello`:
+/// one conversation, a role. It only ever lowers what the connection's uid may do: the
+/// permission is the lower of the two, and nil on every other conversation.
+struct LinkGrant: Equatable, Sendable {
+    let id: String
+    let conversation: String
+    let role: ShareRole
+
+    /// 1 to 32 of A-Z, a-z, 0-9, `-` and `_`: shown in `link:ID` beside every message it sends.
+    static func isValidID(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= 32
+            && id.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) || $0 == 45 || $0 == 95 }
+    }
+
+    /// What the link allows on `conversation`, given what the uid alone would have.
+    func permission(on conversation: String, uidHas: Permission?) -> Permission? {
+        guard conversation == self.conversation, let uidHas else { return nil }
+        return min(uidHas, Permission(role))
+    }
+}
+
 /// What each method needs: the role table of docs/protocol.md ("Sharing and roles").
 public enum MethodAccess: Equatable, Sendable {
     /// Any connected user; what it answers is limited to the conversations the caller can see.

@@ -128,17 +128,18 @@ extension Broker {
         for other in clients.values {
             let held = other.uploadBytesInMemory
             all += held
-            if other.credentials.uid != ownUID { others += held }
-            if other.credentials.uid == client.credentials.uid { sameUserUnsent += other.unsentBlobBytes + held }
+            if !isOwner(other) { others += held }
+            // A link's holder is one user; the uid's own connections are another.
+            if other.credentials.uid == client.credentials.uid, other.link?.id == client.link?.id { sameUserUnsent += other.unsentBlobBytes + held }
         }
-        if client.credentials.uid != ownUID, sameUserUnsent + count > Self.maxOtherUserUnsentBlobBytes {
+        if !isOwner(client), sameUserUnsent + count > Self.maxOtherUserUnsentBlobBytes {
             return "your connections together hold files no message has named yet and uploads in progress, "
                 + "\(Self.maxOtherUserUnsentBlobBytes >> 20) MiB at most for a user other than the daemon's own: send a message naming them first"
         }
         if all + count > Self.maxUploadBytesInMemory {
             return "the daemon holds \(Self.maxUploadBytesInMemory >> 20) MiB of uploads in progress: try again once they are stored"
         }
-        if client.credentials.uid != ownUID, others + count > Self.maxOtherUsersUploadBytesInMemory {
+        if !isOwner(client), others + count > Self.maxOtherUsersUploadBytesInMemory {
             return "other users' uploads in progress hold \(Self.maxOtherUsersUploadBytesInMemory >> 20) MiB: try again once they are stored"
         }
         return nil

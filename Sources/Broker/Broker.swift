@@ -61,7 +61,7 @@ public final class Broker {
     /// Within each uid, its connections with searches waiting, in the order they are served next.
     var searchClientRotation: [UInt32: [String]] = [:]
     /// Another user's announced comings and goings (`Presence.swift`), by uid.
-    var presenceBudgets: [UInt32: PresenceBudget] = [:]
+    var presenceBudgets: [String: PresenceBudget] = [:]
     private var nextClientNumber = 1
     private let startedAt: UInt64
     private(set) var isStopping = false
@@ -184,11 +184,37 @@ public final class Broker {
             return RPCError(code: RPCError.limitReached, message: "too many clients (limit \(limits.maxClients))")
         }
         guard uid != ownUID else { return nil }
-        let others = clients.values.filter { $0.credentials.uid != ownUID }
-        if others.count(where: { $0.credentials.uid == uid }) >= maxClientsPerOtherUser {
+        if clients.values.count(where: { $0.credentials.uid == uid }) >= maxClientsPerOtherUser {
             return RPCError(code: RPCError.limitReached, message: "too many connections of uid \(uid) (limit \(maxClientsPerOtherUser) per user)")
         }
-        if others.count >= limits.maxClients - clientsKeptForOwner {
+        if notOwnersCount >= limits.maxClients - clientsKeptForOwner {
+            return RPCError(code: RPCError.limitReached, message: "too many clients (limit \(limits.maxClients), \(clientsKeptForOwner) kept for the owner)")
+        }
+        return nil
+    }
+
+    /// Connections not the owner's own: other uids', and the gateway's class (which a share
+    /// link's are in). Together never more than `max_clients` less `clientsKeptForOwner`.
+    private var notOwnersCount: Int { clients.values.count { $0.credentials.uid != ownUID || $0.isGatewayClass } }
+
+    /// Connections that declared the gateway's at `hello`, share links' included: a quarter
+    /// of `limits.max_clients` (at least one).
+    var maxGatewayClients: Int { max(1, limits.maxClients / 4) }
+    /// Connections one share link may hold: as many as one other user.
+    var maxClientsPerLink: Int { maxClientsPerOtherUser }
+
+    /// Why `client` may not join the gateway's class (as `link`'s, when it names one), or nil.
+    /// Checked at `hello`: the slot it holds since it was accepted is given back when refused.
+    func gatewayLimit(for client: ClientSession, link: String?) -> RPCError? {
+        let gateway = clients.values.filter { $0 !== client && $0.isGatewayClass }
+        if gateway.count >= maxGatewayClients {
+            return RPCError(code: RPCError.limitReached, message: "too many gateway connections (limit \(maxGatewayClients))")
+        }
+        if let link, gateway.count(where: { $0.link?.id == link }) >= maxClientsPerLink {
+            return RPCError(code: RPCError.limitReached, message: "too many connections of share link \(link) (limit \(maxClientsPerLink) per link)")
+        }
+        // Another uid's connection is counted among those not the owner's already.
+        if client.credentials.uid == ownUID, notOwnersCount >= limits.maxClients - clientsKeptForOwner {
             return RPCError(code: RPCError.limitReached, message: "too many clients (limit \(limits.maxClients), \(clientsKeptForOwner) kept for the owner)")
         }
         return nil
@@ -207,7 +233,7 @@ public final class Broker {
     private func received(_ bytes: UnsafeRawBufferPointer, from client: ClientSession) {
         do {
             try client.framer.feed(bytes) { line in
-                guard !client.isClosed else { return }
+                guard !client.isEnding else { return }
                 // Past its bound, a client's further lines wait (at most the rest of this read)
                 // and nothing more is read from it until it has room again: backpressure, as
                 // Redis and ssh-agent do, instead of queueing without limit.

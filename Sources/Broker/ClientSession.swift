@@ -15,8 +15,18 @@ final class ClientSession {
     let id: String
     let stream: UnixStream
     let credentials: PeerCredentials
-    let login: String
+    /// The login the kernel's uid names, or `link:ID` once the connection declared a share link.
+    private(set) var login: String
     var name: String
+    /// The share link this connection relays, declared in its first `hello`: from then on it
+    /// is that link's holder, not its uid's (`Broker.permission(of:on:)`).
+    private(set) var link: LinkGrant?
+    /// Declared the gateway's at `hello` (a link's connection is too): counted in a class of
+    /// its own that can never take the owner's last slots (`Broker.gatewayLimit`).
+    private(set) var isGatewayClass = false
+    /// Made a call other than `hello`: too late to declare a link (it would not undo what the
+    /// uid's rights already did: attachments, uploads, searches).
+    var hasCalled = false
     var clientName = ""
     var framer: LineFramer
     var attached: Set<String> = []
@@ -87,9 +97,24 @@ final class ClientSession {
         self.flusher = flusher
     }
 
-    var info: ClientInfo { ClientInfo(id: id, uid: credentials.uid, login: login, name: name, client: clientName) }
+    var info: ClientInfo { ClientInfo(id: id, uid: credentials.uid, login: login, name: name, client: clientName, link: link?.id) }
 
-    func author() -> Author { Author(uid: credentials.uid, login: login, name: name, clientID: id) }
+    func author() -> Author { Author(uid: credentials.uid, login: login, name: name, clientID: id, link: link?.id) }
+
+    /// From now on the connection is the link's holder: its login names the link.
+    func declare(link grant: LinkGrant) {
+        link = grant
+        // A name never chosen was the uid's login: the link's stands in for it.
+        if name == login { name = "link:" + grant.id }
+        login = "link:" + grant.id
+        isGatewayClass = true
+    }
+
+    func declareGateway() { isGatewayClass = true }
+
+    /// Hanging up or closed: lines still read from it are not handled (a connection refused at
+    /// `hello` must not go on as what it was before).
+    var isEnding: Bool { !isTakingFrames }
 
     /// Still taking frames: not closed, not marked to close, not hanging up.
     private var isTakingFrames: Bool { !isClosed && closeReason == nil && hangUpReason == nil }

@@ -99,6 +99,15 @@ final class Conversation {
         let owed = replayed.owedReplies.compactMap(MessageID.sequence(of:))
         queue = Set(owedSends + owed).sorted().map(MessageID.make)
         nextSequence = max(nextSequence, (owed.max() ?? 0) + 1)
+        // Who asked is not stored with a queued reply: the author of the user message before it
+        // stands for it, so that a reply another user or a share link asked for still holds its
+        // tool calls for the owner's yes after a restart.
+        requesters = [:]
+        for id in queue {
+            guard let sequence = MessageID.sequence(of: id),
+                  let asker = messages.last(where: { $0.role == .user && $0.sequence < sequence })?.author else { continue }
+            requesters[id] = asker
+        }
     }
 
     /// Nothing in flight, nobody attached, nothing waiting: its messages can leave memory.
@@ -213,10 +222,14 @@ final class Conversation {
     /// the APIs require: a call whose result was never stored (a crash, a turn over the round
     /// limit) is given as not made, and a result that answers no call before it is left out.
     func context(before reply: String) -> [ChatMessage] {
-        Self.context(of: messages, system: system, before: reply)
+        Self.context(of: messages, system: system, before: reply, provider: provider, model: model)
     }
 
-    static func context(of messages: [Message], system: String?, before reply: String) -> [ChatMessage] {
+    /// An assistant turn carries its reasoning (`ChatMessage.reasoning`) only when `provider` and
+    /// `model` made it: one server's thought never goes to another. What of it is sent is the
+    /// adapter's business (each API's pass-back rule).
+    static func context(of messages: [Message], system: String?, before reply: String,
+                        provider: String? = nil, model: String? = nil) -> [ChatMessage] {
         let limit = MessageID.order(of: reply) ?? MessageOrder(sequence: Int.max)
         var context: [ChatMessage] = []
         if let system, !system.isEmpty { context.append(ChatMessage(role: .system, content: system)) }
@@ -247,12 +260,18 @@ final class Conversation {
             let attachments = message.role == .user ? (message.attachments ?? []).map { ChatAttachment($0) } : []
             guard !message.content.isEmpty || !attachments.isEmpty || message.role == .assistant else { continue }
             let calls = message.role == .assistant ? message.toolCalls ?? [] : []
+            var reasoning: ReasoningReplay?
+            if message.role == .assistant, let source = message.reasoningSource, source.provider == provider, source.model == model {
+                reasoning = ReasoningReplay(api: source.api, provider: source.provider, model: source.model,
+                                            text: message.reasoning?.text ?? "", items: source.items)
+            }
             if let last = context.last, last.role == message.role, message.role != .system, last.toolCalls.isEmpty {
                 let joined = [last.content, message.content].filter { !$0.isEmpty }.joined(separator: "\n\n")
                 context[context.count - 1] = ChatMessage(role: last.role, content: joined, toolCalls: calls,
-                                                         attachments: last.attachments + attachments)
+                                                         attachments: last.attachments + attachments, reasoning: reasoning)
             } else {
-                context.append(ChatMessage(role: message.role, content: message.content, toolCalls: calls, attachments: attachments))
+                context.append(ChatMessage(role: message.role, content: message.content, toolCalls: calls, attachments: attachments,
+                                           reasoning: reasoning))
             }
             owed = calls
         }
@@ -314,6 +333,16 @@ final class Conversation {
         guard !attached.isEmpty else { return }
         deltaFrame.removeAll(keepingCapacity: true)
         RPC.writeDelta(conversation: id, message: message, content: content, into: &deltaFrame)
+        let buffer = OutboundBuffer(deltaFrame)
+        for client in attached { client.send(buffer) }
+    }
+
+    /// `message.reasoning`, a piece of the reply's thought: written and fanned out as a delta is,
+    /// in the same reused buffer (one piece is written and sent before the next).
+    func broadcastReasoning(message: String, content: String) {
+        guard !attached.isEmpty else { return }
+        deltaFrame.removeAll(keepingCapacity: true)
+        RPC.writeReasoning(conversation: id, message: message, content: content, into: &deltaFrame)
         let buffer = OutboundBuffer(deltaFrame)
         for client in attached { client.send(buffer) }
     }

@@ -7,10 +7,13 @@ import Upstream
 /// reply sends the history again, and would send that image again.
 ///
 /// A request that carried images and was refused as a request the server will not take (see
-/// `isImageRefusal`) is sent once more with each image as a line naming it. When that is taken,
-/// the images to blame are remembered for the provider and model, until the config is loaded
-/// again: later requests to that model send them as the line, while new images are still
-/// tried. The images to blame are those the model was never seen to take (a request holding
+/// `isImageRefusal`, or a 2xx with no answer at all) is sent once more with each image as a line
+/// naming it. When that is taken, the images to blame are remembered for the conversation,
+/// provider and model, until the config is loaded again (or the conversation is deleted): later
+/// requests of that conversation send them as the line, while new images are still tried.
+/// What is learnt stays within what the sender could affect: junk images sent in one
+/// conversation never turn images off for the other conversations (and users) of the model,
+/// which at worst pay one refused request each for an image that is refused there too. The images to blame are those the model was never seen to take (a request holding
 /// them answered); when every image of the request was taken before, all of them are. A model
 /// that refused requests with images twice and never took one takes none: it is sent no image
 /// at all, rather than one refused request for each new image.
@@ -73,20 +76,20 @@ struct ImageRefusals {
     }
 
     /// The images the model's requests were refused with before.
-    func refused(provider: String, model: String) -> Set<String> {
-        byModel[Self.key(provider, model)]?.refused ?? []
+    func refused(in conversation: String, provider: String, model: String) -> Set<String> {
+        byModel[Self.key(conversation, provider, model)]?.refused ?? []
     }
 
     /// Whether the model refused every request with images it was sent, twice or more.
-    func takesNoImages(provider: String, model: String) -> Bool {
-        guard let memory = byModel[Self.key(provider, model)] else { return false }
+    func takesNoImages(in conversation: String, provider: String, model: String) -> Bool {
+        guard let memory = byModel[Self.key(conversation, provider, model)] else { return false }
         return memory.taken.isEmpty && memory.refusals >= Self.refusalsMeaningNoImages
     }
 
     /// A request holding `digests` as images was answered: the model takes them.
-    mutating func took(_ digests: [String], provider: String, model: String) {
+    mutating func took(_ digests: [String], in conversation: String, provider: String, model: String) {
         guard !digests.isEmpty else { return }
-        let key = Self.key(provider, model)
+        let key = Self.key(conversation, provider, model)
         var memory = byModel[key] ?? Memory()
         if memory.taken.count + digests.count > Self.maxRemembered { memory.taken = [] }
         memory.taken.formUnion(digests)
@@ -97,8 +100,8 @@ struct ImageRefusals {
     /// A request holding `digests` as images was refused, and taken without them: remembers the
     /// ones to blame and returns them.
     @discardableResult
-    mutating func refusedImages(_ digests: [String], provider: String, model: String) -> [String] {
-        let key = Self.key(provider, model)
+    mutating func refusedImages(_ digests: [String], in conversation: String, provider: String, model: String) -> [String] {
+        let key = Self.key(conversation, provider, model)
         var memory = byModel[key] ?? Memory()
         let untried = digests.filter { !memory.taken.contains($0) }
         let blamed = untried.isEmpty ? digests : untried
@@ -113,5 +116,12 @@ struct ImageRefusals {
     /// The config was loaded again: a provider's server or model may have changed.
     mutating func forgetAll() { byModel = [:] }
 
-    private static func key(_ provider: String, _ model: String) -> String { provider + "\u{0}" + model }
+    /// The conversation is gone: what its images taught goes with it.
+    mutating func forget(conversation: String) {
+        byModel = byModel.filter { !$0.key.hasPrefix(conversation + "\u{0}") }
+    }
+
+    private static func key(_ conversation: String, _ provider: String, _ model: String) -> String {
+        conversation + "\u{0}" + provider + "\u{0}" + model
+    }
 }

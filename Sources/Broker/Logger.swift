@@ -1,3 +1,4 @@
+import ConfabProtocol
 import Posix
 import Tools
 
@@ -56,28 +57,8 @@ public struct Logger: Sendable {
 }
 
 extension Logger {
-    /// `text` as one harmless line: `\n`, `\r`, `\t` for those, `\xHH` for the other C0
-    /// controls (NUL and ESC among them) and DEL, `\u{HHHH}` for the C1 controls, the bidi
-    /// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and U+2028/U+2029.
+    /// The escaping every log line gets (LogText, shared with confab-web's log).
     public static func escapingControls(_ text: String) -> String {
-        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }) else { return text }
-        var out = String.UnicodeScalarView()
-        func append(_ escape: String) { out.append(contentsOf: escape.unicodeScalars) }
-        for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0x0A: append("\\n")
-            case 0x0D: append("\\r")
-            case 0x09: append("\\t")
-            case 0x00..<0x20, 0x7F: append("\\x" + hex(scalar.value, digits: 2))
-            case 0x80...0x9F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: append("\\u{" + hex(scalar.value, digits: 4) + "}")
-            default: out.append(scalar)
-            }
-        }
-        return String(out)
-    }
-
-    private static func hex(_ value: UInt32, digits: Int) -> String {
-        let text = String(value, radix: 16, uppercase: true)
-        return String(repeating: "0", count: max(0, digits - text.count)) + text
+        LogText.escapingControls(text)
     }
 }

@@ -102,9 +102,17 @@ struct OfferedTool {
     var approval: ToolApproval
     var source: Source
 
+    /// Whether a call of an MCP server's `tool` waits for a person's yes: its `tool_approval`
+    /// (or `autoApprove` entry) over the server's `approval`. The one decision: a call waits
+    /// by it, and `tools.list` shows it.
+    static func approval(of tool: String, on server: MCPServerSettings) -> ToolApproval {
+        server.approval(for: tool) == .always ? .always : .never
+    }
+
     /// Checks the model's arguments: an HTTP tool's against its schema and URL; an MCP tool's
     /// are a JSON object, checked against its schema where the schema is one this daemon can
-    /// check, and by the server otherwise.
+    /// check, and by the server otherwise (a `pattern` that cannot run in linear time, such as
+    /// one with a backreference, is left to the server, the rest of the schema checked here).
     func validate(arguments: String) -> Result<JSON, ToolArgumentError> {
         switch source {
         case .http(let definition):
@@ -115,7 +123,7 @@ struct OfferedTool {
             case .success(let parsed): value = parsed
             case .failure(let error): return .failure(error)
             }
-            if ToolSchema.problem(in: tool.inputSchema) == nil, let problem = ToolSchema.validate(value, against: tool.inputSchema) {
+            if ToolSchema.problem(in: tool.inputSchema, unsupportedPatterns: .leftToServer) == nil, let problem = ToolSchema.validate(value, against: tool.inputSchema) {
                 return .failure(ToolArgumentError(message: problem))
             }
             return .success(value)

@@ -47,11 +47,20 @@ extension Broker {
             }
             // The owner may call anything; another user's calls are checked against the role
             // table here, and again by `on` when a call waited for its conversation.
-            if client.credentials.uid != ownUID, case .needs(let needed) = MethodAccess.of(known) {
+            if known != .hello { client.hasCalled = true }
+            if !isOwner(client), case .needs(let needed) = MethodAccess.of(known) {
                 try authorize(known, needs: needed, params, client)
             }
             switch known {
-            case .hello: respond(.success(try hello(params, client)))
+            case .hello:
+                let answer: Result<JSON, RPCError>
+                do throws(RPCError) { answer = .success(try hello(params, client)) } catch { answer = .failure(error) }
+                respond(answer)
+                // Past its class's bound: told why, then hung up (the slot was only lent).
+                if case .failure(let error) = answer, error.code == RPCError.limitReached {
+                    logger.warning("client=\(client.id) refused at hello: \(error.message)")
+                    client.finish(reason: error.message)
+                }
             case .status: respond(.success(status(for: client)))
             case .conversationCreate: try create(params, client, later())
             case .profilesList: respond(.success(profilesList()))
@@ -158,8 +167,13 @@ extension Broker {
     }
 
     func permission(of client: ClientSession, on conversation: Conversation) -> Permission? {
-        Permission.of(client.credentials.uid, owner: ownUID, shares: conversation.log.shares)
+        let uidHas = Permission.of(client.credentials.uid, owner: ownUID, shares: conversation.log.shares)
+        guard let link = client.link else { return uidHas }
+        return link.permission(on: conversation.id, uidHas: uidHas)
     }
+
+    /// The owner itself: its uid, and no share link declared on the connection.
+    func isOwner(_ client: ClientSession) -> Bool { client.credentials.uid == ownUID && client.link == nil }
 
     private func conversation(_ params: Params) throws(RPCError) -> Conversation {
         let id = try params.string("conversation")
@@ -206,29 +220,66 @@ extension Broker {
         let program = try params.optionalString("client") ?? ""
         if let problem = DisplayName.characterProblem(program) { throw .invalidParams("parameter \"client\" \(problem)") }
         client.clientName = DisplayName.programName(program)
-        if let name = try params.optionalString("name") {
-            if let problem = DisplayName.problem(name) { throw .invalidParams("parameter \"name\" \(problem)") }
-            client.name = name
+        let name = try params.optionalString("name")
+        if let name, let problem = DisplayName.problem(name) { throw .invalidParams("parameter \"name\" \(problem)") }
+        let grant = try linkGrant(params, client)
+        let gateway = try params.optionalBool("gateway") ?? false
+        if (gateway || grant != nil) && !client.isGatewayClass {
+            if let refusal = gatewayLimit(for: client, link: grant?.id) { throw refusal }
+            client.declareGateway()
         }
+        if let grant {
+            client.declare(link: grant)
+            logger.info("client=\(client.id) is share link \(grant.id) (\(grant.role.rawValue) on conversation=\(grant.conversation))")
+        }
+        if let name { client.name = name }
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
                 "client_id": .string(client.id),
-                "user": ["uid": .int(Int(client.credentials.uid)), "login": .string(client.login), "name": .string(client.name)]]
+                "user": client.link.map { link -> JSON in
+                    ["uid": .int(Int(client.credentials.uid)), "login": .string(client.login), "name": .string(client.name),
+                     "link": ["id": .string(link.id), "conversation": .string(link.conversation), "role": .string(link.role.rawValue)]]
+                } ?? ["uid": .int(Int(client.credentials.uid)), "login": .string(client.login), "name": .string(client.name)]]
+    }
+
+    /// `hello`'s `link`: `{"id", "conversation", "role"}`, declared once, in the first `hello`
+    /// before any other call, and never taken back or changed: it can only lower what the
+    /// connection may do. Nil when the params name none.
+    private func linkGrant(_ params: Params, _ client: ClientSession) throws(RPCError) -> LinkGrant? {
+        guard let value = params.members["link"], !value.isNull else { return nil }
+        guard case .object = value, let id = value["id"]?.string, let conversation = value["conversation"]?.string,
+              let role = value["role"]?.string.flatMap(ShareRole.init(rawValue:)) else {
+            throw .invalidParams("parameter \"link\" must be {\"id\", \"conversation\", \"role\": \"read\" or \"write\"}")
+        }
+        guard LinkGrant.isValidID(id) else { throw .invalidParams("parameter \"link.id\" must be 1 to 32 of A-Z, a-z, 0-9, - and _") }
+        guard ConversationID.isValid(conversation) else { throw .invalidParams("parameter \"link.conversation\" is not a conversation id") }
+        let grant = LinkGrant(id: id, conversation: conversation, role: role)
+        if let declared = client.link {
+            guard declared == grant else { throw .invalidParams("parameter \"link\": this connection is share link \(declared.id) already") }
+            return nil
+        }
+        guard !client.hasCalled else {
+            throw .invalidParams("parameter \"link\": a link is declared in the first hello, before any other call")
+        }
+        return grant
     }
 
     private func status(for client: ClientSession) -> JSON {
         // Another user is told only of what it can see: the conversations shared with it, its own connections.
-        let counts = client.credentials.uid == ownUID ? self.counts : self.counts(visibleTo: client)
+        let counts = isOwner(client) ? self.counts : self.counts(visibleTo: client)
         return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
                 "uptime_seconds": .int(uptimeSeconds), "conversations": .int(counts.conversations), "clients": .int(counts.clients),
                 "streams": .int(counts.streams), "queued": .int(counts.queued),
-                "searches": .int(searchCount(visibleTo: client.credentials.uid))]
+                "searches": .int(searchCount(visibleTo: client))]
     }
 
     /// Searches running or waiting: all of them for the owner, another user's own for it (when
     /// the owner searches is not another user's to learn).
-    func searchCount(visibleTo uid: UInt32) -> Int {
+    func searchCount(visibleTo client: ClientSession) -> Int { searchCount(visibleTo: client.credentials.uid, link: client.link) }
+
+    /// The same for `uid` through share link `link` (none: the uid itself).
+    func searchCount(visibleTo uid: UInt32, link: LinkGrant? = nil) -> Int {
         let all = pendingSearches + (runningSearch.map { [$0] } ?? [])
-        return uid == ownUID ? all.count : all.count { $0.uid == uid }
+        return uid == ownUID && link == nil ? all.count : all.count { $0.uid == uid && $0.link == link }
     }
 
     private func create(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
@@ -306,8 +357,8 @@ extension Broker {
 
     private func list(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let limit = try params.optionalInt("limit", in: 1...10_000) ?? 100
-        if client.credentials.uid != ownUID {
-            let shared = conversations.values.filter { $0.log.shares.role(of: client.credentials.uid) != nil }
+        if !isOwner(client) {
+            let shared = conversations.values.filter { permission(of: client, on: $0) != nil }
                 .sorted { $0.updated != $1.updated ? $0.updated > $1.updated : $0.id > $1.id }
             return ["conversations": .array(shared.prefix(limit).map(\.info.json))]
         }
@@ -356,7 +407,7 @@ extension Broker {
     private func attach(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
         let count = try params.optionalInt("history", in: 0...limits.maxHistory) ?? 50
         // Only the owner may watch unseen: another user's attach is announced whatever it asks.
-        let quiet = try (params.optionalBool("quiet") ?? false) && client.credentials.uid == ownUID
+        let quiet = try (params.optionalBool("quiet") ?? false) && isOwner(client)
         let others = conversation.present.filter { $0 !== client }.map(\.info.json)
         let result: JSON = [
             "conversation": conversation.info.json,

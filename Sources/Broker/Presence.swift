@@ -34,11 +34,12 @@ struct PresenceBudget {
 extension Broker {
     /// Refuses an announced attach by another user past its budget (`-32004`).
     func spendPresence(of client: ClientSession) throws(RPCError) {
-        let uid = client.credentials.uid
-        guard uid != ownUID else { return }
-        var budget = presenceBudgets[uid] ?? PresenceBudget(now: loop.now)
+        guard !isOwner(client) else { return }
+        // One budget per uid, and one per share link: every page of a link shares it.
+        let key = client.link.map { "link:" + $0.id } ?? "uid:\(client.credentials.uid)"
+        var budget = presenceBudgets[key] ?? PresenceBudget(now: loop.now)
         let wait = budget.takeAttach(now: loop.now)
-        presenceBudgets[uid] = budget
+        presenceBudgets[key] = budget
         if let wait {
             throw RPCError(code: RPCError.limitReached,
                            message: "attached and detached too often: try again in \(wait) s")

@@ -20,6 +20,11 @@ final class Reply {
     var retryTimer: Timer?
     var attempts = 0
     var unsavedText = ""
+    /// Reasoning streamed since the last save, saved with the text (`reply.reasoning` records).
+    var unsavedReasoning = ""
+    /// The reasoning items of this turn's answer the API wants back (`ReplyEvent.reasoningItem`),
+    /// in order; an attempt starts them afresh.
+    var reasoningItems: [JSON] = []
     var lastSave: UInt64
     /// How the reply ended, while that final record is being made durable. Clients still
     /// see `message` (streaming) until the ending is announced.
@@ -41,6 +46,10 @@ final class Reply {
     var withdrawnImages: [String]?
     /// Turns that asked for tools so far.
     var toolRounds = 0
+    /// The reasoning items each turn of this chain that asked for tools was given with, by its
+    /// first call's id: the next turn's request carries them back (the Responses API refuses
+    /// a function call without the reasoning item it came after).
+    var reasoningReplays: [String: ReasoningReplay] = [:]
     /// Who asked for the reply; a call of a reply another user asked for waits for the owner's yes.
     var requestedBy: Author?
     /// The calls of the turn that asked for tools, while any has not been stored.

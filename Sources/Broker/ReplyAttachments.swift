@@ -83,20 +83,44 @@ extension ReplyRunner {
     /// `maxImagesPerRequest` and `maxImageBytesPerRequest`; from the first that would pass
     /// either, it and every older image go as a line naming it. Returns how many went so.
     static func limitingImages(_ messages: inout [ChatMessage]) -> Int {
-        var images = 0, bytes = 0, overLimit = false, named = 0
+        limiting(&messages, where: \.type.isImage, count: maxImagesPerRequest, bytes: maxImageBytesPerRequest) { file in
+            ChatAttachment.imageOverRequestLimitLine(name: file.name, type: file.type, size: file.size,
+                                                     images: maxImagesPerRequest, bytes: maxImageBytesPerRequest)
+        }
+    }
+
+    /// Text files one request carries at most, and their bytes together: each is at most 1 MiB,
+    /// but a writer who attaches many to message after message would otherwise have every later
+    /// reply of a conversation without a context budget read and send them all.
+    static let maxTextFilesPerRequest = 20
+    static let maxTextBytesPerRequest = 4 << 20
+
+    /// As `limitingImages`, for text files: the newest kept, from the first over either bound on
+    /// every older one a line naming it. Returns how many went so.
+    static func limitingTextFiles(_ messages: inout [ChatMessage]) -> Int {
+        limiting(&messages, where: { $0.type == .text }, count: maxTextFilesPerRequest, bytes: maxTextBytesPerRequest) { file in
+            ChatAttachment.textOverRequestLimitLine(name: file.name, size: file.size, files: maxTextFilesPerRequest, bytes: maxTextBytesPerRequest)
+        }
+    }
+
+    /// Keeps the newest files `kind` picks (newest turn first, each turn's in the order attached)
+    /// up to `count` and `bytes`; from the first that would pass either, it and every older one
+    /// go as the line `line` gives. Returns how many went so.
+    private static func limiting(_ messages: inout [ChatMessage], where kind: (ChatAttachment) -> Bool, count: Int, bytes limit: Int,
+                                 line: (ChatAttachment) -> String) -> Int {
+        var files = 0, bytes = 0, overLimit = false, named = 0
         for turn in messages.indices.reversed() {
             for index in messages[turn].attachments.indices {
-                let image = messages[turn].attachments[index]
-                guard image.type.isImage, image.content == .unread else { continue }
-                if !overLimit, images < maxImagesPerRequest, bytes + image.size <= maxImageBytesPerRequest {
-                    images += 1
-                    bytes += image.size
+                let file = messages[turn].attachments[index]
+                guard kind(file), file.content == .unread else { continue }
+                if !overLimit, files < count, bytes + file.size <= limit {
+                    files += 1
+                    bytes += file.size
                     continue
                 }
                 overLimit = true
                 named += 1
-                messages[turn].attachments[index].content = .line(ChatAttachment.imageOverRequestLimitLine(
-                    name: image.name, type: image.type, size: image.size, images: maxImagesPerRequest, bytes: maxImageBytesPerRequest))
+                messages[turn].attachments[index].content = .line(line(file))
             }
         }
         return named

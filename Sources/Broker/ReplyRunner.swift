@@ -134,20 +134,31 @@ final class ReplyRunner {
         var message = reply.message
         let continued = reply.continued
         var request = ChatRequest(model: conversation.model, messages: conversation.context(before: message.id))
+        request.reasoningPassBack = providers[conversation.provider]?.config.reasoningPassBack ?? .toolCalls
         if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
-        let refusedBefore = imageRefusals.refused(provider: conversation.provider, model: conversation.model)
+        let refusedBefore = imageRefusals.refused(in: conversation.id, provider: conversation.provider, model: conversation.model)
         if !refusedBefore.isEmpty {
-            let takesNone = imageRefusals.takesNoImages(provider: conversation.provider, model: conversation.model)
+            let takesNone = imageRefusals.takesNoImages(in: conversation.id, provider: conversation.provider, model: conversation.model)
             let named = ImageRefusals.replacingImages(in: &request.messages, reason: ImageRefusals.refusedReason, only: takesNone ? nil : refusedBefore)
             if named > 0 {
                 logger.info("conversation=\(conversation.id) reply=\(message.id) \(named) image\(named == 1 ? "" : "s") sent as a line:"
                     + (takesNone ? " the model refused every request with images" : " the model refused them before"))
             }
         }
+        // The reasoning a turn of this chain asked for tools after, for the same provider and model only.
+        for index in request.messages.indices where request.messages[index].reasoning == nil {
+            guard let first = request.messages[index].toolCalls.first, let replay = reply.reasoningReplays[first.id],
+                  replay.provider == conversation.provider, replay.model == request.model else { continue }
+            request.messages[index].reasoning = replay
+        }
         let provider = providers[conversation.provider]
         // The provider's temperature and max_tokens are defaults beneath the conversation's own.
-        request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens)
+        request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens,
+                                            reasoningEffort: provider?.config.reasoningEffort)
             .overridden(by: conversation.params)
+        // Reasoning settings and extra_body: the profile's over the provider's.
+        request.options = (provider?.config.options ?? RequestOptions())
+            .overridden(by: conversation.profile.flatMap { profiles[$0]?.options } ?? RequestOptions())
         request.tools = offeredTools(in: conversation).map {
             ToolDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
         }
@@ -173,6 +184,11 @@ final class ReplyRunner {
         if imagesNamed > 0 {
             logger.notice("conversation=\(conversation.id) reply=\(message.id) \(imagesNamed) older image\(imagesNamed == 1 ? "" : "s") sent as a line: "
                 + "over \(Self.maxImagesPerRequest) images or \(Self.maxImageBytesPerRequest >> 20) MiB of images in one request")
+        }
+        let textsNamed = Self.limitingTextFiles(&request.messages)
+        if textsNamed > 0 {
+            logger.notice("conversation=\(conversation.id) reply=\(message.id) \(textsNamed) older text file\(textsNamed == 1 ? "" : "s") sent as a line: "
+                + "over \(Self.maxTextFilesPerRequest) text files or \(Self.maxTextBytesPerRequest >> 20) MiB of text files in one request")
         }
         reply.message = message
         reply.request = request
@@ -223,7 +239,7 @@ final class ReplyRunner {
             guard let name = names.byTarget[MCPToolNames.Target(server: server.settings.name, tool: tool.name)] else { continue }
             // The server's words go to the model server: redacted, as in `tools.list`.
             offered.append(OfferedTool(name: name, description: secrets.redacting(tool.description), parameters: tool.inputSchema,
-                                       approval: server.settings.approval(for: tool.name) == .always ? .always : .never,
+                                       approval: OfferedTool.approval(of: tool.name, on: server.settings),
                                        source: .mcp(server, tool: tool)))
         }
         return offered
@@ -269,6 +285,7 @@ final class ReplyRunner {
     func forget(_ conversation: Conversation) {
         if let reply = conversation.active { release(reply, from: conversation) }
         waitingForStream.removeAll { $0 === conversation }
+        imageRefusals.forget(conversation: conversation.id)
         waitingForToolSources.remove(conversation.id)
         toolSourcesSettled.remove(conversation.id)
         conversation.dropQueue()
@@ -284,14 +301,26 @@ final class ReplyRunner {
             return
         }
         reply.attempts += 1
+        // An attempt refused before it answered leaves no item to send back: this one's own.
+        reply.reasoningItems = []
+        if reply.attempts == 1 {
+            for notice in provider.api.notices(for: reply.request) {
+                logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) \(notice)")
+            }
+        }
         // The handler holds the reply (never weakly: a weak reference gives an object a side
         // table, which makes every retain of it slower, and this runs for every token) until
         // the stream drops it, when it ends or is cancelled: nothing to look up, nothing stale.
         reply.stream = upstream.startReply(reply.request, from: provider) { [unowned self] event in
             switch event {
             case .text(let text): received(text, for: reply, in: conversation)
-            case .reasoning: break
+            case .reasoning(let piece): receivedReasoning(piece, for: reply, in: conversation)
+            case .reasoningItem(let item): reply.reasoningItems.append(item)
             case .finished(let finishReason, let usage, let serverError, let retryAfter, let toolCalls):
+                if serverError == nil, let first = toolCalls.first, let stream = reply.stream as? ReplyStream, !stream.reasoningItems.isEmpty {
+                    reply.reasoningReplays[first.id] = ReasoningReplay(api: provider.api.name, provider: provider.name, model: reply.request.model,
+                                                                       text: "", items: stream.reasoningItems)
+                }
                 reply.stream = nil
                 // A server's error body may quote the key it was sent (`Incorrect API key provided: sk-…`).
                 var error = serverError.map(secrets.redacting)
@@ -327,12 +356,17 @@ final class ReplyRunner {
                 }
                 if error == nil {
                     if let withdrawn = reply.withdrawnImages {
-                        let blamed = imageRefusals.refusedImages(withdrawn, provider: provider.name, model: reply.request.model)
+                        let blamed = imageRefusals.refusedImages(withdrawn, in: conversation.id, provider: provider.name, model: reply.request.model)
                         logger.notice("provider=\(provider.name) model=\(reply.request.model) took the request without its images:"
                             + " \(blamed.count) of them go as a line naming them from now on")
                     } else {
-                        imageRefusals.took(ImageRefusals.imageDigests(in: reply.request.messages), provider: provider.name, model: reply.request.model)
+                        imageRefusals.took(ImageRefusals.imageDigests(in: reply.request.messages), in: conversation.id,
+                                           provider: provider.name, model: reply.request.model)
                     }
+                }
+                if error == nil, let exhausted = thinkingExhausted(reply, finishReason: finishReason, toolCalls: toolCalls,
+                                                                   usage: usage, in: conversation) {
+                    error = exhausted
                 }
                 if !toolCalls.isEmpty {
                     reply.message.toolCalls = toolCalls
@@ -359,7 +393,10 @@ final class ReplyRunner {
     /// conversation unusable for good.
     private func mayTryOtherToolCallTurnContent(after error: MessageError, _ reply: Reply, api: ProviderAPI) -> Bool {
         guard api == .chat, reply.refusedToolCallTurnContent == nil, reply.request.hasTextlessToolCallTurn, !isStopping,
-              error.code == .upstreamHTTP, let status = error.status, (400..<600).contains(status), ![404, 408, 413, 502, 503, 504, 529].contains(status)
+              error.code == .upstreamHTTP, let status = error.status, (400..<600).contains(status), ![404, 408, 413, 502, 503, 504, 529].contains(status),
+              // A server that names the reasoning as what it refused is taken at its word: another
+              // form of `content` would be refused the same.
+              !Self.isReasoningRefusal(error)
         else { return false }
         return reply.message.content.utf8.count == reply.continued?.bytes ?? 0
     }
@@ -368,16 +405,60 @@ final class ReplyRunner {
     /// images, the server refused it as a request it will not take (`ImageRefusals.isImageRefusal`),
     /// before any text came, and this turn has not been sent so yet. Whatever `max_retries` says:
     /// else one image would break the conversation for good.
+    /// A 2xx with no answer at all (`MessageError.noAnswer`) to a request holding images is taken
+    /// as a refusal of them too: llama-cpp-python answers so when an image went to a text-only
+    /// model (its data URL became prompt text past the window).
     private func mayTryWithoutImages(after error: MessageError, _ reply: Reply) -> Bool {
-        guard reply.withdrawnImages == nil, !isStopping, ImageRefusals.isImageRefusal(error),
+        guard reply.withdrawnImages == nil, !isStopping, ImageRefusals.isImageRefusal(error) || error == .noAnswer,
               reply.request.messages.contains(where: { !$0.images.isEmpty })
         else { return false }
         return reply.message.content.utf8.count == reply.continued?.bytes ?? 0
     }
 
+    /// Whether a server's refusal names the reasoning sent back (or not sent back) as its reason:
+    /// DeepSeek's "The reasoning_content in the thinking mode must be passed back to the API.",
+    /// Anthropic's "Expected 'thinking' or 'redacted_thinking', but found 'tool_use'", or a
+    /// server that takes no `reasoning_content` at all.
+    static func isReasoningRefusal(_ error: MessageError) -> Bool {
+        guard error.code == .upstreamHTTP else { return false }
+        let text = error.message.lowercased()
+        return text.contains("reasoning_content") || text.contains("redacted_thinking") || text.contains("thinking` block")
+            || text.contains("thinking block") || text.contains("'thinking'") || text.contains("`thinking`")
+    }
+
+    /// The model spent the whole token limit thinking: a reply cut for length (`length`,
+    /// Anthropic's `max_tokens`) with reasoning, no text of its own and no tool call. There is
+    /// nothing to continue; the message says how many tokens went and what to change.
+    private func thinkingExhausted(_ reply: Reply, finishReason: String?, toolCalls: [ToolCall], usage: Usage?,
+                                   in conversation: Conversation) -> MessageError? {
+        let ownText = reply.message.content.utf8.count - (reply.continued?.bytes ?? 0)
+        guard finishReason == "length", toolCalls.isEmpty, ownText == 0,
+              !(reply.message.reasoning?.text.isEmpty ?? true) || !reply.reasoningItems.isEmpty
+        else { return nil }
+        return MessageError(code: .thinkingExhausted, message: Self.thinkingExhaustedMessage(
+            maxTokens: reply.request.params.maxTokens ?? usage?.completionTokens, profile: conversation.profile))
+    }
+
+    /// "the model used all N tokens of max_tokens thinking and wrote no answer: raise max_tokens
+    /// (profile `NAME`) or lower reasoning_effort"; without a count (none sent, none reported),
+    /// the server's own limit is named; without a profile, none is.
+    static func thinkingExhaustedMessage(maxTokens: Int?, profile: String?) -> String {
+        let spent = maxTokens.map { "all \($0) tokens of max_tokens" } ?? "all of the server's token limit"
+        let whereToRaise = profile.map { " (profile `\($0)`)" } ?? ""
+        return "the model used \(spent) thinking and wrote no answer: raise max_tokens\(whereToRaise) or lower reasoning_effort"
+    }
+
     /// A failure as the reply is to carry it: what the server refused, or what an empty answer
     /// usually means and where to change it.
     private func explained(_ error: MessageError, reply: Reply, in conversation: Conversation) -> MessageError {
+        if Self.isReasoningRefusal(error) {
+            // The server's own words first: they say what it wants. Then where the rule is set.
+            var explained = error
+            let setting = providers[conversation.provider]?.api == .chat
+                ? "; provider \"\(conversation.provider)\" sends it as its reasoning_pass_back says" : ""
+            explained.message = error.message + " (the server refused the reasoning sent back with the conversation's tool-call turns\(setting))"
+            return explained
+        }
         if error == .noAnswer {
             let setting = conversation.profile.map { "in profile \"\($0)\" or provider \"\(conversation.provider)\"" }
                 ?? "in provider \"\(conversation.provider)\""
@@ -403,8 +484,10 @@ final class ReplyRunner {
         // A continuation's own completion is the text after what it started with.
         let completion = reply.continued.map { String(decoding: reply.message.content.utf8.dropFirst($0.bytes), as: UTF8.self) }
             ?? reply.message.content
-        guard !completion.isEmpty || reply.message.toolCalls != nil else { return nil }
-        var usage = Usage.estimate(prompt: [], completion: completion + (reply.message.toolCalls ?? []).reduce("") { $0 + $1.name + $1.arguments })
+        let reasoning = reply.message.reasoning?.text ?? ""
+        guard !completion.isEmpty || reply.message.toolCalls != nil || !reasoning.isEmpty else { return nil }
+        var usage = Usage.estimate(prompt: [], completion: completion + (reply.message.toolCalls ?? []).reduce("") { $0 + $1.name + $1.arguments },
+                                   reasoning: reasoning)
         // The prompt as the context budget counts it: images included.
         usage.promptTokens = ContextBudget.rawEstimate(reply.request.chatMessages)
         usage.totalTokens = usage.promptTokens + usage.completionTokens
@@ -451,6 +534,7 @@ final class ReplyRunner {
     }
 
     private func received(_ text: String, for reply: Reply, in conversation: Conversation) {
+        if reply.message.reasoning != nil, reply.message.reasoning?.ended == nil { reply.message.reasoning?.ended = .now() }
         reply.message.content += text
         conversation.broadcastDelta(message: reply.message.id, content: text)
         reply.unsavedText += text
@@ -461,13 +545,37 @@ final class ReplyRunner {
         }
     }
 
-    /// Puts a streaming reply's recent text in its log (page cache only: it survives a
-    /// daemon crash, not a power cut, and costs one write(2)).
+    /// A piece of the model's thought: appended to the reply (a client attaching now reads it
+    /// in `pending`), fanned out to every attached client as `message.reasoning`, and saved with
+    /// the text. The first piece starts the reasoning's clock.
+    private func receivedReasoning(_ piece: String, for reply: Reply, in conversation: Conversation) {
+        if reply.message.reasoning == nil {
+            reply.message.reasoning = Reasoning(text: piece, started: .now())
+        } else {
+            reply.message.reasoning?.text += piece
+        }
+        conversation.broadcastReasoning(message: reply.message.id, content: piece)
+        reply.unsavedReasoning += piece
+        let now = loop.now
+        if now - reply.lastSave >= limits.replySaveIntervalMilliseconds {
+            saveText(of: reply, in: conversation)
+            reply.lastSave = now
+        }
+    }
+
+    /// Puts a streaming reply's recent text (and reasoning) in its log (page cache only: it
+    /// survives a daemon crash, not a power cut, and costs one write(2)).
     private func saveText(of reply: Reply, in conversation: Conversation) {
-        guard !reply.unsavedText.isEmpty else { return }
+        guard !reply.unsavedText.isEmpty || !reply.unsavedReasoning.isEmpty else { return }
+        var records: [LogRecord] = []
+        if !reply.unsavedReasoning.isEmpty, let started = reply.message.reasoning?.started {
+            records.append(.replyReasoning(message: reply.message.id, content: reply.unsavedReasoning, started: started))
+        }
+        if !reply.unsavedText.isEmpty { records.append(.replyText(message: reply.message.id, content: reply.unsavedText)) }
         do {
-            try conversation.log.write([.replyText(message: reply.message.id, content: reply.unsavedText)])
+            try conversation.log.write(records)
             reply.unsavedText = ""
+            reply.unsavedReasoning = ""
         } catch {
             logger.warning("conversation=\(conversation.id) reply=\(reply.message.id) cannot save text: \(error)")
         }
@@ -479,6 +587,7 @@ final class ReplyRunner {
         reply.stop()
         // The reply itself stays `streaming` until its ending is durable: a client that
         // attaches during the sync gets it as `pending` and then the ending, as it would earlier.
+        closeReasoning(of: reply, in: conversation)
         var ending = reply.message
         Self.keepContinuable(&ending, reply, status: status)
         ending.status = status
@@ -565,6 +674,7 @@ final class ReplyRunner {
             }
             guard let reply = conversation.active else { continue }
             release(reply, from: conversation)
+            closeReasoning(of: reply, in: conversation)
             reply.message.usage = Usage.sum(reply.continued?.usage, estimatedUsage(of: reply))
             reply.message.status = .interrupted
             Self.keepContinuable(&reply.message, reply, status: .interrupted)
@@ -585,6 +695,25 @@ final class ReplyRunner {
             conversation.broadcast(.messageCompleted(reply.message))
             logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) interrupted by shutdown chars=\(reply.message.content.count)")
         }
+    }
+
+    /// The reply's turn is over: its thought has ended (if it had not at the first text), the
+    /// encrypted blocks are counted, and what the server wants back is kept with where it came
+    /// from (the provider and model of this request: only they are ever sent it).
+    private func closeReasoning(of reply: Reply, in conversation: Conversation) {
+        let items = reply.reasoningItems
+        guard reply.message.reasoning != nil || !items.isEmpty else { return }
+        let now = Timestamp.now()
+        var reasoning = reply.message.reasoning ?? Reasoning(text: "", started: now)
+        if reasoning.ended == nil { reasoning.ended = now }
+        let redacted = items.filter { $0["type"]?.string == "redacted_thinking" }.count
+        if redacted > 0 { reasoning.redactedBlocks = redacted }
+        reply.message.reasoning = reasoning
+        let api = providers[conversation.provider]?.api.name ?? ProviderAPI.chat.name
+        // A continuation keeps the items of the part it extends, and adds its own.
+        let kept = reply.message.reasoningSource.flatMap { $0.provider == conversation.provider && $0.model == reply.request.model ? $0.items : nil } ?? []
+        reply.message.reasoningSource = ReasoningSource(api: api, provider: conversation.provider, model: reply.request.model,
+                                                        items: (reply.continued == nil ? [] : kept) + items)
     }
 
     /// A continuation that did not finish (cancelled, failed, interrupted) is still a reply cut

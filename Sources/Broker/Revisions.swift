@@ -94,6 +94,10 @@ extension Broker {
         guard let last = conversation.current.last, last.role == .assistant else {
             throw .conflict("nothing to continue: the last message is not a reply")
         }
+        // A budget spent thinking left no text to go on from: continuing would only think again.
+        if last.error?.code == .thinkingExhausted {
+            throw .conflict(last.error?.message ?? ReplyErrorCode.thinkingExhausted.rawValue)
+        }
         guard last.finishReason == "length" else {
             throw .conflict("nothing to continue: the last reply ended with finish_reason \(last.finishReason ?? "none") "
                 + "(only one cut off for length, finish_reason \"length\", can be continued)")

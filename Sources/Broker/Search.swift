@@ -28,7 +28,7 @@ extension Broker {
         }
         // The logs to read are listed when the search starts, not now: a waiting search holds
         // only its query, however many conversations there are.
-        let job = SearchJob(client: client.id, uid: client.credentials.uid, query: query, limit: limit, scope: scope, respond: respond)
+        let job = SearchJob(client: client.id, uid: client.credentials.uid, link: client.link, query: query, limit: limit, scope: scope, respond: respond)
         enqueue(job)
         logger.debug("search queued client=\(client.id) waiting=\(pendingSearches.count)")
         if runningSearch == nil { runNextSearch() }
@@ -72,7 +72,7 @@ extension Broker {
         // Another user searches only what is shared with it (checked again now: it may have
         // been unshared while the search waited).
         let scope = (job.scope.map { conversations[$0].map { [$0] } ?? [] } ?? Array(conversations.values))
-            .filter { mayRead($0, job.uid) }
+            .filter { mayRead($0, job) }
         let logs = scope.map { LogSearch.Log(id: $0.id, path: $0.log.path, updated: $0.updated) }
         // Dealt in turn from the most recently written: each half holds as many recent logs as
         // the other, so both can stop early for a word found everywhere (see `LogSearch.search`).
@@ -97,7 +97,7 @@ extension Broker {
                     // Deleted while the search ran: not a hit any more.
                     guard let conversation = conversations[hit.conversation] else { return nil }
                     // Unshared while the search ran: not the caller's to see any more.
-                    guard mayRead(conversation, job.uid) else { return nil }
+                    guard mayRead(conversation, job) else { return nil }
                     return ["conversation": .string(hit.conversation), "title": .string(conversation.title),
                             "message": .string(hit.message), "role": .string(hit.role.rawValue),
                             "created": .string(hit.created.description), "snippet": .string(hit.snippet)]
@@ -108,9 +108,12 @@ extension Broker {
         }
     }
 
-    /// Whether `uid` may read `conversation`: its owner, or a user it is shared with.
-    private func mayRead(_ conversation: Conversation, _ uid: UInt32) -> Bool {
-        Permission.of(uid, owner: ownUID, shares: conversation.log.shares) != nil
+    /// Whether the job's asker may read `conversation`: its owner, a user it is shared with, or
+    /// the share link of that one conversation.
+    private func mayRead(_ conversation: Conversation, _ job: SearchJob) -> Bool {
+        let uidHas = Permission.of(job.uid, owner: ownUID, shares: conversation.log.shares)
+        guard let link = job.link else { return uidHas != nil }
+        return link.permission(on: conversation.id, uidHas: uidHas) != nil
     }
 
     /// A client left: its waiting searches go, and the one running, if it is one of its,
@@ -143,6 +146,8 @@ final class SearchJob {
     let client: String
     /// Who asked: what it may see is checked when the search starts and when its hits come back.
     let uid: UInt32
+    /// The share link it came through, which narrows what the uid may see.
+    let link: LinkGrant?
     let query: SearchQuery
     let limit: Int
     /// One conversation's id, or nil for all of them.
@@ -151,9 +156,10 @@ final class SearchJob {
     let cancellation = SearchCancellation()
     private(set) var isAnswered = false
 
-    init(client: String, uid: UInt32, query: SearchQuery, limit: Int, scope: String?, respond: @escaping Broker.Respond) {
+    init(client: String, uid: UInt32, link: LinkGrant? = nil, query: SearchQuery, limit: Int, scope: String?, respond: @escaping Broker.Respond) {
         self.client = client
         self.uid = uid
+        self.link = link
         self.query = query
         self.limit = limit
         self.scope = scope

@@ -103,12 +103,12 @@ extension Broker {
     func counts(visibleTo client: ClientSession) -> Counts {
         let uid = client.credentials.uid
         var counts = Counts(conversations: 0, clients: 0, streams: 0, queued: 0)
-        for conversation in conversations.values where conversation.log.shares.role(of: uid) != nil {
+        for conversation in conversations.values where permission(of: client, on: conversation) != nil {
             counts.conversations += 1
             if conversation.active != nil { counts.streams += 1 }
             counts.queued += conversation.queuedCount
         }
-        counts.clients = clients.values.filter { $0.credentials.uid == uid }.count
+        counts.clients = clients.values.filter { $0.credentials.uid == uid && $0.link?.id == client.link?.id }.count
         return counts
     }
 }

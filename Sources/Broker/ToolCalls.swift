@@ -16,7 +16,7 @@ extension ReplyRunner {
         let offered = offeredTools(in: conversation)
         // Another user's message may steer the model into any offered tool: each call then
         // spends the owner's secrets only once the owner, told who asked, says yes.
-        let requester = reply.requestedBy.flatMap { $0.uid == ownUID ? nil : $0 }
+        let requester = reply.requestedBy.flatMap { $0.isOwner(ownUID) ? nil : $0 }
         var runs: [ToolRun] = []
         for call in calls {
             let id = MessageID.make(reply.chain, step: reply.nextStep)
@@ -67,7 +67,7 @@ extension ReplyRunner {
     }
 
     private func requestApproval(for run: ToolRun, of reply: Reply, in conversation: Conversation) {
-        let requester = run.message.tool?.requestedBy.map { " requested by uid=\($0.uid) client=\($0.clientID)" } ?? ""
+        let requester = run.message.tool?.requestedBy.map { " requested by uid=\($0.uid)\($0.link.map { " link=" + $0 } ?? "") client=\($0.clientID)" } ?? ""
         logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) waiting for approval\(requester)")
         conversation.broadcast(.toolApprovalRequested(message: run.message, call: run.call))
         let timer = Timer(loop: loop)
@@ -245,6 +245,8 @@ extension ReplyRunner {
             reply.message = next
             reply.attempts = 0
             reply.unsavedText = ""
+            reply.unsavedReasoning = ""
+            reply.reasoningItems = []
             reply.continued = nil
             startTurn(of: reply, in: conversation)
         }

@@ -70,7 +70,7 @@ extension Broker {
         let http = profile.map { $0.tools.compactMap { current.tools[$0] } } ?? current.tools.sorted
         var listedTools = http.map { definition in
             ListedTool(name: definition.name, source: .http, description: definition.description,
-                       approval: definition.approval == .always ? .always : .never)
+                       approval: Self.listed(definition.approval))
         }
         let servers = listedServers(offeredBy: profile)
         // (server, one tool's name or nil for all it offers), as a profile's `tools` names them.
@@ -108,10 +108,16 @@ extension Broker {
             guard let name = names.byTarget[MCPToolNames.Target(server: server, tool: entry.tool)] else { continue }
             counts[ObjectIdentifier(entry.server), default: 0] += 1
             listedTools.append(ListedTool(name: name, source: .mcp, server: server, tool: entry.tool, description: secrets.redacting(entry.description),
-                                     approval: entry.server.settings.approval == .always ? .always : .never, isListed: entry.isListed))
+                                     approval: Self.listed(OfferedTool.approval(of: entry.tool, on: entry.server.settings)),
+                                     isListed: entry.isListed))
         }
         let serverList = servers.map { listed($0, tools: counts[ObjectIdentifier($0)] ?? 0, status: seen[ObjectIdentifier($0)] ?? $0.status) }
         return ToolsListResult(tools: listedTools, servers: serverList)
+    }
+
+    /// A tool's approval as the listing says it: what a call of it does (`OfferedTool`).
+    private static func listed(_ approval: ToolApproval) -> ToolApprovalPolicy {
+        approval == .always ? .always : .never
     }
 
     private func toolCount(of server: MCPServer) -> Int {

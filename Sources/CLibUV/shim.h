@@ -4,9 +4,13 @@
 // The kernel's layout is fixed, so the struct is declared here; SO_PEERCRED is always defined.
 #ifndef CONFAB_CLIBUV_SHIM_H
 #define CONFAB_CLIBUV_SHIM_H
+#include <dirent.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 #include <uv.h>
 
 struct confab_ucred {
@@ -23,6 +27,25 @@ static inline int confab_peer_credentials(int fd, uid_t *uid, gid_t *gid, pid_t 
     *uid = cred.uid;
     *gid = cred.gid;
     *pid = cred.pid;
+    return 0;
+}
+// Closes every descriptor from `first` up, for a program about to be executed in place of
+// this process: close_range(2) (Linux 5.9), else one by one as /proc/self/fd lists them.
+// Returns 0, or -1 when neither could be done.
+static inline int confab_close_descriptors_from(int first) {
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)first, ~0U, 0U) == 0) return 0;
+#endif
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir == NULL) return -1;
+    int own = dirfd(dir);
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+        int fd = atoi(entry->d_name);
+        if (fd >= first && fd != own) close(fd);
+    }
+    closedir(dir);
     return 0;
 }
 // prctl(2) is variadic, which Swift cannot call: the one use of it, spelled out.

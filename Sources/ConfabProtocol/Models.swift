@@ -151,26 +151,38 @@ public enum MessageStatus: String, Sendable, CaseIterable {
     case complete, streaming, cancelled, failed, interrupted
 }
 
+/// Who sent a message or asked for a reply. A person at a terminal is its uid and login (what
+/// the kernel vouches for) and the name it chose; a share link's holder (the gateway's
+/// connection that declared the link at `hello`) is the link: `link` is its id, `login` is
+/// `link:ID`, and `uid` is the uid of the gateway that relayed it, never the owner's own say.
 public struct Author: Equatable, Sendable {
     public var uid: UInt32
     public var login: String
     public var name: String
     public var clientID: String
+    /// The share link this came through; nil for a person on the socket.
+    public var link: String?
 
-    public init(uid: UInt32, login: String, name: String, clientID: String) {
+    public init(uid: UInt32, login: String, name: String, clientID: String, link: String? = nil) {
         self.uid = uid
         self.login = login
         self.name = name
         self.clientID = clientID
+        self.link = link
     }
 
+    /// The owner itself: its uid and no share link between.
+    public func isOwner(_ ownUID: UInt32) -> Bool { uid == ownUID && link == nil }
+
     public var json: JSON {
-        ["uid": .int(Int(uid)), "login": .string(login), "name": .string(name), "client_id": .string(clientID)]
+        var object: [String: JSON] = ["uid": .int(Int(uid)), "login": .string(login), "name": .string(name), "client_id": .string(clientID)]
+        if let link { object["link"] = .string(link) }
+        return .object(object)
     }
 
     public init?(json: JSON) {
         guard let uid = json["uid"]?.int, let login = json["login"]?.string, let name = json["name"]?.string else { return nil }
-        self.init(uid: UInt32(clamping: uid), login: login, name: name, clientID: json["client_id"]?.string ?? "")
+        self.init(uid: UInt32(clamping: uid), login: login, name: name, clientID: json["client_id"]?.string ?? "", link: json["link"]?.string)
     }
 }
 
@@ -255,6 +267,37 @@ public struct Usage: Equatable, Sendable {
         self.init(promptTokens: prompt, completionTokens: completion, totalTokens: json["total_tokens"]?.int ?? prompt + completion,
                   isEstimated: json["estimated"]?.bool == true, reasoningTokens: count("reasoning_tokens"),
                   cacheReadTokens: count("cache_read_tokens"), cacheWriteTokens: count("cache_write_tokens"))
+    }
+}
+
+/// What the daemon keeps of a turn's reasoning to send back, and never sends to a client: which
+/// API, provider and model made it (one server's reasoning never goes to another), and the items
+/// that API wants back exactly as they came (Anthropic's thinking blocks with their signatures and
+/// its redacted-thinking blocks, Responses' encrypted reasoning items). Stored in the log record
+/// beside the message (`"replay"`), not in the message's JSON.
+public struct ReasoningSource: Equatable, Sendable {
+    public var api: String
+    public var provider: String
+    public var model: String
+    public var items: [JSON]
+
+    public init(api: String, provider: String, model: String, items: [JSON] = []) {
+        self.api = api
+        self.provider = provider
+        self.model = model
+        self.items = items
+    }
+
+    public var json: JSON {
+        var object: [String: JSON] = ["api": .string(api), "provider": .string(provider), "model": .string(model)]
+        if !items.isEmpty { object["items"] = .array(items) }
+        return .object(object)
+    }
+
+    public init?(json: JSON) {
+        guard let api = json["api"]?.string, let provider = json["provider"]?.string, let model = json["model"]?.string
+        else { return nil }
+        self.init(api: api, provider: provider, model: model, items: json["items"]?.array ?? [])
     }
 }
 
@@ -439,6 +482,9 @@ public struct Message: Equatable, Sendable {
     public var otherAttachments: [JSON]?
     /// On an assistant message: what the model thought before (and between) its answers.
     public var reasoning: Reasoning?
+    /// The daemon's own: where the reasoning came from and what the server wants back of it.
+    /// Never in `json` (clients are not sent it); the log keeps it beside the message.
+    public var reasoningSource: ReasoningSource?
 
     /// Every blob the message names: its attachments' and those of `otherAttachments`.
     public var attachmentDigests: [String] {
@@ -636,23 +682,30 @@ public struct ClientInfo: Equatable, Sendable {
     public var login: String
     public var name: String
     public var client: String
+    /// The share link the connection declared at `hello` (its `login` is then `link:ID`).
+    public var link: String?
 
-    public init(id: String, uid: UInt32, login: String, name: String, client: String) {
+    public init(id: String, uid: UInt32, login: String, name: String, client: String, link: String? = nil) {
         self.id = id
         self.uid = uid
         self.login = login
         self.name = name
         self.client = client
+        self.link = link
     }
 
     public var json: JSON {
-        ["id": .string(id), "uid": .int(Int(uid)), "login": .string(login), "name": .string(name), "client": .string(client)]
+        var object: [String: JSON] = ["id": .string(id), "uid": .int(Int(uid)), "login": .string(login), "name": .string(name),
+                                      "client": .string(client)]
+        if let link { object["link"] = .string(link) }
+        return .object(object)
     }
 
     public init?(json: JSON) {
         guard let id = json["id"]?.string, let uid = json["uid"]?.int, let login = json["login"]?.string,
               let name = json["name"]?.string else { return nil }
-        self.init(id: id, uid: UInt32(clamping: uid), login: login, name: name, client: json["client"]?.string ?? "")
+        self.init(id: id, uid: UInt32(clamping: uid), login: login, name: name, client: json["client"]?.string ?? "",
+                  link: json["link"]?.string)
     }
 }
 

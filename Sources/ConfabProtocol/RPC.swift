@@ -137,8 +137,20 @@ public enum RPC {
     /// building its params: the same bytes as `notification(method: "message.delta", params:
     /// ["content": …, "conversation": …, "message": …])`, keys sorted, ending in LF.
     public static func writeDelta(conversation: String, message: String, content: String, into out: inout [UInt8]) {
+        writePiece(.messageDelta, conversation: conversation, message: message, content: content, into: &out)
+    }
+
+    /// `message.reasoning`, written as `message.delta` is: one frame per streamed piece of thought.
+    public static func writeReasoning(conversation: String, message: String, content: String, into out: inout [UInt8]) {
+        writePiece(.messageReasoning, conversation: conversation, message: message, content: content, into: &out)
+    }
+
+    /// A streamed piece's notification (`message.delta`, `message.reasoning`), written straight into `out`.
+    static func writePiece(_ method: RPCNotification, conversation: String, message: String, content: String, into out: inout [UInt8]) {
         out.reserveCapacity(out.count + 96 + conversation.utf8.count + message.utf8.count + content.utf8.count)
-        out.append(contentsOf: #"{"jsonrpc":"2.0","method":"message.delta","params":{"content":"#.utf8)
+        out.append(contentsOf: #"{"jsonrpc":"2.0","method":"#.utf8)
+        out.append(contentsOf: method == .messageDelta ? #""message.delta""#.utf8 : #""message.reasoning""#.utf8)
+        out.append(contentsOf: #","params":{"content":"#.utf8)
         JSON.writeString(content, into: &out)
         out.append(contentsOf: #","conversation":"#.utf8)
         JSON.writeString(conversation, into: &out)

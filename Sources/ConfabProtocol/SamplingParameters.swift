@@ -8,17 +8,21 @@ public struct SamplingParameters: Sendable, Equatable {
     public var frequencyPenalty: Double?
     public var stop: [String]?
     public var seed: Int?
+    /// How hard a reasoning model thinks (`low`, `medium`, `high`, …: each server names its
+    /// own levels), sent as the provider's API spells it.
+    public var reasoningEffort: String?
 
     /// Each parameter's name in the config file, the protocol and the log.
     public enum Key: String, CaseIterable, Sendable {
-        case temperature, top_p, max_tokens, presence_penalty, frequency_penalty, stop, seed
+        case temperature, top_p, max_tokens, presence_penalty, frequency_penalty, stop, seed, reasoning_effort
     }
 
     /// OpenAI's limit; Anthropic takes more, but one profile should work with either.
     public static let maxStopSequences = 4
 
     public init(temperature: Double? = nil, topP: Double? = nil, maxTokens: Int? = nil, presencePenalty: Double? = nil,
-                frequencyPenalty: Double? = nil, stop: [String]? = nil, seed: Int? = nil) {
+                frequencyPenalty: Double? = nil, stop: [String]? = nil, seed: Int? = nil, reasoningEffort: String? = nil) {
+        self.reasoningEffort = reasoningEffort
         self.temperature = temperature
         self.topP = topP
         self.maxTokens = maxTokens
@@ -39,6 +43,7 @@ public struct SamplingParameters: Sendable, Equatable {
             case .frequency_penalty: frequencyPenalty != nil
             case .stop: stop != nil
             case .seed: seed != nil
+            case .reasoning_effort: reasoningEffort != nil
             }
         }
     }
@@ -50,7 +55,7 @@ public struct SamplingParameters: Sendable, Equatable {
         SamplingParameters(temperature: other.temperature ?? temperature, topP: other.topP ?? topP,
                            maxTokens: other.maxTokens ?? maxTokens, presencePenalty: other.presencePenalty ?? presencePenalty,
                            frequencyPenalty: other.frequencyPenalty ?? frequencyPenalty, stop: other.stop ?? stop,
-                           seed: other.seed ?? seed)
+                           seed: other.seed ?? seed, reasoningEffort: other.reasoningEffort ?? reasoningEffort)
     }
 
     /// The first value out of range, with what is wrong in words that follow the key's name.
@@ -68,7 +73,16 @@ public struct SamplingParameters: Sendable, Equatable {
             if stop.count > Self.maxStopSequences { return (.stop, "must hold at most \(Self.maxStopSequences) strings") }
             if stop.contains(where: \.isEmpty) { return (.stop, "must not hold an empty string") }
         }
+        if let reasoningEffort, !Self.isEffortLevel(reasoningEffort) {
+            return (.reasoning_effort, "must be a level such as \"low\", \"medium\" or \"high\": 1 to 32 lowercase letters")
+        }
         return nil
+    }
+
+    /// A level's name as servers spell them (`minimal`, `xhigh`, `max`, `none`): checked only
+    /// for its form, as each server has its own list.
+    public static func isEffortLevel(_ text: String) -> Bool {
+        (1...32).contains(text.utf8.count) && text.utf8.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) }
     }
 
     private static func format(_ value: Double) -> String {
@@ -85,6 +99,7 @@ public struct SamplingParameters: Sendable, Equatable {
         if let frequencyPenalty { members[Key.frequency_penalty.rawValue] = .double(frequencyPenalty) }
         if let stop { members[Key.stop.rawValue] = .array(stop.map(JSON.string)) }
         if let seed { members[Key.seed.rawValue] = .int(seed) }
+        if let reasoningEffort { members[Key.reasoning_effort.rawValue] = .string(reasoningEffort) }
         return .object(members)
     }
 
@@ -115,6 +130,11 @@ public struct SamplingParameters: Sendable, Equatable {
             case .presence_penalty: presencePenalty = try number()
             case .frequency_penalty: frequencyPenalty = try number()
             case .seed: seed = try integer()
+            case .reasoning_effort:
+                guard let text = value.string else {
+                    throw SamplingParametersError(message: "\(prefix)\(name) must be a string, not \(value.typeName)")
+                }
+                reasoningEffort = text
             case .stop:
                 let strings = value.array?.compactMap(\.string)
                 guard let strings, strings.count == value.array?.count else {

@@ -160,6 +160,12 @@ public struct ConfigTable {
         return result
     }
 
+    /// Counts every key of the table as read: for a table another module reads whole (`[web]`),
+    /// which refuses its own unknown keys.
+    public mutating func readEveryKey() {
+        for member in table.members { read.insert(member.key) }
+    }
+
     /// Every key of this table and the tables read from it that no read asked for, with its line.
     public var unknownKeys: [(name: String, position: TOMLPosition)] {
         table.members.filter { !read.contains($0.key) }.map { (name($0.key), $0.position) }

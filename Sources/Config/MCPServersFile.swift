@@ -1,6 +1,7 @@
 import ConfabProtocol
 import DaemonSettings
 import MCP
+import Posix
 import Tools
 
 extension Settings {
@@ -96,6 +97,14 @@ extension Settings {
         }
         if !ignored.isEmpty {
             warnings.append("\(resolved): ignored keys this daemon does not use: \(ignored.joined(separator: ", "))")
+        }
+        // As a config file holding an API key: credentials others can read are no secrets.
+        let holdsCredential = result.contains { server in
+            server.environment.contains { ToolHeader.namesCredential($0.key) && !$0.value.isEmpty }
+                || (server.http?.headers ?? []).contains { $0.isSecret && !$0.value.isEmpty }
+        }
+        if holdsCredential, let info = try? Files.status(path: resolved), info.permissions & 0o077 != 0 {
+            warnings.append("\(resolved) holds an MCP server's credentials and can be read by others: chmod 600 \(resolved)")
         }
         return result
     }

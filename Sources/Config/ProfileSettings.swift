@@ -29,6 +29,11 @@ extension Settings {
         for key in section.params.keys where provider.api.unsupportedParameters.contains(key) {
             throw table.error(key.rawValue, "is not a parameter of the \(provider.api.name) API, which provider \"\(provider.name)\" speaks")
         }
+        let options = try requestOptions(section.reasoning, in: table, api: provider.api, provider: provider.name)
+        let budget = options.thinkingBudget ?? (options.thinking == false ? nil : provider.config.options.thinkingBudget)
+        if let budget, let tokens = section.params.maxTokens, tokens <= budget {
+            throw table.error("max_tokens", "must be more than thinking_budget (\(budget)): the answer comes after the thinking")
+        }
         for key in [("welcome", section.welcome), ("quick_replies", section.quick_replies)] {
             if let texts = key.1, texts.contains(where: { $0.trimmingWhitespace.isEmpty }) {
                 throw table.error(key.0, "must not hold an empty string")
@@ -76,6 +81,7 @@ extension Settings {
                               params: section.params, welcome: section.welcome ?? [], quickReplies: section.quick_replies ?? [],
                               contextTokens: section.context_tokens, tools: toolNames)
         profile.takesImages = section.vision
+        profile.options = options
         return profile
     }
 }

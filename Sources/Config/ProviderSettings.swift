@@ -46,13 +46,16 @@ extension Settings {
             }
             api = .anthropic(AnthropicOptions(version: section.anthropic_version ?? AnthropicOptions.defaultVersion))
             config.maxTokens = AnthropicOptions.defaultMaxTokens
+        case "responses":
+            api = .responses
         default:
-            throw table.error("api", "must be \"chat\", \"completions\" or \"anthropic\", not \"\(apiName)\"")
+            throw table.error("api", "must be \"chat\", \"completions\", \"anthropic\" or \"responses\", not \"\(apiName)\"")
         }
         // Keys of one API only are refused elsewhere: a typo'd api must not silently drop them.
         let onlyFor: [(key: String, api: String, given: Bool)] = [
             ("user_label", "completions", section.user_label != nil), ("assistant_label", "completions", section.assistant_label != nil),
             ("stop", "completions", section.stop != nil), ("anthropic_version", "anthropic", section.anthropic_version != nil),
+            ("reasoning_pass_back", "chat", section.reasoning_pass_back != nil),
         ]
         for key in onlyFor where key.given && key.api != apiName {
             throw table.error(key.key, "is only for api = \"\(key.api)\", and this provider's api is \"\(apiName)\"")
@@ -86,6 +89,20 @@ extension Settings {
             guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
             config.maxTokens = tokens
         }
+        config.options = try requestOptions(section.reasoning, in: table, api: api, provider: name)
+        if let budget = config.options.thinkingBudget, let tokens = section.max_tokens, tokens <= budget {
+            throw table.error("max_tokens", "must be more than thinking_budget (\(budget)): the answer comes after the thinking")
+        }
+        if let effort = section.reasoning_effort {
+            if api.unsupportedParameters.contains(.reasoning_effort) {
+                let instead = if case .anthropic = api { ": set thinking_budget" } else { "" }
+                throw table.error("reasoning_effort", "is not a parameter of the \(api.name) API\(instead)")
+            }
+            guard SamplingParameters.isEffortLevel(effort) else {
+                throw table.error("reasoning_effort", "must be a level such as \"low\", \"medium\" or \"high\": 1 to 32 lowercase letters")
+            }
+            config.reasoningEffort = effort
+        }
         if let tokens = section.context_tokens {
             let reply = config.maxTokens ?? ContextBudget.defaultMaxTokens
             // Otherwise every reply would fail with context_too_large.
@@ -93,6 +110,13 @@ extension Settings {
                 throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
             }
             config.contextTokens = tokens
+        }
+        if let rule = section.reasoning_pass_back {
+            guard let passBack = ReasoningPassBack(rawValue: rule) else {
+                throw table.error("reasoning_pass_back", "must be "
+                    + ReasoningPassBack.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ") + ", not \"\(rule)\"")
+            }
+            config.reasoningPassBack = passBack
         }
         if let vision = section.vision {
             // A completions server never gets an image: saying it takes them would be a promise not kept.

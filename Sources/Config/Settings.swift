@@ -4,6 +4,7 @@ import Posix
 import TOML
 import Tools
 import Upstream
+import WebConfig
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -69,6 +70,18 @@ struct ConfigFile {
         var anthropic_version: String?
         var context_tokens: Int?
         var vision: Bool?
+        var reasoning_pass_back: String?
+        var reasoning_effort: String?
+        var reasoning: ReasoningKeys
+    }
+    /// The keys of a provider or profile about reasoning and the request body.
+    struct ReasoningKeys {
+        var reasoning_format: String?
+        var thinking_budget: Int?
+        var thinking: Bool?
+        var max_tokens_field: String?
+        /// Converted when checked, for errors at nested lines.
+        var extra_body: TOMLValue?
     }
     /// One `[profiles.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProfileSection {
@@ -83,6 +96,7 @@ struct ConfigFile {
         var context_tokens: Int?
         var tools: [String]?
         var vision: Bool?
+        var reasoning: ReasoningKeys
     }
     /// One `[tools.NAME]` table, with the table itself for errors at its keys' lines.
     struct ToolSection {
@@ -139,6 +153,8 @@ struct ConfigFile {
     var limits: LimitsSection?
     var fsync: Bool?
     var allow_uids: [Int]?
+    /// `[web]`, the browser gateway's: read and checked by the one type both programs use.
+    var web: WebSettings?
     /// The document itself, for errors at its top-level keys' lines.
     var root: ConfigTable?
 
@@ -146,7 +162,7 @@ struct ConfigFile {
     init(_ document: TOMLTable, file: String) throws(ConfigError) {
         var root = ConfigTable(file: file, table: document)
         upstream = try root.table("upstream") { (table: inout ConfigTable) throws(ConfigError) in
-            UpstreamSection(
+            let section = UpstreamSection(
                 base_url: try table.string("base_url"),
                 model: try table.string("model"),
                 api_key: try table.string("api_key"),
@@ -158,6 +174,16 @@ struct ConfigFile {
                 max_retries: try table.integer("max_retries"),
                 context_tokens: try table.contextTokens(),
                 vision: try table.boolean("vision"))
+            // The checks a [providers.NAME] table gets: without them `[upstream] context_tokens = 300`
+            // loaded and then every reply failed context_too_large.
+            if let tokens = section.max_tokens, tokens <= 0 { throw table.error("max_tokens", "must be positive") }
+            if let tokens = section.context_tokens {
+                let reply = section.max_tokens ?? ContextBudget.defaultMaxTokens
+                guard tokens > reply else {
+                    throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
+                }
+            }
+            return section
         }
         providers = try root.tables("providers") { (name: String, table: inout ConfigTable) throws(ConfigError) in
             ProviderSection(
@@ -178,7 +204,10 @@ struct ConfigFile {
                 stop: try table.strings("stop"),
                 anthropic_version: try table.string("anthropic_version"),
                 context_tokens: try table.contextTokens(),
-                vision: try table.boolean("vision"))
+                vision: try table.boolean("vision"),
+                reasoning_pass_back: try table.string("reasoning_pass_back"),
+                reasoning_effort: try table.string("reasoning_effort"),
+                reasoning: try table.reasoningKeys())
         } ?? []
         default_provider = try root.string("default_provider")
         profiles = try root.tables("profiles") { (name: String, table: inout ConfigTable) throws(ConfigError) in
@@ -194,12 +223,14 @@ struct ConfigFile {
                     presencePenalty: try table.number("presence_penalty"),
                     frequencyPenalty: try table.number("frequency_penalty"),
                     stop: try table.strings("stop"),
-                    seed: try table.integer("seed")),
+                    seed: try table.integer("seed"),
+                    reasoningEffort: try table.string("reasoning_effort")),
                 welcome: try table.strings("welcome"),
                 quick_replies: try table.strings("quick_replies"),
                 context_tokens: try table.contextTokens(),
                 tools: try table.strings("tools"),
-                vision: try table.boolean("vision"))
+                vision: try table.boolean("vision"),
+                reasoning: try table.reasoningKeys())
         } ?? []
         default_profile = try root.string("default_profile")
         tools = try root.tables("tools") { (name: String, table: inout ConfigTable) throws(ConfigError) in
@@ -270,11 +301,36 @@ struct ConfigFile {
             }
             return uids
         } ?? nil
+        web = try root.table("web") { (table: inout ConfigTable) throws(ConfigError) in
+            table.readEveryKey()
+            do throws(WebSettings.Problem) {
+                return try WebSettings(web: table.table)
+            } catch {
+                // "config: web.listen (3:1): …" as the gateway says it, here with the file's name.
+                let problem = error.description.hasPrefix("config: ") ? String(error.description.dropFirst(8)) : error.description
+                throw ConfigError(description: "\(file): \(problem)")
+            }
+        }
         try root.rejectUnknownKeys()
         self.root = root
     }
 
     init() {}
+
+    /// What kind of secret the file holds written out, for the warning a file others can read
+    /// gets; nil when it holds none: an API key, an MCP server's credential-named `env`
+    /// variable, or a credential-named header (of an MCP server or a tool).
+    var writtenSecret: String? {
+        if upstream?.api_key?.isEmpty == false || providers.contains(where: { $0.api_key?.isEmpty == false }) { return "an API key" }
+        let named = { (pairs: [(key: String, value: String)]?) in
+            (pairs ?? []).contains { ToolHeader.namesCredential($0.key) && !$0.value.isEmpty }
+        }
+        if let server = mcp.first(where: { named($0.env) }) { return "a credential in mcp.\(server.name).env" }
+        if let server = mcp.first(where: { named($0.headers) }) { return "a credential header in mcp.\(server.name).headers" }
+        if let tool = tools.first(where: { named($0.request?.headers) }) { return "a credential header in tools.\(tool.name).request.headers" }
+        if providers.contains(where: { named($0.headers) }) { return "a credential header in a provider's headers" }
+        return nil
+    }
 }
 
 extension Settings {
@@ -291,8 +347,8 @@ extension Settings {
         }
         let file = try parse(readText(path, "config file"), path: path)
         var settings = try resolve(file, environment: environment)
-        if file.upstream?.api_key != nil || file.providers.contains(where: { $0.api_key?.isEmpty == false }), info.permissions & 0o077 != 0 {
-            settings.warnings.insert("\(path) holds an API key and can be read by others: chmod 600 \(path)", at: 0)
+        if info.permissions & 0o077 != 0, let secret = file.writtenSecret {
+            settings.warnings.insert("\(path) holds \(secret) and can be read by others: chmod 600 \(path)", at: 0)
         }
         return settings
     }
@@ -421,6 +477,7 @@ extension Settings {
         }
         settings.fsync = file.fsync ?? true
         settings.allowedUIDs = Set((file.allow_uids ?? []).compactMap { UInt32(exactly: $0) })
+        settings.web = file.web ?? WebSettings()
         return settings
     }
 
@@ -498,5 +555,16 @@ extension String {
         guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
               let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
         return String(scalars[first...last])
+    }
+}
+
+extension ConfigTable {
+    mutating func reasoningKeys() throws(ConfigError) -> ConfigFile.ReasoningKeys {
+        ConfigFile.ReasoningKeys(
+            reasoning_format: try string("reasoning_format"),
+            thinking_budget: try integer("thinking_budget"),
+            thinking: try boolean("thinking"),
+            max_tokens_field: try string("max_tokens_field"),
+            extra_body: untyped("extra_body"))
     }
 }

@@ -1,4 +1,5 @@
 import ConfabProtocol
+import Upstream
 
 /// A named starting point for conversations (`[profiles.NAME]`): which provider and model,
 /// the system prompt, sampling parameters, and what the assistant says before anyone asks.
@@ -21,6 +22,9 @@ public struct Profile: Sendable, Equatable {
     /// `vision`: whether its conversations' models take images, over the provider's; nil says
     /// nothing (the provider's holds).
     public var takesImages: Bool?
+    /// `reasoning_format`, `thinking_budget`, `thinking`, `max_tokens_field` and `extra_body`,
+    /// over its provider's.
+    public var options = RequestOptions()
 
     public init(name: String, provider: String, model: String? = nil, system: String? = nil,
                 params: SamplingParameters = SamplingParameters(), welcome: [String] = [], quickReplies: [String] = [],

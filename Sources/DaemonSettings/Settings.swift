@@ -2,6 +2,7 @@ import ConfabProtocol
 import MCP
 import Tools
 import Upstream
+import WebConfig
 
 /// Everything the daemon takes from its config file and environment.
 public struct Settings {
@@ -22,6 +23,8 @@ public struct Settings {
     public var limits = BrokerLimits()
     public var fsync = true
     public var allowedUIDs: Set<UInt32> = []
+    /// `[web]`: the browser gateway's, kept and checked here so that one file serves both.
+    public var web = WebSettings()
     public var warnings: [String] = []
 
     public init() {}
@@ -41,7 +44,10 @@ public struct Settings {
     /// (read from the environment or a file, or written inline under a credential's name), and
     /// likewise of each secret header of an MCP server over HTTP; of an MCP server, too, each
     /// `env` variable whose name is a credential's (`GITHUB_PERSONAL_ACCESS_TOKEN`,
-    /// `API_KEY`) and each credential-named query parameter of its `url` (`?api_key=…`).
+    /// `API_KEY`) and what its `url` holds of a credential: a credential-named query parameter
+    /// (`?api_key=…`), the userinfo's user and password, a path segment or query value that
+    /// looks like a token (`MCPHTTPEndpoint.credentials`).
+    /// Also each string of a provider's or profile's `extra_body` under a credential's name.
     public var secretValues: [String] {
         let configs = [upstream] + providers.map(\.config)
         let keys = configs.compactMap(\.apiKey)
@@ -51,8 +57,10 @@ public struct Settings {
         let mcpEnvironment = mcpServers.flatMap { server in
             server.environment.filter { ToolHeader.namesCredential($0.key) }.map(\.value).sorted()
         }
-        let mcpQueries = mcpServers.compactMap(\.http).flatMap(\.queryCredentials)
-        return keys + providerHeaders + toolHeaders + mcpHeaders + mcpEnvironment + mcpQueries
+        let mcpQueries = mcpServers.compactMap(\.http).flatMap(\.credentials)
+        // `extra_body` members under a credential's name, as headers are judged.
+        let bodySecrets = configs.flatMap(\.options.secretValues) + profiles.flatMap(\.options.secretValues)
+        return keys + providerHeaders + toolHeaders + mcpHeaders + mcpEnvironment + mcpQueries + bodySecrets
     }
 
     public var secrets: SecretRedactor { SecretRedactor(secrets: secretValues) }

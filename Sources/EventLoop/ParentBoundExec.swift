@@ -3,8 +3,9 @@ import Glibc
 
 /// Runs a program that must not outlive the process that started it. The daemon starts each
 /// MCP server through its own executable in this mode (`confabd --run-bound-to PID --
-/// PROGRAM ARGS…`): the kernel's parent-death signal (PR_SET_PDEATHSIG, SIGKILL) is set, then
-/// the program is executed in place, keeping it. Should the daemon die in any way, kill -9
+/// PROGRAM ARGS…`): the kernel's parent-death signal (PR_SET_PDEATHSIG, SIGKILL) is set,
+/// every descriptor above 2 is closed, then the program is executed in place, keeping the
+/// signal. Should the daemon die in any way, kill -9
 /// included, the kernel ends the server at once: its process group and session of its own
 /// shield it from a terminal's signals, and nothing else would reach it. libuv's spawn has no
 /// hook between fork and exec, hence the trip through this executable.
@@ -34,6 +35,10 @@ public enum ParentBoundExec {
         guard confab_set_parent_death_signal(SIGKILL) == 0 else { fail("cannot set the parent-death signal", errno) }
         // The parent may have died before the signal was set: then nobody would send it.
         guard getppid() == parent else { _exit(127) }
+        // The program gets its three standard streams and nothing else of the daemon: no
+        // descriptor libcurl or anything else opened without close-on-exec (its wake-up socket
+        // pair, connections to model servers) reaches a server.
+        guard confab_close_descriptors_from(3) == 0 else { fail("cannot close the descriptors the program must not inherit", errno) }
         let argv = program.map { strdup($0) } + [nil]
         execvp(program[0], argv)
         fail("cannot run \(program[0])", errno)

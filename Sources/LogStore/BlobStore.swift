@@ -59,8 +59,8 @@ public final class BlobStore {
         (try? Files.status(path: path(of: sha256)))?.kind == .regular
     }
 
-    /// Hashes `bytes` and stores them unless a blob of that digest is already there, off the
-    /// loop; `done` runs on the loop with the digest once the blob is durable.
+    /// Hashes `bytes` and stores them, off the loop, by the same work whether or not a blob of
+    /// that digest is already there; `done` runs on the loop with the digest once it is durable.
     public func store(_ bytes: [UInt8], done: @escaping (Result<String, StoreError>) -> Void) {
         let directory = directory, syncEnabled = syncEnabled
         let temporaryNumber = nextTemporary
@@ -80,12 +80,11 @@ public final class BlobStore {
                               durable: Bool) -> Result<Void, StoreError> {
         let subdirectory = directory + "/" + digest.prefix(2)
         let path = subdirectory + "/" + digest
-        // A file of the right size is the blob (its name is the digest of what was written
-        // whole and renamed); one of another size was cut short or damaged behind the store's
-        // back, and is replaced by the bytes the digest names.
-        if let existing = try? Files.status(path: path), existing.kind == .regular, existing.size == Int64(bytes.count) {
-            return .success(())
-        }
+        // Written whole, fsynced and renamed into place whether or not a blob of that digest is
+        // there already: bytes the store holds take the same work, and so the same time, as new
+        // ones, so that whoever uploads cannot learn from the answer whether anyone (the owner)
+        // ever stored these bytes. A blob already there is replaced by the same bytes; one cut
+        // short or damaged behind the store's back is mended so.
         do {
             try Files.makeDirectories(subdirectory, durable: durable)
             try Files.writeAtomically(path: path, bytes: bytes, mode: 0o600,

@@ -12,6 +12,9 @@ public enum LogRecord: Equatable, Sendable {
     /// Text of a reply in flight, saved as it streams without fsync: after a crash it
     /// survives in the page cache, and the reply is restored as `interrupted` with it.
     case replyText(message: String, content: String)
+    /// Reasoning of a reply in flight, saved as its text is (`reply.text`): the thought streamed
+    /// since the last save, and when the thought began (the same in every such record).
+    case replyReasoning(message: String, content: String, started: Timestamp)
     /// A reply ended: complete, cancelled, failed or interrupted, with its full text.
     case replyFinished(Message)
     case title(String)
@@ -39,10 +42,12 @@ public enum LogRecord: Equatable, Sendable {
             if let profile = header.profile { object["profile"] = .string(profile) }
             if !header.params.isEmpty { object["params"] = header.params.json }
             if let forkedFrom = header.forkedFrom { object["forked_from"] = forkedFrom.json }
-        case .message(let message): object = ["type": "message", "message": message.json]
-        case .replyStarted(let message): object = ["type": "reply.started", "message": message.json]
+        case .message(let message): object = Self.messageRecord("message", message)
+        case .replyStarted(let message): object = Self.messageRecord("reply.started", message)
         case .replyText(let id, let content): object = ["type": "reply.text", "message": .string(id), "content": .string(content)]
-        case .replyFinished(let message): object = ["type": "reply.finished", "message": message.json]
+        case .replyReasoning(let id, let content, let started):
+            object = ["type": "reply.reasoning", "message": .string(id), "content": .string(content), "started": .string(started.description)]
+        case .replyFinished(let message): object = Self.messageRecord("reply.finished", message)
         case .title(let title): object = ["type": "title", "title": .string(title)]
         case .superseded(let id, let by): object = ["type": "superseded", "message": .string(id), "by": .string(by)]
         case .settings(let settings):
@@ -60,6 +65,21 @@ public enum LogRecord: Equatable, Sendable {
         return .object(object)
     }
 
+    /// A record holding a message: the message as clients see it, and beside it what the daemon
+    /// alone keeps of it (`replay`: where its reasoning came from and the items to send back).
+    private static func messageRecord(_ type: String, _ message: Message) -> [String: JSON] {
+        var object: [String: JSON] = ["type": .string(type), "message": message.json]
+        if let source = message.reasoningSource { object["replay"] = source.json }
+        return object
+    }
+
+    /// The message of a record made by `messageRecord`.
+    private static func message(of json: JSON) -> Message? {
+        guard var message = json["message"].flatMap(Message.init(json:)) else { return nil }
+        message.reasoningSource = json["replay"].flatMap(ReasoningSource.init(json:))
+        return message
+    }
+
     /// Nil when the record is not one this version understands.
     public init?(json: JSON) {
         guard let type = json["type"]?.string, let version = json["v"]?.int, version <= Self.formatVersion else { return nil }
@@ -72,16 +92,20 @@ public enum LogRecord: Equatable, Sendable {
                                               provider: json["provider"]?.string, profile: json["profile"]?.string,
                                               params: json["params"].flatMap { try? SamplingParameters(json: $0) } ?? SamplingParameters()))
         case "message":
-            guard let message = json["message"].flatMap(Message.init(json:)) else { return nil }
+            guard let message = Self.message(of: json) else { return nil }
             self = .message(message)
         case "reply.started":
-            guard let message = json["message"].flatMap(Message.init(json:)) else { return nil }
+            guard let message = Self.message(of: json) else { return nil }
             self = .replyStarted(message)
         case "reply.text":
             guard let id = json["message"]?.string, let content = json["content"]?.string else { return nil }
             self = .replyText(message: id, content: content)
+        case "reply.reasoning":
+            guard let id = json["message"]?.string, let content = json["content"]?.string,
+                  let started = json["started"]?.string.flatMap(Timestamp.init(rfc3339:)) else { return nil }
+            self = .replyReasoning(message: id, content: content, started: started)
         case "reply.finished":
-            guard let message = json["message"].flatMap(Message.init(json:)) else { return nil }
+            guard let message = Self.message(of: json) else { return nil }
             self = .replyFinished(message)
         case "title":
             guard let title = json["title"]?.string else { return nil }
@@ -206,7 +230,7 @@ public enum Replay {
             (message.toolCalls ?? []).reduce(message.content) { $0 + $1.name + $1.arguments }
         }
         let system = state.header.system.map { [$0] } ?? []
-        return Usage.estimate(prompt: system + before, completion: reply.content)
+        return Usage.estimate(prompt: system + before, completion: reply.content, reasoning: reply.reasoning?.text ?? "")
     }
 
     /// Folds records into a conversation. Records are applied in file order; messages end up in id order.
@@ -216,6 +240,8 @@ public enum Replay {
                                          summary: LogSummary(header: header))
         var index: [String: Int] = [:]
         var unfinished: Set<String> = []
+        /// When each unfinished reply was last written to: its thought ended by then at the latest.
+        var lastWritten: [String: Timestamp] = [:]
         var owed: Set<String> = []
         func upsert(_ message: Message) {
             owed.remove(message.id)
@@ -240,7 +266,18 @@ public enum Replay {
                 upsert(message)
                 unfinished.insert(message.id)
             case .replyText(let id, let content):
-                if let position = index[id], unfinished.contains(id) { state.messages[position].content += content }
+                if let position = index[id], unfinished.contains(id) {
+                    state.messages[position].content += content
+                    if let at { lastWritten[id] = at }
+                }
+            case .replyReasoning(let id, let content, let started):
+                if let position = index[id], unfinished.contains(id) {
+                    if state.messages[position].reasoning == nil {
+                        state.messages[position].reasoning = Reasoning(text: "", started: started)
+                    }
+                    state.messages[position].reasoning?.text += content
+                    if let at { lastWritten[id] = at }
+                }
             case .replyFinished(let message):
                 upsert(message)
                 unfinished.remove(message.id)
@@ -259,8 +296,13 @@ public enum Replay {
             if state.messages[position].role == .tool, state.messages[position].content.isEmpty {
                 state.messages[position].content = Self.interruptedCall
             }
+            // Its thinking is over: it ended when the reply was last written to, at the latest.
+            if let reasoning = state.messages[position].reasoning, reasoning.ended == nil {
+                state.messages[position].reasoning?.ended = max(reasoning.started, lastWritten[id] ?? reasoning.started)
+            }
             // What streamed before the daemon died was paid for: estimated, as a stopped reply's is.
-            if state.messages[position].role == .assistant, state.messages[position].usage == nil, !state.messages[position].content.isEmpty {
+            if state.messages[position].role == .assistant, state.messages[position].usage == nil,
+               !state.messages[position].content.isEmpty || !(state.messages[position].reasoning?.text.isEmpty ?? true) {
                 state.messages[position].usage = Self.estimatedUsage(of: state.messages[position], in: state)
             }
             state.interruptedReplies.append(state.messages[position])

@@ -165,6 +165,10 @@ public enum LogSearch {
             for attachment in message.attachments ?? [] where matched == nil {
                 matched = query.match(attachment.name).map { (text: attachment.name, offset: $0) }
             }
+            // Then the reply's reasoning: what the model thought is found as what it said.
+            if matched == nil, let thought = message.reasoning?.text {
+                matched = query.match(thought).map { (text: thought, offset: $0) }
+            }
             guard let matched else {
                 found[message.id] = nil
                 return

@@ -66,7 +66,7 @@ public struct LogSummary: Equatable, Sendable {
         guard var fold else { preconditionFailure("a summary read from the index is folded afresh before its log is written") }
         if let time, time > updated { updated = time }
         switch record {
-        case .header, .replyText: break
+        case .header, .replyText, .replyReasoning: break
         case .title(let title): self.title = title
         case .settings(let settings): header.apply(settings)
         case .shared(let share): shares = shares.sharing(share)

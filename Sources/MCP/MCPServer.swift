@@ -20,6 +20,14 @@ public final class MCPServer {
     public static let stableMilliseconds: UInt64 = 60_000
     /// The least time between two "tool list changed" log lines of one server.
     public static let toolsChangedLogIntervalMilliseconds: UInt64 = 10_000
+    /// What may wait to be written to a server's stdin, in bytes and in writes, as the HTTP
+    /// transport's outbox is bounded: the daemon answers every request a server sends (`ping`
+    /// among them), and a server that sends requests but never reads its input would
+    /// otherwise have the daemon hold every answer. Past either bound the server has failed.
+    public static let maxQueuedInputBytes = MCPHTTPOutbox.maxBytes
+    public static let maxQueuedInputWrites = MCPHTTPOutbox.maxMessages
+    /// The longest `level` of a server's `notifications/message` a log line shows, in characters.
+    public static let maxLogLevelCharacters = 16
 
     public enum Status: Equatable, Sendable {
         case stopped, starting, ready
@@ -230,7 +238,8 @@ public final class MCPServer {
             failed(reason)
         }
         session.onLog = { [unowned self] level, text in
-            for line in logLines.feed(Array((text + "\n").utf8), now: loop.now) { log("info", "log \(level): \(line)") }
+            let shown = Self.shownLogLevel(level)
+            for line in logLines.feed(Array((text + "\n").utf8), now: loop.now) { log("info", "log \(shown): \(line)") }
         }
         let timer = Timer(loop: loop)
         startupTimer = timer
@@ -258,9 +267,21 @@ public final class MCPServer {
         }
         process = child
         log("info", "started pid=\(child.pid)")
+        let backlog = InputBacklog()
         let session = MCPSession(clientName: "confabd", clientVersion: "1") { [weak child] line in
-            child?.input.write(OutboundBuffer(line))
+            guard let child, let session = backlog.session, !session.isFailed else { return }
+            let error = child.input.write([OutboundBuffer(line)], onFailure: { _ in backlog.writes -= 1 }, onWritten: { backlog.writes -= 1 })
+            // A pipe that cannot be written to: the server's exit or its closed output says why.
+            guard error == nil else { return }
+            // Taken whole by the pipe, nothing waits; else the rest waits, and one callback comes.
+            let waiting = child.input.writeQueueSize
+            if waiting > 0 { backlog.writes += 1 }
+            if waiting > Self.maxQueuedInputBytes || backlog.writes > Self.maxQueuedInputWrites {
+                session.fail("the server does not read its input: more than \(Self.maxQueuedInputBytes >> 20) MiB or "
+                             + "\(Self.maxQueuedInputWrites) messages wait to be written to it")
+            }
         }
+        backlog.session = session
         // Each start reads with its own framer into its own session: bytes of a replaced
         // process never reach the next one's.
         var framer = LineFramer(maxLineBytes: 16 << 20)
@@ -287,6 +308,12 @@ public final class MCPServer {
             }
         }
         return session
+    }
+
+    /// A server's `level` as a log line shows it: cut to `maxLogLevelCharacters`, with control
+    /// characters escaped (the server chooses it; the specification's levels are short words).
+    public static func shownLogLevel(_ level: String) -> String {
+        StderrLines.escaped(Array(level.utf8), limit: maxLogLevelCharacters)
     }
 
     /// A new transport to a server over Streamable HTTP; the session that speaks through it.
@@ -383,7 +410,8 @@ public final class MCPServer {
                 if case .failed(let reason) = outcome { return finish(.failed("the server \(name) failed during the call: \(reason)")) }
                 finish(outcome)
             }
-            guard call.requestID != nil else { return }
+            // Failed at once (the session failed while sending it): nothing to time out.
+            guard call.requestID != nil, !call.isOver else { return }
             let timer = Timer(loop: loop)
             call.timer = timer
             let seconds = settings.timeoutSeconds
@@ -441,4 +469,11 @@ public final class MCPServer {
             }
         }
     }
+}
+
+/// What waits to be written to one server process's stdin: the writes libuv still holds
+/// (their bytes are the pipe's write queue), and the session that fails when they pass a bound.
+private final class InputBacklog {
+    var writes = 0
+    weak var session: MCPSession?
 }

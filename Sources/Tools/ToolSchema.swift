@@ -19,9 +19,16 @@ public enum ToolSchema {
     /// Keywords whose values are data, not schemas: a `$ref` inside them is just a value.
     private static let dataKeywords: Set<String> = ["enum", "const", "default", "examples", "description", "title", "format"]
 
+    /// Who answers for a `pattern` confabd cannot run in linear time (a backreference, a
+    /// lookaround): the config's schemas are refused for it; an MCP server's schema is checked
+    /// without it, the pattern left to the server.
+    public enum UnsupportedPatterns: Sendable {
+        case refused, leftToServer
+    }
+
     /// nil when `schema` is a usable parameters schema; else what is wrong, naming where in
     /// the schema (`properties.days.minimum must be a number`).
-    public static func problem(in schema: JSON) -> String? {
+    public static func problem(in schema: JSON, unsupportedPatterns: UnsupportedPatterns = .refused) -> String? {
         guard let members = schema.object else { return "must be a JSON object with type \"object\"" }
         switch members["type"] {
         case nil:
@@ -31,11 +38,11 @@ public enum ToolSchema {
         default:
             return "type must be \"object\" at the top level"
         }
-        return problem(inNode: schema, at: "")
+        return problem(inNode: schema, at: "", unsupportedPatterns)
     }
 
     /// One schema node and everything under it; `at` is its dotted place in the schema.
-    private static func problem(inNode node: JSON, at place: String) -> String? {
+    private static func problem(inNode node: JSON, at place: String, _ unsupportedPatterns: UnsupportedPatterns) -> String? {
         func name(_ keyword: String) -> String { place.isEmpty ? keyword : place + "." + keyword }
         guard let members = node.object else { return "\(place) must be a schema (a JSON object)" }
         if members["$ref"] != nil {
@@ -65,7 +72,7 @@ public enum ToolSchema {
         if let properties = members["properties"] {
             guard let schemas = properties.object else { return "\(name("properties")) must be an object of schemas" }
             for key in schemas.keys.sorted() {
-                if let found = problem(inNode: schemas[key]!, at: name("properties") + "." + shown(key)) { return found }
+                if let found = problem(inNode: schemas[key]!, at: name("properties") + "." + shown(key), unsupportedPatterns) { return found }
             }
             propertyNames = Set(schemas.keys)
         }
@@ -85,7 +92,7 @@ public enum ToolSchema {
         }
         if let items = members["items"] {
             guard items.object != nil else { return "\(name("items")) must be a schema (a JSON object); an array of them is not supported" }
-            if let found = problem(inNode: items, at: name("items")) { return found }
+            if let found = problem(inNode: items, at: name("items"), unsupportedPatterns) { return found }
         }
         if let values = members["enum"] {
             guard let choices = values.array, !choices.isEmpty else { return "\(name("enum")) must be a non-empty array" }
@@ -97,7 +104,15 @@ public enum ToolSchema {
         }
         if let pattern = members["pattern"] {
             guard let text = pattern.string else { return "\(name("pattern")) must be a string (a regular expression)" }
-            guard compiledPattern(text) != nil else { return "\(name("pattern")) is not a regular expression this daemon can check" }
+            switch SchemaPattern.compile(text) {
+            case .success: break
+            case .failure(.invalid):
+                return "\(name("pattern")) is not a regular expression this daemon can check"
+            case .failure(.unsupported(let construct)):
+                if unsupportedPatterns == .refused {
+                    return "\(name("pattern")) uses \(construct), which confabd cannot match in linear time (RE2): write the pattern without it"
+                }
+            }
         }
         for (low, high) in [("minimum", "maximum"), ("exclusiveMinimum", "exclusiveMaximum")] {
             for keyword in [low, high] {
@@ -142,13 +157,14 @@ public enum ToolSchema {
         "patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf", "additionalItems",
     ]
 
-    /// The longest string checked against a `pattern`: the expression engine backtracks, and
-    /// the model chooses the string.
+    /// The longest string checked against a `pattern`: matching is linear in the string's
+    /// length (RE2), but the check runs on the daemon's loop, and the model chooses the string.
     public static let maxPatternSubjectLength = 4096
 
-    /// `pattern` as the standard library's regular expression, or nil when it cannot be one.
-    static func compiledPattern(_ pattern: String) -> Regex<AnyRegexOutput>? {
-        try? Regex(pattern)
+    /// `pattern` compiled to run in linear time, or nil when it cannot be (then it is not
+    /// checked here: the config refuses such a pattern; a server's is left to the server).
+    static func compiledPattern(_ pattern: String) -> SchemaPattern? {
+        try? SchemaPattern.compile(pattern).get()
     }
 
     /// A key as a schema problem names it: quoted with escapes when it is empty or holds a dot,
@@ -261,7 +277,7 @@ public enum ToolSchema {
                     return "\(subject) must be at most \(count(maxPatternSubjectLength, "character")) long to be checked against its pattern"
                 }
                 // As JSON Schema says, the pattern may match anywhere unless it is anchored.
-                guard (try? expression.firstMatch(in: text)) != nil else {
+                guard expression.matches(text) else {
                     return "\(subject) must match the pattern \(JSON.string(pattern).text)"
                 }
             }

@@ -50,6 +50,12 @@ public struct AnthropicMessagesAPI: ChatAPI {
             case .user, .assistant:
                 // Images go before the turn's text, as the API's own examples put them.
                 turn = AnthropicTurn(role: message.role, blocks: message.images.map { .image(mediaType: $0.type.rawValue, base64: $0.imageBase64 ?? []) })
+                // A turn that called tools goes back as it came: its thinking and redacted
+                // thinking blocks first, unmodified (the API checks their signatures).
+                if message.role == .assistant, !message.toolCalls.isEmpty, let reasoning = message.reasoning,
+                   reasoning.api == ProviderAPI.anthropic(AnthropicOptions()).name {
+                    turn.blocks.append(contentsOf: reasoning.items.map(AnthropicTurn.Block.reasoning))
+                }
                 let text = message.text(imagesAsLines: false)
                 if !text.isEmpty { turn.blocks.append(.text(text)) }
                 for call in message.toolCalls {
@@ -72,17 +78,19 @@ public struct AnthropicMessagesAPI: ChatAPI {
 
     /// `{"model":..,"max_tokens":N,"system":..,"messages":[{"role":..,"content":..}],"stream":true}`,
     /// `system` only when there is one; `tools` when the conversation offers any; `temperature`,
-    /// `top_p` and `stop_sequences` when set.
+    /// `top_p` and `stop_sequences` when set; `thinking` with `thinking_budget` (or switched off
+    /// with `thinking = false`); then `extra_body`.
     /// The penalties and `seed` have no field here: the config and the protocol refuse them
     /// for this API, so none reaches a request.
     public func body(for chat: ChatRequest) -> [UInt8] {
         let (system, messages) = turns(of: chat)
+        let thinking = Self.thinking(of: chat)
         var out: [UInt8] = []
         out.reserveCapacity(256 + chat.messages.reduce(0) { $0 + $1.content.utf8.count + 32 + $1.attachedBytes })
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(chat.model, into: &out)
         out.append(contentsOf: #","max_tokens":"#.utf8)
-        out.append(contentsOf: String(chat.maxTokens ?? AnthropicOptions.defaultMaxTokens).utf8)
+        out.append(contentsOf: String(thinking.maxTokens).utf8)
         if let system {
             out.append(contentsOf: #","system":"#.utf8)
             JSON.writeString(system, into: &out)
@@ -100,7 +108,7 @@ public struct AnthropicMessagesAPI: ChatAPI {
             }).write(into: &out)
         }
         for (name, value) in [("temperature", chat.params.temperature), ("top_p", chat.params.topP)] {
-            guard let value, value.isFinite else { continue }
+            guard let value, value.isFinite, !thinking.leftOut.contains(name) else { continue }
             out.append(contentsOf: ",\"\(name)\":".utf8)
             out.append(contentsOf: value.description.utf8)
         }
@@ -108,8 +116,42 @@ public struct AnthropicMessagesAPI: ChatAPI {
             out.append(contentsOf: #","stop_sequences":"#.utf8)
             JSON.array(stop.map(JSON.string)).write(into: &out)
         }
+        if let budget = thinking.budget {
+            out.append(contentsOf: #","thinking":{"type":"enabled","budget_tokens":"#.utf8)
+            out.append(contentsOf: String(budget).utf8)
+            out.append(UInt8(ascii: "}"))
+        } else if chat.options.thinking == false {
+            out.append(contentsOf: #","thinking":{"type":"disabled"}"#.utf8)
+        }
+        chat.options.writeExtraBody(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// What extended thinking changes in a body: the budget (none unless `thinking_budget` is
+    /// set and thinking not switched off), `max_tokens` kept above it (when the reply's limit
+    /// is not, the budget plus that limit is sent: the answer keeps the room it had), and the
+    /// sampling parameters the API refuses with thinking, left out (`temperature`; `top_p`
+    /// below 0.95).
+    public static func thinking(of chat: ChatRequest) -> (budget: Int?, maxTokens: Int, leftOut: [String]) {
+        let maxTokens = chat.maxTokens ?? AnthropicOptions.defaultMaxTokens
+        guard let budget = chat.options.thinkingBudget, chat.options.thinking != false else { return (nil, maxTokens, []) }
+        var leftOut: [String] = []
+        if let value = chat.params.temperature, value.isFinite { leftOut.append("temperature") }
+        if let value = chat.params.topP, value.isFinite, value < 0.95 { leftOut.append("top_p") }
+        return (budget, maxTokens > budget ? maxTokens : budget + maxTokens, leftOut)
+    }
+
+    /// What the body leaves out or changes of what was asked, for the daemon's log.
+    public static func notices(for chat: ChatRequest) -> [String] {
+        let thinking = thinking(of: chat)
+        guard let budget = thinking.budget else { return [] }
+        var notices = thinking.leftOut.map { "\($0) left out: Anthropic refuses it with thinking (thinking_budget = \(budget))" }
+        let asked = chat.maxTokens ?? AnthropicOptions.defaultMaxTokens
+        if thinking.maxTokens != asked {
+            notices.append("max_tokens \(asked) is not above thinking_budget \(budget): \(thinking.maxTokens) sent")
+        }
+        return notices
     }
 
     public func makeDecoder(for request: ChatRequest) -> any ChatEventDecoder {
@@ -136,6 +178,9 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
     private var toolBlocks: [Int: Int] = [:]
     private var inputTokens = 0
     private var outputTokens = 0
+    private var cache: (read: Int?, write: Int?) = (nil, nil)
+    /// Content block index → the reasoning block being streamed there.
+    private var reasoningBlocks: [Int: ReasoningBlock] = [:]
     private var leadingWhiteSpace: LeadingWhiteSpace
 
     public init(trimsLeadingWhiteSpace: Bool = false) {
@@ -173,6 +218,11 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
                 switch block["type"]?.string {
                 case "text":
                     if let text = block["text"]?.string, !text.isEmpty { events.append(.content(text)) }
+                case "thinking":
+                    if let text = block["thinking"]?.string, !text.isEmpty { events.append(.reasoning(text)) }
+                    events.append(.reasoningReplay(block))
+                case "redacted_thinking":
+                    events.append(.reasoningReplay(block))
                 case "tool_use":
                     let call = toolBlocks.count
                     toolBlocks[-1 - call] = call
@@ -184,8 +234,9 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
             }
             if let reason = message["stop_reason"]?.string { events.append(.finish(reason: Self.finishReason(reason))) }
             if let usage = message["usage"], usage.object != nil {
-                let input = Self.inputTokens(of: usage), output = usage["output_tokens"]?.int ?? 0
-                events.append(.usage(Usage(promptTokens: input, completionTokens: output, totalTokens: input + output)))
+                let input = Self.inputTokens(of: usage), output = usage["output_tokens"]?.int ?? 0, cache = Self.cacheTokens(of: usage)
+                events.append(.usage(Usage(promptTokens: input, completionTokens: output, totalTokens: input + output,
+                                           cacheReadTokens: cache.read, cacheWriteTokens: cache.write)))
             }
         case "error":
             events.append(contentsOf: try self.events(of: SSEEvent(type: "error", data: String(decoding: body, as: UTF8.self))))
@@ -213,10 +264,25 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
         case "message_start":
             let usage = payload["message"]?["usage"]
             inputTokens = Self.inputTokens(of: usage)
+            cache = Self.cacheTokens(of: usage)
             outputTokens = usage?["output_tokens"]?.int ?? 0
             return []
         case "content_block_start":
             let block = payload["content_block"]
+            switch block?["type"]?.string {
+            case "thinking":
+                // Its text comes as `thinking_delta`s and its signature as a `signature_delta`;
+                // the block goes back whole at `content_block_stop`.
+                let text = block?["thinking"]?.string ?? ""
+                reasoningBlocks[payload["index"]?.int ?? -1] = ReasoningBlock(thinking: text, signature: block?["signature"]?.string ?? "")
+                return text.isEmpty ? [] : [.reasoning(text)]
+            case "redacted_thinking":
+                // Opaque: nothing to show, the block to send back exactly as it came.
+                if let block { reasoningBlocks[payload["index"]?.int ?? -1] = ReasoningBlock(redacted: block) }
+                return []
+            default:
+                break
+            }
             if block?["type"]?.string == "tool_use" {
                 let call = toolBlocks.count
                 toolBlocks[payload["index"]?.int ?? -1 - call] = call
@@ -234,17 +300,36 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
                       let piece = delta["partial_json"]?.string, !piece.isEmpty else { return [] }
                 return [.toolCall(ToolCallPiece(index: call, id: nil, name: nil, arguments: piece))]
             }
+            switch delta["type"]?.string {
+            case "thinking_delta":
+                guard let text = delta["thinking"]?.string, !text.isEmpty else { return [] }
+                if let index = payload["index"]?.int { reasoningBlocks[index]?.thinking += text }
+                return [.reasoning(text)]
+            case "signature_delta":
+                if let index = payload["index"]?.int, let signature = delta["signature"]?.string {
+                    reasoningBlocks[index]?.signature += signature
+                }
+                return []
+            default:
+                break
+            }
             guard delta["type"]?.string == "text_delta", let text = delta["text"]?.string, !text.isEmpty else { return [] }
             return [.content(text)]
+        case "content_block_stop":
+            guard let index = payload["index"]?.int, let block = reasoningBlocks.removeValue(forKey: index) else { return [] }
+            return [.reasoningReplay(block.json)]
         case "message_delta":
             var out: [ChatStreamEvent] = []
             if let reason = payload["delta"]?["stop_reason"]?.string { out.append(.finish(reason: Self.finishReason(reason))) }
             if let usage = payload["usage"], usage.object != nil {
                 if let output = usage["output_tokens"]?.int { outputTokens = output }
                 // Newer servers repeat the input counts here, final where message_start's were not.
-                if usage["input_tokens"]?.int != nil { inputTokens = Self.inputTokens(of: usage) }
+                if usage["input_tokens"]?.int != nil {
+                    inputTokens = Self.inputTokens(of: usage)
+                    cache = Self.cacheTokens(of: usage)
+                }
                 out.append(.usage(Usage(promptTokens: inputTokens, completionTokens: outputTokens,
-                                        totalTokens: inputTokens + outputTokens)))
+                                        totalTokens: inputTokens + outputTokens, cacheReadTokens: cache.read, cacheWriteTokens: cache.write)))
             }
             return out
         case "message_stop":
@@ -254,7 +339,7 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
             let message = error?["message"]?.string ?? error?["type"]?.string ?? "upstream reported an error"
             return [.error(UpstreamErrorInfo(message: capped(message, to: 1000), type: error?["type"]?.string))]
         default:
-            // `ping`, `content_block_stop`, and event types added later.
+            // `ping`, and event types added later.
             return []
         }
     }
@@ -264,6 +349,34 @@ public struct AnthropicStreamDecoder: ChatEventDecoder, Sendable {
         ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
             .reduce(0) { $0 + (usage?[$1]?.int ?? 0) }
     }
+
+    /// The parts of the input read from and written to the prompt cache, as reported (kept
+    /// apart: `promptTokens` counts them all).
+    private static func cacheTokens(of usage: JSON?) -> (read: Int?, write: Int?) {
+        func count(_ key: String) -> Int? { usage?[key]?.int.flatMap { $0 >= 0 ? $0 : nil } }
+        return (count("cache_read_input_tokens"), count("cache_creation_input_tokens"))
+    }
+}
+
+/// A reasoning block of the Messages API being streamed: a `thinking` block put together from
+/// its deltas, or a `redacted_thinking` block as it came. Sent back whole, unmodified, in the
+/// assistant turn of a tool loop.
+struct ReasoningBlock: Sendable {
+    var thinking = ""
+    var signature = ""
+    var redacted: JSON?
+
+    init(thinking: String, signature: String) {
+        self.thinking = thinking
+        self.signature = signature
+    }
+
+    init(redacted: JSON) { self.redacted = redacted }
+
+    /// `{"type":"thinking","thinking":..,"signature":..}`, or the redacted block as received.
+    var json: JSON {
+        redacted ?? ["type": "thinking", "thinking": .string(thinking), "signature": .string(signature)]
+    }
 }
 
 /// One turn of a Messages body: a role and its content blocks.
@@ -272,13 +385,15 @@ public struct AnthropicTurn: Equatable, Sendable {
         case text(String)
         case toolUse(id: String, name: String, input: JSON)
         case toolResult(id: String, content: String, isError: Bool)
+        /// A thinking or redacted-thinking block, exactly as the API gave it.
+        case reasoning(JSON)
         /// An image, as the base64 it is sent as (`media_type` such as `image/png`).
         case image(mediaType: String, base64: [UInt8])
 
         var isContent: Bool {
             switch self {
             case .text, .image: true
-            case .toolUse, .toolResult: false
+            case .toolUse, .toolResult, .reasoning: false
             }
         }
     }
@@ -329,6 +444,8 @@ public struct AnthropicTurn: Equatable, Sendable {
                     JSON.object(["type": "text", "text": .string(text)]).write(into: &out)
                 case .toolUse(let id, let name, let input):
                     JSON.object(["type": "tool_use", "id": .string(id), "name": .string(name), "input": input]).write(into: &out)
+                case .reasoning(let block):
+                    block.write(into: &out)
                 case .toolResult(let id, let content, let isError):
                     JSON.object(isError ? ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content), "is_error": true]
                         : ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content)]).write(into: &out)

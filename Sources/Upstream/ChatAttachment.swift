@@ -64,6 +64,13 @@ public struct ChatAttachment: Equatable, Sendable {
             + " and \(describe(size: bytes)) of images at most]"
     }
 
+    /// The line a text file stands as when newer text files of the request already take what
+    /// one request carries (`files` files, `bytes` of them).
+    public static func textOverRequestLimitLine(name: String, size: Int, files: Int, bytes: Int) -> String {
+        "[attached file \(name) (\(AttachmentType.text.rawValue), \(describe(size: size))) not sent: one request carries the newest \(files) text files"
+            + " and \(describe(size: bytes)) of text files at most]"
+    }
+
     /// The line a file stands as when its stored bytes cannot be read.
     public static func unreadableLine(name: String, type: AttachmentType) -> String {
         "[attached file \(name) (\(type.rawValue)) not sent: its stored copy could not be read]"

@@ -59,7 +59,11 @@ public struct ChatMessage: Equatable, Sendable {
     /// The chat-completions turns, separated by commas: `{"role":..,"content":..}`; an assistant
     /// turn with `tool_calls` (its content, when empty, as `toolCallTurnContent` says); a tool
     /// turn with its `tool_call_id`.
-    static func write(_ messages: [ChatMessage], toolCallTurnContent: ToolCallTurnContent = .empty, into out: inout [UInt8]) {
+    /// Under `.toolCalls`, an assistant turn that called tools carries its `reasoning_content`
+    /// (made by a chat server: the broker gives a turn its reasoning only for the provider and
+    /// model that made it).
+    static func write(_ messages: [ChatMessage], toolCallTurnContent: ToolCallTurnContent = .empty,
+                      reasoningPassBack: ReasoningPassBack = .toolCalls, into out: inout [UInt8]) {
         for (index, message) in messages.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"role":"#.utf8)
@@ -91,6 +95,11 @@ public struct ChatMessage: Equatable, Sendable {
             } else if !message.isTextlessToolCallTurn || toolCallTurnContent == .empty {
                 out.append(contentsOf: #","content":"#.utf8)
                 JSON.writeString(message.text(imagesAsLines: false), into: &out)
+            }
+            if reasoningPassBack == .toolCalls, message.role == .assistant, !message.toolCalls.isEmpty,
+               let reasoning = message.reasoning, reasoning.api == ProviderAPI.chat.name {
+                out.append(contentsOf: #","reasoning_content":"#.utf8)
+                JSON.writeString(reasoning.text, into: &out)
             }
             if !message.toolCalls.isEmpty {
                 out.append(contentsOf: #","tool_calls":["#.utf8)
@@ -172,6 +181,11 @@ public struct ChatRequest: Equatable, Sendable {
     /// How an assistant turn that asked for tools and said nothing carries its `content`
     /// (chat completions; the other APIs have one form).
     public var toolCallTurnContent: ToolCallTurnContent = .empty
+    /// Which turns' reasoning a chat body sends back (the provider's `reasoning_pass_back`).
+    public var reasoningPassBack: ReasoningPassBack = .toolCalls
+    /// How reasoning is asked for, the token field's name and `extra_body` (the provider's,
+    /// under the profile's).
+    public var options = RequestOptions()
 
     public static let continuationInstruction =
         "Continue your last answer exactly where it stopped, without repeating anything and without any preamble."
@@ -205,7 +219,7 @@ public struct ChatRequest: Equatable, Sendable {
         out.append(contentsOf: #"{"model":"#.utf8)
         JSON.writeString(model, into: &out)
         out.append(contentsOf: #","messages":["#.utf8)
-        ChatMessage.write(messages, toolCallTurnContent: toolCallTurnContent, into: &out)
+        ChatMessage.write(messages, toolCallTurnContent: toolCallTurnContent, reasoningPassBack: reasoningPassBack, into: &out)
         out.append(contentsOf: #"],"stream":true,"stream_options":{"include_usage":true}"#.utf8)
         if !tools.isEmpty {
             out.append(contentsOf: #","tools":["#.utf8)
@@ -218,9 +232,36 @@ public struct ChatRequest: Equatable, Sendable {
             }
             out.append(UInt8(ascii: "]"))
         }
-        writeSamplingParameters(into: &out)
+        writeSamplingParameters(into: &out, maxTokensField: options.maxTokensField ?? .max_tokens)
+        writeReasoningSettings(into: &out)
+        options.writeExtraBody(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// `reasoning_effort` (or OpenRouter's `reasoning` object) and the thinking switch, as a
+    /// chat-completions server takes them: DeepSeek's `thinking: {type}`; OpenRouter's
+    /// `reasoning: {enabled: false}`.
+    func writeReasoningSettings(into out: inout [UInt8]) {
+        let effort = params.reasoningEffort
+        switch options.reasoningFormat ?? .openai {
+        case .openai:
+            if let effort {
+                out.append(contentsOf: #","reasoning_effort":"#.utf8)
+                JSON.writeString(effort, into: &out)
+            }
+            if let thinking = options.thinking {
+                out.append(contentsOf: (thinking ? #","thinking":{"type":"enabled"}"# : #","thinking":{"type":"disabled"}"#).utf8)
+            }
+        case .openrouter:
+            var reasoning: [String: JSON] = [:]
+            if let effort { reasoning["effort"] = .string(effort) }
+            if let thinking = options.thinking { reasoning["enabled"] = .bool(thinking) }
+            if options.thinking == false { reasoning["effort"] = nil }
+            guard !reasoning.isEmpty else { return }
+            out.append(contentsOf: #","reasoning":"#.utf8)
+            JSON.object(reasoning).write(into: &out)
+        }
     }
 }
 
@@ -228,7 +269,7 @@ extension ChatRequest {
     /// OpenAI's names for the parameters set (`temperature`, `top_p`, `max_tokens`,
     /// `presence_penalty`, `frequency_penalty`, `stop`, `seed`), each with its comma; a
     /// non-finite number is left out, as JSON cannot hold it.
-    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true) {
+    func writeSamplingParameters(into out: inout [UInt8], stop includesStop: Bool = true, maxTokensField: MaxTokensField = .max_tokens) {
         func number(_ name: String, _ value: Double?) {
             guard let value, value.isFinite else { return }
             out.append(contentsOf: ",\"\(name)\":".utf8)
@@ -241,7 +282,7 @@ extension ChatRequest {
         }
         number("temperature", params.temperature)
         number("top_p", params.topP)
-        integer("max_tokens", params.maxTokens)
+        integer(maxTokensField.rawValue, params.maxTokens)
         number("presence_penalty", params.presencePenalty)
         number("frequency_penalty", params.frequencyPenalty)
         if includesStop, let stop = params.stop {

@@ -111,6 +111,8 @@ public struct ChatStreamDecoder: ChatEventDecoder, Sendable {
 
 extension ChatStreamDecoder {
     fileprivate static func append(_ delta: Delta, to out: inout [ChatStreamEvent]) {
+        // Reasoning comes before the answer in every server's stream; in one chunk, it goes first.
+        if let text = delta.reasoning { out.append(.reasoning(text)) }
         if let text = delta.content, !text.isEmpty { out.append(.content(text)) }
         if let text = delta.refusal, !text.isEmpty { out.append(.content(text)) }
         for piece in delta.toolCalls { out.append(.toolCall(piece)) }

@@ -141,18 +141,36 @@ struct Choice {
 }
 
 /// `delta` (or `message`): `content` may be a string or a list of `{"type":"text","text":..}` parts;
-/// `tool_calls` pieces. `role`, `reasoning_content` and the rest are ignored.
+/// `tool_calls` pieces; the reasoning, in whichever of its servers' names it comes. `role` and
+/// the rest are ignored.
 struct Delta {
     var content: String?
     var refusal: String?
     var toolCalls: [ToolCallPiece] = []
+    /// `reasoning_content` (DeepSeek, vLLM, llama.cpp's `--reasoning-format deepseek`).
+    var reasoningContent: String?
+    /// `reasoning` (OpenRouter, Ollama, newer vLLM).
+    var reasoningText: String?
+    /// The text of `reasoning_details` (OpenRouter): `reasoning.text` items' `text`,
+    /// `reasoning.summary` items' `summary`; encrypted items have none.
+    var reasoningDetails: String?
+
+    /// The piece of reasoning the delta carries, counted once: servers that send it under two
+    /// names (OpenRouter's `reasoning` beside `reasoning_details`, vLLM's `reasoning` beside
+    /// `reasoning_content`) send the same text twice.
+    var reasoning: String? {
+        for text in [reasoningContent, reasoningText, reasoningDetails] {
+            if let text, !text.isEmpty { return text }
+        }
+        return nil
+    }
 
     mutating func read(_ scanner: inout JSONScanner) throws(JSONParseError) {
         guard try scanner.kind() == .object else {
             try scanner.skipValue()
             return
         }
-        var seenContent = false, seenRefusal = false
+        var seenContent = false, seenRefusal = false, seenReasoningContent = false, seenReasoning = false, seenDetails = false
         try scanner.members { (key, scanner) throws(JSONParseError) in
             if key == "content" {
                 guard !seenContent else { return }
@@ -174,6 +192,27 @@ struct Delta {
             } else if key == "tool_calls" {
                 guard toolCalls.isEmpty, case .array(let items) = try scanner.readValue() else { return }
                 toolCalls = items.compactMap(Self.toolCallPiece)
+            } else if key == "reasoning_content" {
+                guard !seenReasoningContent else { return }
+                seenReasoningContent = true
+                reasoningContent = try scanner.readString()
+            } else if key == "reasoning" {
+                guard !seenReasoning else { return }
+                seenReasoning = true
+                reasoningText = try scanner.readString()
+            } else if key == "reasoning_details" {
+                guard !seenDetails else { return }
+                seenDetails = true
+                guard case .array(let items) = try scanner.readValue() else { return }
+                var text = ""
+                for item in items {
+                    switch item["type"]?.string {
+                    case "reasoning.text": text += item["text"]?.string ?? ""
+                    case "reasoning.summary": text += item["summary"]?.string ?? ""
+                    default: continue
+                    }
+                }
+                reasoningDetails = text
             }
         }
     }
@@ -244,13 +283,20 @@ func detailText(_ value: JSON) -> String? {
 }
 
 extension JSON {
-    /// OpenAI's `usage` object, read leniently: missing counts are 0, a missing total is their sum.
+    /// OpenAI's `usage` object, read leniently: missing counts are 0, a missing total is their
+    /// sum. The parts servers report apart are kept: `completion_tokens_details.reasoning_tokens`,
+    /// `prompt_tokens_details.cached_tokens` (OpenAI, vLLM, OpenRouter) or DeepSeek's
+    /// `prompt_cache_hit_tokens` (its `prompt_cache_miss_tokens` are the rest of `prompt_tokens`).
     var usage: TokenUsage? {
         guard object != nil else { return nil }
+        func count(_ value: JSON?) -> Int? { value?.int.flatMap { $0 >= 0 ? $0 : nil } }
         let prompt = self["prompt_tokens"]?.int ?? 0
         let completion = self["completion_tokens"]?.int ?? 0
         let total = self["total_tokens"]?.int ?? prompt.addingReportingOverflow(completion).partialValue
-        return Usage(promptTokens: prompt, completionTokens: completion, totalTokens: total)
+        let cached = count(self["prompt_tokens_details"]?["cached_tokens"]) ?? count(self["prompt_cache_hit_tokens"])
+        return Usage(promptTokens: prompt, completionTokens: completion, totalTokens: total,
+                     reasoningTokens: count(self["completion_tokens_details"]?["reasoning_tokens"]),
+                     cacheReadTokens: cached)
     }
 
     /// A string, or a number / boolean rendered as a string (`"code": 429` -> "429").

@@ -64,6 +64,7 @@ public struct OpenAICompletionsAPI: ChatAPI {
             JSON.array(stop.map(JSON.string)).write(into: &out)
         }
         chat.writeSamplingParameters(into: &out, stop: false)
+        chat.options.writeExtraBody(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
     }

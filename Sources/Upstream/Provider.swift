@@ -19,6 +19,8 @@ public enum ProviderAPI: Sendable, Equatable {
     case completions(CompletionsOptions)
     /// Anthropic's Messages API.
     case anthropic(AnthropicOptions)
+    /// OpenAI's Responses API.
+    case responses
 
     /// The name the config file uses (`api = "…"`).
     public var name: String {
@@ -26,6 +28,7 @@ public enum ProviderAPI: Sendable, Equatable {
         case .chat: "chat"
         case .completions: "completions"
         case .anthropic: "anthropic"
+        case .responses: "responses"
         }
     }
 
@@ -34,8 +37,21 @@ public enum ProviderAPI: Sendable, Equatable {
         case .chat: OpenAIChatAPI()
         case .completions(let options): OpenAICompletionsAPI(options: options)
         case .anthropic(let options): AnthropicMessagesAPI(options: options)
+        case .responses: OpenAIResponsesAPI()
         }
     }
+}
+
+/// Which turns' reasoning a chat-completions provider is sent back (`reasoning_pass_back`).
+/// Servers disagree: DeepSeek's thinking mode refuses a request whose tool-call turns lack their
+/// `reasoning_content` (every later request, until the next user message and after), its older
+/// `deepseek-reasoner` refuses any `reasoning_content` at all, and other servers ignore the field.
+public enum ReasoningPassBack: String, Sendable, Equatable, CaseIterable {
+    /// `reasoning_content` on every assistant turn that called tools, made by the same provider
+    /// and model; none on other turns. The default.
+    case toolCalls = "tool_calls"
+    /// Never any reasoning in a request.
+    case none
 }
 
 public struct CompletionsOptions: Sendable, Equatable {
@@ -115,8 +131,12 @@ extension ProviderAPI {
     /// The sampling parameters this API has no field for: asking for one is refused, not dropped.
     public var unsupportedParameters: [SamplingParameters.Key] {
         switch self {
-        case .chat, .completions: []
-        case .anthropic: [.presence_penalty, .frequency_penalty, .seed]
+        case .chat: []
+        case .completions: [.reasoning_effort]
+        // Thinking is asked for with `thinking_budget`.
+        case .anthropic: [.presence_penalty, .frequency_penalty, .seed, .reasoning_effort]
+        // The Responses API has no penalties, stop sequences or seed.
+        case .responses: [.presence_penalty, .frequency_penalty, .stop, .seed]
         }
     }
 }

@@ -21,6 +21,12 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var contextTokens: Int?
     /// Whether its models take images (`vision`); a profile may say otherwise for its own.
     public var takesImages = true
+    /// Which turns' reasoning goes back to a chat-completions server (`reasoning_pass_back`).
+    public var reasoningPassBack = ReasoningPassBack.toolCalls
+    /// `reasoning_effort`: the default beneath a profile's and a conversation's.
+    public var reasoningEffort: String?
+    /// `reasoning_format`, `thinking_budget`, `thinking`, `max_tokens_field`, `extra_body`.
+    public var options = RequestOptions()
 
     public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String? = "gpt-4o-mini",
                 timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil,
@@ -56,6 +62,9 @@ public enum ReplyEvent {
     case text(String)
     /// A piece of the model's reasoning.
     case reasoning(String)
+    /// A whole reasoning item the API wants back in later requests of a tool loop
+    /// (`ChatStreamEvent.reasoningReplay`), once complete; also in `ReplyStream.reasoningItems`.
+    case reasoningItem(JSON)
     /// The reply is over. `error` is nil when it completed. `retryAfterSeconds` is the
     /// upstream's Retry-After, when it sent one with an error. `toolCalls`: what the reply
     /// asked for, put together from its pieces (empty when it asked for none).
@@ -122,7 +131,10 @@ public final class ReplyStream {
     /// to its end, discarding it, so curl can keep the connection for the next request (a
     /// transfer removed mid-body takes its connection with it). A server that never ends the
     /// body loses the connection after `drainSeconds`.
-    fileprivate func finishLeavingTransferToDrain(drainSeconds: UInt64) {
+    /// No text, no tool call and no finish reason: whatever else came (reasoning, usage), no answer.
+    fileprivate var isEmptyAnswer: Bool { finishReason == nil && !sawText && toolCalls.isEmpty }
+
+    fileprivate func finishLeavingTransferToDrain(drainSeconds: UInt64, error: MessageError? = nil) {
         guard handler != nil else { return }
         if let transfer, let client {
             let multi = client.multi
@@ -136,7 +148,7 @@ public final class ReplyStream {
             transfer.onComplete = { _ in deadline.close() }
         }
         transfer = nil
-        finish(nil)
+        finish(error)
     }
 }
 
@@ -264,13 +276,16 @@ public final class UpstreamClient {
             case .usage(let usage): stream.usage = usage
             case .toolCall(let piece): stream.toolCalls.add(piece)
             case .reasoning(let text): stream.handler?(.reasoning(text))
-            case .reasoningReplay(let item): stream.reasoningItems.append(item)
+            case .reasoningReplay(let item):
+                stream.reasoningItems.append(item)
+                stream.handler?(.reasoningItem(item))
             case .error(let info):
                 stream.finish(MessageError(code: .upstreamError, message: info.message))
                 return false
             case .done:
                 stream.sawDone = true
-                stream.finishLeavingTransferToDrain(drainSeconds: 5)
+                // `[DONE]` after nothing at all is no answer, not an empty one.
+                stream.finishLeavingTransferToDrain(drainSeconds: 5, error: stream.isEmptyAnswer ? .noAnswer : nil)
                 return true
             }
         }
@@ -307,7 +322,7 @@ public final class UpstreamClient {
             return
         }
         stream.parser.finish()
-        if stream.finishReason == nil, !stream.sawText, stream.toolCalls.isEmpty {
+        if stream.isEmptyAnswer {
             stream.finish(.noAnswer)
         } else if stream.finishReason != nil || stream.sawDone {
             stream.finish(nil)
@@ -341,7 +356,9 @@ public final class UpstreamClient {
             case .usage(let usage): stream.usage = usage
             case .toolCall(let piece): stream.toolCalls.add(piece)
             case .reasoning(let piece): stream.handler?(.reasoning(piece))
-            case .reasoningReplay(let item): stream.reasoningItems.append(item)
+            case .reasoningReplay(let item):
+                stream.reasoningItems.append(item)
+                stream.handler?(.reasoningItem(item))
             case .error(let info):
                 stream.finish(MessageError(code: .upstreamError, message: info.message))
                 return
@@ -353,7 +370,7 @@ public final class UpstreamClient {
             stream.handler?(.text(text))
         }
         // A whole body is a whole reply: it ends here whether or not it names a finish reason.
-        stream.finish(stream.finishReason == nil && !stream.sawText && stream.toolCalls.isEmpty ? .noAnswer : nil)
+        stream.finish(stream.isEmptyAnswer ? .noAnswer : nil)
     }
 }
 

@@ -17,6 +17,12 @@ public enum WebAccess: Equatable, Sendable {
 
     public var isOwner: Bool { self == .owner }
 
+    /// The share link's id; nil for the owner.
+    public var linkID: String? {
+        if case .share(let share) = self { return share.id }
+        return nil
+    }
+
     /// Whether this access may see the conversation at all.
     public func maySee(_ conversation: String) -> Bool {
         switch self {
@@ -186,7 +192,7 @@ public struct AccessStore: Sendable {
     /// Seconds since the epoch.
     public static func now() -> Int { Int(Timestamp.now().milliseconds / 1000) }
 
-    static func constantTimeEqual(_ left: String, _ right: String) -> Bool {
+    public static func constantTimeEqual(_ left: String, _ right: String) -> Bool {
         let a = Array(left.utf8)
         let b = Array(right.utf8)
         guard a.count == b.count else { return false }

@@ -55,7 +55,13 @@ public struct ConversationView: Sendable {
         messages.values.sorted { $0.order < $1.order }
     }
 
-    private var clientNames: JSON { .array(clients.map { .string($0.name) }) }
+    private var clientNames: JSON { .array(clients.map { .string(Self.shown($0)) }) }
+
+    /// A client as pages name it: the name it chose with the login the kernel vouches for
+    /// beside it, as the terminal shows it (PersonName).
+    public static func shown(_ client: ClientInfo) -> String {
+        PersonName.shown(name: client.name, login: client.login)
+    }
 
     private mutating func store(_ message: Message) {
         messages[message.id] = message
@@ -95,7 +101,7 @@ public struct ConversationView: Sendable {
             messages[id] = message
             return [messageEvent(id)]
         case .generationCancelled(let id, let by):
-            if let by { answers["cancel:" + id] = by.name }
+            if let by { answers["cancel:" + id] = Self.shown(by) }
             return []
         case .toolApprovalRequested(let message, let call):
             calls[call.id] = call
@@ -105,10 +111,10 @@ public struct ConversationView: Sendable {
             }
             return []
         case .toolApproved(let call, let by):
-            answers[call] = "approved by " + (by?.name ?? "somebody")
+            answers[call] = "approved by " + (by.map(Self.shown) ?? "somebody")
             return toolMessageEvents(call: call, approval: .approved)
         case .toolDenied(let call, let by):
-            answers[call] = by.map { "denied by " + $0.name } ?? "denied: nobody answered in time"
+            answers[call] = by.map { "denied by " + Self.shown($0) } ?? "denied: nobody answered in time"
             return toolMessageEvents(call: call, approval: .denied)
         case .toolStarted(let message, let call):
             calls[call.id] = call
@@ -163,7 +169,7 @@ public struct ConversationView: Sendable {
             "role": .string(message.role.rawValue),
             "status": .string(message.status.rawValue),
         ]
-        if let author = message.author { object["author"] = .string(author.name) }
+        if let author = message.author { object["author"] = .string(PersonName.shown(name: author.name, login: author.login)) }
         if message.supersededBy != nil { object["superseded"] = true }
         if message.isCutAtLengthLimit && message.status != .streaming { object["cut_off"] = true }
         if let error = message.error { object["error"] = .string(error.code.rawValue + ": " + error.message) }
@@ -213,7 +219,7 @@ public struct ConversationView: Sendable {
                     "updated": .string(info.updated.description), "messages": .int(info.messageCount),
                 ]
                 if let activity = activity[info.id] {
-                    entry["clients"] = .array(activity.clients.map { .string($0.name) })
+                    entry["clients"] = .array(activity.clients.map { .string(shown($0)) })
                     entry["streaming"] = .bool(!activity.streaming.isEmpty)
                 }
                 return .object(entry)

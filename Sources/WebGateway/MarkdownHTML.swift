@@ -107,9 +107,9 @@ public enum MarkdownHTML {
         case .strikethrough(let inner): out += "<del>"; inlines(inner, into: &out); out += "</del>"
         case .link(let destination, let inner):
             if let safe = safeDestination(destination) {
-                out += "<a href=\"" + HTMLText.escape(safe) + "\" rel=\"noopener noreferrer nofollow\" target=\"_blank\">"
+                out += anchor(safe)
                 inlines(inner, into: &out)
-                out += "</a>"
+                out += "</a>" + localMark(safe)
             } else {
                 // A link whose scheme a page must not follow: its text, then where it
                 // pointed, as text, so the reader still sees everything the model wrote.
@@ -122,7 +122,7 @@ public enum MarkdownHTML {
             plainText(inner, into: &alt)
             let label = "[image: " + (alt.isEmpty ? source : alt) + "]"
             if let safe = safeDestination(source) {
-                out += "<a href=\"" + HTMLText.escape(safe) + "\" rel=\"noopener noreferrer nofollow\" target=\"_blank\">" + HTMLText.escape(label) + "</a>"
+                out += anchor(safe) + HTMLText.escape(label) + "</a>" + localMark(safe)
             } else {
                 out += HTMLText.escape(label + " (" + source + ")")
             }
@@ -130,6 +130,19 @@ public enum MarkdownHTML {
         case .lineBreak: out += "<br>\n"
         case .html(let text): out += HTMLText.escape(text)
         }
+    }
+
+    /// A link's opening tag: a new tab, no referrer, no opener.
+    private static func anchor(_ safe: String) -> String {
+        let local = LocalAddress.isLocal(url: safe)
+        return "<a href=\"" + HTMLText.escape(safe) + "\" rel=\"noopener noreferrer nofollow\" target=\"_blank\""
+            + (local ? " class=\"local-link\"" : "") + ">"
+    }
+
+    /// After a link to this machine or the local network (LocalAddress): a visible warning,
+    /// as such a link leads to a service that whoever wrote it may run.
+    private static func localMark(_ safe: String) -> String {
+        LocalAddress.isLocal(url: safe) ? " <span class=\"local-mark\">[local address]</span>" : ""
     }
 
     private static func plainText(_ inlines: [Inline], into out: inout String) {

@@ -1,4 +1,5 @@
 /// The pages, served from the binary: two HTML shells, one stylesheet and one script. The
+/// shells carry no secret: the script holds the page's token (see `script`). The
 /// script draws everything from the gateway's events, setting every text with
 /// `textContent`; the only HTML it inserts is a reply's markdown, which the gateway
 /// rendered (MarkdownHTML). No inline script or style: the Content-Security-Policy is
@@ -28,7 +29,7 @@ public enum Pages {
 
     public static let list = shell(title: "confab", body: """
         <header><h1>confab</h1><span id="status" class="status">connecting…</span></header>
-        <main><ul id="conversations" class="conversations"></ul><p id="empty" class="empty" hidden>No conversations yet.</p></main>
+        <main><div id="notice" class="notice" role="status"></div><ul id="conversations" class="conversations"></ul><p id="empty" class="empty" hidden>No conversations yet.</p></main>
         """, attributes: "data-page=\"list\"")
 
     /// A conversation's page; `id` must already be checked (12 characters of the id alphabet).
@@ -44,23 +45,10 @@ public enum Pages {
             """, attributes: "data-page=\"conversation\" data-conversation=\"\(HTMLText.escape(id))\"")
     }
 
-    /// The answer to a first visit with a token: the cookie is set with this page, and the
-    /// browser moves on by itself (a same-site navigation, which a SameSite=Strict cookie
-    /// goes with; a redirect from a link elsewhere would not carry it).
-    public static func enter(next: String) -> String {
-        """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">
-        <meta http-equiv="refresh" content="0;url=\(HTMLText.escape(next))"><title>confab</title></head>
-        <body><p><a href="\(HTMLText.escape(next))">Continue</a></p></body></html>
-
-        """
-    }
-
     public static let unauthorized = """
         <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>confab: not allowed</title></head>
-        <body><h1>Not allowed</h1><p>This page needs a link from <code>confab web --url</code> or a share link that still works.</p></body></html>
+        <html lang="en"><head><meta charset="utf-8"><title>confab: not found</title></head>
+        <body><h1>Not found</h1><p>There is nothing here, or this link no longer works.</p></body></html>
 
         """
 
@@ -107,6 +95,7 @@ public enum Pages {
         .body th, .body td { border: 1px solid var(--line); padding: .2em .5em; }
         .body .al { text-align: left; } .body .ac { text-align: center; } .body .ar { text-align: right; }
         .body .unsafe-link { color: var(--muted); }
+        .body .local-mark { font-size: .8em; font-weight: 600; color: #b3261e; }
         .thought { font-size: .85em; color: var(--muted); margin: .2em 0 .4em; }
         .thought summary { cursor: pointer; }
         .thought .thought-text { white-space: pre-wrap; border-left: 2px solid var(--line); padding-left: .6em; margin-top: .3em; }
@@ -140,6 +129,64 @@ public enum Pages {
           let role = "read";
           let stopped = false;
           const views = new Map();
+          // Where the tokens live: this origin's storage, which no other port of the host can
+          // read (a cookie would go to all of them). The owner's token and each share link's
+          // are kept apart, so opening a share link never replaces the owner's; a tab opened
+          // through a share link follows its conversation as that link (sessionStorage).
+          const OWNER_KEY = "confab.owner";
+          const LINKS_KEY = "confab.links";
+          const VIA_KEY = "confab.via";
+          let opened = false;
+
+          function links() {
+            try {
+              const map = JSON.parse(localStorage.getItem(LINKS_KEY) || "{}");
+              return map && typeof map === "object" ? map : {};
+            } catch (e) { return {}; }
+          }
+
+          function credential() {
+            const owner = localStorage.getItem(OWNER_KEY);
+            const link = conversation ? links()[conversation] : undefined;
+            if (typeof link === "string" && sessionStorage.getItem(VIA_KEY) === conversation) return link;
+            return owner || (typeof link === "string" ? link : null);
+          }
+
+          function forget(token) {
+            if (localStorage.getItem(OWNER_KEY) === token) localStorage.removeItem(OWNER_KEY);
+            const map = links();
+            for (const key of Object.keys(map)) if (map[key] === token) delete map[key];
+            localStorage.setItem(LINKS_KEY, JSON.stringify(map));
+          }
+
+          function stop(text) {
+            stopped = true;
+            setStatus("closed", true);
+            notice(text);
+            document.body.classList.add("readonly");
+          }
+
+          // A first visit: `#token=…`, which no server saw. The gateway says what it gives.
+          function enter(token) {
+            history.replaceState(null, "", location.pathname);
+            setStatus("signing in…");
+            fetch("/api/access", { headers: { "Authorization": "Bearer " + token }, cache: "no-store", credentials: "omit" })
+              .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
+              .then(function (access) {
+                if (access.role === "owner") {
+                  localStorage.setItem(OWNER_KEY, token);
+                  sessionStorage.removeItem(VIA_KEY);
+                  location.replace("/");
+                } else if (typeof access.conversation === "string") {
+                  const map = links();
+                  map[access.conversation] = token;
+                  localStorage.setItem(LINKS_KEY, JSON.stringify(map));
+                  sessionStorage.setItem(VIA_KEY, access.conversation);
+                  location.replace("/c/" + encodeURIComponent(access.conversation));
+                }
+              })
+              .catch(function () { stop("This link does not work: it was revoked, expired or replaced."); });
+          }
 
           function setStatus(text, down) {
             statusEl.textContent = text;
@@ -147,9 +194,17 @@ public enum Pages {
           }
 
           function connect() {
+            const token = credential();
+            if (!token) {
+              stop("This page needs the link `confab web --url` prints, or a share link that still works.");
+              return;
+            }
             const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-            socket = new WebSocket(scheme + location.host + "/ws" + (conversation ? "?c=" + encodeURIComponent(conversation) : ""));
-            socket.onopen = function () { retryDelay = 300; };
+            // The token goes as a subprotocol: a WebSocket can carry no header of the page's.
+            socket = new WebSocket(scheme + location.host + "/ws" + (conversation ? "?c=" + encodeURIComponent(conversation) : ""),
+                                   ["confab", "confab-token." + token]);
+            opened = false;
+            socket.onopen = function () { retryDelay = 300; opened = true; };
             socket.onmessage = function (event) {
               let message;
               try { message = JSON.parse(event.data); } catch (e) { return; }
@@ -157,16 +212,34 @@ public enum Pages {
             };
             socket.onclose = function (event) {
               socket = null;
+              if (event.code === 4403) forget(token);
               if (event.code === 4403 || event.code === 4404 || event.code === 4410) {
-                stopped = true;
-                setStatus("closed", true);
-                notice(event.reason || "This page can no longer follow the conversation.");
-                document.body.classList.add("readonly");
+                stop(event.reason || "This page can no longer follow the conversation.");
                 return;
               }
               if (stopped) return;
               setStatus("reconnecting…", true);
-              setTimeout(connect, retryDelay);
+              if (event.code === 4429) {
+                // Too many pages open on this link or in all: said, and tried again later.
+                notice(event.reason);
+                setTimeout(connect, 10000);
+                return;
+              }
+              if (!opened) {
+                // Refused before it opened: a token that no longer works stops the page.
+                fetch("/api/access", { headers: { "Authorization": "Bearer " + token }, cache: "no-store", credentials: "omit" })
+                  .then(function (response) {
+                    if (response.status === 401) {
+                      forget(token);
+                      stop("This link no longer works.");
+                    } else {
+                      setTimeout(connect, retryDelay);
+                    }
+                  })
+                  .catch(function () { setTimeout(connect, retryDelay); });
+              } else {
+                setTimeout(connect, retryDelay);
+              }
               retryDelay = Math.min(retryDelay * 2, 4000);
             };
           }
@@ -201,6 +274,18 @@ public enum Pages {
               case "info": if (event.conversation) document.getElementById("title").textContent = event.conversation.title; break;
               case "retrying": notice("The model server refused; trying again (attempt " + event.attempt + ")."); break;
               case "notice": notice(event.text); break;
+              case "download":
+                // A one-use address the gateway made for this page (`/d/…`): fetched as a download.
+                if (typeof event.url === "string" && event.url.startsWith("/d/")) {
+                  const anchor = element("a");
+                  anchor.href = event.url;
+                  anchor.setAttribute("download", "");
+                  anchor.rel = "noreferrer";
+                  document.body.appendChild(anchor);
+                  anchor.click();
+                  anchor.remove();
+                }
+                break;
               case "gone":
                 stopped = true;
                 notice(event.reason);
@@ -307,10 +392,13 @@ public enum Pages {
               m.attachments.forEach(function (line, index) {
                 const row = element("div", "attachment");
                 row.appendChild(element("span", "line", line));
-                // The page's own path and the message's id (the daemon's, checked on the gateway).
+                // Asked for over the WebSocket: the gateway answers with a one-use address.
                 const link = element("a", "save", "save");
-                link.href = "/c/" + encodeURIComponent(conversation) + "/file/" + encodeURIComponent(m.id) + "/" + index;
-                link.setAttribute("download", "");
+                link.href = "#";
+                link.addEventListener("click", function (event) {
+                  event.preventDefault();
+                  send({ op: "download", message: m.id, index: index });
+                });
                 row.appendChild(document.createTextNode(" "));
                 row.appendChild(link);
                 el.appendChild(row);
@@ -428,7 +516,14 @@ public enum Pages {
             document.getElementById("retry").addEventListener("click", function () { send({ op: "retry" }); });
             document.getElementById("continue").addEventListener("click", function () { send({ op: "continue" }); });
           }
-          connect();
+          if (location.hash.startsWith("#token=")) {
+            enter(decodeURIComponent(location.hash.slice("#token=".length)));
+          } else if (page === "list" && !localStorage.getItem(OWNER_KEY) && sessionStorage.getItem(VIA_KEY)) {
+            // A share link's tab has one conversation and no list.
+            location.replace("/c/" + encodeURIComponent(sessionStorage.getItem(VIA_KEY)));
+          } else {
+            connect();
+          }
         })();
 
         """#

@@ -53,6 +53,8 @@ struct Script {
     var strictContent: Set<ContentForm> = []
     /// `[[refuse-images]]`: a request holding any image is refused with a 400.
     var refuseImages = false
+    /// `[[refuse-images:empty]]`: refused with a 200 and an empty event stream instead (llama-cpp-python).
+    var refuseImagesEmpty = false
     /// `[[json-body]]`: a streamed request is answered as one that is not streamed.
     var jsonBody = false
     /// `[[empty-stream]]`: a 200 event stream with no event at all.
@@ -61,6 +63,20 @@ struct Script {
     var validationError = false
     /// `[[error-lines:N]]`: a `status` answer's error message is N long lines, as a validating server writes them.
     var errorLines: Int?
+    /// `[[think:TEXT]]` (or `[[think-words:N]]`): the reply first streams this as reasoning.
+    var think: String?
+    /// `[[think-delay:MS]]`: between reasoning pieces (default: `delayMs`).
+    var thinkDelayMs: Int?
+    /// `[[think-style:S]]`: how a chat stream carries the reasoning.
+    var thinkStyle = ThinkStyle.deepseek
+    /// `[[think-only]]`: reasoning, then no answer: the token limit is spent.
+    var thinkOnly = false
+    /// `[[think-redacted]]` (Anthropic): a `redacted_thinking` block after the thinking one.
+    var thinkRedacted = false
+    /// `[[cached:N]]`: N of the prompt tokens reported read from the prompt cache.
+    var cached: Int?
+    /// `[[cache-write:N]]` (Anthropic): N of the prompt tokens reported written to the cache.
+    var cacheWrite: Int?
 
     /// Whether the answer is an event stream: asked for, and not `[[json-body]]`.
     func streams(_ body: JSON) -> Bool { body["stream"]?.boolValue == true && !jsonBody }
@@ -117,13 +133,25 @@ struct Script {
             case "tool-loop": toolLoop = true
             case "strict-content": strictContent = strictContentForms(value)
             case "json-body": jsonBody = true
-            case "refuse-images": refuseImages = true
+            case "refuse-images":
+                refuseImages = true
+                refuseImagesEmpty = value?.trimmingCharacters(in: .whitespaces) == "empty"
             case "empty-stream": emptyStream = true
             case "validation-error": validationError = true
             case "error-lines": if let n = number, n >= 1 { errorLines = min(n, 1000) }
+            case "think": if let value { think = value }
+            case "think-words": if let n = number, n >= 1 { think = (1...min(n, 1_000_000)).map { "t\($0)" }.joined(separator: " ") }
+            case "think-delay": if let n = number, n >= 0 { thinkDelayMs = min(n, 600_000) }
+            case "think-style": if let style = value.flatMap({ ThinkStyle(rawValue: $0.trimmingCharacters(in: .whitespaces).lowercased()) }) { thinkStyle = style }
+            case "think-only": thinkOnly = true
+            case "think-redacted": thinkRedacted = true
+            case "cached": if let n = number, n >= 0 { cached = n }
+            case "cache-write": if let n = number, n >= 0 { cacheWrite = n }
             default: break  // unknown directives are ignored (but still removed from the text)
             }
         }
+        // Thinking with no thought given thinks a little.
+        if thinkOnly && think == nil { think = "t1 t2 t3" }
         // A burst is as fast as possible unless a delay is asked for.
         if burst != nil && !directives.contains(where: { $0.name == "delay" }) { delayMs = 0 }
     }
@@ -285,6 +313,11 @@ func handle(_ request: Request, connection: Connection, shared: Shared) -> Bool 
             chatCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
         }
     }
+    if request.method == "POST" && path.hasSuffix("/responses") {
+        return shared.answering {
+            responsesAPI(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
+        }
+    }
     if request.method == "POST" && path.hasSuffix("/completions") {
         return shared.answering {
             legacyCompletions(request, body: body, connection: connection, shared: shared, keepAlive: keepAlive)
@@ -400,10 +433,15 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
                         body: errorBody(message: problem, type: "invalid_request_error", code: "invalid_request_error"),
                         keepAlive: keepAlive)
     }
+    if let refusal = chatReasoningRefusal(messageList, script: script, model: model) {
+        return sendJSON(connection, status: 400, body: errorBody(message: refusal, type: "invalid_request_error", code: "invalid_request_error"),
+                        keepAlive: keepAlive)
+    }
     if let refusal = strictContentRefusal(messageList, refusing: script.strictContent) {
         return sendJSON(connection, status: 500, body: llamaCppPythonErrorBody(refusal), keepAlive: keepAlive)
     }
     if script.refuseImages, holdsImage(messageList) {
+        if script.refuseImagesEmpty { return sendEmptyEventStream(connection, keepAlive: keepAlive, split: script.split) }
         return sendJSON(connection, status: 400, body: errorBody(message: imageRefusalMessage, type: "invalid_request_error", code: "invalid_image"),
                         keepAlive: keepAlive)
     }
@@ -445,9 +483,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     // A request that ends with tool results gets them back as text, unless [[tool-loop]] asks
     // for the calls again.
     let toolResults = trailingChatToolResults(messageList)
-    let toolCalls = toolResults == nil || script.toolLoop ? script.toolCalls : []
-    let replyText: String
-    if !toolCalls.isEmpty {
+    let toolCalls = (toolResults == nil || script.toolLoop) && !script.thinkOnly ? script.toolCalls : []
+    var replyText: String
+    if script.thinkOnly {
+        replyText = ""
+    } else if !toolCalls.isEmpty {
         replyText = script.toolText ?? ""
     } else if let toolResults {
         replyText = toolResultsText(toolResults)
@@ -461,6 +501,10 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     } else {
         replyText = "You said: " + remaining.trimmingCharacters(in: .whitespacesAndNewlines)
     }
+    // A server without a reasoning parser leaves the thought in the text.
+    let inlineThought = script.thinkStyle == .inline ? script.think : nil
+    if let inlineThought { replyText = "<think>" + inlineThought + "</think>\n\n" + replyText }
+    let reasoningPieces = inlineThought == nil ? script.reasoningPieces : []
     let n = shared.nextID()
     let id = "chatcmpl-fake-\(n)"
     let created = Int(time(nil))
@@ -475,13 +519,10 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     // [[burst:N]]: N one-word pieces, made as they are sent rather than all in advance.
     let pieces = burst == nil ? splitIntoPieces(replyText, size: script.chunk) : []
     let pieceCount = burst ?? toolDeltas?.count ?? pieces.count
-    let finishReason = toolDeltas != nil && !script.finishGiven ? "tool_calls" : script.finishReason
+    let finishReason = script.thinkOnly && !script.finishGiven ? "length"
+        : toolDeltas != nil && !script.finishGiven ? "tool_calls" : script.finishReason
     let promptTokens = messages.reduce(0) { $0 + $1.text.split(whereSeparator: { $0.isWhitespace }).count }
-    let usage = JSON.object([
-        ("prompt_tokens", .int(promptTokens)),
-        ("completion_tokens", .int(pieceCount)),
-        ("total_tokens", .int(promptTokens + pieceCount)),
-    ])
+    let usage = chatUsage(promptTokens: promptTokens, textTokens: pieceCount, reasoningTokens: reasoningPieces.count, script: script)
     if !stream {
         if script.drop != nil { return false }  // close without answering
         if script.stall != nil {
@@ -495,10 +536,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
             ("model", .string(model)),
             ("choices", .array([.object([
                 ("index", .int(0)),
-                ("message", .object(toolCalls.isEmpty
+                ("message", .object((toolCalls.isEmpty
                     ? [("role", .string("assistant")), ("content", .string(replyText))]
                     : [("role", .string("assistant")), ("content", script.toolText.map(JSON.string) ?? .null),
-                       ("tool_calls", chatToolCallsJSON(toolCalls, ids: callIDs))])),
+                       ("tool_calls", chatToolCallsJSON(toolCalls, ids: callIDs))])
+                    + (reasoningPieces.isEmpty ? [] : chatReasoningDelta(reasoningPieces.joined(), style: script.thinkStyle).filter { $0.0 != "content" }))),
                 ("finish_reason", .string(finishReason)),
             ])])),
             ("usage", usage),
@@ -538,6 +580,13 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
           writer.write(chunk(choices: [choice(delta: [("role", .string("assistant")),
                                                       ("content", toolDeltas == nil ? .string("") : .null)])]))
     else { return false }
+
+    for (position, piece) in reasoningPieces.enumerated() {
+        if position > 0 { sleepMilliseconds(script.thinkPauseMs) }
+        if script.thinkStyle == .openrouter, !writer.write(": OPENROUTER PROCESSING" + eol + eol) { return false }
+        guard writer.write(chunk(choices: [choice(delta: chatReasoningDelta(piece, style: script.thinkStyle))])) else { return false }
+    }
+    if !reasoningPieces.isEmpty, pieceCount > 0 { sleepMilliseconds(script.thinkPauseMs) }
 
     let dropAt = script.drop.map { min($0, pieceCount) }
     let stallAt = script.stall.map { min($0, pieceCount) }

@@ -201,6 +201,10 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
         return sendJSON(connection, status: 400, body: anthropicErrorBody(type: "invalid_request_error", message: problem),
                         keepAlive: keepAlive)
     }
+    if let refusal = anthropicReasoningRefusal(messageList, script: script) {
+        return sendJSON(connection, status: 400, body: anthropicErrorBody(type: "invalid_request_error", message: refusal),
+                        keepAlive: keepAlive)
+    }
     if script.refuseImages, holdsImage(messageList) {
         return sendJSON(connection, status: 400, body: anthropicErrorBody(type: "invalid_request_error", message: imageRefusalMessage),
                         keepAlive: keepAlive)
@@ -222,38 +226,47 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
     // A request that ends with tool results gets them back as text, unless [[tool-loop]] asks
     // for the calls again.
     let toolResults = trailingAnthropicToolResults(messageList)
-    let toolCalls = toolResults == nil || script.toolLoop ? script.toolCalls : []
+    let toolCalls = (toolResults == nil || script.toolLoop) && !script.thinkOnly ? script.toolCalls : []
     if !toolCalls.isEmpty {
         return anthropicToolUse(toolCalls, script: script, body: body, model: model, requestID: n, inputTokens: inputTokens,
                                 connection: connection, keepAlive: keepAlive)
     }
-    let text = toolResults.map(toolResultsText) ?? replyText(script, remaining: remaining, context: context)
+    let text = script.thinkOnly ? "" : toolResults.map(toolResultsText) ?? replyText(script, remaining: remaining, context: context)
     let pieces = splitIntoPieces(text, size: script.chunk)
-    let stopReason = script.finishReason == "stop" ? "end_turn" : script.finishReason
+    let stopReason = script.thinkOnly && !script.finishGiven ? "max_tokens" : script.finishReason == "stop" ? "end_turn" : script.finishReason
+    let thinking = anthropicThinkingEvents(script: script, from: 0)
+    let outputTokens = pieces.count + script.reasoningPieces.count
+    let textIndex = thinking.blocks.count
     guard script.streams(body) else {
         let message = JSON.object([
             ("id", .string("msg_fake_\(n)")), ("type", .string("message")), ("role", .string("assistant")), ("model", .string(model)),
-            ("content", .array([.object([("type", .string("text")), ("text", .string(pieces.joined()))])])),
+            ("content", .array(thinking.blocks + (script.thinkOnly ? [] : [.object([("type", .string("text")), ("text", .string(pieces.joined()))])]))),
             ("stop_reason", .string(stopReason)), ("stop_sequence", .null),
-            ("usage", .object([("input_tokens", .int(inputTokens)), ("output_tokens", .int(pieces.count))])),
+            ("usage", .object(anthropicUsage(inputTokens: inputTokens, script: script) + [("output_tokens", .int(outputTokens))])),
         ])
         return sendJSON(connection, status: 200, body: message.encoded(), keepAlive: keepAlive)
     }
     let event = anthropicEvent
     guard connection.send(eventStreamHead(keepAlive: keepAlive, requestID: n)) else { return false }
     var writer = ChunkedWriter(connection: connection, split: script.split, randomSeed: script.seed ?? UInt64(n))
-    guard writer.write(event("message_start", anthropicStart(requestID: n, model: model, inputTokens: inputTokens))),
-          writer.write(event("content_block_start", [("index", .int(0)), ("content_block", .object([("type", .string("text")), ("text", .string(""))]))])),
-          writer.write(event("ping", []))
-    else { return false }
-    let errorEvent = event("error", [("error", .object([("type", .string("overloaded_error")), ("message", .string("fake mid-stream error"))]))])
-    guard let completed = streamPieces(pieces, script: script, writer: &writer, connection: connection, event: { text in
-        event("content_block_delta", [("index", .int(0)), ("delta", .object([("type", .string("text_delta")), ("text", .string(text))]))])
-    }, errorEvent: errorEvent) else { return false }
-    guard completed else { return false }
-    guard writer.write(event("content_block_stop", [("index", .int(0))])) else { return false }
+    guard writer.write(event("message_start", anthropicStart(requestID: n, model: model, inputTokens: inputTokens, script: script))) else { return false }
+    for (position, thought) in thinking.events.enumerated() {
+        if position > 1 { sleepMilliseconds(script.thinkPauseMs) }
+        guard writer.write(thought) else { return false }
+    }
+    if !script.thinkOnly {
+        guard writer.write(event("content_block_start", [("index", .int(textIndex)), ("content_block", .object([("type", .string("text")), ("text", .string(""))]))])),
+              writer.write(event("ping", []))
+        else { return false }
+        let errorEvent = event("error", [("error", .object([("type", .string("overloaded_error")), ("message", .string("fake mid-stream error"))]))])
+        guard let completed = streamPieces(pieces, script: script, writer: &writer, connection: connection, event: { text in
+            event("content_block_delta", [("index", .int(textIndex)), ("delta", .object([("type", .string("text_delta")), ("text", .string(text))]))])
+        }, errorEvent: errorEvent) else { return false }
+        guard completed else { return false }
+        guard writer.write(event("content_block_stop", [("index", .int(textIndex))])) else { return false }
+    }
     if !script.noFinish {
-        let usage: [(String, JSON)] = script.noUsage ? [] : [("usage", .object([("output_tokens", .int(pieces.count))]))]
+        let usage: [(String, JSON)] = script.noUsage ? [] : [("usage", .object([("output_tokens", .int(outputTokens))]))]
         guard writer.write(event("message_delta", [("delta", .object([("stop_reason", .string(stopReason)), ("stop_sequence", .null)]))] + usage))
         else { return false }
     }
@@ -264,11 +277,11 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
 }
 
 /// `message_start`'s event for a streamed message.
-private func anthropicStart(requestID n: Int, model: String, inputTokens: Int) -> [(String, JSON)] {
+private func anthropicStart(requestID n: Int, model: String, inputTokens: Int, script: Script) -> [(String, JSON)] {
     [("message", .object([
         ("id", .string("msg_fake_\(n)")), ("type", .string("message")), ("role", .string("assistant")), ("content", .array([])),
         ("model", .string(model)), ("stop_reason", .null), ("stop_sequence", .null),
-        ("usage", .object([("input_tokens", .int(inputTokens)), ("output_tokens", .int(1))])),
+        ("usage", .object(anthropicUsage(inputTokens: inputTokens, script: script) + [("output_tokens", .int(1))])),
     ]))]
 }
 
@@ -287,9 +300,10 @@ private func anthropicToolUse(_ calls: [ScriptedToolCall], script: Script, body:
     var random = SeededRandom(seed: script.seed ?? UInt64(n))
     let textPieces = script.toolText.map { splitIntoPieces($0, size: script.chunk) }
     let arguments = calls.map { argumentPieces($0.arguments, random: &random) }
-    let outputTokens = (textPieces?.count ?? 0) + arguments.reduce(0) { $0 + $1.count }
+    let outputTokens = (textPieces?.count ?? 0) + arguments.reduce(0) { $0 + $1.count } + script.reasoningPieces.count
+    let thinking = anthropicThinkingEvents(script: script, from: 0)
     guard script.streams(body) else {
-        var content: [JSON] = []
+        var content: [JSON] = thinking.blocks
         if let text = script.toolText { content.append(.object([("type", .string("text")), ("text", .string(text))])) }
         for k in calls.indices {
             content.append(.object([("type", .string("tool_use")), ("id", .string(ids[k])), ("name", .string(calls[k].name)),
@@ -298,12 +312,12 @@ private func anthropicToolUse(_ calls: [ScriptedToolCall], script: Script, body:
         let message = JSON.object([
             ("id", .string("msg_fake_\(n)")), ("type", .string("message")), ("role", .string("assistant")), ("model", .string(model)),
             ("content", .array(content)), ("stop_reason", .string(stopReason)), ("stop_sequence", .null),
-            ("usage", .object([("input_tokens", .int(inputTokens)), ("output_tokens", .int(outputTokens))])),
+            ("usage", .object(anthropicUsage(inputTokens: inputTokens, script: script) + [("output_tokens", .int(outputTokens))])),
         ])
         return sendJSON(connection, status: 200, body: message.encoded(), keepAlive: keepAlive)
     }
-    var events: [String] = []
-    var index = 0
+    var events: [String] = thinking.events
+    var index = thinking.blocks.count
     func block(_ start: JSON, deltas: [JSON]) {
         events.append(anthropicEvent("content_block_start", [("index", .int(index)), ("content_block", start)]))
         if index == 0 { events.append(anthropicEvent("ping", [])) }
@@ -323,7 +337,7 @@ private func anthropicToolUse(_ calls: [ScriptedToolCall], script: Script, body:
     }
     guard connection.send(eventStreamHead(keepAlive: keepAlive, requestID: n)) else { return false }
     var writer = ChunkedWriter(connection: connection, split: script.split, randomSeed: script.seed ?? UInt64(n))
-    guard writer.write(anthropicEvent("message_start", anthropicStart(requestID: n, model: model, inputTokens: inputTokens)))
+    guard writer.write(anthropicEvent("message_start", anthropicStart(requestID: n, model: model, inputTokens: inputTokens, script: script)))
     else { return false }
     let errorEvent = anthropicEvent("error", [("error", .object([("type", .string("overloaded_error")),
                                                                  ("message", .string("fake mid-stream error"))]))])

@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import Posix
+import WebGateway
 
 /// One attached file fetched from confabd for a download: its own short connection to the
 /// daemon (checked to be this user's, as a page's is), `hello`, then `attachment.get` until
@@ -23,7 +24,7 @@ enum AttachmentDownload {
             && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2E }
     }
 
-    static func fetch(socketPath: String, conversation: String, message: String, index: Int,
+    static func fetch(socketPath: String, access: WebAccess, conversation: String, message: String, index: Int,
                       logger: Logger) async throws(Failure) -> (Attachment, [UInt8]) {
         let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
@@ -76,7 +77,8 @@ enum AttachmentDownload {
                         }
                     }
                 }
-                _ = try await call(.hello, ["client": "confab-web", "name": "web:download"])
+                let hello = try await call(.hello, DaemonHello.params(access: access, name: "web:download"))
+                if let problem = DaemonHello.problem(with: hello, access: access) { throw Failure.daemon(problem) }
                 var bytes: [UInt8] = []
                 var attachment: Attachment?
                 // Every chunk but the last is a whole MiB, so this many calls cover the largest file.

@@ -20,6 +20,7 @@ actor BrowserSession {
     private let conversation: String?
     private let token: String
     private let store: AccessStore
+    private let tickets: DownloadTickets
     private let logger: Logger
     private var access: WebAccess
     private var pending: [Int: CheckedContinuation<JSON, any Error>] = [:]
@@ -35,19 +36,20 @@ actor BrowserSession {
     private(set) var closing: Close?
 
     init(daemonOut: NIOAsyncChannelOutboundWriter<ByteBuffer>, page: WebSocketOutboundWriter, conversation: String?,
-         access: WebAccess, token: String, store: AccessStore, logger: Logger) {
+         access: WebAccess, token: String, store: AccessStore, tickets: DownloadTickets, logger: Logger) {
         self.daemonOut = daemonOut
         self.page = page
         self.conversation = conversation
         self.access = access
         self.token = token
         self.store = store
+        self.tickets = tickets
         self.logger = logger
     }
 
     /// Runs until the page goes, the daemon goes, or the link stops working.
     static func run(socketPath: String, conversation: String?, access: WebAccess, token: String, name: String,
-                    store: AccessStore, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+                    store: AccessStore, tickets: DownloadTickets, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
                     logger: Logger) async {
         let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
         do {
@@ -81,7 +83,7 @@ actor BrowserSession {
         do {
             try await channel.executeThenClose { daemonIn, daemonOut in
                 let session = BrowserSession(daemonOut: daemonOut, page: outbound, conversation: conversation,
-                                             access: access, token: token, store: store, logger: logger)
+                                             access: access, token: token, store: store, tickets: tickets, logger: logger)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         do {
@@ -217,7 +219,8 @@ actor BrowserSession {
     // MARK: The page
 
     func start(name: String) async throws {
-        _ = try await call(.hello, ["client": "confab-web", "name": .string(name)])
+        let hello = try await call(.hello, DaemonHello.params(access: access, name: name))
+        if let problem = DaemonHello.problem(with: hello, access: access) { throw Close.page(code: 1011, reason: problem) }
         if let conversation {
             let result: JSON
             do {
@@ -282,7 +285,7 @@ actor BrowserSession {
         return false
     }
 
-    /// One action from the page: `{"op": "send"|"cancel"|"retry"|"continue"|"approve", …}`.
+    /// One action from the page: `{"op": "send"|"cancel"|"retry"|"continue"|"approve"|"download", …}`.
     func pageAction(_ text: String) async throws {
         guard let action = try? JSON.parse(text), let op = action["op"]?.string else { return }
         guard let conversation else { return }
@@ -299,6 +302,14 @@ actor BrowserSession {
         case "cancel": method = .generationCancel
         case "retry": method = .messageRegenerate
         case "continue": method = .messageContinue
+        case "download":
+            // A one-use address for one file of this conversation (Gateway, `/d/`): the page
+            // cannot send its token with a download, and no cookie carries it.
+            guard let message = action["message"]?.string, AttachmentDownload.isMessageID(message),
+                  let index = action["index"]?.int, (0..<AttachmentLimits.maxCount).contains(index) else { return }
+            let ticket = tickets.mint(token: token, conversation: conversation, message: message, index: index)
+            await show(["type": "download", "url": .string("/d/" + ticket)])
+            return
         case "approve":
             guard access.isOwner else {
                 await notice("Only the owner can answer a tool call.")

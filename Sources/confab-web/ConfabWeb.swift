@@ -1,6 +1,7 @@
 import ArgumentParser
 import ConfabProtocol
 import Posix
+import WebConfig
 import WebGateway
 
 /// Where the gateway finds things; every subcommand takes these.
@@ -63,7 +64,7 @@ struct URL: ParsableCommand {
     func run() throws {
         let settings = try locations.settings()
         let token = try locations.store.ownerToken()
-        print(settings.baseURL + "/?token=" + token)
+        print(settings.ownerURL(token: token))
     }
 }
 
@@ -74,7 +75,7 @@ struct Rotate: ParsableCommand {
     func run() throws {
         let settings = try locations.settings()
         let token = try locations.store.rotateOwnerToken()
-        print(settings.baseURL + "/?token=" + token)
+        print(settings.ownerURL(token: token))
     }
 }
 
@@ -110,7 +111,7 @@ struct Share: ParsableCommand {
         }
         let readOnly = self.readOnly || (settings.shareReadOnly && !write)
         let share = try locations.store.createShare(conversation: conversation, role: readOnly ? .read : .write, expiresIn: expiry)
-        print(settings.baseURL + "/s/" + share.token)
+        print(settings.shareURL(token: share.token))
         FileHandleOut.error("share \(share.id): \(share.role == .read ? "read-only" : "can send"), " +
                             (share.expires.map { "until " + Timestamp(milliseconds: Int64($0) * 1000).description } ?? "until revoked"))
     }

@@ -8,6 +8,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import Posix
+import WebConfig
 import WebGateway
 
 struct Serve: AsyncParsableCommand {
@@ -34,9 +35,9 @@ struct Serve: AsyncParsableCommand {
         if let warning { logger.warning("\(warning)") }
         let store = locations.store
         _ = try store.ownerToken()
-        let gateway = Gateway(store: store, socketPath: locations.socketPath, secure: settings.usesTLS, logger: logger)
+        let gateway = Gateway(store: store, socketPath: locations.socketPath, settings: settings, logger: logger)
 
-        let router = Router(context: BasicWebSocketRequestContext.self)
+        let router = Router(context: GatewayContext.self)
         gateway.addRoutes(to: router)
         let configuration = ApplicationConfiguration(address: .hostname(settings.host, port: settings.port), serverName: nil)
         let server: HTTPServerBuilder = .http1WebSocketUpgrade(webSocketRouter: router)
@@ -62,36 +63,69 @@ struct Serve: AsyncParsableCommand {
 }
 
 /// The routes, and who may see what.
+///
+/// No token is ever in a cookie, a URL the server sees, or a log: a cookie of 127.0.0.1 goes
+/// to every port of the machine (RFC 6265 §8.5), so it would hand the owner's token to any
+/// local service a page is made to visit, and any of them could set one. The first visit
+/// hands the token to the page in the URL's `#fragment` (never sent); the page keeps it in
+/// its origin's storage, which no other port can read, and sends it as a WebSocket
+/// subprotocol (`confab-token.TOKEN`) or an `Authorization: Bearer` header. Downloads use
+/// one-use tickets asked for over the WebSocket. The HTML, script and style carry no secret
+/// and are served to anyone who names the gateway by an allowed `Host`.
 struct Gateway: Sendable {
     let store: AccessStore
     let socketPath: String
-    let secure: Bool
+    let settings: WebSettings
     let logger: Logger
+    let pages: AccessSlots
+    let downloads: AccessSlots
+    let tickets = DownloadTickets()
 
-    static let cookieName = "confab_token"
+    init(store: AccessStore, socketPath: String, settings: WebSettings, logger: Logger) {
+        self.store = store
+        self.socketPath = socketPath
+        self.settings = settings
+        self.logger = logger
+        pages = AccessSlots(limit: settings.maxPages, perLink: settings.maxPagesPerLink,
+                            ownerReserved: settings.ownerReservedPages)
+        downloads = AccessSlots(limit: settings.maxDownloads, perLink: settings.maxDownloadsPerLink,
+                                ownerReserved: settings.maxDownloads > 1 ? 1 : 0)
+    }
 
-    func token(of request: Request) -> String? {
-        for header in request.headers[values: .cookie] {
-            for part in header.split(separator: ";") {
-                let pair = part.split(separator: "=", maxSplits: 1)
-                if pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces) == Self.cookieName {
-                    return String(pair[1]).trimmingCharacters(in: .whitespaces)
-                }
+    var secure: Bool { settings.usesTLS }
+
+    /// The subprotocol the gateway's WebSocket speaks, and the prefix of the one that carries
+    /// the page's token.
+    static let subprotocol = "confab"
+    static let tokenSubprotocolPrefix = "confab-token."
+
+    /// A fetch's token: `Authorization: Bearer TOKEN`.
+    static func bearerToken(of request: Request) -> String? {
+        guard let value = request.headers[.authorization], value.hasPrefix("Bearer ") else { return nil }
+        return String(value.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// A WebSocket's token: offered among its subprotocols (a browser can set no header on it).
+    static func webSocketToken(of request: Request) -> String? {
+        for header in request.headers[values: .secWebSocketProtocol] {
+            for item in header.split(separator: ",") {
+                let name = item.trimmingCharacters(in: .whitespaces)
+                if name.hasPrefix(tokenSubprotocolPrefix) { return String(name.dropFirst(tokenSubprotocolPrefix.count)) }
             }
         }
         return nil
     }
 
-    func access(of request: Request) -> (WebAccess, String)? {
-        guard let token = token(of: request), let access = store.access(for: token) else { return nil }
-        return (access, token)
-    }
-
-    func page(_ html: String, status: HTTPResponse.Status = .ok, headers extra: HTTPFields = [:]) -> Response {
+    func page(_ html: String, status: HTTPResponse.Status = .ok) -> Response {
         var headers = Self.securityHeaders
         headers[.contentType] = "text/html; charset=utf-8"
-        headers.append(contentsOf: extra)
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    func json(_ value: JSON, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = Self.securityHeaders
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: value.bytes)))
     }
 
     static var securityHeaders: HTTPFields {
@@ -103,77 +137,90 @@ struct Gateway: Sendable {
         return headers
     }
 
-    func cookie(_ token: String, maxAge: Int?) -> HTTPFields {
-        var value = "\(Self.cookieName)=\(token); Path=/; HttpOnly; SameSite=Strict"
-        if secure { value += "; Secure" }
-        if let maxAge { value += "; Max-Age=\(max(maxAge, 1))" }
-        return [.setCookie: value]
-    }
+    /// How long a download may make no progress (its reader reads nothing) before it is cut.
+    static let stalledDownloadSeconds = 30
 
-    var unauthorized: Response { page(Pages.unauthorized, status: .unauthorized) }
-
-    func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
-        router.get("/") { request, _ -> Response in
-            if let offered = request.uri.queryParameters["token"].map(String.init) {
-                // A first visit with the owner's link: the token becomes a cookie, and the
-                // address bar loses it.
-                guard store.access(for: offered) == .owner else { return unauthorized }
-                // Kept for 400 days (browsers' cap), so a phone stays signed in; `confab web
-                // rotate` ends it sooner.
-                return page(Pages.enter(next: "/"), headers: cookie(offered, maxAge: 400 * 86400))
-            }
-            guard let (access, _) = access(of: request) else { return unauthorized }
-            guard case .owner = access else {
-                if case .share(let share) = access {
-                    return page(Pages.enter(next: "/c/" + share.conversation))
-                }
-                return unauthorized
-            }
-            return page(Pages.list)
-        }
-        router.get("/c/:id") { request, context -> Response in
-            guard let (access, _) = access(of: request) else { return unauthorized }
-            guard let id = context.parameters.get("id"), ConversationID.isValid(id), access.maySee(id) else {
+    func addRoutes(to router: Router<GatewayContext>) {
+        // First, for every route the WebSocket's included: only this gateway's own names.
+        router.add(middleware: HostCheck(settings: settings, logger: logger))
+        // The pages are shells without a secret: the script asks for everything with the
+        // token it keeps. `/s` is where share links land (`/s#token=…`).
+        router.get("/") { _, _ -> Response in page(Pages.list) }
+        router.get("/s") { _, _ -> Response in page(Pages.list) }
+        router.get("/c/:id") { _, context -> Response in
+            guard let id = context.parameters.get("id"), ConversationID.isValid(id) else {
                 return page(Pages.unauthorized, status: .notFound)
             }
             return page(Pages.conversation(id: id))
         }
-        // A file a message carries, for saving: never shown by the browser (whatever its
-        // bytes, it is a download of no type the browser could run), under the page's checks.
-        let downloads = DownloadSlots(limit: 4)
-        router.get("/c/:id/file/:message/:index") { request, context -> Response in
-            guard let (access, _) = access(of: request) else { return unauthorized }
-            guard let id = context.parameters.get("id"), ConversationID.isValid(id), access.maySee(id),
-                  let message = context.parameters.get("message"), AttachmentDownload.isMessageID(message),
-                  let index = context.parameters.get("index").flatMap({ Int($0) }), (0..<AttachmentLimits.maxCount).contains(index)
-            else {
+        // What a token gives: the page's first question, with the token from the fragment.
+        router.get("/api/access") { request, _ -> Response in
+            guard let token = Self.bearerToken(of: request), let access = store.access(for: token) else {
+                return json(["error": "This link does not work: it was revoked, expired or replaced."], status: .unauthorized)
+            }
+            switch access {
+            case .owner: return json(["role": "owner"])
+            case .share(let share):
+                return json(["role": .string(share.role.rawValue), "conversation": .string(share.conversation)])
+            }
+        }
+        // A file a message carries, for saving, by a one-use ticket: never shown by the
+        // browser (whatever its bytes, it is a download of no type the browser could run).
+        router.get("/d/:ticket") { _, context -> Response in
+            let channel = context.channel
+            guard let name = context.parameters.get("ticket"), let ticket = tickets.redeem(name),
+                  let access = store.access(for: ticket.token), access.maySee(ticket.conversation) else {
                 return page(Pages.unauthorized, status: .notFound)
             }
-            guard downloads.take() else {
-                logger.warning("download of \(id) \(message) #\(index) refused: \(downloads.limit) downloads are running")
+            let what = "\(ticket.conversation) \(ticket.message) #\(ticket.index)"
+            // The place is held until the last byte is written (or the response is dropped):
+            // a client that never reads holds a place, not more memory.
+            let hold: AccessSlots.Hold
+            switch downloads.hold(link: access.linkID) {
+            case .failure(let refusal):
+                logger.warning("download of \(what) refused: \(refusal)")
                 return page(Pages.unavailable, status: .serviceUnavailable)
+            case .success(let granted): hold = granted
             }
-            defer { downloads.give() }
             do {
-                let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, conversation: id, message: message,
-                                                                            index: index, logger: logger)
+                let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, access: access, conversation: ticket.conversation,
+                                                                            message: ticket.message, index: ticket.index, logger: logger)
                 var headers = Self.securityHeaders
                 headers[.contentType] = "application/octet-stream"
                 headers[.contentDisposition] = AttachmentDownload.contentDisposition(name: attachment.name)
-                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+                return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: bytes.count) { writer in
+                    defer { hold.release() }
+                    // In pieces, each written only once the connection has taken the last
+                    // (its buffer under NIO's high-water mark, asked on its loop after the
+                    // writes queued there): the server's response writer takes whatever it is
+                    // given at once, so the wait is here. A reader that takes nothing for
+                    // stalledDownloadSeconds is cut off.
+                    var offset = 0
+                    while offset < bytes.count {
+                        var waited = 0
+                        // Asked on the channel's loop, after the writes queued there before.
+                        while try await !channel.eventLoop.submit({ channel.isWritable }).get() {
+                            guard channel.isActive, waited < Self.stalledDownloadSeconds * 100 else {
+                                throw HTTPError(.requestTimeout)
+                            }
+                            try await Task.sleep(for: .milliseconds(10))
+                            waited += 1
+                        }
+                        let end = min(offset + 64 << 10, bytes.count)
+                        try await writer.write(ByteBuffer(bytes: bytes[offset..<end]))
+                        offset = end
+                    }
+                    try await writer.finish(nil)
+                    logger.debug("download of \(what): \(bytes.count) bytes written")
+                })
             } catch AttachmentDownload.Failure.notFound {
+                hold.release()
                 return page(Pages.unauthorized, status: .notFound)
             } catch {
-                logger.warning("download of \(id) \(message) #\(index): \(error)")
+                hold.release()
+                logger.warning("download of \(what): \(error)")
                 return page(Pages.unavailable, status: .serviceUnavailable)
             }
-        }
-        router.get("/s/:token") { request, context -> Response in
-            guard let offered = context.parameters.get("token"), case .share(let share)? = store.access(for: offered) else {
-                return unauthorized
-            }
-            let maxAge = share.expires.map { $0 - AccessStore.now() }
-            return page(Pages.enter(next: "/c/" + share.conversation), headers: cookie(offered, maxAge: maxAge))
         }
         router.get("/app.js") { _, _ -> Response in
             var headers = Self.securityHeaders
@@ -186,27 +233,43 @@ struct Gateway: Sendable {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: Pages.stylesheet)))
         }
         router.ws("/ws") { request, _ in
-            // Another site's page may open a WebSocket here with the user's cookie: only
-            // this gateway's own pages are let in.
-            guard let origin = request.headers[.origin], let host = request.head.authority,
-                  origin == (secure ? "https://" : "http://") + host else {
+            // Only this gateway's own pages are let in: the Origin must be one of its own
+            // names (never compared with Host, which a rebound DNS name controls).
+            guard let origin = request.headers[.origin], settings.allowsOrigin(origin) else {
                 logger.info("refused a WebSocket from origin \(request.headers[.origin] ?? "(none)")")
                 throw HTTPError(.forbidden)
             }
-            guard let (access, _) = access(of: request) else { throw HTTPError(.unauthorized) }
+            guard let token = Self.webSocketToken(of: request), let access = store.access(for: token) else {
+                throw HTTPError(.unauthorized)
+            }
             let conversation = request.uri.queryParameters["c"].map(String.init)
             if let conversation {
                 guard ConversationID.isValid(conversation), access.maySee(conversation) else { throw HTTPError(.notFound) }
             } else if !access.isOwner {
                 throw HTTPError(.forbidden)
             }
-            return .upgrade([:])
+            return .upgrade([.secWebSocketProtocol: Self.subprotocol])
         } onUpgrade: { inbound, outbound, context in
-            guard let (access, token) = access(of: context.request) else { return }
+            guard let token = Self.webSocketToken(of: context.request), let access = store.access(for: token) else { return }
+            // Each page holds a connection to confabd: bounded per link and in all, with
+            // places only the owner's pages may take (web.max_pages and the rest).
+            if let refusal = pages.take(link: access.linkID) {
+                logger.warning("refused a page of \(Self.who(access)): \(refusal)")
+                try? await outbound.close(.unknown(4429), reason: "Too many pages are open: \(refusal).")
+                return
+            }
+            defer { pages.give(link: access.linkID) }
             let conversation = context.request.uri.queryParameters["c"].map(String.init)
             await BrowserSession.run(socketPath: socketPath, conversation: conversation, access: access, token: token,
                                      name: Self.displayName(access: access, request: context.request), store: store,
-                                     inbound: inbound, outbound: outbound, logger: logger)
+                                     tickets: tickets, inbound: inbound, outbound: outbound, logger: logger)
+        }
+    }
+
+    static func who(_ access: WebAccess) -> String {
+        switch access {
+        case .owner: return "the owner"
+        case .share(let share): return "share link \(share.id)"
         }
     }
 
@@ -218,6 +281,39 @@ struct Gateway: Sendable {
             let agent = request.headers[.userAgent] ?? ""
             return agent.contains("Mobile") ? "web:phone" : "web:browser"
         }
+    }
+}
+
+/// The request context: Hummingbird's WebSocket context, and the request's channel (whose
+/// writability paces a download).
+struct GatewayContext: RequestContext, WebSocketRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<Self>
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        channel = source.channel
+    }
+}
+
+/// Every request must name this gateway by an allowed `Host` (web.listen's address,
+/// `localhost`, web.hosts): a page of a DNS-rebound name (`attacker.example` resolving to
+/// 127.0.0.1) is answered 421 and nothing else.
+struct HostCheck<Context: RequestContext>: RouterMiddleware {
+    let settings: WebSettings
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let authority = request.head.authority, settings.allowsHost(authority) else {
+            logger.info("refused a request for host \(request.head.authority ?? "(none)")")
+            var headers = Gateway.securityHeaders
+            headers[.contentType] = "text/plain; charset=utf-8"
+            return Response(status: .misdirectedRequest, headers: headers,
+                            body: .init(byteBuffer: ByteBuffer(string: "This gateway does not answer to that host name.\n")))
+        }
+        return try await next(request, context)
     }
 }
 
@@ -247,10 +343,9 @@ struct JournalLogHandler: LogHandler {
         case .error: priority = 3
         case .critical: priority = 2
         }
-        var line = journal ? "<\(priority)>\(event.message)" : "\(event.level): \(event.message)"
         let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        for (key, value) in all.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
-        line = String(line.map { $0 == "\n" ? " " : $0 }) + "\n"
+        let line = GatewayLog.line(priority: priority, levelName: "\(event.level)", journal: journal, message: "\(event.message)",
+                                   metadata: all.sorted(by: { $0.key < $1.key }).map { ($0.key, "\($0.value)") })
         _ = Files.writeAll(2, Array(line.utf8))
     }
 }

@@ -16,6 +16,7 @@ extension AttachSession {
         /who             who is attached
         /rename TITLE    retitle the conversation
         /model NAME      ask the next replies of the model NAME
+          [--reasoning-effort LEVEL]  and how hard it thinks (low, medium, high, …)
         /system [TEXT]   the system prompt for the next replies (nothing clears it)
         /switch ID       attach to another conversation instead (Tab completes ids and titles)
         /new [TITLE]     start a conversation and switch to it
@@ -65,11 +66,25 @@ extension AttachSession {
             let id = try connection.send(.conversationRename, ["conversation": .string(conversation), "title": .string(argument)])
             outstanding[id] = .rename
         case "model":
-            guard !argument.isEmpty, !argument.contains(where: \.isWhitespace) else {
-                transcript.error("/model needs a model name (confab models lists them)")
+            // `/model NAME`, `/model NAME --reasoning-effort LEVEL`, `/model --reasoning-effort LEVEL`.
+            var words = argument.split(whereSeparator: \.isWhitespace).map(String.init)
+            var effort: String?
+            if let flag = words.firstIndex(of: "--reasoning-effort") {
+                guard flag + 1 < words.count, SamplingParameters.isEffortLevel(words[flag + 1]) else {
+                    transcript.error("/model --reasoning-effort needs a level such as low, medium or high")
+                    return
+                }
+                effort = words[flag + 1]
+                words.removeSubrange(flag...(flag + 1))
+            }
+            guard words.count <= 1, !(words.isEmpty && effort == nil) else {
+                transcript.error("/model needs a model name (confab models lists them), and may add --reasoning-effort LEVEL")
                 return
             }
-            outstanding[try connection.send(.conversationConfigure, ["conversation": .string(conversation), "model": .string(argument)])] = .configure
+            var params: [String: JSON] = ["conversation": .string(conversation)]
+            if let model = words.first { params["model"] = .string(model) }
+            if let effort { params["params"] = SamplingParameters(reasoningEffort: effort).json }
+            outstanding[try connection.send(.conversationConfigure, .object(params))] = .configure
         case "system":
             outstanding[try connection.send(.conversationConfigure, ["conversation": .string(conversation), "system": .string(argument)])] = .configure
         case "switch":

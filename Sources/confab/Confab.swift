@@ -242,23 +242,33 @@ struct Configure: ClientCommand {
     @Option(help: "The system prompt (\"\" clears it).") var system: String?
     @Option(help: "A profile whose model, system prompt and parameters to take (confab profiles lists them); --model and --system win over it.")
     var profile: String?
+    @Option(help: "How hard a reasoning model thinks: a level its server takes, such as low, medium or high.")
+    var reasoningEffort: String?
 
     func validate() throws {
-        if model == nil, system == nil, profile == nil { throw ValidationError("give at least one of --model, --system and --profile") }
+        if model == nil, system == nil, profile == nil, reasoningEffort == nil {
+            throw ValidationError("give at least one of --model, --system, --profile and --reasoning-effort")
+        }
+        if let reasoningEffort, !SamplingParameters.isEffortLevel(reasoningEffort) {
+            throw ValidationError("--reasoning-effort must be a level such as low, medium or high: 1 to 32 lowercase letters")
+        }
     }
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "configure")
-        try configureConversation(connection, try connection.resolveConversation(id), model: model, system: system, profile: profile)
+        try configureConversation(connection, try connection.resolveConversation(id), model: model, system: system, profile: profile,
+                                  reasoningEffort: reasoningEffort)
     }
 }
 
 /// `conversation.configure`.
-func configureConversation(_ connection: Connection, _ id: String, model: String?, system: String?, profile: String?) throws(Failure) {
+func configureConversation(_ connection: Connection, _ id: String, model: String?, system: String?, profile: String?,
+                           reasoningEffort: String? = nil) throws(Failure) {
     var params: [String: JSON] = ["conversation": .string(id)]
     if let profile { params["profile"] = .string(profile) }
     if let system { params["system"] = .string(system) }
     if let model { params["model"] = .string(model) }
+    if let reasoningEffort { params["params"] = SamplingParameters(reasoningEffort: reasoningEffort).json }
     _ = try connection.call(.conversationConfigure, .object(params))
 }
 

@@ -108,9 +108,7 @@ enum Words {
     /// stands beside it (`Build Bot (bob)`) unless the name already starts with it (the default
     /// `bob@pts/3`, or `bob` itself).
     static func person(name: String, login: String) -> String {
-        if name.isEmpty { return login }
-        if login.isEmpty || name == login || name.hasPrefix(login + "@") { return name }
-        return "\(name) (\(login))"
+        PersonName.shown(name: name, login: login)
     }
 
     /// `1 message`, `2 messages`.

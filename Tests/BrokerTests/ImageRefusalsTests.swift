@@ -21,39 +21,54 @@ final class ImageRefusalsTests: XCTestCase {
 
     func testTheImagesNeverSeenTakenAreBlamedElseAll() {
         var refusals = ImageRefusals()
-        refusals.took(["good"], provider: "p", model: "m")
-        XCTAssertEqual(refusals.refusedImages(["good", "junk"], provider: "p", model: "m"), ["junk"])
-        XCTAssertEqual(refusals.refused(provider: "p", model: "m"), ["junk"])
-        XCTAssertEqual(refusals.refused(provider: "p", model: "other"), [], "another model of the provider may take it")
-        XCTAssertEqual(refusals.refused(provider: "q", model: "m"), [])
+        refusals.took(["good"], in: "k1", provider: "p", model: "m")
+        XCTAssertEqual(refusals.refusedImages(["good", "junk"], in: "k1", provider: "p", model: "m"), ["junk"])
+        XCTAssertEqual(refusals.refused(in: "k1", provider: "p", model: "m"), ["junk"])
+        XCTAssertEqual(refusals.refused(in: "k1", provider: "p", model: "other"), [], "another model of the provider may take it")
+        XCTAssertEqual(refusals.refused(in: "k1", provider: "q", model: "m"), [])
         // Every image was taken before: the server takes none now, all of them are blamed.
-        XCTAssertEqual(refusals.refusedImages(["good"], provider: "p", model: "m"), ["good"])
-        XCTAssertEqual(refusals.refused(provider: "p", model: "m"), ["good", "junk"])
+        XCTAssertEqual(refusals.refusedImages(["good"], in: "k1", provider: "p", model: "m"), ["good"])
+        XCTAssertEqual(refusals.refused(in: "k1", provider: "p", model: "m"), ["good", "junk"])
         refusals.forgetAll()
-        XCTAssertEqual(refusals.refused(provider: "p", model: "m"), [])
+        XCTAssertEqual(refusals.refused(in: "k1", provider: "p", model: "m"), [])
     }
 
     func testAModelThatRefusedTwiceAndNeverTookAnImageTakesNone() {
         var refusals = ImageRefusals()
-        refusals.refusedImages(["a"], provider: "p", model: "m")
-        XCTAssertFalse(refusals.takesNoImages(provider: "p", model: "m"), "one junk image says nothing of the others")
-        refusals.refusedImages(["b"], provider: "p", model: "m")
-        XCTAssertTrue(refusals.takesNoImages(provider: "p", model: "m"))
-        XCTAssertFalse(refusals.takesNoImages(provider: "p", model: "other"))
+        refusals.refusedImages(["a"], in: "k1", provider: "p", model: "m")
+        XCTAssertFalse(refusals.takesNoImages(in: "k1", provider: "p", model: "m"), "one junk image says nothing of the others")
+        refusals.refusedImages(["b"], in: "k1", provider: "p", model: "m")
+        XCTAssertTrue(refusals.takesNoImages(in: "k1", provider: "p", model: "m"))
+        XCTAssertFalse(refusals.takesNoImages(in: "k1", provider: "p", model: "other"))
 
         var tookOne = ImageRefusals()
-        tookOne.took(["good"], provider: "p", model: "m")
-        tookOne.refusedImages(["a"], provider: "p", model: "m")
-        tookOne.refusedImages(["b"], provider: "p", model: "m")
-        XCTAssertFalse(tookOne.takesNoImages(provider: "p", model: "m"), "it took an image: these two were junk")
+        tookOne.took(["good"], in: "k1", provider: "p", model: "m")
+        tookOne.refusedImages(["a"], in: "k1", provider: "p", model: "m")
+        tookOne.refusedImages(["b"], in: "k1", provider: "p", model: "m")
+        XCTAssertFalse(tookOne.takesNoImages(in: "k1", provider: "p", model: "m"), "it took an image: these two were junk")
+    }
+
+    func testWhatOneConversationTeachesStaysInIt() {
+        // Two junk images sent in one conversation (by one writer of a shared one) turn images
+        // off there, and nowhere else: other conversations of the model still send theirs.
+        var refusals = ImageRefusals()
+        refusals.refusedImages(["junk1"], in: "k1", provider: "p", model: "m")
+        refusals.refusedImages(["junk2"], in: "k1", provider: "p", model: "m")
+        XCTAssertTrue(refusals.takesNoImages(in: "k1", provider: "p", model: "m"))
+        XCTAssertFalse(refusals.takesNoImages(in: "k2", provider: "p", model: "m"))
+        XCTAssertEqual(refusals.refused(in: "k2", provider: "p", model: "m"), [])
+        refusals.refusedImages(["junk3"], in: "k2", provider: "p", model: "m")
+        refusals.forget(conversation: "k1")
+        XCTAssertEqual(refusals.refused(in: "k1", provider: "p", model: "m"), [], "a deleted conversation's lessons go with it")
+        XCTAssertEqual(refusals.refused(in: "k2", provider: "p", model: "m"), ["junk3"])
     }
 
     func testWhatIsRememberedIsBounded() {
         var refusals = ImageRefusals()
-        refusals.refusedImages((0..<ImageRefusals.maxRemembered).map { "d\($0)" }, provider: "p", model: "m")
-        XCTAssertEqual(refusals.refused(provider: "p", model: "m").count, ImageRefusals.maxRemembered)
-        refusals.refusedImages(["one more"], provider: "p", model: "m")
-        XCTAssertEqual(refusals.refused(provider: "p", model: "m"), ["one more"])
+        refusals.refusedImages((0..<ImageRefusals.maxRemembered).map { "d\($0)" }, in: "k1", provider: "p", model: "m")
+        XCTAssertEqual(refusals.refused(in: "k1", provider: "p", model: "m").count, ImageRefusals.maxRemembered)
+        refusals.refusedImages(["one more"], in: "k1", provider: "p", model: "m")
+        XCTAssertEqual(refusals.refused(in: "k1", provider: "p", model: "m"), ["one more"])
     }
 
     func testImagesGoAsTheLineNamingThemAndOtherFilesStay() {

@@ -66,7 +66,7 @@ final class VocabularyTests: XCTestCase {
         XCTAssertEqual(RPC.request(id: 1, method: .messageSend, params: ["content": "x"]),
                        RPC.request(id: 1, method: "message.send", params: ["content": "x"]))
         XCTAssertEqual(RPC.notification(.serverStopping, params: ["reason": "signal"]),
-                       RPC.notification(.serverStopping, params: ["reason": "signal"]))
+                       RPC.notification(method: "server.stopping", params: ["reason": "signal"]))
     }
 
     func testAMessageWithAnUnknownRoleOrErrorCodeIsNotAMessage() {

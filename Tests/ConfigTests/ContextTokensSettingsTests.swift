@@ -46,5 +46,12 @@ final class ContextTokensSettingsTests: XCTestCase {
         assertRejected("[providers.x]\nbase_url = \"http://127.0.0.1:1\"\nmax_tokens = 300\ncontext_tokens = 300",
                        "config.toml: line 4: providers.x.context_tokens must be more than the 300 tokens kept for the reply (max_tokens)")
         XCTAssertNoThrow(try load("[profiles.p]\nmax_tokens = 500\ncontext_tokens = 501"))
+        // [upstream] is the default provider, checked as [providers.NAME] is.
+        assertRejected("[upstream]\ncontext_tokens = 300",
+                       "config.toml: line 2: upstream.context_tokens must be more than the 1024 tokens kept for the reply (max_tokens)")
+        assertRejected("[upstream]\nmax_tokens = 800\n\ncontext_tokens = 800",
+                       "config.toml: line 4: upstream.context_tokens must be more than the 800 tokens kept for the reply (max_tokens)")
+        assertRejected("[upstream]\nmax_tokens = 0", "config.toml: line 2: upstream.max_tokens must be positive")
+        XCTAssertNoThrow(try load("[upstream]\nmax_tokens = 800\ncontext_tokens = 801"))
     }
 }

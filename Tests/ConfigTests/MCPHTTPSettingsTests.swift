@@ -58,6 +58,31 @@ final class MCPHTTPSettingsTests: XCTestCase {
         XCTAssertEqual(settings.secrets.redacting("token ghp_0123456789abcdef, key k/query-secret-42"), "token [secret], key [secret]")
     }
 
+    /// The userinfo of a `url`, and its path segments and query values that look like tokens,
+    /// are secrets too: as written and percent-decoded, and the pair as Basic authentication
+    /// sends it (the redactor also finds that in base64).
+    func testUserinfoAndTokensInTheURLAreSecrets() throws {
+        let settings = try load("""
+            [mcp.zap]
+            url = "https://mcp-user:pa%24%24word-0042@mcp.example.test/api/v1/sk-ak-3f9a0c1b2d4e5f60/sse?session=550e8400-e29b-41d4-a716-446655440000&format=streamable-http&region=eu-west-1a"
+            """)
+        let secrets = Set(settings.secretValues)
+        XCTAssertTrue(secrets.isSuperset(of: [
+            "mcp-user:pa%24%24word-0042", "mcp-user:pa$$word-0042", "mcp-user", "pa%24%24word-0042", "pa$$word-0042",
+            "sk-ak-3f9a0c1b2d4e5f60", "550e8400-e29b-41d4-a716-446655440000",
+        ]), "\(secrets.sorted())")
+        for word in ["api", "v1", "sse", "streamable-http", "eu-west-1a", "mcp.example.test", "session", "format"] {
+            XCTAssertFalse(secrets.contains(word), word)
+        }
+        let redacted = settings.secrets.redacting(
+            "user mcp-user, password pa$$word-0042, basic bWNwLXVzZXI6cGEkJHdvcmQtMDA0Mg==, path sk-ak-3f9a0c1b2d4e5f60, session 550e8400-e29b-41d4-a716-446655440000, v1")
+        XCTAssertEqual(redacted, "user [secret], password [secret], basic [secret], path [secret], session [secret], v1")
+        XCTAssertTrue(MCPHTTPEndpoint.looksLikeToken("ghp_0123456789abcdefABCDEF0123456789abcd"))
+        XCTAssertTrue(MCPHTTPEndpoint.looksLikeToken("AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEf"), "32 characters of a token, whatever they mix")
+        XCTAssertFalse(MCPHTTPEndpoint.looksLikeToken("mcp-server-v2-production"), "a word with one digit")
+        XCTAssertFalse(MCPHTTPEndpoint.looksLikeToken("2026-11-27T10:00"), "a colon is no token's")
+    }
+
     func testErrorsNameTheKeyAndLine() {
         assertRejected("[mcp.x]\ncommand = \"a\"\nurl = \"http://127.0.0.1/mcp\"",
                        "config.toml: line 3: mcp.x.url cannot be given with command: a server is either run (command) or reached over HTTP (url)")

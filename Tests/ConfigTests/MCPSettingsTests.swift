@@ -135,9 +135,12 @@ final class MCPSettingsTests: XCTestCase {
                                            ToolHeader(name: "X-Team", value: "support")])
         XCTAssertEqual(web.childEnvironment, [:], "nothing of the daemon's environment goes to a server it does not run")
         XCTAssertTrue(settings.secrets.redacting("Bearer tok-file-1234").contains("[secret]"), "a credential header is a secret")
-        XCTAssertEqual(settings.warnings.count, 1)
+        XCTAssertEqual(settings.warnings.count, 2)
         XCTAssertTrue(settings.warnings[0].hasSuffix("servers.json: ignored keys this daemon does not use: globalShortcut, mcpServers.git.timeout"),
                       settings.warnings[0])
+        // Written with the usual umask, others can read it, and it holds the Authorization header.
+        XCTAssertTrue(settings.warnings[1].hasSuffix("servers.json holds an MCP server's credentials and can be read by others: chmod 600 "
+                                                     + settings.warnings[1].split(separator: " ").last.map(String.init)!), settings.warnings[1])
     }
 
     func testTheMCPServersJSONFileErrorsNameTheFileAndTheServer() {

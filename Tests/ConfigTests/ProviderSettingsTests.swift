@@ -9,6 +9,19 @@ import Glibc
 #endif
 
 final class ProviderSettingsTests: XCTestCase {
+    func testReasoningPassBackDefaultsToToolCallTurns() throws {
+        let settings = try load("""
+            [providers.deepseek]
+            base_url = "http://127.0.0.1:1/v1"
+
+            [providers.reasoner]
+            base_url = "http://127.0.0.1:1/v1"
+            reasoning_pass_back = "none"
+            """, environment: [:])
+        XCTAssertEqual(settings.providerTable["deepseek"]?.config.reasoningPassBack, .toolCalls)
+        XCTAssertEqual(settings.providerTable["reasoner"]?.config.reasoningPassBack, ReasoningPassBack.none)
+    }
+
     func testEveryKeyOfEveryAPI() throws {
         let settings = try load("""
             default_provider = "claude"
@@ -81,9 +94,17 @@ final class ProviderSettingsTests: XCTestCase {
         let text = try String(contentsOf: readme, encoding: .utf8)
         let section = try XCTUnwrap(text.components(separatedBy: "### Providers").dropFirst().first)
         let example = try XCTUnwrap(section.components(separatedBy: "```toml\n").dropFirst().first?.components(separatedBy: "```").first)
-        let settings = try load(example, environment: ["CLAUDE_KEY": "sk-ant-readme"])
+        let settings = try load(example, environment: ["CLAUDE_KEY": "sk-ant-readme", "OPENAI_API_KEY": "sk-o", "DEEPSEEK_API_KEY": "sk-d",
+                                                       "OPENROUTER_API_KEY": "sk-r", "ANTHROPIC_API_KEY": "sk-a"])
         let table = settings.providerTable
-        XCTAssertEqual(table.names, ["claude", "default", "legacy", "local"])
+        XCTAssertEqual(table.names, ["claude", "claude-thinks", "deepseek", "default", "legacy", "local", "o-chat", "openai", "router"])
+        XCTAssertEqual(table["openai"]?.api, .responses)
+        XCTAssertEqual(table["openai"]?.config.reasoningEffort, "medium")
+        XCTAssertEqual(table["deepseek"]?.config.options.thinking, false)
+        XCTAssertEqual(table["router"]?.config.options.reasoningFormat, .openrouter)
+        XCTAssertEqual(table["router"]?.config.options.extraBody.map(\.key), ["provider"])
+        XCTAssertEqual(table["o-chat"]?.config.options.maxTokensField, .max_completion_tokens)
+        XCTAssertEqual(table["claude-thinks"]?.config.options.thinkingBudget, 4096)
         XCTAssertEqual(table.defaultName, "claude")
         XCTAssertEqual(table["claude"]?.config.apiKey, "sk-ant-readme")
         XCTAssertEqual(table["claude"]?.config.maxTokens, 4096)
@@ -137,7 +158,7 @@ final class ProviderSettingsTests: XCTestCase {
 
     func testMistakesAreErrorsNamingTheKeyAndLine() {
         assertRejected("[providers.x]\napi = \"gemini\"\n",
-                       "config.toml: line 2: providers.x.api must be \"chat\", \"completions\" or \"anthropic\", not \"gemini\"")
+                       "config.toml: line 2: providers.x.api must be \"chat\", \"completions\", \"anthropic\" or \"responses\", not \"gemini\"")
         assertRejected("[providers.x]\napi = 1\n", "config.toml: line 2: providers.x.api must be a string, not an integer")
         assertRejected("[providers.x]\nbase_url = \"http://127.0.0.1:1\"\nmodle = \"m\"\n",
                        "config.toml: unknown keys: providers.x.modle (line 3)")
@@ -174,6 +195,10 @@ final class ProviderSettingsTests: XCTestCase {
                        "config.toml: line 3: providers.x.model must be 1 to 200 characters without spaces")
         assertRejected("[providers.x]\napi = \"anthropic\"\napi_key = \"k\"\nanthropic_version = \"\"\n",
                        "config.toml: line 4: providers.x.anthropic_version must be a version such as \"2023-06-01\"")
+        assertRejected("[providers.x]\nbase_url = \"http://127.0.0.1:1\"\nreasoning_pass_back = \"always\"\n",
+                       "config.toml: line 3: providers.x.reasoning_pass_back must be \"tool_calls\" or \"none\", not \"always\"")
+        assertRejected("[providers.x]\napi = \"anthropic\"\napi_key = \"k\"\nreasoning_pass_back = \"none\"\n",
+                       "config.toml: line 4: providers.x.reasoning_pass_back is only for api = \"chat\", and this provider's api is \"anthropic\"")
         assertRejected("providers = 3\n", "config.toml: line 1: providers must be a table, not an integer")
         assertRejected("[providers]\nx = 3\n", "config.toml: line 2: providers.x must be a table, not an integer")
     }

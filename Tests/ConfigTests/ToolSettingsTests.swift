@@ -192,6 +192,13 @@ final class ToolSettingsTests: XCTestCase {
         for (line, problem) in cases {
             assertRejected(minimal(parameters: line), "config.toml: line 3: tools.t.parameters is not a usable schema: \(problem)")
         }
+        // Patterns run in linear time (RE2): what needs backtracking is refused, named.
+        for (pattern, construct) in [(#"^(\\w)\\1$"#, #"a backreference (\1)"#), (#"^(?=.*[0-9])"#, "a lookahead (?=…)"),
+                                     (#"(?<!x)y"#, "a negative lookbehind (?<!…)")] {
+            assertRejected(minimal(parameters: #"parameters = { type = "object", properties = { a = { type = "string", pattern = ""# + pattern + #"" } } }"#),
+                           "config.toml: line 3: tools.t.parameters is not a usable schema: properties.a.pattern uses \(construct), "
+                           + "which confabd cannot match in linear time (RE2): write the pattern without it")
+        }
         assertRejected(minimal(parameters: #"parameters = "{}""#), "config.toml: line 3: tools.t.parameters must be a table (a JSON Schema), not a string")
     }
 

@@ -23,7 +23,7 @@ final class DiskFullTests: XCTestCase {
 
     override func setUpWithError() throws {
         guard FileManager.default.isExecutableFile(atPath: Self.prlimit) else {
-            throw XCTSkip("\(Self.prlimit) (util-linux) is not installed")
+            throw unavailable("\(Self.prlimit) (util-linux) is not installed")
         }
         harness = try Harness()
         // The harness's own daemon runs without a limit; these tests start theirs.
@@ -383,7 +383,7 @@ final class DiskFullTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: point, withIntermediateDirectories: true)
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/mount"),
               Self.run(["/usr/bin/mount", "-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", point]).status == 0 else {
-            throw XCTSkip("cannot mount a tmpfs here; the prlimit tests cover the same paths with EFBIG")
+            throw unavailable("cannot mount a tmpfs here; the prlimit tests cover the same paths with EFBIG")
         }
         mountPoint = point
         let daemon = try start()

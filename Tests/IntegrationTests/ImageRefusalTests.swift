@@ -110,6 +110,44 @@ final class ImageRefusalTests: XCTestCase {
                       "\(turns)")
     }
 
+    func testWhatOneConversationsImagesTaughtDoesNotStopAnothersImages() throws {
+        // Two junk images refused in one conversation turn images off there only: another
+        // conversation of the same model (another user's, in a shared daemon) still sends its own.
+        let client = try start()
+        let spoiled = try conversation(client)
+        for seed in 0..<2 {
+            let digest = try upload(client, AttachmentTests.image(size: 2000, seed: 40 + seed))
+            _ = try ask(client, spoiled, "junk \(seed) [[refuse-images]]", [("junk\(seed).png", digest)])
+        }
+        let other = try conversation(client)
+        let digest = try upload(client, AttachmentTests.image(size: 2000, seed: 50))
+        let reply = try ask(client, other, "a real one", [("real.png", digest)])
+        XCTAssertEqual(reply.final["status"]?.string, MessageStatus.complete.rawValue, "\(reply.final)")
+        XCTAssertEqual(userTurns(harness.upstreamRequests().last?["body"]).map(\.images), [1], "sent as an image")
+    }
+
+    func testAnEmptyAnswerToARequestWithImagesIsTheirRefusal() throws {
+        // llama-cpp-python answers an image sent to a text-only model with 200 and an empty stream.
+        harness = try Harness()
+        let client = try harness.client()
+        let id = try conversation(client)
+        let digest = try upload(client, junk)
+        let first = try ask(client, id, "what is this? [[refuse-images:empty]]", [("junk.png", digest)])
+        XCTAssertEqual(first.final["status"]?.string, MessageStatus.complete.rawValue, "\(first.final)")
+        let retrying = retries(first.notes)
+        XCTAssertEqual(retrying.count, 1, "\(first.notes.map(\.method))")
+        XCTAssertTrue(retrying.first?["error"]?["message"]?.string?.hasPrefix("the model server refused the request with images: the server gave no answer") == true,
+                      "\(retrying)")
+        let requests = harness.upstreamRequests()
+        XCTAssertEqual(requests.count, 2)
+        XCTAssertEqual(userTurns(requests.last?["body"]).map(\.images), [0])
+        XCTAssertTrue(userTurns(requests.last?["body"]).first?.text.contains(refusedLine) == true)
+        // And the conversation goes on: the image goes as its line from then on.
+        let next = try ask(client, id, "and now? [[refuse-images:empty]]")
+        XCTAssertEqual(next.final["status"]?.string, MessageStatus.complete.rawValue, "\(next.final)")
+        XCTAssertTrue(retries(next.notes).isEmpty)
+    }
+
     func testAnthropicImageBlocksRefusedAreSentAgainAsALine() throws {
         let client = try start()
         let id = try conversation(client, ["provider": "claude"])

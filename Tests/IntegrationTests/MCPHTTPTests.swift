@@ -22,7 +22,7 @@ final class MCPHTTPIntegrationTests: XCTestCase {
     override func setUpWithError() throws {
         guard FileManager.default.isExecutableFile(atPath: MCPIntegrationTests.venv + "/bin/python"),
               FileManager.default.fileExists(atPath: MCPIntegrationTests.venv + "/.installed") else {
-            throw XCTSkip("no MCP SDK installed in \(MCPIntegrationTests.venv): `make test` sets it up (make .build/venv-mcp/.installed)")
+            throw unavailable("no MCP SDK installed in \(MCPIntegrationTests.venv): `make test` sets it up (make .build/venv-mcp/.installed)")
         }
         var template = Array("/tmp/confab-mcp-http-XXXXXX".utf8CString)
         markers = String(cString: try XCTUnwrap(mkdtemp(&template)))

@@ -18,7 +18,7 @@ final class MCPLifecycleTests: XCTestCase {
 
     override func setUpWithError() throws {
         guard FileManager.default.isExecutableFile(atPath: Self.venv + "/bin/mcp-server-git") else {
-            throw XCTSkip("no MCP servers installed in \(Self.venv): `make test` sets them up (make .build/venv-mcp/.installed)")
+            throw unavailable("no MCP servers installed in \(Self.venv): `make test` sets them up (make .build/venv-mcp/.installed)")
         }
         var template = Array("/tmp/confab-mcplife-XXXXXX".utf8CString)
         markers = String(cString: try XCTUnwrap(mkdtemp(&template)))
@@ -290,7 +290,7 @@ final class MCPLifecycleTests: XCTestCase {
 final class MCPProgressScreenTests: TmuxTestCase {
     func testAttachShowsACallsProgressOnItsStatusRowEscaped() throws {
         guard FileManager.default.isExecutableFile(atPath: MCPIntegrationTests.venv + "/bin/python") else {
-            throw XCTSkip("no MCP servers installed in \(MCPIntegrationTests.venv): `make test` sets them up")
+            throw unavailable("no MCP servers installed in \(MCPIntegrationTests.venv): `make test` sets them up")
         }
         let markers = harness.directory + "/markers"
         try FileManager.default.createDirectory(atPath: markers, withIntermediateDirectories: true)

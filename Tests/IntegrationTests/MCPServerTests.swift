@@ -19,7 +19,7 @@ final class MCPIntegrationTests: XCTestCase {
 
     override func setUpWithError() throws {
         guard FileManager.default.isExecutableFile(atPath: Self.venv + "/bin/mcp-server-time") else {
-            throw XCTSkip("no MCP servers installed in \(Self.venv): `make test` sets them up (make .build/venv-mcp/.installed)")
+            throw unavailable("no MCP servers installed in \(Self.venv): `make test` sets them up (make .build/venv-mcp/.installed)")
         }
         var template = Array("/tmp/confab-mcp-XXXXXX".utf8CString)
         markers = String(cString: try XCTUnwrap(mkdtemp(&template)))

@@ -48,7 +48,7 @@ private func toolsConfig(extra: String = "") -> String {
 
 private func requireMCPServers() throws {
     guard FileManager.default.isExecutableFile(atPath: MCPIntegrationTests.venv + "/bin/mcp-server-time") else {
-        throw XCTSkip("no MCP servers installed in \(MCPIntegrationTests.venv): `make test` sets them up (make .build/venv-mcp/.installed)")
+        throw unavailable("no MCP servers installed in \(MCPIntegrationTests.venv): `make test` sets them up (make .build/venv-mcp/.installed)")
     }
 }
 

@@ -35,9 +35,9 @@ enum OtherUser {
 
     /// Skips unless the test can run processes as another uid.
     static func requireRoot() throws {
-        guard getuid() == 0 else { throw XCTSkip("connecting as another uid needs root") }
-        guard setpriv != nil else { throw XCTSkip("setpriv (util-linux) is not installed") }
-        guard python != nil else { throw XCTSkip("no system python3 for the raw client") }
+        guard getuid() == 0 else { throw unavailable("connecting as another uid needs root") }
+        guard setpriv != nil else { throw unavailable("setpriv (util-linux) is not installed") }
+        guard python != nil else { throw unavailable("no system python3 for the raw client") }
         try copyClient()
     }
 

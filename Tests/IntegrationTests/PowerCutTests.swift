@@ -26,8 +26,8 @@ final class PowerCutTests: XCTestCase {
     var control = ""
 
     override func setUpWithError() throws {
-        guard Self.which("python3") != nil else { throw XCTSkip("python3 is needed to rebuild the data directory") }
-        guard Self.which("cc") ?? Self.which("clang") != nil else { throw XCTSkip("cc or clang is needed to build the power-cut shim") }
+        guard Self.which("python3") != nil else { throw unavailable("python3 is needed to rebuild the data directory") }
+        guard Self.which("cc") ?? Self.which("clang") != nil else { throw unavailable("cc or clang is needed to build the power-cut shim") }
         harness = try Harness()
         // The harness's daemon made the data directory; the ones under the shim start from it.
         harness.stopDaemon()

@@ -252,7 +252,7 @@ final class ToolClientTests: TmuxTestCase {
     /// `stdin` on a pipe and its output captured.
     private func runWithoutTerminal(_ arguments: [String], stdin: String) throws -> (status: Int32, stdout: String, stderr: String) {
         let setsid = "/usr/bin/setsid"
-        guard FileManager.default.isExecutableFile(atPath: setsid) else { throw XCTSkip("setsid (util-linux) is not installed") }
+        guard FileManager.default.isExecutableFile(atPath: setsid) else { throw unavailable("setsid (util-linux) is not installed") }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: setsid)
         process.arguments = ["--wait", Binaries.path("confab"), "--socket", harness.socketPath] + arguments

@@ -237,4 +237,40 @@ if os.environ.get("IGNORE_EOF"):
         run(loop) { stopped }
         loop.close()
     }
+
+    static let hostileScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/mcp-hostile-server.py").path
+
+    /// A server that floods pings and never reads its input (the daemon answers each ping):
+    /// once more than the bound waits to be written to it, it has failed, saying why, and
+    /// what waits is let go.
+    func testAServerThatDoesNotReadItsInputFailsOnceTheAnswersWaitingPassTheBound() throws {
+        // As in confabd: answers still queued for the ended server meet EPIPE, not SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
+        let loop = try Loop()
+        var markers = Array("/tmp/confab-flood-XXXXXX".utf8CString)
+        let directory = String(cString: try XCTUnwrap(mkdtemp(&markers)))
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let settings = MCPServerSettings(name: "flood", command: "python3", arguments: [Self.hostileScript, "--flood-pings", "200000"],
+                                         environment: ["CONFAB_MCP_MARKERS": directory],
+                                         passedEnvironment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"])
+        let server = MCPServer(settings: settings, loop: loop) { [unowned self] level, text in logs.append("\(level) \(text)") }
+        server.whenReady { _ in }
+        run(loop) { server.isWaitingToRestart || server.hasGivenUp }
+        guard case .failed(let reason) = server.status else { return XCTFail("the flooding server did not fail: \(server.status) \(logs)") }
+        XCTAssertEqual(reason, "the server does not read its input: more than 4 MiB or 1000 messages wait to be written to it")
+        XCTAssertTrue(logs.contains("warning failed: \(reason)"), "\(logs.suffix(5))")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/flooded"), "the daemon did not read the whole flood")
+        var stopped = false
+        server.stop(graceMilliseconds: 200) { stopped = true }
+        run(loop) { stopped }
+        loop.close()
+    }
+
+    /// A `notifications/message` level is the server's text: shown short and escaped.
+    func testALogLevelIsCutAndEscaped() {
+        XCTAssertEqual(MCPServer.shownLogLevel("warning"), "warning")
+        XCTAssertEqual(MCPServer.shownLogLevel(String(repeating: "A", count: 100_000)), String(repeating: "A", count: 16) + "…")
+        XCTAssertEqual(MCPServer.shownLogLevel("err\u{1B}[31m\n"), "err\\u{1b}[31m\\u{a}")
+    }
 }

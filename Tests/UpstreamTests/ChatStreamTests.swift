@@ -67,7 +67,8 @@ final class ChatStreamDecoderTests: XCTestCase {
             .content(","),
             .content(" wörld 👋"),
             .finish(reason: "stop"),
-            .usage(TokenUsage(promptTokens: 12, completionTokens: 4, totalTokens: 16)),
+            // The details the server reported are kept, zeros included.
+            .usage(TokenUsage(promptTokens: 12, completionTokens: 4, totalTokens: 16, reasoningTokens: 0, cacheReadTokens: 0)),
             .done,
         ])
     }
@@ -167,8 +168,8 @@ final class ChatStreamDecoderTests: XCTestCase {
         XCTAssertEqual(try decode(chunk(#"{"content":42}"#, finish: #""stop""#)), [.finish(reason: "stop")])
     }
 
-    func testReasoningContentIsNotContent() throws {
-        XCTAssertEqual(try decode(chunk(#"{"reasoning_content":"thinking...","content":""}"#)), [])
+    func testReasoningContentIsReasoningNotContent() throws {
+        XCTAssertEqual(try decode(chunk(#"{"reasoning_content":"thinking...","content":""}"#)), [.reasoning("thinking...")])
     }
 
     func testMessageInsteadOfDelta() throws {

@@ -41,7 +41,7 @@ final class WholeReplyTests: XCTestCase {
             .content("Let me look."),
             .toolCall(ToolCallPiece(index: 0, id: "toolu_1", name: "weather", arguments: #"{"city":"Rome"}"#)),
             .finish(reason: "tool_calls"),
-            .usage(Usage(promptTokens: 25, completionTokens: 8, totalTokens: 33)),
+            .usage(Usage(promptTokens: 25, completionTokens: 8, totalTokens: 33, cacheReadTokens: 5)),
         ])
     }
 

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import XCTest
+import WebConfig
 import WebGateway
 
 /// The owner's token, share links and the `[web]` settings.

@@ -57,7 +57,7 @@ final class ConversationViewTests: XCTestCase {
         let approver = ClientInfo(id: "c3", uid: 1000, login: "ana", name: "web:phone", client: "confab-web")
         let events = view.apply(.toolApproved(call: "call_1", by: approver))
         let card = events.first?["message"]?["tool"]
-        XCTAssertEqual(card?["answered"]?.string, "approved by web:phone")
+        XCTAssertEqual(card?["answered"]?.string, "approved by web:phone (ana)", "a chosen name shows with its login")
         XCTAssertEqual(card?["approval"]?.string, "approved")
         XCTAssertEqual(card?["arguments"]?.string, "{\"city\":\"<Paris>\"}", "arguments go as text, for textContent")
         let timedOut = view.apply(.toolDenied(call: "call_1", by: nil))

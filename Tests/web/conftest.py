@@ -64,6 +64,7 @@ class Terminal:
     def call(self, method, params=None):
         request_id = self.next_id
         self.next_id += 1
+        self.sock.settimeout(60)   # a big request (a file's chunk) on a busy machine
         self.sock.sendall((json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}) + "\n").encode())
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -117,8 +118,22 @@ approval = "always"
 method = "GET"
 url = "http://127.0.0.1:{port}/tool/echo?x=2"
 
+[access]
+allow_uids = [4242]
+
 [profiles.helper]
 tools = ["guarded"]
+
+[tools.secret_echo]
+description = "Looks a ticket up with the owner's key (no approval asked of the owner)"
+parameters = {{ type = "object", properties = {{ q = {{ type = "string" }} }}, required = ["q"] }}
+[tools.secret_echo.request]
+method = "GET"
+url = "http://127.0.0.1:{port}/tool/echo/secret"
+headers = {{ X-Api-Key = "owner-secret-key-4711" }}
+
+[profiles.tickets]
+tools = ["secret_echo"]
 
 [profiles.guide]
 welcome = ["Welcome aboard.", "Which way?"]
@@ -149,7 +164,9 @@ class World:
         self.start_gateway()
         self.base = "http://127.0.0.1:%d" % self.port
         self.owner_url = self.web("url").strip()
-        assert self.owner_url.startswith(self.base + "/?token="), self.owner_url
+        # The token travels in the fragment, which no server sees.
+        assert self.owner_url.startswith(self.base + "/#token="), self.owner_url
+        self.owner_token = self.owner_url.split("#token=", 1)[1]
 
     def start_daemon(self):
         env = dict(os.environ)
@@ -234,13 +251,20 @@ def browser():
         b.close()
 
 
+def sign_in(context, url, base):
+    """A first visit with a link: the page keeps the token and moves on by itself."""
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("#status:text('live')")
+    assert "#" not in page.url, "the address bar keeps no token"
+    return page
+
+
 @pytest.fixture
 def owner(world, browser):
-    """A browser context holding the owner's cookie (its first visit had the token)."""
+    """A browser context holding the owner's token in the gateway origin's storage (its
+    first visit had the token in the fragment)."""
     context = browser.new_context()
-    page = context.new_page()
-    page.goto(world.owner_url)
-    page.wait_for_url(world.base + "/")
-    page.close()
+    sign_in(context, world.owner_url, world.base).close()
     yield context
     context.close()

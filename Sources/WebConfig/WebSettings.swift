@@ -1,7 +1,8 @@
 import TOML
 
 /// The `[web]` table of confab's config.toml: where the gateway listens and how share links
-/// are made by default. The rest of the file is the daemon's and is not read here.
+/// are made by default. One file holds both: confabd reads and checks `[web]` through this
+/// type (and keeps it), and confab-web reads only `[web]`, through this same type.
 public struct WebSettings: Equatable, Sendable {
     public var host = "127.0.0.1"
     public var port = 8410
@@ -13,6 +14,18 @@ public struct WebSettings: Equatable, Sendable {
     public var shareExpirySeconds: Int? = 24 * 3600
     /// Whether a share link is read-only unless `--write` says otherwise.
     public var shareReadOnly = false
+    /// Open pages (WebSockets, each with its own connection to confabd) in all, …
+    public var maxPages = 64
+    /// … on any one share link, …
+    public var maxPagesPerLink = 16
+    /// … and how many of `maxPages` only the owner's pages may take.
+    public var ownerReservedPages = 8
+    /// File downloads at once, in all and on any one share link.
+    public var maxDownloads = 4
+    public var maxDownloadsPerLink = 2
+    /// Names besides the listen address and `localhost` that browsers may reach the gateway
+    /// by (its `Host`, and the pages' `Origin`), e.g. a name on the local network.
+    public var hostNames: [String] = []
 
     public init() {}
 
@@ -25,8 +38,16 @@ public struct WebSettings: Equatable, Sendable {
     public init(configText: String) throws(Problem) {
         let root: TOMLTable
         do { root = try TOMLTable(parsing: configText) } catch { throw Problem("config: \(error)") }
-        guard let value = root["web"] else { return }
+        guard let value = root["web"] else {
+            self.init()
+            return
+        }
         guard case .table(let table) = value else { throw Problem("config: [web] must be a table") }
+        try self.init(web: table)
+    }
+
+    /// Reads the `[web]` table itself: every key known, of its type, and checked together.
+    public init(web table: TOMLTable) throws(Problem) {
         for member in table.members {
             let at = "config: web.\(member.key) (\(member.position))"
             switch (member.key, member.value) {
@@ -49,13 +70,41 @@ public struct WebSettings: Equatable, Sendable {
                     shareExpirySeconds = seconds
                 }
             case ("share_read_only", .boolean(let flag)): shareReadOnly = flag
+            case ("max_pages", .integer(let number)), ("max_pages_per_link", .integer(let number)),
+                 ("owner_reserved_pages", .integer(let number)), ("max_downloads", .integer(let number)),
+                 ("max_downloads_per_link", .integer(let number)):
+                let least = member.key == "owner_reserved_pages" ? 0 : 1
+                guard number >= least, number <= 100_000 else { throw Problem("\(at): expected a number from \(least) to 100000") }
+                switch member.key {
+                case "max_pages": maxPages = Int(number)
+                case "max_pages_per_link": maxPagesPerLink = Int(number)
+                case "owner_reserved_pages": ownerReservedPages = Int(number)
+                case "max_downloads": maxDownloads = Int(number)
+                default: maxDownloadsPerLink = Int(number)
+                }
+            case ("hosts", .array(let values)):
+                hostNames = []
+                for value in values {
+                    guard case .string(let name) = value, Self.isHostName(name) else {
+                        throw Problem("\(at): expected host names such as [\"phone.lan\"] (no port, scheme or path)")
+                    }
+                    hostNames.append(name.lowercased())
+                }
+            case ("max_pages", _), ("max_pages_per_link", _), ("owner_reserved_pages", _), ("max_downloads", _),
+                 ("max_downloads_per_link", _):
+                throw Problem("\(at): expected a number, got \(member.value.kindDescription)")
+            case ("hosts", _):
+                throw Problem("\(at): expected an array of host names, got \(member.value.kindDescription)")
             case ("listen", _), ("tls_cert", _), ("tls_key", _), ("share_expires", _):
                 throw Problem("\(at): expected a string, got \(member.value.kindDescription)")
             case ("insecure", _), ("share_read_only", _):
                 throw Problem("\(at): expected true or false, got \(member.value.kindDescription)")
             default:
-                throw Problem("\(at): unknown key (known: listen, tls_cert, tls_key, insecure, share_expires, share_read_only)")
+                throw Problem("\(at): unknown key (known: listen, tls_cert, tls_key, insecure, share_expires, share_read_only, max_pages, max_pages_per_link, owner_reserved_pages, max_downloads, max_downloads_per_link, hosts)")
             }
+        }
+        if ownerReservedPages >= maxPages {
+            throw Problem("config: web.owner_reserved_pages (\(ownerReservedPages)) must be less than web.max_pages (\(maxPages))")
         }
         if (tlsCertificate == nil) != (tlsKey == nil) {
             throw Problem("config: web.tls_cert and web.tls_key go together: give both or neither")
@@ -63,6 +112,40 @@ public struct WebSettings: Equatable, Sendable {
     }
 
     public var usesTLS: Bool { tlsCertificate != nil }
+
+    /// A plain DNS name or address, as `hosts` takes it.
+    static func isHostName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 253
+            && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A)
+                || $0 == 0x2E || $0 == 0x2D }
+    }
+
+    /// The names the gateway answers to: its listen address, `localhost` (and the loopback
+    /// addresses when it listens on loopback), and `web.hosts`. Lower case; IPv6 in brackets.
+    public var hostNamesAllowed: [String] {
+        var names = [host.contains(":") ? "[\(host.lowercased())]" : host.lowercased(), "localhost"]
+        if isLoopback { names += ["127.0.0.1", "[::1]"] }
+        for name in hostNames where !names.contains(name) { names.append(name) }
+        return names
+    }
+
+    /// Whether a request's `Host` (or HTTP/2 authority) names this gateway: one of the
+    /// allowed names with this port, or without a port where the scheme's default is it.
+    /// Anything else (a DNS-rebound name above all) is refused.
+    public func allowsHost(_ authority: String) -> Bool {
+        let value = authority.lowercased()
+        let names = hostNamesAllowed
+        if names.contains(where: { value == $0 + ":\(port)" }) { return true }
+        return port == (usesTLS ? 443 : 80) && names.contains(value)
+    }
+
+    /// Whether a request's `Origin` is one of this gateway's own: the scheme it serves, an
+    /// allowed name and its port. Compared with the list, never with the request's `Host`.
+    public func allowsOrigin(_ origin: String) -> Bool {
+        let prefix = usesTLS ? "https://" : "http://"
+        guard origin.hasPrefix(prefix) else { return false }
+        return allowsHost(String(origin.dropFirst(prefix.count)))
+    }
 
     public var isLoopback: Bool { Self.isLoopback(host) }
 
@@ -85,6 +168,13 @@ public struct WebSettings: Equatable, Sendable {
         let shownHost = host.contains(":") ? "[\(host)]" : host
         return (usesTLS ? "https" : "http") + "://\(shownHost):\(port)"
     }
+
+    /// The owner's link: the token in the fragment, which the browser never sends to a
+    /// server (nor a log, nor a Referer); the page's script keeps it in its origin's storage.
+    public func ownerURL(token: String) -> String { baseURL + "/#token=" + token }
+
+    /// A share link, in the same form, landing on `/s`.
+    public func shareURL(token: String) -> String { baseURL + "/s#token=" + token }
 
     public static func parseListen(_ text: String) -> (String, Int)? {
         let host: Substring
