@@ -32,7 +32,7 @@ last kill. Checks after every restart:
 Loopback and Unix sockets only; bounded in kills and time; every process it starts is
 ended by PID; the temporary directory is removed. Exit status 1 on any failure.
 """
-import argparse, collections, json, os, random, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import argparse, collections, json, os, random, re, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(HERE, "..", ".build", "release"))
@@ -64,7 +64,46 @@ def send_text(rng, tag, tools=False):
         n, delay = 40, 2            # short: completes within a round
     else:
         n, delay = 1200, 1          # long and fast: many reply.text records
-    return "[[words:%d]] [[delay:%d]] %s" % (n, delay, tag), expected_words(n)
+    # A quarter of the replies think first (the fake's reasoning `t1 … tK`, streamed before the
+    # text): reply.reasoning records are then in flight at kills too, and every stored thought is
+    # checked against what the fake was asked to stream (`expected_thought`).
+    think = ""
+    if rng.random() < 0.25:
+        think = "[[think-words:%d]] " % rng.choice([20, 300])
+    return "%s[[words:%d]] [[delay:%d]] %s" % (think, n, delay, tag), expected_words(n)
+
+
+THINK_WORDS = re.compile(r"\[\[think-words:(\d+)\]\]")
+
+
+def expected_thought(prompt):
+    """The thought the fake streams for a send whose content is `prompt`, or None when it asked
+    for none: the oracle for every stored reply's `reasoning`, independent of the daemon."""
+    found = THINK_WORDS.search(prompt or "")
+    return " ".join("t%d" % i for i in range(1, int(found.group(1)) + 1)) if found else None
+
+
+def check_thoughts(conv, messages, stats, fail):
+    """Every reply's stored thought is the one its prompt asked for: whole when the reply is
+    complete, a prefix of it otherwise, none when none was asked for."""
+    prompt = None
+    for m in messages:
+        if m["role"] == "user":
+            prompt = m["content"]
+            continue
+        if m["role"] != "assistant":
+            continue
+        want = expected_thought(prompt)
+        got = (m.get("reasoning") or {}).get("text")
+        if want is None:
+            if got:
+                fail("%s/%s holds a thought nobody asked for: %r" % (conv, m["id"], got[:80]))
+            continue
+        stats["thoughts_checked"] = stats.get("thoughts_checked", 0) + 1
+        if m["status"] == "complete" and m.get("content") and got != want:
+            fail("%s/%s complete, but its thought is not the one streamed: %r" % (conv, m["id"], (got or "")[-80:]))
+        elif got is not None and not want.startswith(got):
+            fail("%s/%s %s, and its thought is not a prefix of the one streamed: %r" % (conv, m["id"], m["status"], got[-80:]))
 
 
 
@@ -809,6 +848,7 @@ class Loop:
             if info["message_count"] != len(messages):
                 fail("%s: message_count %d but %d messages" % (conv, info["message_count"], len(messages)))
             current = {m["id"]: m for m in messages}
+            check_thoughts(conv, messages, self.stats, fail)
             self.stats["tool_messages"] = self.stats.get("tool_messages", 0) + sum(1 for m in messages if m["role"] == "tool")
             self.stats["superseded_messages"] = self.stats.get("superseded_messages", 0) + sum(1 for m in messages if m.get("superseded_by"))
             for m in messages:
@@ -1074,6 +1114,7 @@ class Loop:
         print("  torn last lines cut at load: %d; conversations created but not announced: %d"
               % (s["torn"], s["unannounced_convs"]))
         print("  cut-off replies compared with their log files' text: %d" % s["compared_with_file"])
+        print("  stored thoughts checked against the ones the fake streamed: %d" % s.get("thoughts_checked", 0))
         print("  asked by the load: %s" % ", ".join("%s %d" % kv for kv in sorted(self.tracker.asked.items())))
         print("  seen in histories read after restarts: %d tool messages, %d superseded messages; %d announced messages "
               "changed since (superseded, continued)" % (s.get("tool_messages", 0), s.get("superseded_messages", 0),
