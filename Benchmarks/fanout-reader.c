@@ -2,11 +2,12 @@
 // connections, the same kind of reader for confabd and for Redis pub/sub, so the two are
 // compared with the same reading cost.
 //
-//   fanout-reader confab SOCKET COUNT READERS ID[,ID...] [--stamps] [--timeout SECONDS]
+//   fanout-reader confab SOCKET COUNT READERS ID[,ID...] [--stamps] [--reasoning] [--timeout SECONDS]
 //   fanout-reader redis  SOCKET COUNT READERS CHANNEL    [--timeout SECONDS]
 //
 // confab: reader i sends conversation.attach (no history) for ID number i % (number of IDs)
-// and counts the lines that are message.delta notifications. redis: every reader SUBSCRIBEs
+// and counts the lines that are message.delta notifications (message.reasoning with
+// --reasoning: a thought's pieces, streamed by [[burst:N]] [[burst-thinking]]). redis: every reader SUBSCRIBEs
 // to CHANNEL and counts the pushed messages. Both split what they read into lines and look
 // at each one. Once every reader is attached it prints "ready"; when every reader has COUNT
 // (or the timeout runs out) it prints one line of key=value figures and exits (status 0, or
@@ -110,7 +111,7 @@ static int compare_u64(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: fanout-reader confab SOCKET COUNT READERS ID[,ID...] [--stamps] [--timeout S]\n"
+        fprintf(stderr, "usage: fanout-reader confab SOCKET COUNT READERS ID[,ID...] [--stamps] [--reasoning] [--timeout S]\n"
                         "       fanout-reader redis SOCKET COUNT READERS CHANNEL [--timeout S]\n");
         return 2;
     }
@@ -119,10 +120,11 @@ int main(int argc, char **argv) {
     long count = atol(argv[3]);
     int readers = atoi(argv[4]);
     char *targets = argv[5];
-    int stamps = 0;
+    int stamps = 0, reasoning = 0;
     double timeout = 120;
     for (int i = 6; i < argc; i++) {
         if (strcmp(argv[i], "--stamps") == 0) stamps = 1;
+        else if (strcmp(argv[i], "--reasoning") == 0) reasoning = 1;
         else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout = atof(argv[++i]);
         else {
             fprintf(stderr, "fanout-reader: unknown argument %s\n", argv[i]);
@@ -165,7 +167,7 @@ int main(int argc, char **argv) {
     printf("ready\n");
     fflush(stdout);
 
-    const char *needle = redis ? "message\r" : "\"message.delta\"";
+    const char *needle = redis ? "message\r" : reasoning ? "\"message.reasoning\"" : "\"message.delta\"";
     size_t needle_length = strlen(needle);
     long expected = count * readers, delivered = 0;
     int complete = 0;

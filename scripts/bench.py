@@ -9,7 +9,9 @@ Sections (all by default; pick some with --only):
 - complete: upstream's last byte to an attached client's message.completed, fsync on and off
 - fanout:   one conversation, a burst of one-word deltas from confab-fake-upstream to
             {1, 10, 100} attached readers, and Redis pub/sub with the same readers
-            (Benchmarks/fanout-reader.c for both); deliveries/s and CPU per delivery
+            (Benchmarks/fanout-reader.c for both); deliveries/s and CPU per delivery; and the
+            same burst as a thought's pieces ([[burst-thinking]]: message.reasoning), beside
+            the text in every round
 - latency:  upstream write to reader read per delta ([[stamp]]), p50/p99/p999 at 10 and 100 readers
 - cpu:      100 conversations streaming at once: confabd CPU time per delta
 - allocs:   allocations per delta (Benchmarks/malloc-count.c preloaded into confabd)
@@ -267,10 +269,12 @@ def compile_helpers(out):
 class Readers:
     """Benchmarks/fanout-reader with N connections; returns once all of them are attached."""
 
-    def __init__(self, reader, mode, socket_path, count, readers, targets, stamps=False, timeout=120):
+    def __init__(self, reader, mode, socket_path, count, readers, targets, stamps=False, timeout=120, reasoning=False):
         argv = [reader, mode, socket_path, str(count), str(readers), ",".join(targets), "--timeout", str(timeout)]
         if stamps:
             argv.append("--stamps")
+        if reasoning:
+            argv.append("--reasoning")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         line = self.proc.stdout.readline()
         if line.strip() != b"ready":
@@ -361,15 +365,18 @@ def bench_complete(ctx):
             daemon.stop()
 
 
-def confab_burst(ctx, tmp, readers, count, stamps=False, delay_us=None, timeout=120):
-    """One conversation, `readers` attached readers, one reply of `count` deltas. Returns the
+def confab_burst(ctx, tmp, readers, count, stamps=False, delay_us=None, timeout=120, thinking=False):
+    """One conversation, `readers` attached readers, one reply of `count` deltas (with
+    `thinking`, `count` pieces of a thought: message.reasoning, not message.delta). Returns the
     reader's figures plus the confabd CPU seconds the burst cost and its wall time."""
     daemon = Daemon(tmp, ctx.fake.port, fsync=False)
     try:
         client = Client(daemon.socket)
         cid = client.call("conversation.create", {"title": "fan-out"})["conversation"]["id"]
-        watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, readers, [cid], stamps, timeout)
-        content = "[[burst:%d]]" % count + (" [[stamp]]" if stamps else "") + (" [[delay-us:%d]]" % delay_us if delay_us else "")
+        watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, readers, [cid], stamps, timeout,
+                           reasoning=thinking)
+        content = "[[burst:%d]]" % count + (" [[stamp]]" if stamps else "") + (" [[delay-us:%d]]" % delay_us if delay_us else "") \
+            + (" [[burst-thinking]]" if thinking else "")
         cpu0 = daemon.cpu_seconds()
         start_ns = time.monotonic_ns()
         client.call("message.send", {"conversation": cid, "content": content})
@@ -431,11 +438,16 @@ def bench_fanout(ctx):
                 # Alternating rounds, the median of each side: one slow moment of a shared
                 # machine should not decide the ratio.
                 rounds = []
+                thoughts = []
                 for _ in range(ctx.rounds):
                     with tempfile.TemporaryDirectory(prefix="confab-bench-", dir=tmp) as run:
                         c = confab_burst(ctx, run, readers, count)
+                    # The same burst as pieces of a thought (message.reasoning), in the same round.
+                    with tempfile.TemporaryDirectory(prefix="confab-bench-", dir=tmp) as run:
+                        t = confab_burst(ctx, run, readers, count, thinking=True)
                     r = redis_burst(ctx, redis, readers, count)
                     rounds.append((c["delivered"] / c["seconds"], c, r["delivered"] / r["seconds"], r))
+                    thoughts.append((t["delivered"] / t["seconds"], t))
                 c_rate = statistics.median(x[0] for x in rounds)
                 r_rate = statistics.median(x[2] for x in rounds)
                 c = sorted(rounds, key=lambda x: x[0])[len(rounds) // 2][1]
@@ -451,6 +463,16 @@ def bench_fanout(ctx):
                 record("fan-out, %d reader%s × %s deltas" % (readers, "" if readers == 1 else "s", format(count, ",")),
                        "%s/s" % format(int(c_rate), ","), "Redis %s/s" % format(int(r_rate), ","), "%.2fx" % ratio,
                        "≥ 1.0× Redis", ratio >= 1.0 and c["complete"] == readers)
+                t_rate = statistics.median(x[0] for x in thoughts)
+                t = sorted(thoughts, key=lambda x: x[0])[len(thoughts) // 2][1]
+                print("  %3d readers x %d pieces of a thought, median of %d: confab %.2f s, %.0f deliveries/s, %.2f us CPU/delivery%s"
+                      " | text above %.0f deliveries/s | thought/text %.2fx" % (
+                          readers, count, ctx.rounds, t["seconds"], t_rate, t["cpu"] * 1e6 / max(1, t["delivered"]),
+                          "" if t["complete"] == readers else " (INCOMPLETE: %d of %d)" % (t["delivered"], t["expected"]),
+                          c_rate, t_rate / c_rate))
+                record("fan-out of a thought, %d reader%s × %s pieces" % (readers, "" if readers == 1 else "s", format(count, ",")),
+                       "%s/s" % format(int(t_rate), ","), "text %s/s" % format(int(c_rate), ","), "%.2fx" % (t_rate / c_rate),
+                       "as fast as text (≥ 0.9×)", t_rate >= 0.9 * c_rate and t["complete"] == readers)
         finally:
             redis.stop()
 

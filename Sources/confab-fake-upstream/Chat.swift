@@ -32,6 +32,9 @@ struct Script {
     var seed: UInt64?
     var slowHeadersMs: Int?
     var burst: Int?
+    /// `[[burst-thinking]]`: a burst's pieces are reasoning (`delta.reasoning_content`), not text,
+    /// for measuring how a thought fans out beside text.
+    var burstThinking = false
     var stamp = false
     var delayMicroseconds: Int?
     var endDelayMs: Int?
@@ -114,6 +117,7 @@ struct Script {
             case "slow-headers": if let n = number, n >= 0 { slowHeadersMs = min(n, 600_000) }
             case "burst": if let n = number, n >= 0 { burst = min(n, 10_000_000) }
             case "stamp": stamp = true
+            case "burst-thinking": burstThinking = true
             case "delay-us": if let n = number, n >= 0 { delayMicroseconds = min(n, 600_000_000) }
             case "end-delay": if let n = number, n >= 0 { endDelayMs = min(n, 600_000) }
             case "tool": if let value, let call = ScriptedToolCall(directive: value) { toolCalls.append(call) }
@@ -598,7 +602,8 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
     }
     // The one chunk that varies, as its text before and after the content, so a burst does
     // not encode the same JSON a million times.
-    let template = chunk(choices: [choice(delta: [("content", .string("\u{1}"))])])
+    let burstKey = burst != nil && script.burstThinking ? "reasoning_content" : "content"
+    let template = chunk(choices: [choice(delta: [(burstKey, .string("\u{1}"))])])
         .components(separatedBy: "\\u0001")
     // Unstamped bursts go out in writes of about 64 KiB; everything else piece by piece, so a
     // piece leaves the moment it is made (and a stamp says when it left).
@@ -652,7 +657,7 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
         } else if burst != nil && template.count == 2 {
             template[0] + pieceText(index) + template[1]
         } else {
-            chunk(choices: [choice(delta: [("content", .string(pieceText(index)))])])
+            chunk(choices: [choice(delta: [(burstKey, .string(pieceText(index)))])])
         }
         if batchBytes > 0 {
             batch += event.utf8
