@@ -46,7 +46,7 @@ final class OneConfigFileTests: XCTestCase {
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else { return nil }
-        let request = Array("GET / HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
+        let request = Array("GET /api/access HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
         guard send(fd, request, request.count, 0) == request.count else { return nil }
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -80,6 +80,7 @@ final class OneConfigFileTests: XCTestCase {
             if line == nil { usleep(50_000) }
         }
         let log = (try? String(contentsOfFile: harness.directory + "/confab-web.log", encoding: .utf8)) ?? ""
+        // The page shells need no token (they hold no secret); what a token gives does.
         XCTAssertEqual(line, "HTTP/1.1 401 Unauthorized", "confab-web listens where [web] says: \(log)")
     }
 

@@ -73,7 +73,7 @@ final class AnthropicMessagesAPITests: XCTestCase {
             .content("Hello"),
             .content(", wörld 👋"),
             .finish(reason: "stop"),
-            .usage(Usage(promptTokens: 30, completionTokens: 15, totalTokens: 45)),
+            .usage(Usage(promptTokens: 30, completionTokens: 15, totalTokens: 45, cacheReadTokens: 5)),
             .done,
         ])
     }

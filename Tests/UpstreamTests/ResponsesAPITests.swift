@@ -272,6 +272,9 @@ final class ReasoningSettingsBodyTests: XCTestCase {
         XCTAssertEqual(try chatBody(RequestOptions(reasoningFormat: .openrouter, thinking: false), effort: "high"),
                        start + #","max_tokens":100,"reasoning":{"enabled":false}}"#)
         XCTAssertEqual(try chatBody(RequestOptions(thinking: false)), start + #","max_tokens":100,"thinking":{"type":"disabled"}}"#)
+        XCTAssertEqual(try chatBody(RequestOptions(thinking: true)), start + #","max_tokens":100,"thinking":{"type":"enabled"}}"#)
+        XCTAssertEqual(try chatBody(RequestOptions(reasoningFormat: .openrouter, thinking: true)),
+                       start + #","max_tokens":100,"reasoning":{"enabled":true}}"#)
         let extra = RequestOptions(extraBody: [ExtraBodyMember(key: "chat_template_kwargs", value: ["enable_thinking": false]),
                                                ExtraBodyMember(key: "top_k", value: 20)])
         XCTAssertEqual(try chatBody(extra, maxTokens: nil), start + #","chat_template_kwargs":{"enable_thinking":false},"top_k":20}"#)
