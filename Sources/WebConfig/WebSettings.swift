@@ -17,7 +17,9 @@ public struct WebSettings: Equatable, Sendable {
     /// Open pages (WebSockets, each with its own connection to confabd) in all, …
     public var maxPages = 64
     /// … on any one share link, …
-    public var maxPagesPerLink = 16
+    /// Below the ten attaches at once that confabd's presence budget gives a link (Presence.swift):
+    /// past it the gateway refuses with its own words (4429) before the daemon would.
+    public var maxPagesPerLink = 8
     /// … and how many of `maxPages` only the owner's pages may take.
     public var ownerReservedPages = 8
     /// File downloads at once, in all and on any one share link.

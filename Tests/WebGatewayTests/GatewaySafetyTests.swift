@@ -33,7 +33,7 @@ final class GatewaySafetyTests: XCTestCase {
 
     func testPageAndDownloadBoundsAreSettings() throws {
         let defaults = WebSettings()
-        XCTAssertEqual([defaults.maxPages, defaults.maxPagesPerLink, defaults.ownerReservedPages], [64, 16, 8])
+        XCTAssertEqual([defaults.maxPages, defaults.maxPagesPerLink, defaults.ownerReservedPages], [64, 8, 8])
         XCTAssertEqual([defaults.maxDownloads, defaults.maxDownloadsPerLink], [4, 2])
         let set = try WebSettings(configText: "[web]\nmax_pages = 10\nmax_pages_per_link = 3\nowner_reserved_pages = 2\nmax_downloads = 6\nmax_downloads_per_link = 1\n")
         XCTAssertEqual([set.maxPages, set.maxPagesPerLink, set.ownerReservedPages, set.maxDownloads, set.maxDownloadsPerLink],

@@ -879,7 +879,7 @@ def test_pages_per_link_are_bounded_and_the_owner_still_gets_in(world, owner, br
     conversation = new_conversation(terminal, "watched by many")
     link = world.web("share", conversation, "--read-only", "--expires", "2h").strip()
     context = browser.new_context()
-    page = sign_in(context, link, world.base)   # one page of the link's 16 (web.max_pages_per_link)
+    page = sign_in(context, link, world.base)   # one page of the link's 8 (web.max_pages_per_link)
     outcome = page.evaluate("""([url, token, count]) => new Promise(done => {
         window.held = [];
         const results = [];
@@ -894,8 +894,8 @@ def test_pages_per_link_are_bounded_and_the_owner_still_gets_in(world, owner, br
     })""", ["ws://127.0.0.1:%d/ws?c=%s" % (world.port, conversation), link_token(link), 30])
     opened = [r for r in outcome if r == "open"]
     refused = [r for r in outcome if r != "open"]
-    assert len(opened) == 15, outcome
-    assert len(refused) == 15 and all(r.startswith("4429 Too many pages are open: this share link") for r in refused), refused
+    assert len(opened) == 7, outcome
+    assert len(refused) == 23 and all(r.startswith("4429 Too many pages are open: this share link") for r in refused), refused
     # The owner's pages still open, and the daemon serves its terminals.
     mine = open_conversation(owner, world, conversation)
     assert terminal.call("status")
