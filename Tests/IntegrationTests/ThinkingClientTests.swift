@@ -77,7 +77,7 @@ final class ThinkingClientTests: TmuxTestCase {
         XCTAssertEqual(history.count, 2)
     }
 
-    // MARK: ask (needs the fake upstream's [[think:…]], branch `reasoning`)
+    // MARK: ask (the fake upstream's [[think:…]])
 
     /// Into a pipe the thought goes to standard error byte for byte with --reasoning, never to
     /// standard output; without it, nothing of it is written anywhere but the terminal's row.
@@ -119,7 +119,7 @@ final class ThinkingClientTests: TmuxTestCase {
         XCTAssertTrue(run.stderr.contains("max_tokens"), run.stderr)
     }
 
-    // MARK: show and export (need branch `reasoning`)
+    // MARK: show and export
 
     func testShowAndExportCarryTheThought() throws {
         let run = try harness.runClient(["ask", "[[think:Weighing <b>both</b> options\nthen picking]] [[reply:Picked]] q"])
@@ -144,7 +144,7 @@ final class ThinkingClientTests: TmuxTestCase {
         XCTAssertNotNil(reasoning["ended"]?.string)
     }
 
-    // MARK: attach (need branch `reasoning`)
+    // MARK: attach
 
     /// Two screens while the model thinks: the folded row on both, `/thinking` prints the
     /// thought so far on the one that asks, a screen attached mid-thought shows the row
