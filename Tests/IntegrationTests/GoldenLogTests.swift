@@ -1,6 +1,9 @@
 import ConfabProtocol
 import Foundation
 import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Data directories written by earlier versions of confabd (`Tests/Fixtures/golden/<name>/`,
 /// see the README there) must read, with today's daemon, to exactly the history committed
@@ -47,8 +50,74 @@ final class GoldenLogTests: XCTestCase {
         }
     }
 
+    /// A copied log has a new inode and mtime, so the fixture's own index vouches for none of
+    /// them and the pass above reads every log. Here each entry of an index in today's format is
+    /// made to describe the copy it lands beside (its inode and mtime, as a clean stop would have
+    /// written them; the size must already match): start-up must then list every conversation from the index and read
+    /// only the logs it marks as owing a reply, with the same history as from the logs.
+    func testAnIndexThatDescribesItsLogsListsEveryConversationWithoutReadingOne() throws {
+        harness = try Harness()
+        let format = try todaysIndexFormat()
+        var checked = 0
+        for name in try Self.fixtures() {
+            let source = Self.goldenDirectory + "/" + name + "/index.jsonl"
+            let lines = try String(contentsOfFile: source, encoding: .utf8).split(separator: "\n").map(String.init)
+            guard let header = lines.first, try JSON.parse(Array(header.utf8))["fields"] == format["fields"] else { continue }
+            try copy(name, withIndex: false)
+            var entries = 0, owing = 0
+            var rewritten = [header]
+            for line in lines.dropFirst() {
+                guard case .array(var fields) = try JSON.parse(Array(line.utf8)), let id = fields.first?.string else {
+                    return XCTFail("\(name): index line \(line)")
+                }
+                let identity = try XCTUnwrap(Self.identity(of: harness.dataDirectory + "/conversations/" + id + ".jsonl"), "\(name): \(id)")
+                // The entry was written for these very bytes: only where they now lie changed.
+                XCTAssertEqual(fields[1].int, identity.size, "\(name): \(id)'s entry was written for a log of another size")
+                fields[2] = .int(identity.inode)
+                fields[3] = .int(identity.mtimeNanoseconds)
+                rewritten.append(JSON.array(fields).text)
+                entries += 1
+                if fields[10].bool == true { owing += 1 }
+            }
+            try (rewritten.joined(separator: "\n") + "\n").write(toFile: harness.dataDirectory + "/index.jsonl", atomically: false, encoding: .utf8)
+            try harness.startDaemon()
+            let history = try readEverything()
+            let startLine = harness.log().split(separator: "\n").last { $0.contains("listed from the index") }
+            XCTAssertTrue(startLine?.contains("\(entries - owing) conversations listed from the index, \(owing) logs read") ?? false,
+                          "\(name): \(startLine ?? "no start-up line") (\(entries) entries, \(owing) owing a reply)")
+            let expected = try JSON.parse(Array(try String(contentsOfFile: Self.goldenDirectory + "/" + name + ".expected.json", encoding: .utf8).utf8))
+            XCTAssertEqual(history, expected, "\(name) listed from an index that describes its logs")
+            if history != expected { Self.describeDifference(history, expected, name) }
+            checked += 1
+        }
+        XCTAssertGreaterThanOrEqual(checked, 2, "fixtures whose index is in today's format")
+    }
+
+    /// The header line of the index today's daemon writes at a clean stop.
+    private func todaysIndexFormat() throws -> JSON {
+        let client = try harness.client()
+        _ = try client.call("conversation.create", ["title": "format"])
+        client.close()
+        harness.stopDaemon()
+        let index = try String(contentsOfFile: harness.dataDirectory + "/index.jsonl", encoding: .utf8)
+        return try JSON.parse(Array(index.prefix { $0 != "\n" }.utf8))
+    }
+
+    /// What `stat(2)` says of a file, as the index records it.
+    static func identity(of path: String) -> (size: Int, inode: Int, mtimeNanoseconds: Int)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (Int(info.st_size), Int(truncatingIfNeeded: info.st_ino), Int(info.st_mtim.tv_sec) * 1_000_000_000 + Int(info.st_mtim.tv_nsec))
+    }
+
     /// Today's daemon on a copy of fixture `name` (its logs, and its index when `withIndex`).
     private func load(_ name: String, withIndex: Bool) throws {
+        try copy(name, withIndex: withIndex)
+        try harness.startDaemon()
+    }
+
+    /// A copy of fixture `name` as the data directory, no daemon running.
+    private func copy(_ name: String, withIndex: Bool) throws {
         harness.stopDaemon()
         let files = FileManager.default
         try? files.removeItem(atPath: harness.dataDirectory)
@@ -56,7 +125,6 @@ final class GoldenLogTests: XCTestCase {
         let source = Self.goldenDirectory + "/" + name
         try files.copyItem(atPath: source + "/conversations", toPath: harness.dataDirectory + "/conversations")
         if withIndex { try files.copyItem(atPath: source + "/index.jsonl", toPath: harness.dataDirectory + "/index.jsonl") }
-        try harness.startDaemon()
     }
 
     /// `{"conversations":[{"conversation":…,"messages":[…]},…]}`, conversations by id.
