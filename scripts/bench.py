@@ -732,12 +732,14 @@ def bench_profile(ctx):
         try:
             client = Client(daemon.socket)
             cid = client.call("conversation.create", {"title": "profile"})["conversation"]["id"]
-            watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, readers, [cid], timeout=120)
+            watchers = Readers(ctx.helpers["fanout-reader"], "confab", daemon.socket, count, readers, [cid], timeout=120,
+                               reasoning=ctx.profile_thinking)
             data = os.path.join(tmp, "perf.data")
-            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "999", "-o", data, "-p", str(daemon.proc.pid)],
+            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", str(ctx.profile_frequency), "-o", data, "-p", str(daemon.proc.pid)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
-            client.call("message.send", {"conversation": cid, "content": "[[burst:%d]]" % count})
+            client.call("message.send", {"conversation": cid, "content": "[[burst:%d]]" % count
+                                         + (" [[burst-thinking]]" if ctx.profile_thinking else "")})
             watchers.result(150)
             perf.send_signal(signal.SIGINT)
             perf.wait(timeout=60)
@@ -750,7 +752,8 @@ def bench_profile(ctx):
                                  "--percent-limit", "1.5"], capture_output=True, text=True, timeout=300).stdout
         demangled = subprocess.run(["swift", "demangle", "--simplified"], input=report, capture_output=True, text=True).stdout \
             if shutil.which("swift") else report
-    print("profile: confabd during %d deltas to %d readers (perf record -g -F 999; self time, symbols over 1.5%%):" % (count, readers))
+    print("profile: confabd during %d %s to %d readers (perf record -g -F %d; self time, symbols over 1.5%%):"
+          % (count, "pieces of a thought" if ctx.profile_thinking else "deltas", readers, ctx.profile_frequency))
     for line in demangled.splitlines():
         if line.strip() and not line.startswith("#"):
             print("  " + " ".join(line.split()).removesuffix(" - -")[:160])
@@ -984,6 +987,8 @@ def main():
     parser.add_argument("--latency-gap-us", type=int, default=2000, help="microseconds between stamped deltas")
     parser.add_argument("--cpu-count", type=int, default=1000, help="deltas per stream in the 100-stream run")
     parser.add_argument("--profile-readers", type=int, default=10, help="attached readers during the profile")
+    parser.add_argument("--profile-frequency", type=int, default=999, help="perf record's samples per second")
+    parser.add_argument("--profile-thinking", action="store_true", help="profile the burst as a thought's pieces (message.reasoning)")
     parser.add_argument("--profile-count", type=int, default=300_000, help="deltas in the profiled burst (enough samples)")
     parser.add_argument("--alloc-count", type=int, default=10_000, help="deltas in the allocation count")
     big = parser.add_mutually_exclusive_group()
