@@ -18,8 +18,12 @@ Levels (what the version has):
   5  + reasoning: a reply's thought (reply.reasoning, the message's reasoning and usage counts),
        a thinking tool loop of each API (the replay kept beside the message: Anthropic's signed
        and redacted blocks), a budget spent thinking, and the crash while a reply thinks
+  6  + files and shares: blobs (a text file, an image, one uploaded in two chunks), messages that
+       carry them, an edit that keeps them, a fork that shares them, a deleted conversation whose
+       blob is collected, and a conversation shared with two uids and unshared from one
 """
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -239,6 +243,43 @@ def drive(client, data, port, level, sock):
         client.call("message.send", conversation=mid_thought, content="[[think-words:400]] [[think-delay:100]] [[reply:never]]")
         wait_for(lambda: log_has(data, mid_thought, '"reply.reasoning"'), "a saved piece of the thought")
 
+    if level >= 6:
+        def put(data, chunks=1):
+            cut = len(data) // chunks
+            upload = None
+            for i in range(chunks):
+                piece = data[i * cut:] if i == chunks - 1 else data[i * cut:(i + 1) * cut]
+                params = {"data": base64.b64encode(piece).decode(), "final": i == chunks - 1}
+                if upload:
+                    params["upload"] = upload
+                answer = client.call("blob.put", **params)
+                upload = answer.get("upload")
+            return answer["attachment"]["sha256"]
+
+        notes = put("notes: naïve café ✓\n```fenced```\n".encode() * 40, chunks=2)
+        # A 1x1 PNG: what the daemon knows by its signature.
+        pixel = put(base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="))
+        files = create("files")
+        sent = client.call("message.send", conversation=files, content="read these [[reply:read]]",
+                           attachments=[{"name": "notes.txt", "sha256": notes}, {"name": "pixel.png", "sha256": pixel}])
+        client.reply_ends(sent["reply"])
+        edited = client.call("message.edit", conversation=files, message=sent["message"]["id"], content="")
+        client.reply_ends(edited["reply"])
+        fork = client.call("conversation.fork", conversation=files, title="files, forked")["conversation"]["id"]
+        client.call("conversation.attach", conversation=fork)
+        client.reply_ends(send_only(client, fork, "[[reply:forked]]"))
+        # A blob only a deleted conversation named: collected, absent from the fixture.
+        doomed = put(b"gone with its conversation\n")
+        gone = create("deleted")
+        sent = client.call("message.send", conversation=gone, content="[[reply:ok]]", attachments=[{"name": "gone.txt", "sha256": doomed}])
+        client.reply_ends(sent["reply"])
+        client.call("conversation.delete", conversation=gone)
+        shared = create("shared")
+        send(shared, "[[reply:shared answer]]")
+        client.call("conversation.share", conversation=shared, uid=4242, role="read")
+        client.call("conversation.share", conversation=shared, uid=4243, role="write")
+        client.call("conversation.unshare", conversation=shared, uid=4242)
+
     # The crash: a reply streaming (some of its text saved), and from level 3 a tool call running.
     crash = create("crash")
     # Slow pieces: the daemon saves a streaming reply's text with the first piece a quarter
@@ -249,6 +290,10 @@ def drive(client, data, port, level, sock):
         hanging = create("hanging tool", profile="helper")
         client.call("message.send", conversation=hanging, content="[[tool:hang]]")
         wait_for(lambda: any(r["path"].startswith("/tool/hang") for r in requests(data)), "the tool call")
+
+
+def send_only(client, conversation, text):
+    return client.call("message.send", conversation=conversation, content=text)["reply"]
 
 
 def answers(sock):
@@ -274,7 +319,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--confabd", required=True)
     parser.add_argument("--fake", required=True)
-    parser.add_argument("--level", type=int, choices=[1, 2, 3, 4, 5], required=True)
+    parser.add_argument("--level", type=int, choices=[1, 2, 3, 4, 5, 6], required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 

@@ -125,6 +125,9 @@ final class GoldenLogTests: XCTestCase {
         let source = Self.goldenDirectory + "/" + name
         try files.copyItem(atPath: source + "/conversations", toPath: harness.dataDirectory + "/conversations")
         if withIndex { try files.copyItem(atPath: source + "/index.jsonl", toPath: harness.dataDirectory + "/index.jsonl") }
+        if files.fileExists(atPath: source + "/blobs") {
+            try files.copyItem(atPath: source + "/blobs", toPath: harness.dataDirectory + "/blobs")
+        }
     }
 
     /// `{"conversations":[{"conversation":…,"messages":[…]},…]}`, conversations by id.
@@ -138,8 +141,40 @@ final class GoldenLogTests: XCTestCase {
             let history = try client.call("conversation.history", ["conversation": .string(id), "limit": 1000])
             XCTAssertEqual(history["more"]?.bool, false)
             entries.append(["conversation": conversation, "messages": history["messages"] ?? .null])
+            for message in history["messages"]?.array ?? [] {
+                for (index, attachment) in (message["attachments"]?.array ?? []).enumerated() {
+                    try checkAttachment(attachment, of: message, index: index, conversation: id, client)
+                }
+            }
         }
         return ["conversations": .array(entries)]
+    }
+
+    /// Each file a stored message carries reads back whole, as the bytes of the blob its digest
+    /// names, and those bytes have that digest (sha256sum's word, not the daemon's).
+    private func checkAttachment(_ attachment: JSON, of message: JSON, index: Int, conversation: String, _ client: RPCClient) throws {
+        let digest = try XCTUnwrap(attachment["sha256"]?.string)
+        let label = "\(conversation)/\(message["id"]?.string ?? "?") file \(index)"
+        var bytes: [UInt8] = []
+        var more = true
+        while more {
+            let part = try client.call("attachment.get", ["conversation": .string(conversation), "message": message["id"] ?? .null,
+                                                          "index": .int(index), "offset": .int(bytes.count)])
+            bytes += try XCTUnwrap(Data(base64Encoded: part["data"]?.string ?? ""), label)
+            more = part["more"]?.bool ?? false
+        }
+        XCTAssertEqual(bytes.count, attachment["size"]?.int, label)
+        let blob = harness.dataDirectory + "/blobs/" + digest.prefix(2) + "/" + digest
+        XCTAssertEqual(Data(bytes), FileManager.default.contents(atPath: blob), "\(label): not the bytes of blob \(digest)")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
+        process.arguments = [blob]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let sum = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(sum.split(separator: " ").first.map(String.init), digest, label)
     }
 
     /// One conversation object or message a line, so that a change reads well in a diff.
