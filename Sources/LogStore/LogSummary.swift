@@ -64,6 +64,9 @@ public struct LogSummary: Equatable, Sendable {
     /// Takes in one record written after everything folded so far.
     mutating func apply(_ record: LogRecord, at time: Timestamp?) {
         guard var fold else { preconditionFailure("a summary read from the index is folded afresh before its log is written") }
+        // Taken out, not copied: with `self.fold` still holding them, the first insert below
+        // would copy each set whole, for every record (quadratic in a long conversation).
+        self.fold = nil
         if let time, time > updated { updated = time }
         switch record {
         case .header, .replyText, .replyReasoning: break
