@@ -18,6 +18,9 @@ Sections (all by default; pick some with --only):
 - reuse:    TCP connections the fake upstream accepted for replies in a row
 - startup:  exec to first answered `status`, RSS, conversation.list and the first attach of a
             100-message conversation, on data directories written by confab-loggen
+- long:     one conversation of 20,000 messages of 1,000 bytes: its first conversation.history
+            {limit: 20} and confabd's RSS with it loaded, beside Python's json module parsing the
+            same log in the same run.
 - search:   (only with --only search) conversation.search over 10,000 conversations of 100
             messages written by confab-loggen, and the latency of another conversation's
             deltas to a reader while searches run back to back, next to the same without
@@ -645,6 +648,49 @@ def bench_startup(ctx):
             shutil.rmtree(data)
 
 
+def bench_long(ctx):
+    """One long conversation (--long-messages messages of 1,000 bytes, written by confab-loggen):
+    its first `conversation.history {limit: 20}` (the log read whole today), confabd's RSS with
+    it loaded, beside Python's json module parsing the same file, in the same run."""
+    messages = ctx.long_messages
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        data = os.path.join(tmp, "data")
+        subprocess.run([LOGGEN, "--data-dir", data, "--conversations", "1", "--messages", str(messages), "--message-bytes", "1000"],
+                       check=True, stdout=subprocess.DEVNULL, timeout=900)
+        log = os.path.join(data, "conversations", os.listdir(os.path.join(data, "conversations"))[0])
+        size = os.path.getsize(log)
+        firsts, pythons, before, after = [], [], [], []
+        for _ in range(3):
+            with tempfile.TemporaryDirectory(prefix="run-", dir=tmp) as run_dir:
+                daemon = Daemon(run_dir, ctx.fake.port, data=data)
+                try:
+                    client = Client(daemon.socket)
+                    cid = client.call("conversation.list")["conversations"][0]["id"]
+                    before.append(daemon.rss_kib())
+                    t = time.perf_counter()
+                    page = client.call("conversation.history", {"conversation": cid, "limit": 20})
+                    firsts.append((time.perf_counter() - t) * 1000)
+                    assert len(page["messages"]) == 20, "history returned %d messages" % len(page["messages"])
+                    after.append(daemon.rss_kib())
+                    client.close()
+                finally:
+                    daemon.stop()
+            t = time.perf_counter()
+            with open(log, "rb") as f:
+                for line in f:
+                    json.loads(line)
+            pythons.append((time.perf_counter() - t) * 1000)
+        first, python = statistics.median(firsts), statistics.median(pythons)
+        print("long conversation, %s messages (%.1f MB log), median of 3: first history {limit: 20} %.0f ms "
+              "(Python's json parses the file in %.0f ms); RSS %.1f MiB before, %.1f MiB loaded" % (
+                  format(messages, ","), size / 1e6, first, python, statistics.median(before) / 1024, statistics.median(after) / 1024))
+        record("first `history {limit: 20}`, %s-message conversation" % format(messages, ","), "%.0f ms" % first,
+               "Python json %.0f ms" % python, "%.2fx" % (first / python), "≤ 50 ms", first <= 50)
+        loaded = statistics.median(after) / 1024
+        bound = 12 + 0.3 * size / 2**20
+        record("RSS with it loaded", "%.1f MiB" % loaded, None, None, "≤ 12 MB + 0.3× the log (%.1f MiB)" % bound, loaded <= bound)
+
+
 def bench_search(ctx):
     conversations, messages = ctx.search_conversations, 100
     with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
@@ -950,7 +996,7 @@ def bench_mcptrace(ctx):
     record("confabd's own part of an MCP call, under strace (medians: turn end → request + answer → tool.completed)",
            "%.0f + %.0f µs" % (statistics.median(outgoing), statistics.median(incoming)), goal="≤ 1 ms", met=both <= 1000)
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "search", "profile", "web", "mcp", "mcptrace"]
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "long", "search", "profile", "web", "mcp", "mcptrace"]
 # The search needs a 660 MB data directory written first: only when named.
 DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search", "mcptrace")]
 
@@ -995,6 +1041,7 @@ def main():
     big.add_argument("--big", dest="big", action="store_const", const="yes", help="always measure start-up with 10,000 x 100")
     big.add_argument("--no-big", dest="big", action="store_const", const="no", help="never measure start-up with 10,000 x 100")
     parser.set_defaults(big="auto")
+    parser.add_argument("--long-messages", type=int, default=20_000, help="messages in the long conversation")
     parser.add_argument("--search-conversations", type=int, default=10_000, help="conversations of 100 messages to search")
     parser.add_argument("--search-runs", type=int, default=5, help="searches of each query")
     parser.add_argument("--search-latency-count", type=int, default=3000, help="stamped deltas streamed while searching")
