@@ -10,7 +10,9 @@ struct Config: Sendable {
     var port: UInt16 = 0
     var apiKey: String?
     var logPath: String?
-    var maxLifetimeSeconds: Double = 1800
+    /// Tests and benchmarks set one, so a fake they fail to stop still ends; the quick start's
+    /// fake, started by hand, runs until it is stopped.
+    var maxLifetimeSeconds: Double?
     var defaultDelayMs = 2
     var exitWithParent = false
     var models = ["fake-model", "fake-model-2"]
@@ -29,7 +31,7 @@ let usageText = """
       --host ADDR              127.0.0.0/8 address or ::1 (default 127.0.0.1)
       --api-key KEY            require "Authorization: Bearer KEY" (else 401)
       --log FILE               append one JSON line per request to FILE
-      --max-lifetime SECONDS   exit by itself after SECONDS (default 1800)
+      --max-lifetime SECONDS   exit by itself after SECONDS (default: run until stopped)
       --default-delay-ms N     delay between streamed pieces (default 2)
       --exit-with-parent       also exit as soon as the parent process goes away
       --models A,B,...         the ids GET /models lists (default fake-model,fake-model-2)

@@ -236,13 +236,15 @@ private func setSocketOptions(_ fd: Int32) {
     _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
 }
 
-/// Ends the process after --max-lifetime (and, with --exit-with-parent, when the parent goes away).
+/// Ends the process after --max-lifetime, when one is given (and, with --exit-with-parent,
+/// when the parent goes away).
 private func startWatchdog(_ config: Config) {
+    guard config.maxLifetimeSeconds != nil || config.exitWithParent else { return }
     let parent = getppid()
-    let deadline = monotonicSeconds() + config.maxLifetimeSeconds
+    let deadline = config.maxLifetimeSeconds.map { monotonicSeconds() + $0 }
     let thread = Thread {
         while true {
-            let remaining = deadline - monotonicSeconds()
+            let remaining = deadline.map { $0 - monotonicSeconds() } ?? 0.25
             if remaining <= 0 {
                 writeFD(2, "confab-fake-upstream: max lifetime reached, exiting\n")
                 _exit(0)
