@@ -10,6 +10,9 @@ import NIOCore
 import Posix
 import WebConfig
 import WebGateway
+#if canImport(Glibc)
+import Glibc  // errno values only
+#endif
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Serve the pages (the default).")
@@ -57,7 +60,19 @@ struct Serve: AsyncParsableCommand {
         }
         // SIGTERM and SIGINT end it cleanly: the service group stops accepting, closes the
         // pages' WebSockets and their daemon connections, then returns.
-        try await application.runService()
+        do {
+            try await application.runService()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EACCES || error.errnoCode == EADDRNOTAVAIL {
+            // NIO's own words ("bind(descriptor:ptr:bytes:): Address already in use (errno: 98)")
+            // name neither the address nor what to do.
+            let why = switch error.errnoCode {
+                case EADDRINUSE: "the address is in use (another confab-web, or another service, listens there)"
+                case EACCES: "permission denied (ports below 1024 need privileges)"
+                default: "the address is not one of this machine's"
+            }
+            logger.error("cannot listen on \(settings.host):\(settings.port): \(why); choose another with --listen HOST:PORT or [web] listen")
+            throw ExitCode(1)
+        }
         logger.info("stopped")
     }
 }

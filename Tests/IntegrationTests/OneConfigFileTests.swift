@@ -84,6 +84,33 @@ final class OneConfigFileTests: XCTestCase {
         XCTAssertEqual(line, "HTTP/1.1 401 Unauthorized", "confab-web listens where [web] says: \(log)")
     }
 
+    /// An address another program listens on: confab-web says which address and what to do,
+    /// not NIO's "bind(descriptor:ptr:bytes:): Address already in use (errno: 98)".
+    func testAnAddressInUseIsNamedWithWhatToDo() throws {
+        harness = try Harness()
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && listen(fd, 1) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        XCTAssertTrue(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let log = harness.directory + "/confab-web.log"
+        gateway = try Child(Binaries.path("confab-web"), ["serve", "--config", harness.configPath, "--socket", harness.socketPath,
+                                                          "--state-dir", harness.directory + "/web", "--listen", "127.0.0.1:\(port)"],
+                            logFile: log)
+        let status = gateway?.wait(seconds: 30)
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        XCTAssertEqual(status, 1, text)
+        XCTAssertTrue(text.contains("cannot listen on 127.0.0.1:\(port): the address is in use"), text)
+        XCTAssertTrue(text.contains("--listen HOST:PORT or [web] listen"), text)
+        XCTAssertFalse(text.contains("errno"), text)
+    }
+
     func testAReloadThatAddsWebIsTakenAndABadWebKeyIsRefusedByBoth() throws {
         harness = try Harness()
         try harness.writeConfig("\n[web]\nlisten = \"127.0.0.1:18411\"\nshare_expires = \"7d\"\n")
