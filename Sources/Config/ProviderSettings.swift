@@ -44,7 +44,8 @@ extension Settings {
             if let version = section.anthropic_version, version.isEmpty || !isHeaderValue(version) {
                 throw table.error("anthropic_version", "must be a version such as \"\(AnthropicOptions.defaultVersion)\"")
             }
-            api = .anthropic(AnthropicOptions(version: section.anthropic_version ?? AnthropicOptions.defaultVersion))
+            api = .anthropic(AnthropicOptions(version: section.anthropic_version ?? AnthropicOptions.defaultVersion,
+                                              promptCache: section.prompt_cache ?? true))
             config.maxTokens = AnthropicOptions.defaultMaxTokens
         case "responses":
             api = .responses
@@ -55,6 +56,7 @@ extension Settings {
         let onlyFor: [(key: String, api: String, given: Bool)] = [
             ("user_label", "completions", section.user_label != nil), ("assistant_label", "completions", section.assistant_label != nil),
             ("stop", "completions", section.stop != nil), ("anthropic_version", "anthropic", section.anthropic_version != nil),
+            ("prompt_cache", "anthropic", section.prompt_cache != nil),
             ("reasoning_pass_back", "chat", section.reasoning_pass_back != nil),
         ]
         for key in onlyFor where key.given && key.api != apiName {

@@ -68,6 +68,7 @@ struct ConfigFile {
         var assistant_label: String?
         var stop: [String]?
         var anthropic_version: String?
+        var prompt_cache: Bool?
         var context_tokens: Int?
         var vision: Bool?
         var reasoning_pass_back: String?
@@ -203,6 +204,7 @@ struct ConfigFile {
                 assistant_label: try table.string("assistant_label"),
                 stop: try table.strings("stop"),
                 anthropic_version: try table.string("anthropic_version"),
+                prompt_cache: try table.boolean("prompt_cache"),
                 context_tokens: try table.contextTokens(),
                 vision: try table.boolean("vision"),
                 reasoning_pass_back: try table.string("reasoning_pass_back"),

@@ -91,20 +91,28 @@ public struct AnthropicMessagesAPI: ChatAPI {
         JSON.writeString(chat.model, into: &out)
         out.append(contentsOf: #","max_tokens":"#.utf8)
         out.append(contentsOf: String(thinking.maxTokens).utf8)
+        let cache = options.promptCache
         if let system {
             out.append(contentsOf: #","system":"#.utf8)
-            JSON.writeString(system, into: &out)
+            if cache {
+                JSON.array([["type": "text", "text": .string(system), "cache_control": Self.ephemeral]]).write(into: &out)
+            } else {
+                JSON.writeString(system, into: &out)
+            }
         }
         out.append(contentsOf: #","messages":["#.utf8)
+        let marked = cache ? Self.cachedTurns(messages.count) : []
         for (position, turn) in messages.enumerated() {
             if position > 0 { out.append(UInt8(ascii: ",")) }
-            turn.write(into: &out)
+            turn.write(into: &out, cacheBreakpoint: marked.contains(position))
         }
         out.append(contentsOf: #"],"stream":true"#.utf8)
         if !chat.tools.isEmpty {
             out.append(contentsOf: #","tools":"#.utf8)
-            JSON.array(chat.tools.map {
-                ["name": .string($0.name), "description": .string($0.description), "input_schema": $0.parameters]
+            JSON.array(chat.tools.enumerated().map { position, tool in
+                var definition: [String: JSON] = ["name": .string(tool.name), "description": .string(tool.description), "input_schema": tool.parameters]
+                if cache && position == chat.tools.count - 1 { definition["cache_control"] = Self.ephemeral }
+                return .object(definition)
             }).write(into: &out)
         }
         for (name, value) in [("temperature", chat.params.temperature), ("top_p", chat.params.topP)] {
@@ -126,6 +134,19 @@ public struct AnthropicMessagesAPI: ChatAPI {
         chat.options.writeExtraBody(into: &out)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// A prompt-cache breakpoint: the server caches the request up to and including the block
+    /// that carries it (tools, then system, then messages, in that order), for five minutes
+    /// from its last use.
+    static let ephemeral: JSON = ["type": "ephemeral"]
+
+    /// The turns whose last block carries a breakpoint: the newest (so the next request, which
+    /// repeats it, reads everything up to it from the cache) and the one two before it, the
+    /// previous request's newest, which the server finds written by then. The API takes four
+    /// breakpoints at most: these two, the tools' and the system prompt's.
+    static func cachedTurns(_ count: Int) -> Set<Int> {
+        Set([count - 1, count - 3].filter { $0 >= 0 })
     }
 
     /// What extended thinking changes in a body: the budget (none unless `thinking_budget` is
@@ -421,17 +442,21 @@ public struct AnthropicTurn: Equatable, Sendable {
         }
     }
 
-    /// `{"role":..,"content":"text"}` for a turn of text alone, else `content` as blocks.
-    func write(into out: inout [UInt8]) {
+    /// `{"role":..,"content":"text"}` for a turn of text alone, else `content` as blocks. With
+    /// `cacheBreakpoint`, the last block that may carry one (not a thinking block: the API
+    /// refuses `cache_control` there) does, and the content is written as blocks.
+    func write(into out: inout [UInt8], cacheBreakpoint: Bool = false) {
+        let marked = cacheBreakpoint ? blocks.lastIndex { if case .reasoning = $0 { false } else { true } } : nil
         out.append(contentsOf: #"{"role":"#.utf8)
         JSON.writeString(role.rawValue, into: &out)
         out.append(contentsOf: #","content":"#.utf8)
-        if blocks.count == 1, case .text(let text) = blocks[0] {
+        if blocks.count == 1, marked == nil, case .text(let text) = blocks[0] {
             JSON.writeString(text, into: &out)
         } else {
             out.append(UInt8(ascii: "["))
             for (position, block) in blocks.enumerated() {
                 if position > 0 { out.append(UInt8(ascii: ",")) }
+                let cache: [String: JSON] = position == marked ? ["cache_control": AnthropicMessagesAPI.ephemeral] : [:]
                 switch block {
                 case .image(let mediaType, let base64):
                     // Written by hand: the base64 of megabytes is copied into the body as it is.
@@ -439,16 +464,20 @@ public struct AnthropicTurn: Equatable, Sendable {
                     JSON.writeString(mediaType, into: &out)
                     out.append(contentsOf: #","data":""#.utf8)
                     out.append(contentsOf: base64)
-                    out.append(contentsOf: #""}}"#.utf8)
+                    out.append(contentsOf: #""}"#.utf8)
+                    if !cache.isEmpty { out.append(contentsOf: #","cache_control":{"type":"ephemeral"}"#.utf8) }
+                    out.append(UInt8(ascii: "}"))
                 case .text(let text):
-                    JSON.object(["type": "text", "text": .string(text)]).write(into: &out)
+                    JSON.object(["type": "text", "text": .string(text)].merging(cache) { a, _ in a }).write(into: &out)
                 case .toolUse(let id, let name, let input):
-                    JSON.object(["type": "tool_use", "id": .string(id), "name": .string(name), "input": input]).write(into: &out)
+                    JSON.object(["type": "tool_use", "id": .string(id), "name": .string(name), "input": input].merging(cache) { a, _ in a })
+                        .write(into: &out)
                 case .reasoning(let block):
                     block.write(into: &out)
                 case .toolResult(let id, let content, let isError):
-                    JSON.object(isError ? ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content), "is_error": true]
-                        : ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content)]).write(into: &out)
+                    var fields: [String: JSON] = ["type": "tool_result", "tool_use_id": .string(id), "content": .string(content)]
+                    if isError { fields["is_error"] = true }
+                    JSON.object(fields.merging(cache) { a, _ in a }).write(into: &out)
                 }
             }
             out.append(UInt8(ascii: "]"))

@@ -78,8 +78,15 @@ public struct AnthropicOptions: Sendable, Equatable {
     /// the provider nor the request sets it.
     public static let defaultMaxTokens = 1024
 
-    public init(version: String = Self.defaultVersion) {
+    /// Whether requests mark their stable prefix for the server's prompt cache
+    /// (`cache_control` breakpoints: the tools, the system prompt, the newest turn and the one
+    /// two before it), so that each turn of a long conversation reads what the last one wrote.
+    /// The config's `prompt_cache` sets it, on unless switched off; a value made in code has it off.
+    public var promptCache: Bool
+
+    public init(version: String = Self.defaultVersion, promptCache: Bool = false) {
         self.version = version
+        self.promptCache = promptCache
     }
 }
 

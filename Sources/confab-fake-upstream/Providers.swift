@@ -190,7 +190,7 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
     let lastUser = messageList.last(where: { $0["role"]?.stringValue == "user" && !holdsToolResults($0) })
         .map { contentText($0["content"]) } ?? ""
     let (remaining, directives) = extractDirectives(lastUser)
-    let script = Script(directives: directives, defaultDelayMs: shared.config.defaultDelayMs)
+    var script = Script(directives: directives, defaultDelayMs: shared.config.defaultDelayMs)
     let model = body["model"]?.stringValue ?? "fake-model"
     if let ms = script.slowHeadersMs { sleepMilliseconds(ms) }
     if model.hasPrefix("missing") {
@@ -221,7 +221,14 @@ func anthropicMessages(_ request: Request, body: JSON?, connection: Connection, 
     let roles = (system.isEmpty ? [] : ["system"]) + messages.map(\.role)
     let texts = (system.isEmpty ? [] : [system]) + messages.map(\.text)
     let context = "context: " + roles.joined(separator: " ") + " | " + texts.joined(separator: " / ")
-    let inputTokens = (messages.map(\.text) + [system]).reduce(0) { $0 + $1.split(whereSeparator: { $0.isWhitespace }).count }
+    var inputTokens = (messages.map(\.text) + [system]).reduce(0) { $0 + $1.split(whereSeparator: { $0.isWhitespace }).count }
+    // Breakpoints in the body: billed as the cache would ([[cached:N]] and [[cache-write:N]] win).
+    if script.cached == nil, script.cacheWrite == nil,
+       let billed = shared.promptCache.bill(PromptCache.blocks(of: body), now: monotonicSeconds()) {
+        inputTokens = billed.read + billed.written + billed.uncached
+        script.cached = billed.read
+        script.cacheWrite = billed.written
+    }
     let n = shared.nextID()
     // A request that ends with tool results gets them back as text, unless [[tool-loop]] asks
     // for the calls again.

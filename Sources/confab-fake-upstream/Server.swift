@@ -14,6 +14,8 @@ final class Shared: Sendable {
     private let attempts = Mutex<[String: Int]>([:])
     /// `[[hold:N NAME]]`: names released so far (a release may come before its hold), and the
     /// names answers are holding at now, each with how many answers hold there.
+    /// Anthropic's prompt cache, for requests that mark breakpoints.
+    let promptCache = PromptCache()
     private let holds = Mutex<(released: Set<String>, holding: [String: Int])>((released: [], holding: [:]))
 
     init(config: Config) {

@@ -53,6 +53,7 @@ final class ProviderSettingsTests: XCTestCase {
             api_key_env = "MY_CLAUDE_KEY"
             model = "claude-sonnet-4-5"
             anthropic_version = "2023-06-01"
+            prompt_cache = false
             max_tokens = 2048
             """, environment: ["MY_CLAUDE_KEY": "sk-ant-env", "OPENAI_API_KEY": "sk-openai"])
         let table = settings.providerTable
@@ -77,7 +78,7 @@ final class ProviderSettingsTests: XCTestCase {
         XCTAssertNil(legacy.config.maxTokens)
 
         let claude = try XCTUnwrap(table["claude"])
-        XCTAssertEqual(claude.api, .anthropic(AnthropicOptions(version: "2023-06-01")))
+        XCTAssertEqual(claude.api, .anthropic(AnthropicOptions(version: "2023-06-01", promptCache: false)))
         XCTAssertEqual(claude.config.baseURL, "https://api.anthropic.com/v1")
         XCTAssertEqual(claude.config.apiKey, "sk-ant-env")
         XCTAssertEqual(claude.config.maxTokens, 2048)
@@ -131,7 +132,7 @@ final class ProviderSettingsTests: XCTestCase {
         XCTAssertEqual(table.defaultName, "default", "[upstream] stays the default")
         XCTAssertEqual(table["legacy"]?.api, .completions(CompletionsOptions(userLabel: "Human:", assistantLabel: "AI:", stop: ["Human:", "AI:"])))
         XCTAssertNil(table["legacy"]?.config.model)
-        XCTAssertEqual(table["claude"]?.api, .anthropic(AnthropicOptions(version: "2023-06-01")))
+        XCTAssertEqual(table["claude"]?.api, .anthropic(AnthropicOptions(version: "2023-06-01", promptCache: true)), "the prompt cache is used unless switched off")
         XCTAssertEqual(table["claude"]?.config.maxTokens, 1024)
         XCTAssertEqual(table["claude"]?.config.apiKey, "sk-ant-from-env")
         XCTAssertEqual(table["plain"]?.api, .chat, "api defaults to chat")
@@ -176,6 +177,8 @@ final class ProviderSettingsTests: XCTestCase {
                        "config.toml: line 3: providers.x.stop is only for api = \"completions\", and this provider's api is \"chat\"")
         assertRejected("[providers.x]\napi = \"anthropic\"\napi_key = \"k\"\nuser_label = \"Q:\"\n",
                        "config.toml: line 4: providers.x.user_label is only for api = \"completions\", and this provider's api is \"anthropic\"")
+        assertRejected("[providers.x]\nbase_url = \"http://127.0.0.1:1\"\nprompt_cache = true\n",
+                       "config.toml: line 3: providers.x.prompt_cache is only for api = \"anthropic\", and this provider's api is \"chat\"")
         assertRejected("[providers.x]\napi = \"completions\"\nbase_url = \"http://127.0.0.1:1\"\nanthropic_version = \"2023-06-01\"\n",
                        "config.toml: line 4: providers.x.anthropic_version is only for api = \"anthropic\", and this provider's api is \"completions\"")
         assertRejected("[providers.x]\napi = \"completions\"\nbase_url = \"http://127.0.0.1:1\"\nuser_label = \"\"\n",

@@ -42,6 +42,8 @@ private func providers(retries: Int = 0) -> String {
     max_retries = \(retries)
     timeout_seconds = 5
     headers = { "anthropic-beta" = "fake-beta" }
+    prompt_cache = false  # exact bodies below; the breakpoints are PromptCacheTests'
+
 
     [providers.bare]
     base_url = "$UPSTREAM/bare/v1"

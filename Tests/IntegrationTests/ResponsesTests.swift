@@ -58,6 +58,7 @@ final class ResponsesTests: XCTestCase {
         api_key = "anthropic-test-key"
         model = "fake-claude"
         thinking_budget = 2048
+        prompt_cache = false  # an exact body; the breakpoints are PromptCacheTests'
 
         [profiles.warm]
         provider = "claude"

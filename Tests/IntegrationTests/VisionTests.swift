@@ -24,6 +24,7 @@ final class VisionTests: XCTestCase {
         model = "claude-test"
         max_tokens = 321
         timeout_seconds = 5
+        prompt_cache = false  # exact bodies; the breakpoints are PromptCacheTests'
 
         """
 

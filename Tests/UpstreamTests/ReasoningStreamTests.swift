@@ -231,4 +231,24 @@ final class ReasoningStreamTests: XCTestCase {
         ])
         XCTAssertFalse(body(AnthropicMessagesAPI().body(for: plain)).contains("thinking"))
     }
+    /// The breakpoints of the prompt cache go on the last block a turn may mark: never on a
+    /// thinking block (the API refuses cache_control there), and the turn is written as blocks.
+    func testPromptCacheBreakpointsSkipThinkingBlocksAndMarkTheTurnsTwoApart() {
+        let thinking: JSON = ["type": "thinking", "thinking": "look it up", "signature": "sig"]
+        let replay = ReasoningReplay(api: "anthropic", provider: "claude", model: "claude", text: "look it up", items: [thinking])
+        var request = ChatRequest(model: "claude", messages: [
+            ChatMessage(role: .system, content: "Be brief."),
+            ChatMessage(role: .user, content: "weather?"),
+            ChatMessage(role: .assistant, content: "", toolCalls: [call], reasoning: replay),
+            ChatMessage(role: .tool, content: "sunny", toolCallID: "call_1", toolName: "weather"),
+        ])
+        let api = AnthropicMessagesAPI(options: AnthropicOptions(promptCache: true))
+        XCTAssertEqual(body(api.body(for: request)), #"{"model":"claude","max_tokens":1024,"system":[{"cache_control":{"type":"ephemeral"},"text":"Be brief.","type":"text"}],"messages":[{"role":"user","content":[{"cache_control":{"type":"ephemeral"},"text":"weather?","type":"text"}]},{"role":"assistant","content":[{"signature":"sig","thinking":"look it up","type":"thinking"},{"id":"call_1","input":{"city":"Oslo"},"name":"weather","type":"tool_use"}]},{"role":"user","content":[{"cache_control":{"type":"ephemeral"},"content":"sunny","tool_use_id":"call_1","type":"tool_result"}]}],"stream":true}"#)
+        // Off, nothing is marked and a turn of text alone stays a string.
+        XCTAssertFalse(body(AnthropicMessagesAPI().body(for: request)).contains("cache_control"))
+        // Two turns: only the newest is marked (there is none two before it).
+        request.messages = [ChatMessage(role: .user, content: "hi")]
+        XCTAssertEqual(body(api.body(for: request)), #"{"model":"claude","max_tokens":1024,"messages":[{"role":"user","content":[{"cache_control":{"type":"ephemeral"},"text":"hi","type":"text"}]}],"stream":true}"#)
+    }
 }
+
