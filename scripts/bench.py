@@ -21,6 +21,9 @@ Sections (all by default; pick some with --only):
 - long:     one conversation of 20,000 messages of 1,000 bytes: its first conversation.history
             {limit: 20} and confabd's RSS with it loaded, beside Python's json module parsing the
             same log in the same run.
+- cache:    input tokens billed at full price over a 50-turn conversation with an Anthropic
+            provider, with the prompt cache's breakpoints and without, counted by the fake
+            upstream by Anthropic's caching rules.
 - search:   (only with --only search) conversation.search over 10,000 conversations of 100
             messages written by confab-loggen, and the latency of another conversation's
             deltas to a reader while searches run back to back, next to the same without
@@ -691,6 +694,49 @@ def bench_long(ctx):
         record("RSS with it loaded", "%.1f MiB" % loaded, None, None, "≤ 12 MB + 0.3× the log (%.1f MiB)" % bound, loaded <= bound)
 
 
+def bench_cache(ctx):
+    """The input tokens billed at full price over a scripted 50-turn conversation with an
+    Anthropic provider: with the prompt cache's breakpoints (confabd's default) against the same
+    conversation with prompt_cache = false, counted by confab-fake-upstream, which bills
+    breakpointed requests by Anthropic's documented caching rules (docs/fake-upstream.md)."""
+    turns = 50
+    totals = {}
+    for cache in (True, False):
+        extra = ('[providers.claude]\napi = "anthropic"\nbase_url = "http://127.0.0.1:%d/anthropic/v1"\napi_key = "bench"\n'
+                 'model = "claude-bench"\nprompt_cache = %s\n[profiles.long]\nprovider = "claude"\n'
+                 'system = "%s"\n' % (ctx.fake.port, "true" if cache else "false", " ".join(["You are a careful assistant."] * 40)))
+        with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+            daemon = Daemon(tmp, ctx.fake.port, fsync=False, extra_config=extra)
+            try:
+                client = Client(daemon.socket)
+                cid = client.call("conversation.create", {"title": "cache", "profile": "long"})["conversation"]["id"]
+                full = cached = written = 0
+                for turn in range(turns):
+                    question = "Question %d: %s [[words:120]] [[delay:0]]" % (turn, " ".join("detail%d" % i for i in range(60)))
+                    reply = client.call("message.send", {"conversation": cid, "content": question})["reply"]
+                    while True:
+                        message = client.call("conversation.history", {"conversation": cid, "limit": 1})["messages"][-1]
+                        if message["id"] == reply and message["status"] != "streaming":
+                            break
+                        time.sleep(0.01)
+                    usage = message.get("usage") or {}
+                    read, write = usage.get("cache_read_tokens", 0), usage.get("cache_write_tokens", 0)
+                    # A cache write is billed at 1.25x input: counted as full price and a quarter.
+                    full += usage.get("prompt_tokens", 0) - read - write
+                    written += write
+                    cached += read
+                client.close()
+            finally:
+                daemon.stop()
+        totals[cache] = (full + 1.25 * written, cached)
+    with_cache, whole = totals[True][0], totals[False][0]
+    print("prompt cache: %d turns to an Anthropic provider (fake upstream): input billed at full price (cache writes at 1.25x) "
+          "%s tokens with breakpoints, %s sent whole every turn (%.1f%%); %s tokens read from the cache" % (
+              turns, format(int(with_cache), ","), format(int(whole), ","), 100 * with_cache / whole, format(totals[True][1], ",")))
+    record("input billed at full price, %d-turn Anthropic conversation" % turns, "%s tokens" % format(int(with_cache), ","),
+           "sent whole: %s" % format(int(whole), ","), "%.2fx" % (with_cache / whole), "≤ 25%", with_cache <= 0.25 * whole)
+
+
 def bench_search(ctx):
     conversations, messages = ctx.search_conversations, 100
     with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
@@ -996,7 +1042,7 @@ def bench_mcptrace(ctx):
     record("confabd's own part of an MCP call, under strace (medians: turn end → request + answer → tool.completed)",
            "%.0f + %.0f µs" % (statistics.median(outgoing), statistics.median(incoming)), goal="≤ 1 ms", met=both <= 1000)
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "long", "search", "profile", "web", "mcp", "mcptrace"]
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "long", "cache", "search", "profile", "web", "mcp", "mcptrace"]
 # The search needs a 660 MB data directory written first: only when named.
 DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search", "mcptrace")]
 
