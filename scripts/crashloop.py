@@ -319,13 +319,19 @@ class Client(LineSocket):
         # loaded machine a restarted daemon may take long over its first requests.
         deadline = time.monotonic() + CALL_GUARD_SECONDS
         while time.monotonic() < deadline:
+            answer = None
+            # Every frame of the read is kept: notifications that came in the same read after
+            # the answer (a short reply's message.completed) were lost, and a check waiting for
+            # one then waited out its guard.
             for frame in self.frames():
                 if "method" in frame and "id" not in frame:
                     self.notes.append(frame)
                 elif frame.get("id") == rid:
-                    if "error" in frame:
-                        raise RuntimeError("%s: %s" % (method, frame["error"]))
-                    return frame["result"]
+                    answer = frame
+            if answer is not None:
+                if "error" in answer:
+                    raise RuntimeError("%s: %s" % (method, answer["error"]))
+                return answer["result"]
             if self.closed:
                 raise RuntimeError("%s: connection closed" % method)
         raise RuntimeError("%s: no answer in %d s" % (method, CALL_GUARD_SECONDS))
