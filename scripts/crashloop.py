@@ -29,10 +29,19 @@ last kill. Checks after every restart:
   one announced or one asked for later;
 - the daemon serves: `status`, and a fresh send runs to `message.completed`.
 
+The load also uploads files (`blob.put`, some in two chunks, one upload per connection left
+unfinished) and names them in sends, shares and unshares conversations, and deletes half the
+forks it makes. Oracles that take nothing from the daemon (`check_oracles`): every stored user
+message is a text the load sent with the files it named (and none refused is stored); every
+reply is the text its prompt asked the fake upstream to stream (a prefix when cut); every send
+answered with a result is stored; every file a stored message names is a blob on disk whose
+bytes hash to its name. `--plant-faults` is their self-test: after the last kill it damages the
+data directory once per oracle and passes only if each oracle reports its fault.
+
 Loopback and Unix sockets only; bounded in kills and time; every process it starts is
 ended by PID; the temporary directory is removed. Exit status 1 on any failure.
 """
-import argparse, collections, json, os, random, re, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import argparse, base64, collections, hashlib, json, os, random, re, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(HERE, "..", ".build", "release"))
@@ -82,6 +91,36 @@ def expected_thought(prompt):
     fake takes the directives of the request's last user turn, the last one of a kind winning."""
     found = THINK_WORDS.findall(prompt or "")
     return " ".join("t%d" % i for i in range(1, int(found[-1]) + 1)) if found else None
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Uids the load shares conversations with: users every Debian system has (the daemon need not
+# let them connect: a share to a user not listed in access.allow_uids is kept all the same).
+SHARE_UIDS = (1, 2)
+
+
+def make_file(rng, tag, index):
+    """A file the load attaches: a text file naming the send, or a small "PNG" (the signature,
+    then bytes that are no UTF-8), and its name."""
+    if rng.random() < 0.5:
+        lines = rng.randrange(1, 200)
+        return "notes-%d.txt" % index, ("".join("%s line %d\n" % (tag, i) for i in range(lines))).encode()
+    size = rng.choice([600, 5000, 40000])
+    body = bytes((rng.randrange(256) | 0x80) for _ in range(64)) * (size // 64 + 1)
+    return "shot-%d.png" % index, PNG_SIGNATURE + body[:size]
+
+
+def expected_reply(prompt):
+    """The text the fake upstream streams for a user message whose content is `prompt`, or None
+    when it cannot be known from the prompt alone (tool calls; a reply cut by the token limit,
+    which a continue may extend): the oracle for every stored reply, independent of the daemon."""
+    if prompt is None or "[[tool:" in prompt or "[[finish:length]]" in prompt:
+        return None
+    found = re.search(r"\[\[reply:([^\]]*)\]\]", prompt)
+    if found:
+        return found.group(1)
+    found = re.search(r"\[\[words:(\d+)\]\]", prompt)
+    return expected_words(int(found.group(1))) if found else None
 
 
 def check_thoughts(conv, messages, stats, fail):
@@ -151,6 +190,15 @@ class Tracker:
         # synced) before it is answered, so a kill can keep it and take its answer and its
         # `message.superseded` notifications: these say which supersessions the load caused.
         self.revisions = collections.defaultdict(list)
+        # The oracles' own record of what the load did, independent of what the daemon said:
+        self.sent = {}             # content of every send and edit -> the files it named, [(name, sha256)]
+        self.refused = set()       # contents whose send was refused with an answer the load saw
+        self.accepted = []         # (conv, message id, content) of every send and edit answered with a result
+        self.uploaded = {}         # sha256 the load computed of every file it uploaded -> its size
+        self.problems = []         # what a load client found wrong in an answer (an upload's digest)
+        self.shares = {}           # conv -> [{uid: role} as last acknowledged or read, [ops asked since]]
+        self.deleted = {}          # conv -> "asked" or "acked": deletes the load made
+        self.continues = {}        # conv -> the round its last message.continue was sent in
 
     def announce(self, message):
         key = (message["conversation"], message["id"])
@@ -274,13 +322,19 @@ class Client(LineSocket):
         # loaded machine a restarted daemon may take long over its first requests.
         deadline = time.monotonic() + CALL_GUARD_SECONDS
         while time.monotonic() < deadline:
+            answer = None
+            # Every frame of the read is kept: notifications that came in the same read after
+            # the answer (a short reply's message.completed) were lost, and a check waiting for
+            # one then waited out its guard.
             for frame in self.frames():
                 if "method" in frame and "id" not in frame:
                     self.notes.append(frame)
                 elif frame.get("id") == rid:
-                    if "error" in frame:
-                        raise RuntimeError("%s: %s" % (method, frame["error"]))
-                    return frame["result"]
+                    answer = frame
+            if answer is not None:
+                if "error" in answer:
+                    raise RuntimeError("%s: %s" % (method, answer["error"]))
+                return answer["result"]
             if self.closed:
                 raise RuntimeError("%s: connection closed" % method)
         raise RuntimeError("%s: no answer in %d s" % (method, CALL_GUARD_SECONDS))
@@ -306,15 +360,17 @@ class Worker(threading.Thread):
     Runs until the daemon dies (end of stream) or `stop` is set; reads everything the
     daemon wrote before dying, since all of it was sent before the kill."""
 
-    def __init__(self, name, path, convs, create, rng, tracker, round_no, stop, admin=False, max_delay=1.5):
+    def __init__(self, name, path, convs, create, rng, tracker, round_no, stop, admin=False, max_delay=1.5, attach_rate=0.15):
         super().__init__(daemon=True, name=name)
+        self.attach_rate = attach_rate
+        self.abandoned = False
         self.max_delay = max_delay
         self.path, self.convs, self.create, self.rng = path, list(convs), create, rng
         self.tracker, self.round_no, self.stop, self.admin = tracker, round_no, stop, admin
         self.pending = {}   # request id -> (kind, data)
         self.sends = 0
         self.error = None
-        self.last_user = {}        # conv -> (its last user message id, the reply text it asks for)
+        self.last_user = {}        # conv -> (its last user message id, the reply text it asks for, its files)
         self.length_replies = {}   # conv -> its last reply, cut by the token limit: can be continued
 
     def request(self, method, params, kind=None, data=None):
@@ -331,8 +387,46 @@ class Worker(threading.Thread):
     def send_message(self, conv):
         with self.tracker.lock:
             tools = conv in self.tracker.tool_convs
-        content, text = send_text(self.rng, self.tag(), tools)
-        self.request("message.send", {"conversation": conv, "content": content}, "send", (conv, text))
+        tag = self.tag()
+        content, text = send_text(self.rng, tag, tools)
+        if self.rng.random() < self.attach_rate:
+            # Files first (`blob.put`, some in two chunks), then the send naming them; now and
+            # then an upload left unfinished beside them, as a client cut off mid-way leaves one.
+            if not self.abandoned and self.rng.random() < 0.3:
+                self.abandoned = True     # one per connection: it holds one of its four uploads until it closes
+                self.request("blob.put", {"data": base64.b64encode(make_file(self.rng, tag, 9)[1][:300]).decode()}, "blob-abandoned")
+            files = [make_file(self.rng, tag, k) for k in range(self.rng.choice([1, 1, 2]))]
+            self.upload_next(dict(conv=conv, content=content, text=text, files=files, named=[]))
+            return
+        self.post_send(conv, content, text, [])
+
+    def post_send(self, conv, content, text, named):
+        with self.tracker.lock:
+            self.tracker.sent[content] = named
+        params = {"conversation": conv, "content": content}
+        if named:
+            params["attachments"] = [{"name": name, "sha256": digest} for name, digest in named]
+        self.request("message.send", params, "send", (conv, text, content, named))
+
+    def upload_next(self, state):
+        name, data = state["files"][len(state["named"])]
+        if len(data) > 1000 and self.rng.random() < 0.5:
+            half = len(data) // 2
+            self.request("blob.put", {"data": base64.b64encode(data[:half]).decode()}, "blob-part", (state, half))
+        else:
+            self.request("blob.put", {"data": base64.b64encode(data).decode(), "final": True}, "blob", state)
+
+    def share(self, conv):
+        uid = self.rng.choice(SHARE_UIDS)
+        if self.rng.random() < 0.6:
+            op = (uid, self.rng.choice(["read", "write"]))
+            params = {"conversation": conv, "uid": uid, "role": op[1]}
+        else:
+            op = (uid, None)
+            params = {"conversation": conv, "uid": uid}
+        with self.tracker.lock:
+            self.tracker.shares.setdefault(conv, [None, []])[1].append(op)
+        self.request("conversation.share" if op[1] else "conversation.unshare", params, "share", (conv, op))
 
     def next_turn(self, conv):
         """What follows a reply that ended: mostly a send; sometimes a regenerate, an edit of the
@@ -341,12 +435,16 @@ class Worker(threading.Thread):
         roll = self.rng.random()
         if conv in self.length_replies and roll < 0.7:
             self.length_replies.pop(conv)
+            with self.tracker.lock:
+                self.tracker.continues[conv] = self.round_no
             self.request("message.continue", {"conversation": conv}, "continue", conv)
         elif roll < 0.08 and conv in self.last_user:
             revision = self.tracker.revision_sent(conv, dict(kind="regenerate", round=self.round_no))
             self.request("message.regenerate", {"conversation": conv}, "regenerate", (conv, self.last_user[conv][1], revision))
         elif roll < 0.16 and conv in self.last_user:
             content, text = send_text(self.rng, self.tag() + " edited")
+            with self.tracker.lock:
+                self.tracker.sent[content] = self.last_user[conv][2]   # an edit keeps the message's files
             revision = self.tracker.revision_sent(conv, dict(kind="edit", round=self.round_no,
                                                              message=self.last_user[conv][0], content=content))
             self.request("message.edit", {"conversation": conv, "message": self.last_user[conv][0], "content": content},
@@ -381,6 +479,8 @@ class Worker(threading.Thread):
             if "error" in frame:
                 code = frame["error"].get("code")
                 if kind == "send" and code == -32004:
+                    with t.lock:
+                        t.refused.add(data[2])
                     return          # too many queued: allowed
                 if kind in ("regenerate", "edit", "continue", "fork") and code == -32006:
                     # A reply in flight or queued (a second send), or nothing to act on: send instead.
@@ -390,6 +490,17 @@ class Worker(threading.Thread):
                     if kind != "fork" and not self.stop.is_set():
                         self.send_message(data[0] if isinstance(data, tuple) else data)
                     return
+                if kind in ("blob", "blob-part", "blob-abandoned") and code == -32004:
+                    # Four uploads in progress on this connection already (its other
+                    # conversations' files): the send goes without files.
+                    with t.lock:
+                        t.asked["blob.put refused: limit"] += 1
+                    if kind != "blob-abandoned" and not self.stop.is_set():
+                        state = data[0] if kind == "blob-part" else data
+                        self.post_send(state["conv"], state["content"], state["text"], [])
+                    return
+                if kind == "delete" and code == -32001:
+                    return          # already gone
                 if kind == "approve" and code == -32006:
                     return          # the call ended before the answer (the conversation's reply was cancelled)
                 raise RuntimeError("%s failed: %s" % (kind, frame["error"]))
@@ -405,12 +516,41 @@ class Worker(threading.Thread):
                 self.convs.append(conv)
                 self.start_conv(conv)
             elif kind == "send":
-                conv, text = data
+                conv, text, content, named = data
                 t.announce(result["message"])
-                self.last_user[conv] = (result["message"]["id"], text)
+                self.last_user[conv] = (result["message"]["id"], text, named)
                 with t.lock:
+                    t.accepted.append((conv, result["message"]["id"], content))
                     if text is not None:
                         t.expected[(conv, result["reply"])] = text
+            elif kind == "blob-part":
+                state, half = data
+                data_bytes = state["files"][len(state["named"])][1]
+                self.request("blob.put", {"upload": result["upload"], "data": base64.b64encode(data_bytes[half:]).decode(),
+                                          "final": True}, "blob", state)
+            elif kind == "blob":
+                state = data
+                name, data_bytes = state["files"][len(state["named"])]
+                digest = hashlib.sha256(data_bytes).hexdigest()
+                with t.lock:
+                    t.uploaded[digest] = len(data_bytes)
+                    if result["attachment"]["sha256"] != digest or result["attachment"]["size"] != len(data_bytes):
+                        t.problems.append("blob.put of %d bytes answered %r, the bytes' sha256 is %s" % (len(data_bytes), result, digest))
+                state["named"].append((name, digest))
+                if len(state["named"]) < len(state["files"]):
+                    self.upload_next(state)
+                elif not self.stop.is_set():
+                    self.post_send(state["conv"], state["content"], state["text"], state["named"])
+            elif kind == "share":
+                conv, op = data
+                with t.lock:
+                    entry = t.shares.setdefault(conv, [None, []])
+                    entry[0] = {s["uid"]: s["role"] for s in result["conversation"].get("shared_with", [])}
+                    if op in entry[1]:
+                        entry[1] = entry[1][entry[1].index(op) + 1:]
+            elif kind == "delete":
+                with t.lock:
+                    t.deleted[data] = "acked"
             elif kind == "regenerate":
                 conv, text, revision = data
                 with t.lock:
@@ -420,8 +560,9 @@ class Worker(threading.Thread):
             elif kind == "edit":
                 conv, text, revision = data
                 t.announce(result["message"])
-                self.last_user[conv] = (result["message"]["id"], text)
+                self.last_user[conv] = (result["message"]["id"], text, self.last_user.get(conv, (None, None, []))[2])
                 with t.lock:
+                    t.accepted.append((conv, result["message"]["id"], revision["content"]))
                     revision["result"] = result
                     if text is not None:
                         t.expected[(conv, result["reply"])] = text
@@ -434,6 +575,13 @@ class Worker(threading.Thread):
                     t.fork_counts[info["id"]] = info["message_count"]
                     if data in t.tool_convs:
                         t.tool_convs.add(info["id"])
+                if self.rng.random() < 0.5 and not self.stop.is_set():
+                    # Deleted again: the blobs only it names go with it, the ones its original
+                    # names stay.
+                    with t.lock:
+                        t.deleted[info["id"]] = "asked"
+                        t.conversations.discard(info["id"])
+                    self.request("conversation.delete", {"conversation": info["id"]}, "delete", info["id"])
             elif kind == "configure":
                 t.system_acked(data[0], result["conversation"].get("system"))
             elif kind == "rename":
@@ -496,6 +644,8 @@ class Worker(threading.Thread):
                     self.conn.send("generation.cancel", {"conversation": conv})
                 elif roll < 0.25:
                     self.rename(conv)
+                elif roll < 0.30:
+                    self.share(conv)
         except Exception as error:  # reported by the round
             self.error = "%s: %r" % (self.name, error)
         finally:
@@ -538,6 +688,8 @@ class Loop:
         # them between the last kill and the restart; conv -> (log identity, its replies).
         self.stored = {}
         self.stored_cache = {}
+        self.blob_checked = {}       # sha256 -> the blob file's identity when its bytes were last hashed
+        self.planted = {}            # oracle -> the fault planted for it (--plant-faults)
 
     # --- processes -------------------------------------------------------------
 
@@ -789,6 +941,168 @@ class Loop:
             return revision
         return None
 
+    def check_oracles(self, conv, messages, sent, refused, accepted, uploaded, fail):
+        """The checks that take nothing from the daemon's word, only from what the load did:
+        every stored user message is a text the load sent, with the files it named, and none
+        whose send was refused; every reply is the text the fake upstream was asked to stream
+        (whole when complete, a prefix when cut); every send and edit answered with a result is
+        stored, with the text sent; every file a stored message names is a blob on disk whose
+        bytes have that digest and that the load uploaded."""
+        s = self.stats
+        current = {m["id"]: m for m in messages}
+        prompt = None
+        for m in messages:
+            files = [(a.get("name"), a.get("sha256")) for a in m.get("attachments") or []]
+            if m["role"] == "user":
+                prompt = m["content"]
+                s["oracle_user_messages"] = s.get("oracle_user_messages", 0) + 1
+                if prompt not in sent:
+                    fail("oracle user-message: %s/%s holds a text the load never sent: %r" % (conv, m["id"], prompt[-120:]))
+                elif files != [tuple(f) for f in sent[prompt]]:
+                    fail("oracle user-message: %s/%s names files %r, the load sent %r" % (conv, m["id"], files, sent[prompt]))
+                if prompt in refused:
+                    fail("oracle user-message: %s/%s is stored, but its send was refused: %r" % (conv, m["id"], prompt[-120:]))
+            elif m["role"] == "assistant" and not m.get("tool_calls"):
+                want = expected_reply(prompt)
+                if want is None or m["status"] == "failed":
+                    s["oracle_replies_unknown"] = s.get("oracle_replies_unknown", 0) + 1
+                elif m["status"] == "complete":
+                    s["oracle_replies_complete"] = s.get("oracle_replies_complete", 0) + 1
+                    if m["content"] != want:
+                        at = next((i for i, (a, b) in enumerate(zip(m["content"], want)) if a != b), min(len(m["content"]), len(want)))
+                        fail("oracle reply: %s/%s is complete, but its text is not what the fake streamed: from character %d %r, streamed %r"
+                             % (conv, m["id"], at, m["content"][at:at + 40], want[at:at + 40]))
+                elif not want.startswith(m["content"]):
+                    fail("oracle reply: %s/%s is %s, and its text is no prefix of what the fake streamed: %r"
+                         % (conv, m["id"], m["status"], m["content"][-80:]))
+                else:
+                    s["oracle_replies_cut"] = s.get("oracle_replies_cut", 0) + 1
+        self.check_blobs(conv, messages, uploaded, fail)
+        for mid, content in accepted:
+            s["oracle_accepted_checked"] = s.get("oracle_accepted_checked", 0) + 1
+            got = current.get(mid)
+            if got is None:
+                fail("oracle accepted-send: %s/%s was accepted (a result came) but is not stored" % (conv, mid))
+            elif got["content"] != content:
+                fail("oracle accepted-send: %s/%s is stored with %r, the load sent %r" % (conv, mid, got["content"][-80:], content[-80:]))
+
+    def check_blobs(self, conv, messages, uploaded, fail):
+        """Every file the messages name is a blob on disk whose bytes hash to its name, of the
+        size the load uploaded. Run on the messages a conversation's history last showed when
+        it is not read again: a blob can go without its log changing."""
+        s = self.stats
+        for m in messages:
+            for attachment in m.get("attachments") or []:
+                name, digest = attachment.get("name"), attachment.get("sha256")
+                s["oracle_blob_references"] = s.get("oracle_blob_references", 0) + 1
+                path = os.path.join(self.data, "blobs", (digest or "")[:2], digest or "-")
+                identity = self.identity(path)
+                if identity is None:
+                    fail("oracle blob: %s/%s names %s (%s), which is not on disk" % (conv, m["id"], digest, name))
+                    continue
+                if digest not in uploaded:
+                    fail("oracle blob: %s/%s names %s (%s), which the load never uploaded" % (conv, m["id"], digest, name))
+                if self.blob_checked.get(digest) != identity:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                    if hashlib.sha256(data).hexdigest() != digest or len(data) != uploaded.get(digest, len(data)):
+                        fail("oracle blob: %s holds %d bytes whose sha256 is not its name" % (path, len(data)))
+                    else:
+                        self.blob_checked[digest] = identity
+                        s["oracle_blobs_hashed"] = s.get("oracle_blobs_hashed", 0) + 1
+
+    def check_shares(self, conv, info, known, fail):
+        """A conversation's shares are the ones last acknowledged, or those with some of the
+        shares and unshares asked for since applied in order (the kill took their answers)."""
+        got = {s["uid"]: s["role"] for s in info.get("shared_with", [])}
+        if known is not None and known[0] is not None:
+            self.stats["oracle_shares_checked"] = self.stats.get("oracle_shares_checked", 0) + 1
+            state = dict(known[0])
+            candidates = [dict(state)]
+            for uid, role in known[1]:
+                if role is None:
+                    state.pop(uid, None)
+                else:
+                    state[uid] = role
+                candidates.append(dict(state))
+            if got not in candidates:
+                fail("oracle share: %s is shared as %r; acknowledged %r, asked since %r" % (conv, got, known[0], known[1]))
+        with self.tracker.lock:
+            self.tracker.shares[conv] = [got, []]
+
+    def plant_faults(self):
+        """For the self-test (`--plant-faults`): damage the data directory, while the daemon is
+        down, in one way per oracle, each in a conversation of its own: a byte of a complete
+        reply changed, a byte of a user message changed, an accepted send's record dropped, a
+        blob a stored message names removed. Each must be reported by its oracle."""
+        directory = os.path.join(self.data, "conversations")
+        with self.tracker.lock:
+            accepted = {(conv, mid) for conv, mid, _ in self.tracker.accepted}
+        logs = {}
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".jsonl"):
+                with open(os.path.join(directory, name), "rb") as f:
+                    logs[name[:-6]] = f.read().split(b"\n")
+        used = set()
+
+        def records(conv):
+            for number, line in enumerate(logs[conv]):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("message"), dict):
+                    yield number, record
+
+        def rewrite(conv, number, record):
+            lines = logs[conv]
+            if record is None:
+                del lines[number]
+            else:
+                lines[number] = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+            with open(os.path.join(directory, conv + ".jsonl"), "wb") as f:
+                f.write(b"\n".join(lines))
+            used.add(conv)
+
+        def plant(oracle, what, pick):
+            for conv in logs:
+                if conv in used:
+                    continue
+                for number, record in records(conv):
+                    change = pick(conv, record)
+                    if change is not None:
+                        change(conv, number, record)
+                        self.planted[oracle] = "%s in %s" % (what, conv)
+                        return
+
+        def reply_byte(conv, record):
+            m = record["message"]
+            if record.get("type") == "reply.finished" and m.get("status") == "complete" and m.get("content", "").startswith("alive"):
+                # The health check's reply: its prompt fixes its text (a "w1 …" reply may be one
+                # of a [[finish:length]] prompt, which the oracle does not judge).
+                return lambda c, n, r: rewrite(c, n, dict(r, message=dict(m, content="x" + m["content"][1:])))
+        def user_byte(conv, record):
+            m = record["message"]
+            if m.get("role") == "user" and "#" in m.get("content", ""):
+                return lambda c, n, r: rewrite(c, n, dict(r, message=dict(m, content=m["content"].replace("#", "%", 1))))
+        def drop_record(conv, record):
+            m = record["message"]
+            if m.get("role") == "user" and (conv, m.get("id")) in accepted:
+                return lambda c, n, r: rewrite(c, n, None)
+        def remove_blob(conv, record):
+            for attachment in record["message"].get("attachments") or []:
+                path = os.path.join(self.data, "blobs", attachment["sha256"][:2], attachment["sha256"])
+                if os.path.exists(path):
+                    def change(c, n, r, path=path):
+                        os.remove(path)
+                        used.add(c)
+                    return change
+
+        plant("reply", "a byte of a complete reply changed", reply_byte)
+        plant("user-message", "a byte of a user message changed", user_byte)
+        plant("accepted-send", "an accepted send's record dropped", drop_record)
+        plant("blob", "a blob a message names removed", remove_blob)
+
     def check(self, round_no, log_path, last_started):
         fail = lambda text: self.failures.add(round_no, text)
         t = self.tracker
@@ -810,6 +1124,28 @@ class Loop:
             t.changed = set()
             conflicts = list(t.conflicts)
             t.conflicts = []
+            sent = dict(t.sent)
+            refused = set(t.refused)
+            accepted = collections.defaultdict(list)
+            for conv, mid, content in t.accepted:
+                accepted[conv].append((mid, content))
+            uploaded = dict(t.uploaded)
+            problems, t.problems = list(t.problems), []
+            shares = {conv: (entry[0], list(entry[1])) for conv, entry in t.shares.items()}
+            deleted = dict(t.deleted)
+            continues = dict(t.continues)
+        for problem in problems:
+            fail("oracle upload: " + problem)
+        for conv, state in deleted.items():
+            if state == "acked" and (conv in listed or os.path.exists(os.path.join(self.data, "conversations", conv + ".jsonl"))):
+                fail("oracle delete: %s was deleted (answered) but is %s" % (conv, "listed" if conv in listed else "on disk"))
+            self.stats["deletes_" + state] = self.stats.get("deletes_" + state, 0) + 1
+        with t.lock:
+            for conv, state in deleted.items():
+                if conv in listed:
+                    # Asked, not answered, and kept by the kill: a conversation like any other.
+                    t.conversations.add(conv)
+                t.deleted.pop(conv, None)
         for key, old, new in conflicts:
             fail("message %s announced twice, differently: %s vs %s" % (key, old, new))
         for conv in created:
@@ -837,6 +1173,7 @@ class Loop:
                     and all(known.get(mid) == message for mid, message in by_conv.get(conv, {}).items())
                     and not any(key[0] == conv for key in last_started)):
                 self.stats["unchanged_skipped"] += 1
+                self.check_blobs(conv, known.values(), uploaded, fail)
                 continue
             messages = self.history(client, conv)
             for _ in range(50):
@@ -855,6 +1192,8 @@ class Loop:
                 fail("%s: message_count %d but %d messages" % (conv, info["message_count"], len(messages)))
             current = {m["id"]: m for m in messages}
             check_thoughts(conv, messages, self.stats, fail)
+            self.check_oracles(conv, messages, sent, refused, accepted.get(conv, []), uploaded, fail)
+            self.check_shares(conv, info, shares.get(conv), fail)
             self.stats["tool_messages"] = self.stats.get("tool_messages", 0) + sum(1 for m in messages if m["role"] == "tool")
             self.stats["superseded_messages"] = self.stats.get("superseded_messages", 0) + sum(1 for m in messages if m.get("superseded_by"))
             for m in messages:
@@ -872,6 +1211,12 @@ class Loop:
                     diff = {k: (message.get(k), got.get(k)) for k in set(message) | set(got) if message.get(k) != got.get(k)}
                     settled[(conv, mid)] = got
                     by = got.get("superseded_by")
+                    if (message.get("finish_reason") == "length" and continues.get(conv) == round_no - 1
+                            and got["content"].startswith(message["content"]) and got["status"] != "streaming"):
+                        # A continue the load sent in the round just killed went on with the
+                        # reply, and the kill took its `message.continued`.
+                        self.stats["continued_unnotified"] = self.stats.get("continued_unnotified", 0) + 1
+                        continue
                     if set(diff) == {"superseded_by"} and message.get("superseded_by") is None and by:
                         # Superseded with no `message.superseded` seen: right if a regenerate or
                         # edit of the load did it and the kill took its answer or notifications.
@@ -970,8 +1315,12 @@ class Loop:
                 t.conversations.add(self.health)
                 t.titles[self.health] = ("health", [])
         client.call("conversation.attach", {"conversation": self.health, "history": 0})
+        with t.lock:
+            t.sent["[[reply:alive %d]]" % round_no] = []
         sent = client.call("message.send", {"conversation": self.health, "content": "[[reply:alive %d]]" % round_no})
         t.announce(sent["message"])
+        with t.lock:
+            t.accepted.append((self.health, sent["message"]["id"], "[[reply:alive %d]]" % round_no))
         note = client.await_note(lambda n: n.get("method") in ("message.completed", "message.failed")
                                  and n["params"]["message"]["id"] == sent["reply"], CALL_GUARD_SECONDS)
         final = note["params"]["message"]
@@ -1017,7 +1366,7 @@ class Loop:
             if create and len(mine) == per:
                 mine = mine[:-1]
             workers.append(Worker("w%d" % n, self.socket, mine, create, random.Random(self.rng.random()),
-                                  self.tracker, round_no, stop, max_delay=self.args.max_delay))
+                                  self.tracker, round_no, stop, max_delay=self.args.max_delay, attach_rate=self.args.attach_rate))
         # The admin renames only conversations no worker has, so rename answers for one
         # conversation all come back on one connection, in the daemon's order.
         admin_convs = pool[:10]
@@ -1078,6 +1427,8 @@ class Loop:
                 with self.tracker.lock:
                     last_started = self.tracker.started - before
                 self.after_kill(round_no)
+                if args.plant_faults and self.stats["kills"] >= args.kills:
+                    self.plant_faults()
                 self.read_stored()
                 self.scan_daemon_log(round_no, log_path)
                 if args.verbose or self.stats["kills"] % 10 == 0:
@@ -1131,6 +1482,13 @@ class Loop:
               "(or only its notifications): %s" % ", ".join("%s %s %d" % entry for entry in lost))
         for line in self.extra_summary():
             print("  " + line)
+        print("  oracles: %d stored user messages compared with what the load sent; %d complete replies and %d cut ones "
+              "compared with what the fake streamed (%d whose text the prompt does not fix); %d accepted sends found stored; "
+              "%d file references checked, %d blobs hashed; %d share states checked; deletes answered %d, unanswered %d"
+              % (s.get("oracle_user_messages", 0), s.get("oracle_replies_complete", 0), s.get("oracle_replies_cut", 0),
+                 s.get("oracle_replies_unknown", 0), s.get("oracle_accepted_checked", 0), s.get("oracle_blob_references", 0),
+                 s.get("oracle_blobs_hashed", 0), s.get("oracle_shares_checked", 0), s.get("deletes_acked", 0), s.get("deletes_asked", 0)))
+        print("  files uploaded by the load: %d distinct" % len(self.tracker.uploaded))
         print("  conversations at the end: %d" % len(self.pool))
         print("  index entries checked against their logs at the end: %d" % s.get("index_checked", 0))
         print("  failures: %d" % len(self.failures.items))
@@ -1151,6 +1509,18 @@ class Loop:
             print("  kept: %s" % self.tmp)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+        if args.plant_faults:
+            # The self-test: every oracle a fault was planted for must have reported it.
+            missed = []
+            for oracle in ("reply", "user-message", "accepted-send", "blob"):
+                what = self.planted.get(oracle)
+                caught = any(("oracle %s:" % oracle) in item for item in self.failures.items)
+                print("  self-test: oracle %s: %s" % (oracle, "not planted (nothing to damage)" if what is None
+                                                      else "%s: %s" % (what, "caught" if caught else "MISSED")))
+                if what is None or not caught:
+                    missed.append(oracle)
+            print("  self-test: %s" % ("every planted fault caught" if not missed else "FAILED: %s" % ", ".join(missed)))
+            return 1 if missed else 0
         return 1 if self.failures.items or s["kills"] == 0 else 0
 
 
@@ -1170,6 +1540,11 @@ def arguments():
     parser.add_argument("--full-check-every", type=int, default=25,
                         help="read every conversation's history in full every N rounds; in between only those whose log "
                              "or listing changed, or that were written to (default 25)")
+    parser.add_argument("--attach-rate", type=float, default=0.15,
+                        help="share of sends that carry files, uploaded with blob.put first (default 0.15)")
+    parser.add_argument("--plant-faults", action="store_true",
+                        help="self-test: after the last kill, damage the data directory once per oracle (a reply's byte, a user "
+                             "message's byte, an accepted send's record, a blob) and pass only if every oracle reports its fault")
     parser.add_argument("--verbose", action="store_true")
     return parser
 

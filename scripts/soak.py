@@ -299,6 +299,8 @@ class Client:
             self._forget(cid)
         elif method in ("message.send", "message.edit"):     # an edit is answered as a send is
             self.sent.add((request.params["conversation"], result["message"]["id"]))
+            with self.soak.sources_lock:
+                self.soak.accepted.append((request.params["conversation"], result["message"]["id"], request.params["content"]))
 
     def _forget(self, cid):
         for key in [k for k in self.tracked if k[0] == cid]:
@@ -749,6 +751,8 @@ class Soak:
         # calls): what it was asked to send is the oracle every stored reply is compared with
         # (not the daemon with itself).
         self.sources = set()
+        self.prompts = set()      # every text the soak sent as a user message, tool calls' included
+        self.accepted = []        # (conversation, message id, text) of every send and edit answered with a result
         self.sources_lock = threading.Lock()
         self.tool_conversations = []
 
@@ -811,8 +815,9 @@ class Soak:
 
     def prompt(self, rng, kind):
         text, expected = self.make_prompt(rng, kind)
-        if "[[tool:" not in text:     # a chain of tool calls: its text depends on the tool's answer
-            with self.sources_lock:
+        with self.sources_lock:
+            self.prompts.add(text)
+            if "[[tool:" not in text:     # a chain of tool calls: its text depends on the tool's answer
                 self.sources.add(text)
         return text, expected
 
@@ -1253,9 +1258,12 @@ class Soak:
                     hello += chunk
                 client_id = json.loads(hello)["result"]["client_id"]
                 # From here on it never reads: the attach result and every delta pile up.
+                text = "[[words:150000]] [[chunk:48]] [[delay:0]] %s" % self.tag()
+                with self.sources_lock:
+                    self.prompts.add(text)
                 s.sendall(('{"jsonrpc":"2.0","id":2,"method":"conversation.attach","params":{"conversation":"%s"}}\n'
                            '{"jsonrpc":"2.0","id":3,"method":"message.send","params":{"conversation":"%s","content":'
-                           '"[[words:150000]] [[chunk:48]] [[delay:0]] %s"}}\n' % (cid, cid, self.tag())).encode())
+                           '"%s"}}\n' % (cid, cid, text)).encode())
                 reason = None
                 deadline = time.monotonic() + 90
                 while time.monotonic() < deadline:
@@ -1563,11 +1571,28 @@ class Soak:
         prefix of it otherwise."""
         with self.sources_lock:
             sources = set(self.sources)
+            prompts = set(self.prompts)
+            accepted = list(self.accepted)
         compared = 0
         wrong = []
+        # Every send and edit answered with a result is stored, with the text sent, in every
+        # conversation still there; every stored user message is a text the soak sent.
+        for cid, mid, text in accepted:
+            if cid not in histories:
+                continue          # deleted since
+            stored = next((m for m in histories[cid] if m["id"] == mid), None)
+            self.stats.bump("accepted sends found stored")
+            if stored is None or stored["content"] != text:
+                wrong.append("%s/%s: accepted (a result came) but %s" % (cid, mid, "not stored" if stored is None else
+                                                                         "stored with another text: %r" % stored["content"][:80]))
         for cid, messages in histories.items():
             messages = sorted(messages, key=self.message_order)
             by_id = {m["id"]: m for m in messages}
+            for m in messages:
+                if m["role"] == "user":
+                    self.stats.bump("stored user messages compared with what the soak sent")
+                    if m["content"] not in prompts:
+                        wrong.append("%s/%s: a stored user message the soak never sent: %r" % (cid, m["id"], m["content"][:80]))
             for index, m in enumerate(messages):
                 if m["role"] != "user" or m["content"] not in sources:
                     continue
@@ -1606,7 +1631,7 @@ class Soak:
         for line in wrong[:20]:
             self.stats.violation(line)
         if wrong:
-            failures.append("%d stored replies differ from what the upstream was asked to send" % len(wrong))
+            failures.append("%d stored messages differ from what the soak sent or the upstream was asked to send" % len(wrong))
         self.stats.bump("stored replies compared with the upstream's text", compared)
         return compared
 

@@ -25,18 +25,12 @@ struct StoredBlob {
 extension Broker {
     /// At most this many uploads in progress (or being stored) on one connection.
     static let maxUploadsPerConnection = 4
-    /// Uploads held in memory by every connection together, and by other users' connections
-    /// together: a chunk that would pass either is refused, so that many connections cannot
-    /// make the daemon hold without bound, and other users cannot take the owner's share.
-    static let maxUploadBytesInMemory = 64 << 20
-    static let maxOtherUsersUploadBytesInMemory = 32 << 20
-    /// Files one connection stored that none of its messages named yet (they live on disk
-    /// until it sends them or leaves): two messages' worth.
-    static let maxUnsentBlobBytes = 2 * AttachmentLimits.maxMessageBytes
-    /// The same for all the connections of one user other than the daemon's own together
-    /// (files on disk no message named, and uploads in progress), however many connections
-    /// it opens.
-    static let maxOtherUserUnsentBlobBytes = 64 << 20
+    // The room for files no message has named yet (uploads held in memory by every
+    // connection together and by other users' connections together, the files one connection
+    // stored and has not sent, and the same for all the connections of one user other than
+    // the daemon's own) is `limits.attachmentRoomMiB` and what it derives (DaemonSettings): a
+    // chunk that would pass any of them is refused, so that many connections cannot make the
+    // daemon hold without bound, and other users cannot take the owner's share.
 
     /// `blob.put`: a chunk of a new or running upload; with `final`, the whole file checked,
     /// typed from its bytes and stored. Chunks are answered at once, the final one once the
@@ -121,8 +115,8 @@ extension Broker {
     /// Why `count` more bytes of upload on `client` are refused: its files on disk no message
     /// named yet, or the memory all uploads in progress hold, would pass their bounds.
     func uploadRoomProblem(adding count: Int, on client: ClientSession) -> String? {
-        if client.unsentBlobBytes + client.uploadBytesInMemory + count > Self.maxUnsentBlobBytes {
-            return "this connection stored files no message has named yet, \(Self.maxUnsentBlobBytes >> 20) MiB at most: send a message naming them first"
+        if client.unsentBlobBytes + client.uploadBytesInMemory + count > limits.maxUnsentBlobBytes {
+            return "this connection stored files no message has named yet, \(ByteSize.text(limits.maxUnsentBlobBytes)) at most: send a message naming them first"
         }
         var all = 0, others = 0, sameUserUnsent = 0
         for other in clients.values {
@@ -132,15 +126,15 @@ extension Broker {
             // A link's holder is one user; the uid's own connections are another.
             if other.credentials.uid == client.credentials.uid, other.link?.id == client.link?.id { sameUserUnsent += other.unsentBlobBytes + held }
         }
-        if !isOwner(client), sameUserUnsent + count > Self.maxOtherUserUnsentBlobBytes {
+        if !isOwner(client), sameUserUnsent + count > limits.maxOtherUserUnsentBlobBytes {
             return "your connections together hold files no message has named yet and uploads in progress, "
-                + "\(Self.maxOtherUserUnsentBlobBytes >> 20) MiB at most for a user other than the daemon's own: send a message naming them first"
+                + "\(ByteSize.text(limits.maxOtherUserUnsentBlobBytes)) at most for a user other than the daemon's own: send a message naming them first"
         }
-        if all + count > Self.maxUploadBytesInMemory {
-            return "the daemon holds \(Self.maxUploadBytesInMemory >> 20) MiB of uploads in progress: try again once they are stored"
+        if all + count > limits.maxUploadBytesInMemory {
+            return "the daemon holds \(ByteSize.text(limits.maxUploadBytesInMemory)) of uploads in progress: try again once they are stored"
         }
-        if !isOwner(client), others + count > Self.maxOtherUsersUploadBytesInMemory {
-            return "other users' uploads in progress hold \(Self.maxOtherUsersUploadBytesInMemory >> 20) MiB: try again once they are stored"
+        if !isOwner(client), others + count > limits.maxOtherUsersUploadBytesInMemory {
+            return "other users' uploads in progress hold \(ByteSize.text(limits.maxOtherUsersUploadBytesInMemory)): try again once they are stored"
         }
         return nil
     }

@@ -39,7 +39,7 @@ final class ClientSession {
     /// The blobs this connection stored, by digest: the only ones its messages may name.
     var storedBlobs: [String: StoredBlob] = [:]
     /// Bytes of `storedBlobs` no message of this connection has named yet: files on disk only
-    /// this connection holds, bounded (`Broker.maxUnsentBlobBytes`).
+    /// this connection holds, bounded (`BrokerLimits.maxUnsentBlobBytes`, from `limits.attachment_room_mib`).
     var unsentBlobBytes = 0
     /// Bytes of uploads this connection holds in memory: in progress and being written.
     var uploadBytesInMemory: Int { uploads.values.reduce(uploadBytesBeingStored) { $0 + $1.bytes.count } }

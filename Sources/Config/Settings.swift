@@ -48,6 +48,7 @@ struct ConfigFile {
         var tool_approval_timeout_seconds: Int?
         var max_unanswered_requests: Int?
         var upload_idle_seconds: Int?
+        var attachment_room_mib: Int?
     }
     /// One `[providers.NAME]` table, with the table itself for errors at its keys' lines.
     struct ProviderSection {
@@ -287,7 +288,8 @@ struct ConfigFile {
                 max_tool_rounds: try table.integer("max_tool_rounds"),
                 tool_approval_timeout_seconds: try table.integer("tool_approval_timeout_seconds"),
                 max_unanswered_requests: try table.integer("max_unanswered_requests"),
-                upload_idle_seconds: try table.integer("upload_idle_seconds"))
+                upload_idle_seconds: try table.integer("upload_idle_seconds"),
+                attachment_room_mib: try table.integer("attachment_room_mib"))
         }
         fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
         allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in
@@ -428,7 +430,8 @@ extension Settings {
         if let limits = file.limits {
             for (key, value, range) in [("max_tool_rounds", limits.max_tool_rounds, 1...100),
                                         ("tool_approval_timeout_seconds", limits.tool_approval_timeout_seconds, 1...86400),
-                                        ("upload_idle_seconds", limits.upload_idle_seconds, 1...86400)] {
+                                        ("upload_idle_seconds", limits.upload_idle_seconds, 1...86400),
+                                        ("attachment_room_mib", limits.attachment_room_mib, BrokerLimits.attachmentRoomRange)] {
                 if let value, !range.contains(value) {
                     throw limits.table.error(key, "must be between \(range.lowerBound) and \(range.upperBound)")
                 }
@@ -436,6 +439,7 @@ extension Settings {
             if let rounds = limits.max_tool_rounds { settings.limits.maxToolRounds = rounds }
             if let seconds = limits.tool_approval_timeout_seconds { settings.limits.toolApprovalTimeoutSeconds = seconds }
             if let seconds = limits.upload_idle_seconds { settings.limits.uploadIdleSeconds = seconds }
+            if let room = limits.attachment_room_mib { settings.limits.attachmentRoomMiB = room }
         }
         if let retries = upstream?.max_retries {
             guard (0...10).contains(retries) else { throw ConfigError(description: "upstream.max_retries must be between 0 and 10") }

@@ -90,5 +90,16 @@ public struct BrokerLimits: Sendable, Equatable {
     public var toolApprovalTimeoutSeconds = 600
     /// A `blob.put` upload that gets no chunk for this long is dropped (its bytes are in memory).
     public var uploadIdleSeconds = 300
+    /// The room, in MiB, for files no message has named yet (`limits.attachment_room_mib`,
+    /// 1 to 4096): uploads in progress held in memory across every connection; other users'
+    /// share of that (half); the files one connection stored and has not sent with its uploads
+    /// in progress (five eighths: 40 MiB, two messages' worth, by default); and another user's
+    /// unsent files and uploads across all its connections (all of it).
+    public var attachmentRoomMiB = 64
+    public static let attachmentRoomRange = 1...4096
+    public var maxUploadBytesInMemory: Int { attachmentRoomMiB << 20 }
+    public var maxOtherUsersUploadBytesInMemory: Int { (attachmentRoomMiB << 20) / 2 }
+    public var maxUnsentBlobBytes: Int { (attachmentRoomMiB << 20) / 8 * 5 }
+    public var maxOtherUserUnsentBlobBytes: Int { attachmentRoomMiB << 20 }
     public init() {}
 }

@@ -58,4 +58,33 @@ final class VisionSettingsTests: XCTestCase {
             assertRejected("[limits]\nupload_idle_seconds = \(value)", "config.toml: line 2: limits.upload_idle_seconds must be between 1 and 86400")
         }
     }
+
+    /// The room for files no message named yet: the default is what README and
+    /// docs/protocol.md say, each bound derives from the one key, and the range is checked.
+    func testAttachmentRoomDefaultsToWhatTheDocsSay() throws {
+        let limits = try load("").limits
+        XCTAssertEqual(limits.attachmentRoomMiB, 64)
+        XCTAssertEqual(limits.maxUploadBytesInMemory, 64 << 20)
+        XCTAssertEqual(limits.maxOtherUsersUploadBytesInMemory, 32 << 20)
+        XCTAssertEqual(limits.maxUnsentBlobBytes, 40 << 20)
+        XCTAssertEqual(limits.maxUnsentBlobBytes, 2 * AttachmentLimits.maxMessageBytes, "two messages' worth")
+        XCTAssertEqual(limits.maxOtherUserUnsentBlobBytes, 64 << 20)
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        XCTAssertTrue(readme.contains("\nattachment_room_mib = 64 "), "README's example config gives the default")
+        let protocolText = try String(contentsOf: root.appendingPathComponent("docs/protocol.md"), encoding: .utf8)
+        for promise in ["at most 40 MiB of files a connection stored", "at most 64 MiB of such files and uploads in progress",
+                        "at most 64 MiB of them across all connections and 32 MiB across other users' connections",
+                        "`limits.attachment_room_mib` (default 64, 1 to 4096)"] {
+            XCTAssertTrue(protocolText.contains(promise), promise)
+        }
+
+        let small = try load("[limits]\nattachment_room_mib = 1").limits
+        XCTAssertEqual([small.maxUploadBytesInMemory, small.maxOtherUsersUploadBytesInMemory, small.maxUnsentBlobBytes, small.maxOtherUserUnsentBlobBytes],
+                       [1 << 20, 512 << 10, 640 << 10, 1 << 20])
+        XCTAssertEqual(try load("[limits]\nattachment_room_mib = 4096").limits.maxUploadBytesInMemory, 4096 << 20)
+        for value in [0, -1, 4097] {
+            assertRejected("[limits]\nattachment_room_mib = \(value)", "config.toml: line 2: limits.attachment_room_mib must be between 1 and 4096")
+        }
+    }
 }

@@ -243,32 +243,40 @@ final class AttachmentTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(Self.blobNames(harness.dataDirectory + "/blobs")).sorted(), [big, small].sorted())
     }
 
+    /// The room for files no message named yet, `limits.attachment_room_mib`, set to 1 MiB so
+    /// that the tests below reach its bounds with small files (the defaults, 64 MiB and what it
+    /// derives, are checked against the docs in `VisionSettingsTests`).
+    static let smallRoom = "[limits]\nattachment_room_mib = 1\n"
+
     /// Files stored and never named stay on disk only while their connection lives: it may
-    /// hold at most 40 MiB of them; naming them in a message gives the room back.
+    /// hold at most five eighths of the room (40 MiB by default, 640 KiB here) of them; naming
+    /// them in a message gives the room back.
     func testAConnectionHoldsABoundedAmountOfFilesItHasNotSent() throws {
-        harness = try Harness()
+        harness = try Harness(config: Self.smallRoom)
         let client = try harness.client()
         let conversation = try harness.createConversation(client)
         var digests: [String] = []
         for seed in 0..<8 {
-            digests.append(try XCTUnwrap(Self.upload(client, Self.image(size: 5 << 20, seed: seed))["attachment"]?["sha256"]?.string))
+            digests.append(try XCTUnwrap(Self.upload(client, Self.image(size: 80 << 10, seed: seed), chunk: 32 << 10)["attachment"]?["sha256"]?.string))
         }
         let over = try client.request(RPCMethod.blobPut.rawValue, ["data": .string(Base64.encode(Self.image(size: 1024, seed: 99)))])
         XCTAssertEqual(over["error"]?["code"]?.int, RPCError.limitReached, over.text)
-        XCTAssertTrue(over["error"]?["message"]?.string?.contains("no message has named yet") == true, over.text)
-        // Four of them sent: their 20 MiB are no longer this connection's alone.
+        XCTAssertTrue(over["error"]?["message"]?.string?.contains("no message has named yet, 640 KiB at most") == true, over.text)
+        // Four of them sent: their 320 KiB are no longer this connection's alone.
         _ = try send(client, conversation, "four", digests.prefix(4).map { ("shot.png", $0) })
         XCTAssertNotNil(try Self.upload(client, Self.image(size: 1024, seed: 99))["attachment"]?["sha256"]?.string)
     }
 
-    /// Uploads in progress are held in memory: every connection together holds at most 64 MiB.
+    /// Uploads in progress are held in memory: every connection together holds at most the
+    /// room (64 MiB by default, 1 MiB here).
     func testUploadsInProgressAreBoundedAcrossConnections() throws {
-        harness = try Harness()
-        let chunk = Base64.encode(Self.image(size: 1 << 20))
-        let more = Base64.encode([UInt8](repeating: 0x41, count: 1 << 20))
+        harness = try Harness(config: Self.smallRoom)
+        let chunk = Base64.encode(Self.image(size: 16 << 10))
+        let more = Base64.encode([UInt8](repeating: 0x41, count: 16 << 10))
         var clients: [RPCClient] = []
         var refused: JSON?
-        // Four connections of four uploads of 5 MiB each would hold 80 MiB.
+        // Four connections of four uploads of 80 KiB each (each connection within its own
+        // 640 KiB) would hold 1.25 MiB.
         outer: for index in 0..<4 {
             let client = try harness.client(name: "uploader\(index)")
             clients.append(client)
@@ -281,9 +289,9 @@ final class AttachmentTests: XCTestCase {
                 }
             }
         }
-        let error = try XCTUnwrap(refused?["error"], "64 MiB of uploads in progress were taken")
+        let error = try XCTUnwrap(refused?["error"], "1.25 MiB of uploads in progress were taken")
         XCTAssertEqual(error["code"]?.int, RPCError.limitReached)
-        XCTAssertTrue(error["message"]?.string?.contains("64 MiB of uploads in progress") == true, error.text)
+        XCTAssertTrue(error["message"]?.string?.contains("the daemon holds 1 MiB of uploads in progress") == true, error.text)
         // One leaving gives its room back.
         clients[0].close()
         waitFor("the first uploader's room given back") {
@@ -291,18 +299,20 @@ final class AttachmentTests: XCTestCase {
         }
     }
 
-    /// Other users' uploads in progress together hold at most 32 MiB: the rest is the owner's.
+    /// Other users' uploads in progress together hold at most half the room (32 MiB by
+    /// default, 512 KiB here): the rest is the owner's.
     func testOtherUsersUploadsLeaveTheOwnerRoom() throws {
         try OtherUser.requireRoot()
         let otherUID = AccessTests.otherUID
-        harness = try Harness(config: "[access]\nallow_uids = [\(otherUID)]\n")
+        harness = try Harness(config: "[access]\nallow_uids = [\(otherUID)]\n" + Self.smallRoom)
         OtherUser.openSocket(harness)
-        let chunk = Base64.encode(Self.image(size: 1 << 20))
-        let more = Base64.encode([UInt8](repeating: 0x41, count: 1 << 20))
+        let chunk = Base64.encode(Self.image(size: 16 << 10))
+        let more = Base64.encode([UInt8](repeating: 0x41, count: 16 << 10))
         var connections: [OtherUser.Connection] = []
         defer { for connection in connections { connection.stop() } }
         var refused: JSON?
-        // Two of the other user's connections, four uploads of 5 MiB each, would hold 40 MiB.
+        // Two of the other user's connections, four uploads of 80 KiB each, would hold 640 KiB
+        // (within that user's own 1 MiB, and each connection within its 640 KiB).
         outer: for _ in 0..<2 {
             let connection = try OtherUser.Connection(uid: otherUID, socketPath: harness.socketPath)
             connections.append(connection)
@@ -317,45 +327,45 @@ final class AttachmentTests: XCTestCase {
                 }
             }
         }
-        let error = try XCTUnwrap(refused?["error"], "other users held 32 MiB of uploads in progress")
+        let error = try XCTUnwrap(refused?["error"], "other users held 640 KiB of uploads in progress")
         XCTAssertEqual(error["code"]?.int, RPCError.limitReached)
-        XCTAssertTrue(error["message"]?.string?.contains("other users' uploads in progress hold 32 MiB") == true, error.text)
-        // The owner still uploads.
+        XCTAssertTrue(error["message"]?.string?.contains("other users' uploads in progress hold 512 KiB") == true, error.text)
+        // The owner still uploads, in chunks, a file of most of the half left to it.
         let owner = try harness.client()
-        XCTAssertNotNil(try Self.upload(owner, Self.image(size: 5 << 20, seed: 7))["attachment"]?["sha256"]?.string)
+        XCTAssertNotNil(try Self.upload(owner, Self.image(size: 400 << 10, seed: 7), chunk: 100 << 10)["attachment"]?["sha256"]?.string)
     }
 
     /// However many connections another user opens, its files no message named and its uploads
-    /// in progress together stay within 64 MiB.
+    /// in progress together stay within the room (64 MiB by default, 1 MiB here).
     func testAnotherUsersUnsentFilesAreBoundedAcrossItsConnections() throws {
         try OtherUser.requireRoot()
         let otherUID = AccessTests.otherUID
-        harness = try Harness(config: "[access]\nallow_uids = [\(otherUID)]\n")
+        harness = try Harness(config: "[access]\nallow_uids = [\(otherUID)]\n" + Self.smallRoom)
         OtherUser.openSocket(harness)
         var connections: [OtherUser.Connection] = []
         defer { for connection in connections { connection.stop() } }
         var stored = 0
         var refused: JSON?
-        // Connections of 40 MiB each: the second is stopped at 64 MiB in all.
+        // Connections of 640 KiB each (ten files of 64 KiB): the second is stopped at 1 MiB in all.
         outer: for _ in 0..<3 {
             let connection = try OtherUser.Connection(uid: otherUID, socketPath: harness.socketPath)
             connections.append(connection)
             let visitor = connection.client
             _ = try visitor.call(RPCMethod.hello.rawValue, ["client": "integration-test", "name": "visitor"])
-            for _ in 0..<40 {
+            for _ in 0..<10 {
                 let answer = try visitor.request(RPCMethod.blobPut.rawValue,
-                                                 ["data": .string(Base64.encode(Self.image(size: 1 << 20, seed: stored))), "final": true])
+                                                 ["data": .string(Base64.encode(Self.image(size: 64 << 10, seed: stored))), "final": true])
                 guard answer["error"] == nil else { refused = answer; break outer }
                 stored += 1
             }
         }
-        let error = try XCTUnwrap(refused?["error"], "another user stored \(stored) MiB of unsent files")
+        let error = try XCTUnwrap(refused?["error"], "another user stored \(stored) files of 64 KiB not sent")
         XCTAssertEqual(error["code"]?.int, RPCError.limitReached)
-        XCTAssertTrue(error["message"]?.string?.contains("64 MiB at most for a user other than the daemon's own") == true, error.text)
-        XCTAssertEqual(stored, 64)
+        XCTAssertTrue(error["message"]?.string?.contains("1 MiB at most for a user other than the daemon's own") == true, error.text)
+        XCTAssertEqual(stored, 16)
         // The owner still stores files.
         let owner = try harness.client()
-        XCTAssertNotNil(try Self.upload(owner, Self.image(size: 1 << 20, seed: 999))["attachment"]?["sha256"]?.string)
+        XCTAssertNotNil(try Self.upload(owner, Self.image(size: 64 << 10, seed: 999))["attachment"]?["sha256"]?.string)
     }
 
     func testAnUploadWithoutAChunkForTheIdleLimitIsDropped() throws {

@@ -317,7 +317,7 @@ final class FailureTests: XCTestCase {
         // Shrink the sleeper's receive buffer so the daemon's side fills quickly; it never reads.
         var small: Int32 = 4096
         setsockopt(sleeper.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        let sent = try reader.call("message.send", ["conversation": .string(id), "content": "[[words:60000]] [[chunk:60]] [[delay:1]]"])
+        let sent = try reader.call("message.send", ["conversation": .string(id), "content": "[[words:60000]] [[chunk:600]] [[delay:1]]"])
         let (_, final) = try reader.awaitReply(sent["reply"]!.string!, timeout: 60)
         XCTAssertEqual(final["status"]?.string, "complete")
         XCTAssertTrue(final["content"]?.string?.hasSuffix("w60000") == true)

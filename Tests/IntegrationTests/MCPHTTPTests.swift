@@ -26,8 +26,11 @@ final class MCPHTTPIntegrationTests: XCTestCase {
         }
         var template = Array("/tmp/confab-mcp-http-XXXXXX".utf8CString)
         markers = String(cString: try XCTUnwrap(mkdtemp(&template)))
-        try startServer("web")
-        try startServer("plain", json: true)
+        // Both launched before either is waited for: each spends most of its start importing the SDK.
+        try launchServer("web")
+        try launchServer("plain", json: true)
+        try waitForServer("web")
+        try waitForServer("plain")
         let tokenFile = markers + "/token"
         try Self.token.write(toFile: tokenFile, atomically: true, encoding: .utf8)
         chmod(tokenFile, 0o600)
@@ -58,12 +61,21 @@ final class MCPHTTPIntegrationTests: XCTestCase {
 
     /// Starts the test server `name` (on `port`, or a free one) and waits, bounded, until it listens.
     private func startServer(_ name: String, json: Bool = false, stateless: Bool = false, port: Int = 0) throws {
+        try launchServer(name, json: json, stateless: stateless, port: port)
+        try waitForServer(name)
+    }
+
+    private func launchServer(_ name: String, json: Bool = false, stateless: Bool = false, port: Int = 0) throws {
         let directory = markers + "/" + name
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
         servers[name] = try Child(MCPIntegrationTests.venv + "/bin/python",
                                   [MCPIntegrationTests.root + "/scripts/mcp-http-test-server.py", "--markers", directory, "--port", String(port)]
                                   + (json ? ["--json"] : []) + (stateless ? ["--stateless"] : []), logFile: markers + "/\(name).log")
+    }
+
+    private func waitForServer(_ name: String) throws {
+        let directory = markers + "/" + name
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             if let text = try? String(contentsOfFile: directory + "/port", encoding: .utf8), let bound = Int(text) {

@@ -99,8 +99,10 @@ final class ThinkingClientTests: TmuxTestCase {
     /// gone), and with --reasoning the thought made safe.
     func testAskOnATerminalShowsTheThinkingRowThenTheAnswer() throws {
         let id = try new()
-        let pane = try tmux.start(harness.confabCommand(["ask", "-c", id, "[[think-words:40]] [[think-delay:150]] [[reply:Done here]] q"]))
+        let pane = try tmux.start(harness.confabCommand(["ask", "-c", id, "[[think-words:40]] [[think-delay:20]] [[hold:0 ask]] [[reply:Done here]] q"]))
+        // The text is held after the thought until the row has been seen.
         try tmux.waitForScreen(pane, "the thinking row") { $0.contains("thinking… ") && $0.contains(" s · ") && $0.contains(" t") }
+        try harness.releaseUpstream("ask")
         let screen = try tmux.waitForText(pane, "[exit 0]")
         XCTAssertTrue(screen.contains("Done here"), screen)
         XCTAssertFalse(screen.contains("thinking…"), "the row is erased once the text starts:\n\(screen)")
@@ -154,7 +156,8 @@ final class ThinkingClientTests: TmuxTestCase {
         let id = try new()
         let ana = try attach(id, name: "ana")
         let bob = try attach(id, name: "bob")
-        try tmux.type(bob, "[[think-words:60]] [[think-delay:150]] [[reply:The answer is 42]] go")
+        // The text is held after the thought until every screen has seen the row.
+        try tmux.type(bob, "[[think-words:60]] [[think-delay:20]] [[hold:0 answer]] [[reply:The answer is 42]] go")
         try tmux.send(bob, ["Enter"])
         for pane in [ana, bob] {
             try tmux.waitForScreen(pane, "the thinking row on \(pane)") { screen in
@@ -169,6 +172,7 @@ final class ThinkingClientTests: TmuxTestCase {
         try tmux.type(ana, "/thinking")
         try tmux.send(ana, ["Enter"])
         try tmux.waitForScreen(ana, "the thought so far") { $0.contains("m2: thinking for ") && $0.contains("  t1") }
+        try harness.releaseUpstream("answer")
 
         for pane in [ana, bob, late] {
             let screen = try tmux.waitForText(pane, "assistant: The answer is 42", timeout: 30)
@@ -190,7 +194,7 @@ final class ThinkingClientTests: TmuxTestCase {
     func testTheRowHonoursNoColourAndANarrowPane() throws {
         let id = try new()
         let pane = try attach(id, name: "ana", environment: ["NO_COLOR": "1"], width: 30)
-        try tmux.type(pane, "[[think:a very long line of thought that goes on past any narrow pane]] [[think-delay:200]] [[reply:ok]] go")
+        try tmux.type(pane, "[[think:a very long line of thought that goes on past any narrow pane]] [[hold:0 narrow]] [[reply:ok]] go")
         try tmux.send(pane, ["Enter"])
         let screen = try tmux.waitForScreen(pane, "the row cut to the pane") { screen in
             screen.split(separator: "\n").contains { $0.hasPrefix("thinking… ") && $0.hasSuffix("…") }
@@ -199,6 +203,7 @@ final class ThinkingClientTests: TmuxTestCase {
         XCTAssertLessThan(row.count, 30, String(row))
         let escapes = try tmux.screen(pane, escapes: true)
         XCTAssertFalse(escapes.contains("\u{1B}[2m"), escapes)
+        try harness.releaseUpstream("narrow")
         // At 30 columns the reply's header is a row of its own.
         try tmux.waitForScreen(pane, "the answer") { $0.contains("assistant:") && $0.contains("\nok\n") }
     }

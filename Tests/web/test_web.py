@@ -975,3 +975,65 @@ def test_downloads_nobody_reads_hold_their_places_not_the_gateways_memory(world,
     owner_page.close()
     context.close()
     terminal.close()
+
+
+def test_the_fifth_download_at_once_is_refused_with_503(world, owner, browser):
+    """At most four downloads run at once (web.max_downloads), whoever asks: the owner holding
+    four that nobody reads, a fifth, the owner's or a share link's, is 503 until one ends."""
+    import socket
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "five downloads")
+    image = tiny_png() + b"\1" * ((5 << 20) - len(tiny_png()))
+    message = terminal.call("message.send", {"conversation": conversation, "content": "[[reply:ok]] five",
+                                             "attachments": [{"name": "five.png", "sha256": put_big_blob(terminal, image)}]})["message"]["id"]
+    owner_page = open_conversation(owner, world, conversation)
+    tickets = mint_tickets(owner_page, world, conversation, owner_token(world), [[message, 0]] * 5)
+    held, statuses = [], []
+    for ticket in tickets[:5]:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", world.port))
+        s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (ticket, world.port)).encode())
+        statuses.append(s.recv(12)[9:12])   # the status, and nobody reads the rest
+        held.append(s)
+    assert statuses == [b"200"] * 4 + [b"503"], statuses
+    # A share link finds no place either: the one kept for the owner is taken by the owner.
+    link = world.web("share", conversation, "--read-only", "--expires", "2h").strip()
+    context = browser.new_context()
+    page = sign_in(context, link, world.base)
+    response, _ = raw_request(world, mint_tickets(page, world, conversation, link_token(link), [[message, 0]])[0])
+    assert response.status == 503
+    # One reader going gives its place back: a new ticket of the owner's downloads the whole file.
+    held.pop(0).close()
+    def fetched():
+        response, body = raw_request(world, mint_tickets(owner_page, world, conversation, owner_token(world), [[message, 0]])[0])
+        return response.status == 200 and body == image
+    wait_for(fetched, "a place given back")
+    for s in held:
+        s.close()
+    context.close()
+    owner_page.close()
+    terminal.close()
+
+
+def test_rotate_closes_the_pages_open_with_the_old_token(world, browser):
+    """`confab web rotate`: a new owner's token, and every page opened with the old one is
+    closed (within the gateway's once-a-second check) and cannot come back with it."""
+    context = browser.new_context()
+    page = sign_in(context, world.owner_url, world.base)
+    old = world.owner_token
+    rotated = world.web("rotate").strip()
+    assert rotated.startswith(world.base + "/#token=") and rotated == world.web("url").strip()
+    # Later tests sign in with the new token.
+    world.owner_url, world.owner_token = rotated, rotated.split("#token=", 1)[1]
+    assert world.owner_token != old
+    page.wait_for_selector("#status:text('closed')")
+    assert raw_request(world, "/api/access", bearer(old))[0].status == 401
+    response, _ = raw_request(world, "/ws", upgrade_headers(world, world.base, old))
+    assert response.status != 101 and response.status >= 400
+    # The new token opens a page.
+    assert raw_request(world, "/api/access", bearer(world.owner_token))[0].status == 200
+    fresh = browser.new_context()
+    sign_in(fresh, world.owner_url, world.base).close()
+    fresh.close()
+    context.close()
