@@ -1,5 +1,5 @@
 import DaemonSettings
-import MCP
+import ServiceSettings
 import Tools
 
 extension Settings {

@@ -1,7 +1,7 @@
 import ConfabProtocol
 import DaemonSettings
-import MCP
 import Posix
+import ServiceSettings
 import Tools
 
 extension Settings {

@@ -1,6 +1,6 @@
 import DaemonSettings
+import ServiceSettings
 import TOML
-import MCP
 import Tools
 
 extension Settings {

@@ -1,9 +1,9 @@
 import ConfabProtocol
 import DaemonSettings
 import Posix
+import ServiceSettings
 import TOML
 import Tools
-import Upstream
 
 extension Settings {
     /// A `[providers.NAME]` table, checked: errors name the key and its line.

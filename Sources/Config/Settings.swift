@@ -1,9 +1,9 @@
-import DaemonSettings
 import ConfabProtocol
+import DaemonSettings
 import Posix
+import ServiceSettings
 import TOML
 import Tools
-import Upstream
 import WebConfig
 #if canImport(Glibc)
 import Glibc

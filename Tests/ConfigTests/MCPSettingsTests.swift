@@ -3,7 +3,7 @@ import XCTest
 
 import Config
 import DaemonSettings
-import MCP
+import ServiceSettings
 import Tools
 
 final class MCPSettingsTests: XCTestCase {
