@@ -406,7 +406,8 @@ extension Settings {
         }
         settings.tools = ToolTable(tools)
         for section in file.mcp {
-            settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment, warnings: &settings.warnings))
+            let draft = try section.draft(environment: environment, warnings: &settings.warnings)
+            settings.mcpServers.append(try mcpServer(draft, tools: settings.tools, environment: environment))
         }
         if let path = file.mcp_servers_file {
             guard !path.isEmpty else { throw file.root?.error("mcp_servers_file", "must be a path") ?? ConfigError(description: "mcp_servers_file must be a path") }
