@@ -51,6 +51,8 @@ func checkDecoded(_ event: SSEEvent, _ decoder: inout ChatStreamDecoder) {
             case .error(let info): check(!info.message.isEmpty && info.message.count <= 1000, "error message of \(info.message.count) characters")
             case .done: check(event.type != "error", "[DONE] from an error event")
             case .toolCall: break
+            case .reasoning(let text): check(!text.isEmpty, "empty reasoning")
+            case .reasoningReplay: break
             }
         }
     } catch let error as ChatStreamError {
