@@ -58,7 +58,9 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 	@mkdir -p $(dir $@)
 	$(SHIM_CC) -shared -fPIC -O2 -Wall -Werror -o $@ scripts/powercut/shim.c -ldl -lpthread
 
-# First, system calls only in the wrapper modules (scripts/check-syscalls.sh). One debug build
+# First, system calls only in the wrapper modules (scripts/check-syscalls.sh), and the module
+# graph as Package.swift declares it, as docs/architecture.md's map says, and as its rules
+# want it (scripts/check-modules.py: values below behaviour, the imports declared). One debug build
 # serves every test target; XCTest is the runner. Then the short runs of the
 # long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop and its 2-kill self-test, 10 power cuts,
 # a 1-minute soak; a few minutes together), each one line unless it fails. Last, confab-web
@@ -79,6 +81,7 @@ $(MCP_VENV)/.installed: $(MCP_REQUIREMENTS)
 
 test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	scripts/check-syscalls.sh
+	SWIFT=$(SWIFT) scripts/check-modules.py
 	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) scripts/run-xctest.sh
 	scripts/long-checks.sh "$$($(SWIFT) build --show-bin-path)" $(POWERCUT_SHIM)

@@ -55,6 +55,12 @@ let package = Package(
 
         // Pure Swift: shared by daemon and client.
         .target(name: "ConfabProtocol", swiftSettings: strict),
+        // The log of confabd and confab-web: typed levels, the line's form, its escaping
+        // (ConfabProtocol's LogText). No I/O: the program gives it where lines go.
+        .target(name: "ConfabLog", dependencies: ["ConfabProtocol"], swiftSettings: strict),
+        // Server-sent events, parsed without I/O: the model servers' streams (Upstream) and
+        // MCP's Streamable HTTP answers (MCP) both read them.
+        .target(name: "SSE", swiftSettings: strict),
         // RE2 (Debian's libre2-dev) behind a C API: the `pattern` of a tool's schema, from the
         // config or an MCP server, matched in time linear in the string (no backtracking).
         .target(name: "CRE2", cxxSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])],
@@ -67,20 +73,26 @@ let package = Package(
         .target(name: "ShellIntegration", swiftSettings: strict),
 
         // Daemon internals.
-        .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol", "CBytes"], swiftSettings: strict),
+        // The services the daemon talks to, as values: model providers (`[upstream]`,
+        // `[providers.NAME]`) and MCP servers (`[mcp.NAME]`, the `mcpServers` file). Below
+        // Upstream and MCP, which run them, and below the settings, which hold them.
+        .target(name: "ServiceSettings", dependencies: ["ConfabProtocol", "Tools"], swiftSettings: strict),
+        .target(name: "Upstream", dependencies: ["Curl", "EventLoop", "ConfabProtocol", "CBytes", "SSE", "ServiceSettings"], swiftSettings: strict),
         // MCP servers as tool sources: the protocol's client as a state machine over lines, and
         // the child process on the loop that it speaks to, or the server over Streamable HTTP
-        // (libcurl and the SSE parser of Upstream; the headers of Tools).
-        .target(name: "MCP", dependencies: ["ConfabProtocol", "EventLoop", "Curl", "Upstream", "Tools"], swiftSettings: strict),
+        // (libcurl, the SSE parser; the headers of Tools).
+        .target(name: "MCP", dependencies: ["ConfabProtocol", "ConfabLog", "EventLoop", "Curl", "SSE", "ServiceSettings", "Tools"], swiftSettings: strict),
         .target(name: "LogStore", dependencies: ["EventLoop", "Posix", "ConfabProtocol", "CBytes"], swiftSettings: strict),
         // What the daemon is configured with, as values: the settings, limits, profiles and context
         // budget. Config makes them from the file; Broker runs on them. Neither knows the other.
-        .target(name: "DaemonSettings", dependencies: ["ConfabProtocol", "Upstream", "Tools", "MCP", "WebConfig"], swiftSettings: strict),
-        .target(name: "Broker", dependencies: ["EventLoop", "Posix", "Upstream", "Curl", "LogStore", "ConfabProtocol", "Tools", "DaemonSettings", "MCP"], swiftSettings: strict),
-        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "Upstream", "ConfabProtocol", "Posix", "Tools", "MCP", "WebConfig"], swiftSettings: strict),
+        .target(name: "DaemonSettings", dependencies: ["ConfabProtocol", "ServiceSettings", "Tools", "WebConfig"], swiftSettings: strict),
+        .target(name: "Broker", dependencies: [
+            "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "ConfabLog", "Tools", "DaemonSettings", "ServiceSettings", "MCP",
+        ], swiftSettings: strict),
+        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "ServiceSettings", "ConfabProtocol", "Posix", "Tools", "WebConfig"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
-            "Broker", "Config", "DaemonSettings", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol",
+            "Broker", "Config", "DaemonSettings", "ServiceSettings", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "ConfabLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict, linkerSettings: [
             // Relative relocations packed (DT_RELR, glibc 2.36): the static Swift runtime made the
@@ -124,9 +136,9 @@ let package = Package(
         // links, the [web] settings) in WebGateway, the server in confab-web.
         // `[web]` of the config file: read by confabd (which keeps and checks it) and by confab-web.
         .target(name: "WebConfig", dependencies: ["TOML"], swiftSettings: strict),
-        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "TOML", "Terminal", "WebConfig"], swiftSettings: strict),
+        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "Terminal"], swiftSettings: strict),
         .executableTarget(name: "confab-web", dependencies: [
-            "WebGateway", "WebConfig", "ConfabProtocol", "Posix",
+            "WebGateway", "WebConfig", "ConfabProtocol", "ConfabLog", "Posix",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
             .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -135,14 +147,15 @@ let package = Package(
         ], swiftSettings: strict),
 
         .testTarget(name: "ConfabProtocolTests", dependencies: ["ConfabProtocol"], swiftSettings: strict),
-        .testTarget(name: "UpstreamTests", dependencies: ["Upstream"], swiftSettings: strict),
+        .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "SSE", "ServiceSettings"], swiftSettings: strict),
+        .testTarget(name: "ConfabLogTests", dependencies: ["ConfabLog"], swiftSettings: strict),
         .testTarget(name: "TerminalTests", dependencies: ["Terminal", "Markdown"], swiftSettings: strict),
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
-        .testTarget(name: "BrokerTests", dependencies: ["Broker", "DaemonSettings", "ConfabProtocol", "Upstream"], swiftSettings: strict),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "TOML", "Tools", "ConfabProtocol", "Posix", "MCP", "WebConfig"], swiftSettings: strict),
+        .testTarget(name: "BrokerTests", dependencies: ["Broker", "DaemonSettings", "ServiceSettings", "ConfabProtocol", "ConfabLog", "Upstream"], swiftSettings: strict),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "ServiceSettings", "TOML", "Tools", "ConfabProtocol", "Posix", "WebConfig"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
-        .testTarget(name: "MCPTests", dependencies: ["MCP", "ConfabProtocol", "EventLoop", "Curl", "Tools"], swiftSettings: strict),
+        .testTarget(name: "MCPTests", dependencies: ["MCP", "ServiceSettings", "ConfabProtocol", "ConfabLog", "EventLoop", "Curl", "Tools"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "WebGatewayTests", dependencies: ["WebGateway", "ConfabProtocol", "Terminal", "WebConfig"], swiftSettings: strict),
         .testTarget(name: "IntegrationTests", dependencies: [

@@ -1,11 +1,11 @@
 // libFuzzer harness for the bytes an upstream sends to confabd: SSEParser -> ChatStreamDecoder,
 // plus upstreamErrorMessage for non-2xx bodies. Compiled together with
-// Sources/Upstream/SSEParser.swift and the stream's files (ChatStream.swift, ChatStreamDecoder.swift,
-// ChatStreamShapes.swift, ToolCallAssembler.swift, UpstreamErrorBody.swift; same module, so no
-// import of Upstream) by scripts/fuzz.sh:
+// the stream's files (ChatStream.swift, ChatStreamDecoder.swift, ChatStreamShapes.swift,
+// ToolCallAssembler.swift, UpstreamErrorBody.swift; same module, so no import of Upstream), with
+// the SSE module (Sources/SSE) built first as a library, by scripts/fuzz.sh:
 //
-//   swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 \
-//       Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream*.swift Sources/Upstream/ToolCallAssembler.swift \
+//   swiftc -O -sanitize=fuzzer,address -parse-as-library -swift-version 6 -I .build-fuzz -L .build-fuzz -lSSE \
+//       Sources/Upstream/ChatStream*.swift Sources/Upstream/ToolCallAssembler.swift \
 //       Sources/Upstream/UpstreamErrorBody.swift fuzz/FuzzInput.swift fuzz/SSEFuzz.swift \
 //       -o .build-fuzz/sse-fuzz
 //
@@ -19,6 +19,8 @@
 //  - every event decodes without crashing; decoded content / finish reason / error message are
 //    never empty, error messages are at most 1000 characters, malformed-chunk excerpts at most 200;
 //  - upstreamErrorMessage on the raw bytes gives a non-empty message of at most 1000 characters.
+
+import SSE
 
 /// Feeds `chunks` in order; returns the events and whether the parser threw lineTooLong.
 func events(_ parser: inout SSEParser, _ chunks: [ArraySlice<UInt8>]) -> (events: [SSEEvent], failed: Bool) {
@@ -49,6 +51,8 @@ func checkDecoded(_ event: SSEEvent, _ decoder: inout ChatStreamDecoder) {
             case .error(let info): check(!info.message.isEmpty && info.message.count <= 1000, "error message of \(info.message.count) characters")
             case .done: check(event.type != "error", "[DONE] from an error event")
             case .toolCall: break
+            case .reasoning(let text): check(!text.isEmpty, "empty reasoning")
+            case .reasoningReplay: break
             }
         }
     } catch let error as ChatStreamError {

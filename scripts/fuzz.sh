@@ -50,13 +50,17 @@ build() {
         "$SWIFTC" "${FLAGS[@]}" Sources/ConfabProtocol/*.swift fuzz/FuzzInput.swift fuzz/ProtocolFuzz.swift \
             -o "$BUILD/protocol-fuzz" >"$log" 2>&1 ;;
     sse)
-        # The stream's files import ConfabProtocol: build that first as an instrumented static
-        # library, then the Upstream files the decoder is made of plus the harness as module Upstream.
+        # The stream's files import ConfabProtocol and SSE: build those first as instrumented
+        # static libraries, then the Upstream files the decoder is made of plus the harness as
+        # module Upstream.
         "$SWIFTC" "${FLAGS[@]}" -module-name ConfabProtocol -emit-library -static \
             -emit-module -emit-module-path "$BUILD/ConfabProtocol.swiftmodule" \
             Sources/ConfabProtocol/*.swift -o "$BUILD/libConfabProtocol.a" >"$log" 2>&1 &&
-        "$SWIFTC" "${FLAGS[@]}" -module-name Upstream -I "$BUILD" -L "$BUILD" -lConfabProtocol \
-            Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream.swift Sources/Upstream/ChatStreamDecoder.swift \
+        "$SWIFTC" "${FLAGS[@]}" -module-name SSE -emit-library -static \
+            -emit-module -emit-module-path "$BUILD/SSE.swiftmodule" \
+            Sources/SSE/*.swift -o "$BUILD/libSSE.a" >>"$log" 2>&1 &&
+        "$SWIFTC" "${FLAGS[@]}" -module-name Upstream -I "$BUILD" -L "$BUILD" -lConfabProtocol -lSSE \
+            Sources/Upstream/ChatStream.swift Sources/Upstream/ChatStreamDecoder.swift \
             Sources/Upstream/ChatStreamShapes.swift Sources/Upstream/ToolCallAssembler.swift \
             Sources/Upstream/UpstreamErrorBody.swift fuzz/FuzzInput.swift fuzz/SSEFuzz.swift \
             -o "$BUILD/sse-fuzz" >>"$log" 2>&1 ;;

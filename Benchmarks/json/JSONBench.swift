@@ -4,6 +4,7 @@
 // counted by malloccount.c through LD_PRELOAD).
 
 import ConfabProtocol
+import SSE
 import Upstream
 
 #if canImport(Glibc)

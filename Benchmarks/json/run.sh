@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Benchmarks/json/JSONBench.swift with release flags against the sources of
-# ConfabProtocol and Upstream (as scripts/fuzz.sh does, without SwiftPM) and runs it with the
+# ConfabProtocol, SSE and Upstream (as scripts/fuzz.sh does, without SwiftPM) and runs it with the
 # allocator counter preloaded.
 #
 #   Benchmarks/json/run.sh [iterations [name]]   (default 200000 per measurement, best of 5;
@@ -22,10 +22,14 @@ EXTRA+=(${JSON_BENCH_FLAGS:-})
 "$SWIFTC" "${FLAGS[@]}" -module-name ConfabProtocol -emit-library -static \
     -emit-module -emit-module-path "$BUILD/ConfabProtocol.swiftmodule" \
     Sources/ConfabProtocol/*.swift -o "$BUILD/libConfabProtocol.a"
+"$SWIFTC" "${FLAGS[@]}" -module-name SSE -emit-library -static \
+    -emit-module -emit-module-path "$BUILD/SSE.swiftmodule" \
+    Sources/SSE/*.swift -o "$BUILD/libSSE.a"
 "$SWIFTC" "${FLAGS[@]}" -module-name Upstream -emit-library -static -I "$BUILD" \
     -emit-module -emit-module-path "$BUILD/Upstream.swiftmodule" \
-    Sources/Upstream/SSEParser.swift Sources/Upstream/ChatStream.swift -o "$BUILD/libUpstream.a"
-"$SWIFTC" -O -swift-version 6 "${EXTRA[@]}" -module-name JSONBench -I "$BUILD" -L "$BUILD" -lUpstream -lConfabProtocol \
+    Sources/Upstream/ChatStream.swift Sources/Upstream/ChatStreamDecoder.swift Sources/Upstream/ChatStreamShapes.swift \
+    Sources/Upstream/ToolCallAssembler.swift Sources/Upstream/UpstreamErrorBody.swift -o "$BUILD/libUpstream.a"
+"$SWIFTC" -O -swift-version 6 "${EXTRA[@]}" -module-name JSONBench -I "$BUILD" -L "$BUILD" -lUpstream -lSSE -lConfabProtocol \
     Benchmarks/json/JSONBench.swift -o "$BUILD/jsonbench"
 "${CC:-cc}" -O2 -shared -fPIC -o "$BUILD/malloccount.so" Benchmarks/json/malloccount.c -ldl
 

@@ -1,9 +1,11 @@
+import ConfabLog
 import ConfabProtocol
 import DaemonSettings
 import EventLoop
 import LogStore
-import Tools
 import Posix
+import ServiceSettings
+import Tools
 import Upstream
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,6 @@
+import ConfabLog
 import DaemonSettings
+import ServiceSettings
 import Tools
 import Upstream
 
@@ -29,7 +31,7 @@ final class CurrentSettings {
         secretValues = Set(value.secretValues)
         secrets = SecretRedactor(secrets: secretValues)
         self.logger = logger
-        self.logger.secrets = secrets
+        self.logger.redacting = { [secrets] in secrets.redacting($0) }
     }
 
     var limits: BrokerLimits { value.limits }
@@ -45,6 +47,6 @@ final class CurrentSettings {
         let known = secretValues.count
         secretValues.formUnion(value.secretValues)
         if secretValues.count != known { secrets = SecretRedactor(secrets: secretValues) }
-        logger.secrets = secrets
+        logger.redacting = { [secrets] in secrets.redacting($0) }
     }
 }

@@ -1,8 +1,9 @@
+import ConfabLog
 import ConfabProtocol
-import Curl
 import DaemonSettings
 import EventLoop
 import MCP
+import ServiceSettings
 import Tools
 
 /// The configured MCP servers as the daemon runs them, by name. A server starts when a
@@ -16,7 +17,7 @@ final class MCPServers {
     /// Servers being stopped (replaced or removed by a reload, or at shutdown).
     private var stopping: [ObjectIdentifier: MCPServer] = [:]
     /// The HTTP client of servers over HTTP, made with the first of them.
-    private var curl: CurlMulti?
+    private var http: MCPHTTPClient?
 
     init(loop: Loop, launcher: [String], settings: CurrentSettings) {
         self.loop = loop
@@ -40,14 +41,9 @@ final class MCPServers {
             if server.settings.start == .always { server.whenReady { _ in } }
         }
         for entry in configured where byName[entry.name] == nil {
-            if entry.http != nil, curl == nil { curl = CurlMulti(loop: loop) }
-            let server = MCPServer(settings: entry, loop: loop, launcher: launcher, curl: entry.http == nil ? nil : curl) { [unowned self] level, text in
-                let line = "mcp=\(entry.name) \(text)"
-                switch level {
-                case "warning": settings.logger.warning(line)
-                case "error": settings.logger.error(line)
-                default: settings.logger.info(line)
-                }
+            if entry.http != nil, http == nil { http = MCPHTTPClient(loop: loop) }
+            let server = MCPServer(settings: entry, loop: loop, launcher: launcher, http: entry.http == nil ? nil : http) { [unowned self] level, text in
+                settings.logger.log(level, "mcp=\(entry.name) \(text)")
             }
             byName[entry.name] = server
             // `start = "always"`: when the daemon starts, or when a reload adds it.
@@ -71,8 +67,8 @@ final class MCPServers {
         let all = Array(byName.values) + Array(stopping.values)
         byName = [:]
         let then = { [unowned self] in
-            curl?.close()
-            curl = nil
+            http?.close()
+            http = nil
             allStopped()
         }
         var left = all.count

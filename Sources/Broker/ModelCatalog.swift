@@ -1,5 +1,6 @@
 import ConfabProtocol
 import EventLoop
+import ServiceSettings
 import Tools
 import Upstream
 

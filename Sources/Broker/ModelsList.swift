@@ -1,4 +1,5 @@
 import ConfabProtocol
+import ServiceSettings
 import Upstream
 
 extension Broker {

@@ -1,8 +1,10 @@
+import ConfabLog
 import ConfabProtocol
 import DaemonSettings
 import EventLoop
 import LogStore
 import MCP
+import ServiceSettings
 import Tools
 import Upstream
 

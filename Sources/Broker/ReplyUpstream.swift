@@ -1,4 +1,5 @@
 import ConfabProtocol
+import ServiceSettings
 import Upstream
 
 /// Something started on the broker's behalf (a reply's stream, a tool's HTTP call, a model

@@ -1,6 +1,7 @@
 import ConfabProtocol
 import DaemonSettings
 import MCP
+import ServiceSettings
 import Tools
 
 /// `tools.list` and `mcp.restart`: what tools there are, where each comes from, and how each

@@ -25,7 +25,7 @@ extension Settings {
                 givenIn[header.key.lowercased()] = source.key
                 switch source.key {
                 case "headers":
-                    guard isHeaderValue(header.value) else { throw list.error(header.key, "must not hold line breaks or control characters") }
+                    if let problem = headerProblem(name: header.key, value: header.value) { throw list.error(header.key, problem) }
                     headers.append(ToolHeader(name: header.key, value: header.value, isSecret: ToolHeader.namesCredential(header.key)))
                 case "header_env":
                     let variable = header.value

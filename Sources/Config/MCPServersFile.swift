@@ -1,7 +1,7 @@
 import ConfabProtocol
 import DaemonSettings
-import MCP
 import Posix
+import ServiceSettings
 import Tools
 
 extension Settings {
@@ -40,60 +40,63 @@ extension Settings {
                 guard let value = disabled.bool else { throw error(keyPath + ".disabled", "must be true or false") }
                 if value { continue }
             }
-            guard isName(name) else { throw error(keyPath, "is not an MCP server name: 1 to 64 letters, digits, - or _") }
             if tables.contains(where: { $0.name == name }) {
                 throw error(keyPath, "is also a [mcp.\(name)] table in \(configPath): a server is configured in one place")
             }
-            guard tools[name] == nil else {
-                throw error(keyPath, "has the name of a [tools.\(name)] table too: a profile's tools = [\"\(name)\"] must name one thing")
-            }
+            let place = MCPServerPlace(at: { key, problem in error(keyPath + "." + key, problem) },
+                                       whole: { problem in error(keyPath, problem) })
             let type = try entry["type"].map { (value) throws(ConfigError) -> String in
                 guard let text = value.string else { throw error(keyPath + ".type", "must be a string") }
                 return text
             }
-            if entry["url"] != nil || (type != nil && type != "stdio") {
-                result.append(try httpServer(name, entry, type: type, keyPath: keyPath, error: error))
-                ignored += entry.keys.filter { !["url", "headers", "type", "disabled", "autoApprove"].contains($0) }.sorted().map { keyPath + "." + shown($0) }
-                continue
+            if let type, !["stdio", "http", "streamable-http", "streamableHttp"].contains(type) {
+                throw error(keyPath + ".type", "is \"\(shown(type))\": this daemon speaks stdio (command) and Streamable HTTP (\"http\", \"streamable-http\"), not the older SSE transport")
             }
-            guard let command = entry["command"] else { throw error(keyPath, "needs a command: the program that runs the server") }
-            guard let program = command.string, !program.isEmpty, !program.contains("\0") else {
-                throw error(keyPath + ".command", "must be a program name or path")
+            var draft = MCPServerDraft(name: name, place: place)
+            draft.command = try string(entry, "command", keyPath: keyPath, error: error)
+            draft.cwd = try string(entry, "cwd", keyPath: keyPath, error: error)
+            draft.url = try string(entry, "url", keyPath: keyPath, error: error)
+            if let type, type != "stdio", draft.url == nil {
+                throw error(keyPath, "needs a url: the server's Streamable HTTP endpoint")
             }
-            var arguments: [String] = []
             if let args = entry["args"] {
                 guard let list = args.array else { throw error(keyPath + ".args", "must be an array of strings") }
+                var arguments: [String] = []
                 for (index, value) in list.enumerated() {
-                    guard let text = value.string, !text.contains("\0") else {
-                        throw error(keyPath + ".args[\(index)]", "must be a string without NUL characters")
-                    }
+                    guard let text = value.string else { throw error(keyPath + ".args[\(index)]", "must be a string") }
                     arguments.append(text)
                 }
+                draft.args = arguments
             }
-            var variables: [String: String] = [:]
             if let env = entry["env"] {
                 guard let members = env.object else { throw error(keyPath + ".env", "must be an object of strings") }
-                for (key, value) in members {
-                    guard !key.isEmpty, !key.contains("="), !key.contains("\0") else {
-                        throw error(keyPath + ".env", "holds \(shown(key)), which is not an environment variable name")
+                var variables: [(key: String, value: String)] = []
+                for (key, value) in members.sorted(by: { $0.key < $1.key }) {
+                    guard let text = value.string else { throw error(keyPath + ".env." + shown(key), "must be a string") }
+                    variables.append((key, text))
+                }
+                draft.env = variables
+            }
+            if let given = entry["headers"] {
+                draft.httpKeys = ["headers"]
+                guard let members = given.object else { throw error(keyPath + ".headers", "must be an object of strings") }
+                for (header, value) in members.sorted(by: { $0.key < $1.key }) {
+                    let place = keyPath + ".headers." + shown(header)
+                    guard let text = value.string else { throw error(place, "must be a string") }
+                    if let problem = headerProblem(name: header, value: text) { throw error(place, problem) }
+                    // HTTP ignores case: two keys that differ only in it are one header twice.
+                    guard !draft.headers.contains(where: { $0.name.lowercased() == header.lowercased() }) else {
+                        throw error(place, "is given once more in headers: a header comes from one place")
                     }
-                    guard let text = value.string, !text.contains("\0") else {
-                        throw error(keyPath + ".env." + shown(key), "must be a string")
-                    }
-                    variables[key] = text
+                    draft.headers.append(ToolHeader(name: header, value: text, isSecret: ToolHeader.namesCredential(header)))
                 }
             }
-            var directory: String?
-            if let cwd = entry["cwd"] {
-                guard let text = cwd.string, text.hasPrefix("/") else { throw error(keyPath + ".cwd", "must be an absolute path") }
-                directory = text
-            }
-            var server = MCPServerSettings(name: name, command: program, arguments: arguments, environment: variables,
-                                           passedEnvironment: MCPServerSettings.passed(from: environment), workingDirectory: directory)
-            server.toolApproval = try autoApproved(entry, keyPath: keyPath, error: error)
-            let known: Set<String> = ["command", "args", "env", "cwd", "type", "disabled", "autoApprove"]
+            draft.toolApproval = try autoApproved(entry, keyPath: keyPath, error: error).sorted { $0.key < $1.key }
+                .map { (key: $0.key, value: $0.value.rawValue) }
+            result.append(try mcpServer(draft, tools: tools, environment: environment))
+            let known: Set<String> = draft.url == nil ? ["command", "args", "env", "cwd", "type", "disabled", "autoApprove"]
+                : ["url", "headers", "type", "disabled", "autoApprove"]
             ignored += entry.keys.filter { !known.contains($0) }.sorted().map { keyPath + "." + shown($0) }
-            result.append(server)
         }
         if !ignored.isEmpty {
             warnings.append("\(resolved): ignored keys this daemon does not use: \(ignored.joined(separator: ", "))")
@@ -122,42 +125,12 @@ extension Settings {
         return approval
     }
 
-    /// An entry with `url` (`"type": "http"` or `"streamable-http"`): a server over Streamable
-    /// HTTP, as a `[mcp.NAME]` table with `url` and `headers` would be. A header named as a
-    /// credential's (`Authorization`, …) is a secret: sent, never shown or logged.
-    private static func httpServer(_ name: String, _ entry: [String: JSON], type: String?, keyPath: String,
-                                   error: (String, String) -> ConfigError) throws(ConfigError) -> MCPServerSettings {
-        if let type, !["http", "streamable-http", "streamableHttp"].contains(type) {
-            throw error(keyPath + ".type", "is \"\(shown(type))\": this daemon speaks stdio (command) and Streamable HTTP (\"http\", \"streamable-http\"), not the older SSE transport")
-        }
-        guard let url = entry["url"]?.string else { throw error(keyPath, "needs a url: the server's Streamable HTTP endpoint") }
-        for key in ["command", "args", "env", "cwd"] where entry[key] != nil {
-            throw error(keyPath + "." + key, "is for a server that is run; this one is reached over HTTP (url)")
-        }
-        let lower = url.lowercased()
-        guard lower.hasPrefix("http://") || lower.hasPrefix("https://"), url.utf8.count <= 2048, isHeaderValue(url), !url.contains(" ") else {
-            throw error(keyPath + ".url", "must be an http:// or https:// URL without spaces or control characters")
-        }
-        guard !url.contains("#") else { throw error(keyPath + ".url", "must not hold a fragment (#…): it is never sent") }
-        var headers: [ToolHeader] = []
-        if let given = entry["headers"] {
-            guard let members = given.object else { throw error(keyPath + ".headers", "must be an object of strings") }
-            let reserved: Set<String> = ["accept", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"]
-            for (header, value) in members.sorted(by: { $0.key < $1.key }) {
-                let place = keyPath + ".headers." + shown(header)
-                guard isHeaderName(header) else { throw error(place, "is not an HTTP header name") }
-                guard !reserved.contains(header.lowercased()) else { throw error(place, "is a header the transport sets itself") }
-                guard !headers.contains(where: { $0.name.lowercased() == header.lowercased() }) else { throw error(place, "is given twice") }
-                guard let text = value.string, isHeaderValue(text) else {
-                    throw error(place, "must be a string without line breaks or control characters")
-                }
-                headers.append(ToolHeader(name: header, value: text, isSecret: ToolHeader.namesCredential(header)))
-            }
-        }
-        var server = MCPServerSettings(name: name, command: "")
-        server.http = MCPHTTPEndpoint(url: url, headers: headers)
-        server.toolApproval = try autoApproved(entry, keyPath: keyPath, error: error)
-        return server
+    /// The string at `key` of an entry, if given.
+    private static func string(_ entry: [String: JSON], _ key: String, keyPath: String,
+                               error: (String, String) -> ConfigError) throws(ConfigError) -> String? {
+        guard let value = entry[key] else { return nil }
+        guard let text = value.string else { throw error(keyPath + "." + key, "must be a string") }
+        return text
     }
 
     /// A key from the file as a message may show it: control and format characters escaped.

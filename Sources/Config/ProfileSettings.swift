@@ -1,10 +1,9 @@
 import ConfabProtocol
 import DaemonSettings
-import MCP
 import Posix
+import ServiceSettings
 import TOML
 import Tools
-import Upstream
 
 extension Settings {
     /// A `[profiles.NAME]` table, checked against the providers: errors name the key and its line.

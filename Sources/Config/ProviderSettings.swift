@@ -1,12 +1,16 @@
 import ConfabProtocol
 import DaemonSettings
 import Posix
+import ServiceSettings
 import TOML
 import Tools
-import Upstream
 
 extension Settings {
-    /// A `[providers.NAME]` table, checked: errors name the key and its line.
+    /// A `[providers.NAME]` table, or `[upstream]` (`section.isUpstream`), checked: errors name
+    /// the key and its line. `[upstream]` has fewer keys (the file's reader reads no others),
+    /// OpenAI's defaults, the environment for what it leaves out (`OPENAI_BASE_URL`, systemd's
+    /// `openai-api-key` credential, `OPENAI_API_KEY`), and needs no key to load (its replies
+    /// fail `not_configured` instead); every check of a key it has is the one below.
     static func provider(_ section: ConfigFile.ProviderSection, environment: [String: String],
                          warnings: inout [String]) throws(ConfigError) -> Provider {
         let table = section.table
@@ -16,13 +20,16 @@ extension Settings {
             let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
             return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
         }
-        guard isName(name) else { throw tableError("is not a provider name: 1 to 64 letters, digits, - or _") }
-        guard name != Provider.defaultName else {
-            throw tableError("cannot be: the provider named default is [upstream]")
+        let isUpstream = section.isUpstream
+        if !isUpstream {
+            guard isName(name) else { throw tableError("is not a provider name: 1 to 64 letters, digits, - or _") }
+            guard name != Provider.defaultName else {
+                throw tableError("cannot be: the provider named default is [upstream]")
+            }
         }
 
         let apiName = section.api ?? "chat"
-        var config = UpstreamConfig(model: nil, maxRetries: 2)
+        var config = isUpstream ? UpstreamConfig() : UpstreamConfig(model: nil, maxRetries: 2)
         let api: ProviderAPI
         switch apiName {
         case "chat":
@@ -64,8 +71,11 @@ extension Settings {
         }
 
         if let url = section.base_url {
-            guard url.hasPrefix("http://") || url.hasPrefix("https://"), isHeaderValue(url), !url.contains(" ") else {
-                throw table.error("base_url", "must start with http:// or https://")
+            guard Self.isBaseURL(url) else { throw table.error("base_url", "must start with http:// or https://") }
+            config.baseURL = url
+        } else if isUpstream, let url = environment["OPENAI_BASE_URL"], !url.isEmpty {
+            guard Self.isBaseURL(url) else {
+                throw ConfigError(description: "OPENAI_BASE_URL (for [upstream]) must start with http:// or https://")
             }
             config.baseURL = url
         }
@@ -91,6 +101,7 @@ extension Settings {
             guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
             config.maxTokens = tokens
         }
+        config.temperature = section.temperature
         config.options = try requestOptions(section.reasoning, in: table, api: api, provider: name)
         if let budget = config.options.thinkingBudget, let tokens = section.max_tokens, tokens <= budget {
             throw table.error("max_tokens", "must be more than thinking_budget (\(budget)): the answer comes after the thinking")
@@ -165,13 +176,26 @@ extension Settings {
         } else if case .anthropic = api {
             keySource = "ANTHROPIC_API_KEY"
             config.apiKey = environment["ANTHROPIC_API_KEY"].flatMap { $0.isEmpty ? nil : $0 }
+        } else if isUpstream, let key = try credential("openai-api-key", environment: environment) {
+            // systemd's LoadCredential=openai-api-key:… (confabd.service).
+            keySource = "the openai-api-key credential"
+            config.apiKey = key
+        } else if isUpstream, let key = environment["OPENAI_API_KEY"], !key.isEmpty {
+            keySource = "OPENAI_API_KEY"
+            config.apiKey = key
         }
         if let key = config.apiKey, !isHeaderValue(key) {
-            throw table.error(keySource == "ANTHROPIC_API_KEY" ? "api_key" : keySource, "holds a key with line breaks or control characters")
+            let problem = "holds a key with line breaks or control characters"
+            switch keySource {
+            case "api_key", "api_key_file", "api_key_env": throw table.error(keySource, problem)
+            case "ANTHROPIC_API_KEY": throw table.error("api_key", problem)
+            default: throw ConfigError(description: "\(keySource) (for [upstream]) \(problem)")
+            }
         }
         // Anthropic always wants a key; a chat or completions server elsewhere than this
         // machine almost always does, and `api_key = ""` says it does not.
-        let needsKey: Bool = if case .anthropic = api { true } else { !isLoopback(config.baseURL) && section.api_key == nil }
+        // [upstream] loads without one, as it always has: its replies fail with not_configured.
+        let needsKey: Bool = if isUpstream { false } else if case .anthropic = api { true } else { !isLoopback(config.baseURL) && section.api_key == nil }
         if needsKey, (config.apiKey ?? "").isEmpty {
             if section.api_key != nil || section.api_key_file != nil {
                 throw table.error(keySource, "gives an empty key, and this provider needs one")
@@ -180,5 +204,9 @@ extension Settings {
             throw tableError("needs an API key: set api_key, api_key_file or api_key_env\(fallback)")
         }
         return Provider(name: name, api: api, config: config)
+    }
+
+    static func isBaseURL(_ url: String) -> Bool {
+        (url.hasPrefix("http://") || url.hasPrefix("https://")) && isHeaderValue(url) && !url.contains(" ")
     }
 }

@@ -1,7 +1,7 @@
 import ConfabProtocol
 import DaemonSettings
+import ServiceSettings
 import TOML
-import Upstream
 
 extension Settings {
     /// The reasoning and request-body keys of a provider's or profile's table, checked against

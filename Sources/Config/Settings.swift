@@ -1,9 +1,9 @@
-import DaemonSettings
 import ConfabProtocol
+import DaemonSettings
 import Posix
+import ServiceSettings
 import TOML
 import Tools
-import Upstream
 import WebConfig
 #if canImport(Glibc)
 import Glibc
@@ -23,19 +23,6 @@ extension ConfigTable {
 
 /// `config.toml`, as documented in the README, as written: nothing checked but the types.
 struct ConfigFile {
-    struct UpstreamSection {
-        var base_url: String?
-        var model: String?
-        var api_key: String?
-        var api_key_file: String?
-        var timeout_seconds: Int?
-        var connect_timeout_seconds: Int?
-        var temperature: Double?
-        var max_tokens: Int?
-        var max_retries: Int?
-        var context_tokens: Int?
-        var vision: Bool?
-    }
     struct LimitsSection {
         var table: ConfigTable
         var max_line_bytes: Int?
@@ -50,7 +37,8 @@ struct ConfigFile {
         var upload_idle_seconds: Int?
         var attachment_room_mib: Int?
     }
-    /// One `[providers.NAME]` table, with the table itself for errors at its keys' lines.
+    /// One `[providers.NAME]` table, or `[upstream]` (the provider named `default`, with fewer
+    /// keys: `isUpstream`), with the table itself for errors at its keys' lines.
     struct ProviderSection {
         var name: String
         var table: ConfigTable
@@ -75,6 +63,10 @@ struct ConfigFile {
         var reasoning_pass_back: String?
         var reasoning_effort: String?
         var reasoning: ReasoningKeys
+        /// `[upstream]`'s own: a provider's temperature is its profiles'.
+        var temperature: Double? = nil
+        /// `[upstream]`: its defaults are OpenAI's, and the environment fills what it leaves out.
+        var isUpstream = false
     }
     /// The keys of a provider or profile about reasoning and the request body.
     struct ReasoningKeys {
@@ -144,7 +136,7 @@ struct ConfigFile {
         var start: String?
         var tool_approval: [(key: String, value: String)]?
     }
-    var upstream: UpstreamSection?
+    var upstream: ProviderSection?
     var providers: [ProviderSection] = []
     var mcp: [MCPSection] = []
     var mcp_servers_file: String?
@@ -164,28 +156,20 @@ struct ConfigFile {
     init(_ document: TOMLTable, file: String) throws(ConfigError) {
         var root = ConfigTable(file: file, table: document)
         upstream = try root.table("upstream") { (table: inout ConfigTable) throws(ConfigError) in
-            let section = UpstreamSection(
-                base_url: try table.string("base_url"),
-                model: try table.string("model"),
-                api_key: try table.string("api_key"),
-                api_key_file: try table.string("api_key_file"),
-                timeout_seconds: try table.integer("timeout_seconds"),
-                connect_timeout_seconds: try table.integer("connect_timeout_seconds"),
-                temperature: try table.number("temperature"),
-                max_tokens: try table.integer("max_tokens"),
-                max_retries: try table.integer("max_retries"),
-                context_tokens: try table.contextTokens(),
-                vision: try table.boolean("vision"))
-            // The checks a [providers.NAME] table gets: without them `[upstream] context_tokens = 300`
-            // loaded and then every reply failed context_too_large.
-            if let tokens = section.max_tokens, tokens <= 0 { throw table.error("max_tokens", "must be positive") }
-            if let tokens = section.context_tokens {
-                let reply = section.max_tokens ?? ContextBudget.defaultMaxTokens
-                guard tokens > reply else {
-                    throw table.error("context_tokens", "must be more than the \(reply) tokens kept for the reply (max_tokens)")
-                }
-            }
-            return section
+            // Read by the provider reader as [providers.NAME] is (Settings.provider): the same
+            // checks, messages and lines. Only these keys: the rest are unknown keys here.
+            let base_url = try table.string("base_url"), model = try table.string("model")
+            let api_key = try table.string("api_key"), api_key_file = try table.string("api_key_file")
+            let timeout_seconds = try table.integer("timeout_seconds")
+            let connect_timeout_seconds = try table.integer("connect_timeout_seconds")
+            let temperature = try table.number("temperature"), max_tokens = try table.integer("max_tokens")
+            let max_retries = try table.integer("max_retries"), context_tokens = try table.contextTokens()
+            let vision = try table.boolean("vision")
+            return ProviderSection(
+                name: Provider.defaultName, table: table, base_url: base_url, api_key: api_key, api_key_file: api_key_file,
+                timeout_seconds: timeout_seconds, connect_timeout_seconds: connect_timeout_seconds, max_retries: max_retries,
+                model: model, max_tokens: max_tokens, context_tokens: context_tokens, vision: vision,
+                reasoning: ReasoningKeys(), temperature: temperature, isUpstream: true)
         }
         providers = try root.tables("providers") { (name: String, table: inout ConfigTable) throws(ConfigError) in
             ProviderSection(
@@ -375,41 +359,11 @@ extension Settings {
     /// Checks the file's values and fills in what it leaves out from the environment.
     private static func resolve(_ file: ConfigFile, environment: [String: String]) throws(ConfigError) -> Settings {
         var settings = Settings()
-        let upstream = file.upstream
-        if let url = upstream?.base_url ?? environment["OPENAI_BASE_URL"], !url.isEmpty {
-            guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
-                throw ConfigError(description: "upstream.base_url must start with http:// or https://")
-            }
-            settings.upstream.baseURL = url
-        }
-        if let model = upstream?.model { settings.upstream.model = model }
-        if let key = upstream?.api_key {
-            settings.upstream.apiKey = key
-        } else if let keyFile = upstream?.api_key_file {
-            let key = try readText(keyFile, "upstream.api_key_file")
-            settings.upstream.apiKey = key.trimmingWhitespace
-            // As ssh does for private keys; the key itself is never part of the message.
-            if isReadableByOthers(keyFile) {
-                settings.warnings.append("the API key file \(keyFile) (upstream.api_key_file) can be read by others: chmod 600 \(keyFile)")
-            }
-        } else if let key = try credential("openai-api-key", environment: environment) {
-            // systemd's LoadCredential=openai-api-key:… (confabd.service).
-            settings.upstream.apiKey = key
-        } else if let key = environment["OPENAI_API_KEY"], !key.isEmpty {
-            settings.upstream.apiKey = key
-        }
-        if let seconds = upstream?.timeout_seconds {
-            guard seconds > 0 else { throw ConfigError(description: "upstream.timeout_seconds must be positive") }
-            settings.upstream.timeoutSeconds = seconds
-        }
-        if let seconds = upstream?.connect_timeout_seconds {
-            guard seconds > 0 else { throw ConfigError(description: "upstream.connect_timeout_seconds must be positive") }
-            settings.upstream.connectTimeoutSeconds = seconds
-        }
-        settings.upstream.temperature = upstream?.temperature
-        settings.upstream.maxTokens = upstream?.max_tokens
-        settings.upstream.contextTokens = upstream?.context_tokens
-        if let vision = upstream?.vision { settings.upstream.takesImages = vision }
+        // [upstream], or the environment alone when the file has none.
+        let upstream = file.upstream ?? ConfigFile.ProviderSection(
+            name: Provider.defaultName, table: ConfigTable(file: file.root?.file ?? "config", path: "upstream", table: TOMLTable()),
+            reasoning: ConfigFile.ReasoningKeys(), isUpstream: true)
+        settings.upstream = try provider(upstream, environment: environment, warnings: &settings.warnings).config
 
         func positive(_ value: Int?, _ name: String) throws(ConfigError) -> Int? {
             guard let value else { return nil }
@@ -441,10 +395,6 @@ extension Settings {
             if let seconds = limits.upload_idle_seconds { settings.limits.uploadIdleSeconds = seconds }
             if let room = limits.attachment_room_mib { settings.limits.attachmentRoomMiB = room }
         }
-        if let retries = upstream?.max_retries {
-            guard (0...10).contains(retries) else { throw ConfigError(description: "upstream.max_retries must be between 0 and 10") }
-            settings.upstream.maxRetries = retries
-        }
         for section in file.providers {
             settings.providers.append(try provider(section, environment: environment, warnings: &settings.warnings))
         }
@@ -462,7 +412,8 @@ extension Settings {
         }
         settings.tools = ToolTable(tools)
         for section in file.mcp {
-            settings.mcpServers.append(try mcpServer(section, tools: settings.tools, environment: environment, warnings: &settings.warnings))
+            let draft = try section.draft(environment: environment, warnings: &settings.warnings)
+            settings.mcpServers.append(try mcpServer(draft, tools: settings.tools, environment: environment))
         }
         if let path = file.mcp_servers_file {
             guard !path.isEmpty else { throw file.root?.error("mcp_servers_file", "must be a path") ?? ConfigError(description: "mcp_servers_file must be a path") }
@@ -525,7 +476,7 @@ extension Settings {
 
     /// `$CREDENTIALS_DIRECTORY/<name>`, trimmed; nil when there is no such credential (or it
     /// is empty). A credential that exists but cannot be read is an error, not a silent fallback.
-    private static func credential(_ name: String, environment: [String: String]) throws(ConfigError) -> String? {
+    static func credential(_ name: String, environment: [String: String]) throws(ConfigError) -> String? {
         guard let directory = environment["CREDENTIALS_DIRECTORY"], directory.hasPrefix("/") else { return nil }
         let path = directory + "/" + name
         guard (try? Files.status(path: path)) != nil else { return nil }

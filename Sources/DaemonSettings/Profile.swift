@@ -1,5 +1,5 @@
 import ConfabProtocol
-import Upstream
+import ServiceSettings
 
 /// A named starting point for conversations (`[profiles.NAME]`): which provider and model,
 /// the system prompt, sampling parameters, and what the assistant says before anyone asks.

@@ -1,7 +1,6 @@
 import ConfabProtocol
-import MCP
+import ServiceSettings
 import Tools
-import Upstream
 import WebConfig
 
 /// Everything the daemon takes from its config file and environment.

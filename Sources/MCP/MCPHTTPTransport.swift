@@ -1,6 +1,8 @@
+import ConfabLog
 import ConfabProtocol
 import Curl
 import EventLoop
+import ServiceSettings
 
 /// One MCP session's Streamable HTTP transport, on the daemon's loop through libcurl: every
 /// message the session writes is POSTed to the server's endpoint, and the messages its
@@ -30,7 +32,7 @@ public final class MCPHTTPTransport {
     private let multi: CurlMulti
     private let endpoint: MCPHTTPEndpoint
     private let timeoutSeconds: Int
-    private let log: (_ level: String, _ text: String) -> Void
+    private let log: (_ level: LogLevel, _ text: String) -> Void
     /// The reader of what the server sends: each POST and the GET, until it ends.
     private var exchanges: [ObjectIdentifier: Exchange] = [:]
     /// Messages waiting for the notification or response before them to be accepted.
@@ -50,7 +52,7 @@ public final class MCPHTTPTransport {
     /// owner times calls out sooner and cancels them), and the longest a notification's
     /// POST may take.
     public init(endpoint: MCPHTTPEndpoint, multi: CurlMulti, timeoutSeconds: Int,
-                log: @escaping (_ level: String, _ text: String) -> Void) {
+                log: @escaping (_ level: LogLevel, _ text: String) -> Void) {
         self.endpoint = endpoint
         self.multi = multi
         self.timeoutSeconds = timeoutSeconds
@@ -269,9 +271,9 @@ public final class MCPHTTPTransport {
             }
             switch exchange.answer {
             case .refused(let status)?:
-                log("warning", "the server did not accept \(what): \(MCPHTTPExchange.refusal(status: status, body: exchange.body))")
+                log(.warning, "the server did not accept \(what): \(MCPHTTPExchange.refusal(status: status, body: exchange.body))")
             case .methodNotAllowed?:
-                log("warning", "the server did not accept \(what): \(MCPHTTPExchange.refusal(status: 405, body: exchange.body))")
+                log(.warning, "the server did not accept \(what): \(MCPHTTPExchange.refusal(status: 405, body: exchange.body))")
             default:
                 break
             }
@@ -298,15 +300,15 @@ public final class MCPHTTPTransport {
             break
         case .methodNotAllowed?:
             noServerStream = true
-            log("info", "the server offers no stream of its own (HTTP 405): its notifications come only with answers")
+            log(.info, "the server offers no stream of its own (HTTP 405): its notifications come only with answers")
             return
         case .refused(let status)?:
             noServerStream = true
-            log("warning", "the server refused its own stream: \(MCPHTTPExchange.refusal(status: status, body: exchange.body))")
+            log(.warning, "the server refused its own stream: \(MCPHTTPExchange.refusal(status: status, body: exchange.body))")
             return
         case .accepted?, .json?, .unreadable?:
             noServerStream = true
-            log("warning", "the server answered the request for its stream with something else than an event stream")
+            log(.warning, "the server answered the request for its stream with something else than an event stream")
             return
         case .sessionExpired?:
             return
@@ -359,9 +361,9 @@ public final class MCPHTTPTransport {
             // Kept alive by this closure until it ends.
             let status = transfer.responseCode
             if !outcome.isSuccess {
-                log("info", "the session could not be ended: \(outcome.message)")
+                log(.info, "the session could not be ended: \(outcome.message)")
             } else if !(200..<300).contains(status) && status != 404 && status != 405 {
-                log("info", "the server did not end the session: HTTP \(status)")
+                log(.info, "the server did not end the session: HTTP \(status)")
             }
             transfer.onComplete = nil
             then()
@@ -392,5 +394,20 @@ public final class MCPHTTPTransport {
             self.transfer = transfer
             self.sentSessionID = sentSessionID
         }
+    }
+}
+
+/// The HTTP client the servers over HTTP share (libcurl's multi handle on the loop), made by
+/// whoever runs the servers without their knowing that it is libcurl.
+public final class MCPHTTPClient {
+    let multi: CurlMulti
+
+    public init(loop: Loop) {
+        multi = CurlMulti(loop: loop)
+    }
+
+    /// At shutdown, once no server uses it.
+    public func close() {
+        multi.close()
     }
 }

@@ -1,7 +1,9 @@
+import ConfabLog
 import ConfabProtocol
 import Curl
 import EventLoop
 import Glibc
+import ServiceSettings
 
 /// One configured MCP server as the daemon runs it: a child process over stdio, or a server
 /// reached over Streamable HTTP (`MCPHTTPTransport`), spoken to through an `MCPSession`, on
@@ -62,8 +64,8 @@ public final class MCPServer {
     private let loop: Loop
     private let launcher: [String]
     /// The daemon's HTTP client, for a server over HTTP.
-    private let curl: CurlMulti?
-    private let log: (_ level: String, _ text: String) -> Void
+    private let http: MCPHTTPClient?
+    private let log: (_ level: LogLevel, _ text: String) -> Void
     private var process: ChildProcess?
     /// A server over HTTP: the transport of its current session.
     private var transport: MCPHTTPTransport?
@@ -88,13 +90,13 @@ public final class MCPServer {
 
     /// `launcher`: a program and arguments the server's command is run through (the daemon's
     /// own start-up shim that ties the server's life to the daemon's); empty: run it directly.
-    /// `curl`: the HTTP client a server over HTTP is reached with.
-    public init(settings: MCPServerSettings, loop: Loop, launcher: [String] = [], curl: CurlMulti? = nil,
-                log: @escaping (_ level: String, _ text: String) -> Void) {
+    /// `http`: the HTTP client a server over HTTP is reached with.
+    public init(settings: MCPServerSettings, loop: Loop, launcher: [String] = [], http: MCPHTTPClient? = nil,
+                log: @escaping (_ level: LogLevel, _ text: String) -> Void) {
         self.settings = settings
         self.loop = loop
         self.launcher = launcher
-        self.curl = curl
+        self.http = http
         self.log = log
     }
 
@@ -114,7 +116,7 @@ public final class MCPServer {
                 self.gaveUpAt = nil
                 // One more failure gives up again.
                 failuresInARow = Self.maxFailuresInARow - 1
-                log("info", "starting again after giving up, for a conversation that needs it")
+                log(.info, "starting again after giving up, for a conversation that needs it")
             }
             waiters.append(then)
             start()
@@ -136,7 +138,7 @@ public final class MCPServer {
             old.fail("the server was restarted")
         }
         retireRunningProcess()
-        log("info", "restarting on request")
+        log(.info, "restarting on request")
         start()
     }
 
@@ -155,7 +157,7 @@ public final class MCPServer {
         timer.start(after: 2000) { [weak self] in
             timer.close()
             guard let self, let old = retired[key] else { return }
-            log("warning", "pid=\(old.pid) still running 2 s after SIGTERM: SIGKILL")
+            log(.warning, "pid=\(old.pid) still running 2 s after SIGTERM: SIGKILL")
             old.signalGroup(SIGKILL)
         }
     }
@@ -179,12 +181,12 @@ public final class MCPServer {
         if failuresInARow >= Self.maxFailuresInARow {
             hasGivenUp = true
             gaveUpAt = loop.now
-            log("error", "gave up after \(failuresInARow) failures in a row: \(reason)")
+            log(.error, "gave up after \(failuresInARow) failures in a row: \(reason)")
             status = .failed("gave up after \(failuresInARow) failures in a row: \(reason)")
             return
         }
         let delay = min(Self.firstRestartMilliseconds << UInt64(failuresInARow - 1), Self.maxRestartMilliseconds)
-        log("warning", "restarting in \(Double(delay) / 1000) s (failure \(failuresInARow) in a row): \(reason)")
+        log(.warning, "restarting in \(Double(delay) / 1000) s (failure \(failuresInARow) in a row): \(reason)")
         let timer = Timer(loop: loop)
         restartTimer = timer
         timer.start(after: delay) { [unowned self] in
@@ -217,7 +219,7 @@ public final class MCPServer {
         guard let session = opened else { return }
         self.session = session
         session.onReady = { [unowned self] in
-            log("info", "ready: protocol \(session.protocolVersion ?? "?"), \(session.tools.count) tools")
+            log(.info, "ready: protocol \(session.protocolVersion ?? "?"), \(session.tools.count) tools")
             readyAt = loop.now
             warnOfMissingTools(listed: session.tools)
             settle(.ready)
@@ -229,7 +231,7 @@ public final class MCPServer {
         session.onFailed = { [unowned self, unowned session] reason in
             // A session of an earlier start, ended by its exit after a restart.
             guard self.session === session else { return }
-            log("warning", "failed: \(reason)")
+            log(.warning, "failed: \(reason)")
             settle(.failed(reason))
             // A server that broke the protocol is not spoken to again.
             process?.signalGroup(SIGTERM)
@@ -239,7 +241,7 @@ public final class MCPServer {
         }
         session.onLog = { [unowned self] level, text in
             let shown = Self.shownLogLevel(level)
-            for line in logLines.feed(Array((text + "\n").utf8), now: loop.now) { log("info", "log \(shown): \(line)") }
+            for line in logLines.feed(Array((text + "\n").utf8), now: loop.now) { log(.info, "log \(shown): \(line)") }
         }
         let timer = Timer(loop: loop)
         startupTimer = timer
@@ -266,7 +268,7 @@ public final class MCPServer {
             return nil
         }
         process = child
-        log("info", "started pid=\(child.pid)")
+        log(.info, "started pid=\(child.pid)")
         let backlog = InputBacklog()
         let session = MCPSession(clientName: "confabd", clientVersion: "1") { [weak child] line in
             guard let child, let session = backlog.session, !session.isFailed else { return }
@@ -302,9 +304,9 @@ public final class MCPServer {
             guard let self else { return }
             switch event {
             case .data(let bytes):
-                for line in stderrLines.feed(bytes, now: loop.now) { log("info", "stderr: \(line)") }
+                for line in stderrLines.feed(bytes, now: loop.now) { log(.info, "stderr: \(line)") }
             case .endOfFile, .failed:
-                for line in stderrLines.finish(now: loop.now) { log("info", "stderr: \(line)") }
+                for line in stderrLines.finish(now: loop.now) { log(.info, "stderr: \(line)") }
             }
         }
         return session
@@ -319,14 +321,14 @@ public final class MCPServer {
     /// A new transport to a server over Streamable HTTP; the session that speaks through it.
     /// (The URL is not logged: it may hold a credential.)
     private func openHTTP(_ endpoint: MCPHTTPEndpoint) -> MCPSession? {
-        guard let curl else {
+        guard let http else {
             settle(.failed("the daemon has no HTTP client for servers over HTTP"))
             return nil
         }
-        let transport = MCPHTTPTransport(endpoint: endpoint, multi: curl,
+        let transport = MCPHTTPTransport(endpoint: endpoint, multi: http.multi,
                                          timeoutSeconds: max(settings.timeoutSeconds, settings.startupTimeoutSeconds), log: log)
         self.transport = transport
-        log("info", "connecting over HTTP")
+        log(.info, "connecting over HTTP")
         let session = MCPSession(clientName: "confabd", clientVersion: "1") { [weak transport] line in transport?.send(line) }
         transport.onMessage = { [weak session] message in session?.receive(message) }
         transport.onFailure = { [weak session] reason in session?.fail(reason) }
@@ -343,7 +345,7 @@ public final class MCPServer {
         toolsChangedLoggedAt = loop.now
         let unlogged = toolsChangedUnlogged > 0 ? " (after \(toolsChangedUnlogged) more changes not logged)" : ""
         toolsChangedUnlogged = 0
-        log("info", "tool list changed: \(listed.count) tools\(unlogged)")
+        log(.info, "tool list changed: \(listed.count) tools\(unlogged)")
         warnOfMissingTools(listed: listed)
     }
 
@@ -352,7 +354,7 @@ public final class MCPServer {
     private func warnOfMissingTools(listed: [MCPTool]) {
         let missing = settings.namedToolsMissing(from: listed.map(\.name))
         guard !missing.isEmpty else { return }
-        log("warning", "the config names tools the server does not list: \(missing.joined(separator: ", "))")
+        log(.warning, "the config names tools the server does not list: \(missing.joined(separator: ", "))")
     }
 
     private func settle(_ new: Status) {
@@ -370,7 +372,7 @@ public final class MCPServer {
             return
         }
         guard exited == generation else { return }
-        log(stopping ? "info" : "warning", "exited: \(exit)")
+        log(stopping ? .info : .warning, "exited: \(exit)")
         session?.fail("the server exited (\(exit))")
         session = nil
         process?.closeAll()
@@ -417,7 +419,7 @@ public final class MCPServer {
             let seconds = settings.timeoutSeconds
             timer.start(after: UInt64(seconds) * 1000) { [weak self, weak session] in
                 guard let self, !call.isOver, let id = call.requestID else { return }
-                log("warning", "call \(id) to \(tool) timed out after \(seconds) s")
+                log(.warning, "call \(id) to \(tool) timed out after \(seconds) s")
                 let reason = "the tool did not answer within \(seconds) s"
                 finish(.timedOut(reason))
                 session?.cancel(id, reason: reason)
@@ -460,11 +462,11 @@ public final class MCPServer {
         stopTimer = timer
         timer.start(after: graceMilliseconds) { [weak self] in
             guard let self, let process = self.process else { return }
-            log("info", "still running after its input closed: SIGTERM")
+            log(.info, "still running after its input closed: SIGTERM")
             process.signalGroup(SIGTERM)
             timer.start(after: graceMilliseconds) { [weak self] in
                 guard let self, let process = self.process else { return }
-                log("warning", "still running after SIGTERM: SIGKILL")
+                log(.warning, "still running after SIGTERM: SIGKILL")
                 process.signalGroup(SIGKILL)
             }
         }

@@ -1,4 +1,6 @@
 import ConfabProtocol
+import SSE
+import ServiceSettings
 
 /// Anthropic's Messages API, `POST {base_url}/messages`: the key in `x-api-key`, the API's
 /// version in `anthropic-version`, the system prompt as a top-level `system`, `max_tokens`

@@ -1,4 +1,5 @@
 import ConfabProtocol
+import ServiceSettings
 
 /// One HTTP request to the model server, as an API adapter builds it.
 public struct UpstreamRequest: Sendable, Equatable {

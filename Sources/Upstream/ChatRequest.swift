@@ -1,4 +1,5 @@
 import ConfabProtocol
+import ServiceSettings
 
 // MARK: - Request body
 

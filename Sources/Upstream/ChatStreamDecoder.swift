@@ -1,4 +1,5 @@
 import ConfabProtocol
+import SSE
 
 // MARK: - Stream decoder
 

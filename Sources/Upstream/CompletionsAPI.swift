@@ -1,4 +1,6 @@
 import ConfabProtocol
+import SSE
+import ServiceSettings
 
 /// The legacy OpenAI completions API, `POST {base_url}/completions`: the conversation goes as
 /// one transcript `prompt` (system prompt, then labelled turns, ending with the assistant's

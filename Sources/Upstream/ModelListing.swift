@@ -1,5 +1,6 @@
 import ConfabProtocol
 import Curl
+import ServiceSettings
 
 /// The models a provider's `GET {base_url}/models` names, or why it could not say.
 public typealias ModelListing = Result<[String], MessageError>

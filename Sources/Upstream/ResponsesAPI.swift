@@ -1,4 +1,6 @@
 import ConfabProtocol
+import SSE
+import ServiceSettings
 
 /// OpenAI's Responses API, `POST {base_url}/responses`: bearer key, confab's history sent as
 /// `input` items every time (`store: false`: nothing is kept at the server), the system prompt

@@ -331,36 +331,3 @@ struct HostCheck<Context: RequestContext>: RouterMiddleware {
         return try await next(request, context)
     }
 }
-
-/// Lines as the journal takes them, as confabd writes its own: a syslog priority prefix
-/// (`<3>` error … `<7>` debug) under systemd, no time stamp (the journal adds its own),
-/// to standard error.
-struct JournalLogHandler: LogHandler {
-    let label: String
-    /// Under systemd (JOURNAL_STREAM set) the priority is a prefix the journal reads;
-    /// elsewhere it is spelled out.
-    let journal = ProcessEnvironment.variable("JOURNAL_STREAM") != nil
-    var logLevel: Logger.Level = .info
-    var metadata: Logger.Metadata = [:]
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let priority: Int
-        switch event.level {
-        case .trace, .debug: priority = 7
-        case .info: priority = 6
-        case .notice: priority = 5
-        case .warning: priority = 4
-        case .error: priority = 3
-        case .critical: priority = 2
-        }
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        let line = GatewayLog.line(priority: priority, levelName: "\(event.level)", journal: journal, message: "\(event.message)",
-                                   metadata: all.sorted(by: { $0.key < $1.key }).map { ($0.key, "\($0.value)") })
-        _ = Files.writeAll(2, Array(line.utf8))
-    }
-}

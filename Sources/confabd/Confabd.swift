@@ -1,11 +1,13 @@
 import ArgumentParser
 import Broker
+import ConfabLog
 import ConfabProtocol
 import Config
 import DaemonSettings
 import EventLoop
 import LogStore
 import Posix
+import ServiceSettings
 import Upstream
 #if canImport(Glibc)
 import Glibc
@@ -47,7 +49,8 @@ struct Confabd: ParsableCommand {
         guard let level = Logger.Level(name: logLevel) else {
             throw ValidationError("--log-level must be one of error, warning, notice, info, debug")
         }
-        let logger = Logger(level: level, journal: environment["JOURNAL_STREAM"] != nil)
+        // Nowhere to report a failed write of the daemon's own log.
+        let logger = Logger(level: level, journal: environment["JOURNAL_STREAM"] != nil) { line in _ = Files.writeAll(2, Array(line.utf8)) }
         let notifier = Notifier(environment: environment)
         let paths = ConfabPaths(environment: environment)
         let configPath = config ?? paths.configFile
@@ -64,7 +67,7 @@ struct Confabd: ParsableCommand {
     private func serve(paths: ConfabPaths, configPath: String, environment: [String: String], logger: Logger, notifier: Notifier) throws {
         let settings = try Settings.load(path: configPath, required: config != nil, environment: environment)
         var logger = logger
-        logger.secrets = settings.secrets
+        logger.redacting = { [secrets = settings.secrets] in secrets.redacting($0) }
         for warning in settings.warnings { logger.warning(warning) }
         let files = OpenFileLimit.raiseToHardLimit()
         if files.after != files.before {

@@ -1,3 +1,4 @@
+import ConfabLog
 import Broker
 import EventLoop
 import Posix

@@ -1,11 +1,13 @@
 import XCTest
 
 @testable import Broker
+import ConfabLog
 import ConfabProtocol
 import DaemonSettings
 import EventLoop
 import LogStore
 import Posix
+import ServiceSettings
 import Tools
 import Upstream
 #if canImport(Glibc)
@@ -120,7 +122,7 @@ final class InProcessBroker {
         settings.profiles = [Profile(name: "tools", provider: Provider.defaultName, tools: [Self.toolName])]
         configure(&settings)
         broker = Broker(loop: loop, store: store, upstream: upstream, settings: settings,
-                        logger: Logger(level: .error, journal: false))
+                        logger: Logger(level: .error, journal: false) { line in _ = Files.writeAll(2, Array(line.utf8)) })
         broker.load()
         let path = directory + "/socket"
         let listener = try UnixListener(loop: loop)

@@ -1,6 +1,8 @@
 import XCTest
 
 @testable import Broker
+import ConfabLog
+import ConfabProtocol
 import LogStore
 
 /// What another user may call itself, and what a log line may hold.
@@ -61,11 +63,11 @@ final class NamesAndLogLinesTests: XCTestCase {
 
     func testLogLinesEscapeEveryControlCharacter() {
         let forged = "cX\u{0}<0>FORGED\u{1B}]0;LOGTITLE\u{07}\u{1B}[2J"
-        XCTAssertEqual(Logger.escapingControls(forged), #"cX\x00<0>FORGED\x1B]0;LOGTITLE\x07\x1B[2J"#)
-        XCTAssertEqual(Logger.escapingControls("a\nb\r\tc\u{7F}\u{85}\u{9B}d"), #"a\nb\r\tc\x7F\u{0085}\u{009B}d"#)
-        XCTAssertEqual(Logger.escapingControls("x\u{202E}y\u{2066}z\u{2028}"), #"x\u{202E}y\u{2066}z\u{2028}"#)
-        XCTAssertEqual(Logger.escapingControls("plain ✓ Zoë"), "plain ✓ Zoë")
-        let escaped = Logger.escapingControls(String(decoding: (0...0x9F).map { UInt8($0 < 0x80 ? $0 : 0x20) }, as: UTF8.self)
+        XCTAssertEqual(LogText.escapingControls(forged), #"cX\x00<0>FORGED\x1B]0;LOGTITLE\x07\x1B[2J"#)
+        XCTAssertEqual(LogText.escapingControls("a\nb\r\tc\u{7F}\u{85}\u{9B}d"), #"a\nb\r\tc\x7F\u{0085}\u{009B}d"#)
+        XCTAssertEqual(LogText.escapingControls("x\u{202E}y\u{2066}z\u{2028}"), #"x\u{202E}y\u{2066}z\u{2028}"#)
+        XCTAssertEqual(LogText.escapingControls("plain ✓ Zoë"), "plain ✓ Zoë")
+        let escaped = LogText.escapingControls(String(decoding: (0...0x9F).map { UInt8($0 < 0x80 ? $0 : 0x20) }, as: UTF8.self)
             + String(String.UnicodeScalarView((0x80...0x9F).compactMap(Unicode.Scalar.init))))
         XCTAssertFalse(escaped.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
     }

@@ -4,6 +4,7 @@ import XCTest
 import ConfabProtocol
 import DaemonSettings
 import LogStore
+import ServiceSettings
 import Upstream
 
 /// What a reply sends of the files its turns carry: read from the blob store off the loop,

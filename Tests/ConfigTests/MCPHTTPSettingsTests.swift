@@ -3,7 +3,7 @@ import XCTest
 import Config
 import DaemonSettings
 import Foundation
-import MCP
+import ServiceSettings
 
 /// `[mcp.NAME]` tables of servers over Streamable HTTP: `url`, the headers, and the secrets
 /// among them.

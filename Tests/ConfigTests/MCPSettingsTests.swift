@@ -1,9 +1,9 @@
-import Foundation
 import XCTest
 
 import Config
 import DaemonSettings
-import MCP
+import Foundation
+import ServiceSettings
 import Tools
 
 final class MCPSettingsTests: XCTestCase {
@@ -155,19 +155,52 @@ final class MCPSettingsTests: XCTestCase {
         rejected(#"{"mcpServers": {"web": {"type": "streamable-http", "command": "x"}}}"#,
                  "servers.json: mcpServers.web needs a url: the server's Streamable HTTP endpoint")
         rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1:8000/mcp", "args": []}}}"#,
-                 "servers.json: mcpServers.web.args is for a server that is run; this one is reached over HTTP (url)")
+                 "servers.json: mcpServers.web.args is for a server run with command; this one is reached over HTTP (url)")
         rejected(#"{"mcpServers": {"web": {"url": "ftp://127.0.0.1/mcp"}}}"#,
                  "servers.json: mcpServers.web.url must be an http:// or https:// URL without spaces or control characters")
         rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1/mcp", "headers": {"X-A": "a\nb"}}}}"#,
-                 "servers.json: mcpServers.web.headers.X-A must be a string without line breaks or control characters")
+                 "servers.json: mcpServers.web.headers.X-A must not hold line breaks or control characters")
         rejected(#"{"mcpServers": {"web": {"url": "http://127.0.0.1/mcp", "headers": {"Mcp-Session-Id": "1"}}}}"#,
-                 "servers.json: mcpServers.web.headers.Mcp-Session-Id is a header the transport sets itself")
-        rejected(#"{"mcpServers": {"git": {"command": "x", "args": ["a", 1]}}}"#, "servers.json: mcpServers.git.args[1] must be a string without NUL characters")
-        rejected(#"{"mcpServers": {"git": {"args": []}}}"#, "servers.json: mcpServers.git needs a command: the program that runs the server")
+                 "servers.json: mcpServers.web.headers sets Mcp-Session-Id, which the transport sets itself")
+        rejected(#"{"mcpServers": {"git": {"command": "x", "args": ["a", 1]}}}"#, "servers.json: mcpServers.git.args[1] must be a string")
+        rejected(#"{"mcpServers": {"git": {"args": []}}}"#, "servers.json: mcpServers.git needs a command (the program that runs the server) or a url (a server over HTTP)")
         rejected(#"{"mcpServers": {"git": {"command": "x", "env": {"A": 1}}}}"#, "servers.json: mcpServers.git.env.A must be a string")
         rejected(#"{"mcpServers": {"git": {"command": "x"}}}"#, config: "[mcp.git]\ncommand = \"y\"\n",
                  "servers.json: mcpServers.git is also a [mcp.git] table in ")
         rejected(#"{"servers": {}}"#, "servers.json: has no \"mcpServers\" object")
         rejected(#"{"mcpServers": {"#, "servers.json: is not JSON")
+    }
+
+    /// One draft for both forms, checked once: the same mistake in a `[mcp.NAME]` table and in
+    /// the `mcpServers` file gets the same message; only where it points differs (the table's
+    /// line, the file's key path).
+    func testTheSameMistakeGetsTheSameMessageInBothForms() throws {
+        let cases: [(toml: String, json: String, message: String)] = [
+            ("command = \"a\"\ncwd = \"relative\"", #"{"command": "a", "cwd": "relative"}"#, ".cwd must be an absolute path, not \"relative\""),
+            ("command = \"a\"\nenv = { \"A=B\" = \"v\" }", #"{"command": "a", "env": {"A=B": "v"}}"#,
+             ".env holds \"A=B\", which is not an environment variable name"),
+            ("args = []", #"{"args": []}"#, " needs a command (the program that runs the server) or a url (a server over HTTP)"),
+            ("url = \"http://127.0.0.1/mcp#x\"", #"{"url": "http://127.0.0.1/mcp#x"}"#, ".url must not hold a fragment (#…): it is never sent"),
+            ("url = \"ftp://127.0.0.1/mcp\"", #"{"url": "ftp://127.0.0.1/mcp"}"#,
+             ".url must be an http:// or https:// URL without spaces or control characters"),
+            ("url = \"http://127.0.0.1/mcp\"\nargs = []", #"{"url": "http://127.0.0.1/mcp", "args": []}"#,
+             ".args is for a server run with command; this one is reached over HTTP (url)"),
+            ("url = \"http://127.0.0.1/mcp\"\ncommand = \"a\"", #"{"url": "http://127.0.0.1/mcp", "command": "a"}"#,
+             ".url cannot be given with command: a server is either run (command) or reached over HTTP (url)"),
+            ("url = \"http://127.0.0.1/mcp\"\nheaders = { \"Mcp-Session-Id\" = \"1\" }", #"{"url": "http://127.0.0.1/mcp", "headers": {"Mcp-Session-Id": "1"}}"#,
+             ".headers sets Mcp-Session-Id, which the transport sets itself"),
+            ("url = \"http://127.0.0.1/mcp\"\nheaders = { \"X-A\" = \"a\\nb\" }", #"{"url": "http://127.0.0.1/mcp", "headers": {"X-A": "a\nb"}}"#,
+             ".headers.X-A must not hold line breaks or control characters"),
+            ("url = \"http://127.0.0.1/mcp\"\nheaders = { \"X A\" = \"b\" }", #"{"url": "http://127.0.0.1/mcp", "headers": {"X A": "b"}}"#,
+             ".headers.X A is not an HTTP header name"),
+        ]
+        for (toml, json, message) in cases {
+            var fromTable = ""
+            XCTAssertThrowsError(try load("[mcp.x]\n" + toml)) { fromTable = (($0 as? ConfigError)?.description ?? "\($0)") }
+            var fromFile = ""
+            XCTAssertThrowsError(try loadServersFile(#"{"mcpServers": {"x": "# + json + "}}")) { fromFile = (($0 as? ConfigError)?.description ?? "\($0)") }
+            XCTAssertTrue(fromTable.hasPrefix("config.toml: line ") && fromTable.hasSuffix(": mcp.x" + message), fromTable)
+            XCTAssertTrue(fromFile.hasSuffix("servers.json: mcpServers.x" + message), fromFile)
+        }
     }
 }

@@ -1,9 +1,9 @@
-import Foundation
 import XCTest
 
 import Config
 import DaemonSettings
-import Upstream
+import Foundation
+import ServiceSettings
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -3,7 +3,7 @@ import XCTest
 import ConfabProtocol
 import Config
 import DaemonSettings
-import Upstream
+import ServiceSettings
 
 final class ReasoningSettingsTests: XCTestCase {
     private let environment = ["ANTHROPIC_API_KEY": "sk-ant"]

@@ -3,6 +3,7 @@ import Curl
 import EventLoop
 import Foundation
 import MCP
+import ServiceSettings
 import XCTest
 
 /// `MCPHTTPTransport` against a small scripted HTTP server on loopback.

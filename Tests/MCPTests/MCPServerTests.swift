@@ -2,6 +2,7 @@ import ConfabProtocol
 import EventLoop
 import Foundation
 import MCP
+import ServiceSettings
 import XCTest
 
 /// `MCPServer` running a small scripted server (Python, as most MCP servers are) on the loop.

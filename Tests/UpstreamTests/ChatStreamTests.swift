@@ -1,6 +1,8 @@
-import Foundation
 import XCTest
 
+import Foundation
+import SSE
+import ServiceSettings
 @testable import Upstream
 
 final class ChatStreamDecoderTests: XCTestCase {

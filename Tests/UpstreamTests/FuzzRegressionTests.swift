@@ -1,6 +1,7 @@
-import Foundation
 import XCTest
 
+import Foundation
+import SSE
 @testable import Upstream
 
 /// Inputs that once crashed the SSE fuzz harness (fuzz/regressions/sse/, layout in

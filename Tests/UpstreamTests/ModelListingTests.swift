@@ -1,6 +1,7 @@
-import ConfabProtocol
 import XCTest
 
+import ConfabProtocol
+import ServiceSettings
 @testable import Upstream
 
 final class ModelListingTests: XCTestCase {

@@ -1,6 +1,8 @@
-import ConfabProtocol
 import XCTest
 
+import ConfabProtocol
+import SSE
+import ServiceSettings
 @testable import Upstream
 
 /// Every way of feeding `text` to a decoder: whole, and cut in two at every byte.

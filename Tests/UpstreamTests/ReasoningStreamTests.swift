@@ -1,6 +1,7 @@
-import ConfabProtocol
 import XCTest
 
+import ConfabProtocol
+import SSE
 @testable import Upstream
 
 /// Reasoning and usage as each family's servers stream them, from their documented shapes.

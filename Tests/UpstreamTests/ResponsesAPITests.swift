@@ -1,6 +1,8 @@
-import ConfabProtocol
 import XCTest
 
+import ConfabProtocol
+import SSE
+import ServiceSettings
 @testable import Upstream
 
 /// Decodes `text` as one stream, whole and cut at every byte: the events must be the same.

@@ -1,5 +1,6 @@
 import XCTest
 
+import SSE
 @testable import Upstream
 
 final class SSEParserTests: XCTestCase {

@@ -1,6 +1,7 @@
-import ConfabProtocol
 import XCTest
 
+import ConfabProtocol
+import SSE
 @testable import Upstream
 
 /// Tool calls as servers stream them, put back together; and as requests send them back.

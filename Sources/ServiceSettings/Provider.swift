@@ -31,15 +31,6 @@ public enum ProviderAPI: Sendable, Equatable {
         case .responses: "responses"
         }
     }
-
-    public var adapter: any ChatAPI {
-        switch self {
-        case .chat: OpenAIChatAPI()
-        case .completions(let options): OpenAICompletionsAPI(options: options)
-        case .anthropic(let options): AnthropicMessagesAPI(options: options)
-        case .responses: OpenAIResponsesAPI()
-        }
-    }
 }
 
 /// Which turns' reasoning a chat-completions provider is sent back (`reasoning_pass_back`).
@@ -87,6 +78,62 @@ public struct AnthropicOptions: Sendable, Equatable {
     public init(version: String = Self.defaultVersion, promptCache: Bool = false) {
         self.version = version
         self.promptCache = promptCache
+    }
+}
+
+/// Where one provider's replies come from and the limits of asking for them.
+public struct UpstreamConfig: Sendable, Equatable {
+    public var baseURL: String
+    public var apiKey: String?
+    /// The model of new conversations that name none; nil when the provider has no default.
+    public var model: String?
+    /// A stream with no byte for this long is abandoned.
+    public var timeoutSeconds: Int
+    public var connectTimeoutSeconds: Int
+    public var temperature: Double?
+    public var maxTokens: Int?
+    /// Further attempts after a refusal that streamed nothing (429, 5xx, connection, timeout).
+    public var maxRetries: Int
+    /// Sent with every request, in this order; one named like a header the API sets replaces it.
+    public var headers: [HTTPHeader]
+    /// The context budget of conversations on this provider whose profile sets none.
+    public var contextTokens: Int?
+    /// Whether its models take images (`vision`); a profile may say otherwise for its own.
+    public var takesImages = true
+    /// Which turns' reasoning goes back to a chat-completions server (`reasoning_pass_back`).
+    public var reasoningPassBack = ReasoningPassBack.toolCalls
+    /// `reasoning_effort`: the default beneath a profile's and a conversation's.
+    public var reasoningEffort: String?
+    /// `reasoning_format`, `thinking_budget`, `thinking`, `max_tokens_field`, `extra_body`.
+    public var options = RequestOptions()
+
+    public init(baseURL: String = "https://api.openai.com/v1", apiKey: String? = nil, model: String? = "gpt-4o-mini",
+                timeoutSeconds: Int = 60, connectTimeoutSeconds: Int = 10, temperature: Double? = nil, maxTokens: Int? = nil,
+                maxRetries: Int = 2, headers: [HTTPHeader] = []) {
+        self.baseURL = baseURL
+        self.apiKey = apiKey
+        self.model = model
+        self.timeoutSeconds = timeoutSeconds
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.temperature = temperature
+        self.maxTokens = maxTokens
+        self.maxRetries = maxRetries
+        self.headers = headers
+    }
+
+    /// `{base_url}/PATH`, however many slashes the base URL ends with.
+    public func url(_ path: String) -> String {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + "/" + path
+    }
+
+    public var completionsURL: String { url("chat/completions") }
+
+    /// OpenAI's own API refuses every request without a key; local servers usually take none.
+    public var requiresKey: Bool {
+        let lowered = baseURL.lowercased()
+        return lowered.contains("://api.openai.com")
     }
 }
 

@@ -67,16 +67,6 @@ public struct RequestOptions: Sendable, Equatable {
                               thinking: thinking, maxTokensField: other.maxTokensField ?? maxTokensField, extraBody: extra)
     }
 
-    /// `,"key":value` for each `extra_body` member, before a body's closing brace.
-    func writeExtraBody(into out: inout [UInt8]) {
-        for member in extraBody {
-            out.append(UInt8(ascii: ","))
-            JSON.writeString(member.key, into: &out)
-            out.append(UInt8(ascii: ":"))
-            member.value.write(into: &out)
-        }
-    }
-
     /// The string values of `extra_body` under a credential's name (`api_key`, `X-Auth-Token`,
     /// any depth): secrets, redacted wherever the daemon writes what comes from outside.
     public var secretValues: [String] {
@@ -133,17 +123,6 @@ extension ProviderAPI {
         case "thinking": "thinking_budget or thinking"
         case "reasoning": "reasoning_effort"
         default: nil
-        }
-    }
-}
-
-extension ProviderAPI {
-    /// What a request body leaves out or changes of what was asked, for the daemon's log
-    /// (Anthropic's refusals of sampling parameters with thinking).
-    public func notices(for chat: ChatRequest) -> [String] {
-        switch self {
-        case .anthropic: AnthropicMessagesAPI.notices(for: chat)
-        case .chat, .completions, .responses: []
         }
     }
 }
