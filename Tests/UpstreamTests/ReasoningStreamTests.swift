@@ -2,6 +2,7 @@ import XCTest
 
 import ConfabProtocol
 import SSE
+import ServiceSettings
 @testable import Upstream
 
 /// Reasoning and usage as each family's servers stream them, from their documented shapes.
