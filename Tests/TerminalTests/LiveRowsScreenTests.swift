@@ -154,7 +154,7 @@ final class LiveRowsScreenTests: XCTestCase {
         XCTAssertEqual(shown.last, "-- after --", context)
         XCTAssertEqual(shown.filter { $0.hasPrefix("-- notice") }.count, interjections.filter { $0 < (Self.reply.count + piece - 1) / piece }.count, context)
         let reply = shown.dropFirst(2).dropLast().filter { !$0.hasPrefix("-- notice") }
-            .map { $0.replacing(continued, with: "").replacing(header, with: "") }
+            .map { $0.replacing("assistant (continued):", with: "").replacing("assistant:", with: "") }
         XCTAssertEqual(Self.letters(Array(reply)), Self.letters(renderer.render(Self.reply, width: columns)), context)
         for row in shown { XCTAssertLessThanOrEqual(row.count, columns, context) }
     }
