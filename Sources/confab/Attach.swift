@@ -321,6 +321,7 @@ final class AttachSession {
     func caught(_ signal: Int32) throws(Failure) {
         switch signal {
         case SIGINT:
+            lastKey = Timestamp.now()
             // As in a shell: a half-typed line is cleared and nothing else; on an empty line
             // Ctrl-C stops the reply in flight.
             if let editor, editor.hasTypedText {
