@@ -25,7 +25,7 @@ extension Broker {
             conversation.params = header.params
             logger.info("conversation=\(conversation.id) configured client=\(client.id) model=\(header.model)\(header.profile.map { " profile=\($0)" } ?? "")")
             respond(.success(["conversation": conversation.info.json]))
-            conversation.broadcast(.conversationUpdated(conversation.info))
+            conversation.broadcast(.conversationUpdated(conversation.info, by: client.info))
         }
     }
 

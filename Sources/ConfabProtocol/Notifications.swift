@@ -33,8 +33,8 @@ public enum ConversationEvent: Equatable, Sendable {
     case toolStarted(message: Message, call: ToolCall)
     /// A call ended, whatever its status: the stored tool message.
     case toolCompleted(Message)
-    /// Renamed or configured.
-    case conversationUpdated(ConversationInfo)
+    /// Renamed or configured; `by` is who changed its settings (`conversation.configure`), when known.
+    case conversationUpdated(ConversationInfo, by: ClientInfo? = nil)
     /// Deleted; the client is detached.
     case conversationDeleted
     case clientAttached(ClientInfo)
@@ -94,8 +94,10 @@ public enum ConversationEvent: Equatable, Sendable {
             return ["call": .string(call), "client": by?.json ?? .null]
         case .toolStarted(let message, let call):
             return ["message": message.json, "call": call.json]
-        case .conversationUpdated(let info):
-            return ["info": info.json]
+        case .conversationUpdated(let info, let by):
+            var params: [String: JSON] = ["info": info.json]
+            if let by { params["by"] = by.json }
+            return params
         case .conversationDeleted:
             return [:]
         case .clientAttached(let client), .clientDetached(let client):
@@ -158,7 +160,7 @@ public enum ConversationEvent: Equatable, Sendable {
             self = .toolCompleted(message)
         case .conversationUpdated:
             guard let info = params["info"].flatMap(ConversationInfo.init(json:)) else { return nil }
-            self = .conversationUpdated(info)
+            self = .conversationUpdated(info, by: client("by"))
         case .conversationDeleted:
             self = .conversationDeleted
         case .clientAttached, .clientDetached:

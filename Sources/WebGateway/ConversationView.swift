@@ -120,7 +120,7 @@ public struct ConversationView: Sendable {
             calls[call.id] = call
             store(message)
             return [messageEvent(message.id)]
-        case .conversationUpdated(let info):
+        case .conversationUpdated(let info, _):
             self.info = info
             return [["type": "info", "conversation": Self.infoView(info)]]
         case .conversationDeleted:

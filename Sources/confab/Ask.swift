@@ -57,6 +57,9 @@ struct Ask: ClientCommand {
             help: "Model of the new conversation (default: the profile's, else the daemon's; implies --new); with -c or -C, the conversation's from now on.")
     var model: String?
     @Option(help: "Profile of the new conversation (confab profiles lists them; implies --new).") var profile: String?
+    @Option(help: ArgumentHelp("Provider of the new conversation, as confab models names it (implies --new; --model is checked against its models).",
+                               valueName: "name"))
+    var provider: String?
     @Option(name: [.customShort("a"), .customLong("attach")],
             help: ArgumentHelp("Send this file with the prompt: a text file or a PNG, JPEG, GIF or WebP image (repeatable).",
                                valueName: "file"),
@@ -92,13 +95,16 @@ struct Ask: ClientCommand {
             throw ValidationError("--title and --profile make a new conversation; they cannot go with -c or -C "
                 + "(confab rename and confab configure --profile change an existing one)")
         }
+        if conversation != nil || continuing, provider != nil {
+            throw ValidationError("--provider makes a new conversation; it cannot go with -c or -C (a conversation's provider stays for its life)")
+        }
     }
 
     /// With -c or -C, --system and --model change the conversation before the prompt goes.
     private var choosesExisting: Bool { conversation != nil || continuing }
 
     /// A new conversation is made for --new and for any of its settings.
-    private var makesNew: Bool { new || (!choosesExisting && (title != nil || system != nil || model != nil || profile != nil)) }
+    private var makesNew: Bool { new || (!choosesExisting && (title != nil || system != nil || model != nil || profile != nil || provider != nil)) }
 
     func run() throws {
         // Every file is read and checked before anything goes to the daemon.
@@ -120,7 +126,7 @@ struct Ask: ClientCommand {
         } else if continuing {
             id = try ConversationChoice.continuing(connection)
         } else if makesNew {
-            id = try createConversation(connection, title: title ?? Self.title(from: prompt) ?? files.first?.name, system: system, model: model, profile: profile).id
+            id = try createConversation(connection, title: title ?? Self.title(from: prompt) ?? files.first?.name, system: system, model: model, profile: profile, provider: provider).id
             Out.errorLine("conversation \(id)")
             made = true
         } else {

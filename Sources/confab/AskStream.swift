@@ -97,6 +97,7 @@ final class AskStream {
         if render && !json, let size = TerminalSize.of(1) {
             let renderer = MarkdownRenderer(colour: (Environment.get("NO_COLOR") ?? "").isEmpty)
             markdown = MarkdownStream(renderer: renderer, width: size.columns, maxLiveRows: size.rows - 2)
+            markdown?.holdsPartialWords = true
         }
     }
 
@@ -584,15 +585,15 @@ final class AskStream {
         _ = text.withUTF8 { Out.writeAll(1, UnsafeRawBufferPointer($0)) }
     }
 
-    /// The window changed size: the rows printed stay as the terminal keeps them, and the
-    /// block being written is laid out again below them at the new width.
+    /// The window changed size: the rows printed stay as the terminal reflows them, and the
+    /// reply goes on below them at the new width, with only what it had not shown yet.
     private func resized() {
         guard var markdown, let size = TerminalSize.of(1) else { return }
         if !live.isEmpty || live.column != 0 { writeRendered("\n") }
         live = LiveRows()
         markdown.width = size.columns
         markdown.maxLiveRows = max(1, size.rows - 2)
-        markdown.restart(firstColumn: 0)
+        markdown.settle(firstColumn: 0)
         self.markdown = markdown
         renderPending = true
     }

@@ -129,6 +129,10 @@ final class AttachSession {
     /// The files of sends not yet answered, by request id: dropped once the message is
     /// stored, pending again when it is not.
     var filesInFlight: [Int: [FileAttachment]] = [:]
+    /// The terminal's notification, on a chat screen when the environment asks for one (`AttachNotify.swift`).
+    var notifier: AttachNotifier?
+    /// When a key was last pressed here: a reply that ends long after is worth a notification.
+    var lastKey = Timestamp.now()
 
     struct Waiting {
         var call: ToolCall
@@ -161,6 +165,7 @@ final class AttachSession {
     }
 
     func startScreen() {
+        notifier = AttachNotifier.fromEnvironment { Out.errorLine("confab: " + $0) }
         let screen = ChatScreen()
         self.screen = screen
         transcript.screen = screen
@@ -298,6 +303,7 @@ final class AttachSession {
                 }
             }
             if inputOpen, fds[inputIndex].ready {
+                lastKey = Timestamp.now()
                 if let editor {
                     for input in editor.readKey() {
                         switch input {
@@ -315,6 +321,7 @@ final class AttachSession {
     func caught(_ signal: Int32) throws(Failure) {
         switch signal {
         case SIGINT:
+            lastKey = Timestamp.now()
             // As in a shell: a half-typed line is cleared and nothing else; on an empty line
             // Ctrl-C stops the reply in flight.
             if let editor, editor.hasTypedText {
@@ -407,7 +414,10 @@ final class AttachSession {
             }
             // What was offered answered the message before this one.
             offered = []
-            transcript.message(message)
+            // Printed once a reply streaming now has ended its turn, as it is answered after it.
+            transcript.whenFree("message from " + (message.author?.clientID == myClientID ? "you" : Words.authorName(message))) { [transcript] in
+                transcript.message(message)
+            }
         case .messageSuperseded(let message, let by):
             // A reply's whole chain (its results and later turns) is replaced with it: said
             // once, of the reply's first message.
@@ -418,13 +428,13 @@ final class AttachSession {
             switch roles[id] ?? roles[message] {
             case .user?:
                 editedAs.insert(newer)
-                transcript.notice("\(id) was edited: \(newer) takes its place")
+                transcript.news("\(id) was edited: \(newer) takes its place")
             case .assistant? where editedAs.contains(newer):
-                transcript.notice("the reply \(id) is left out: its question was edited")
+                transcript.news("the reply \(id) is left out: its question was edited")
             case .assistant?:
-                transcript.notice("the reply \(id) is replaced by \(newer) (/versions lists earlier replies)")
+                transcript.news("the reply \(id) is replaced by \(newer) (/versions lists earlier replies)")
             default:
-                transcript.notice("\(id) is replaced by \(newer)")
+                transcript.news("\(id) is replaced by \(newer)")
             }
         case .messageCompleted(let message), .toolCompleted(let message):
             // A message of no reply followed here (a late announcement): shown as it is stored.
@@ -436,28 +446,30 @@ final class AttachSession {
             let verb = (event.kind == .toolApproved ? ToolApprovalState.approved : .denied).rawValue
             awaitingApproval.removeAll { $0.call.id == call }
             transcript.toolAnswered(call: call)
-            transcript.notice("call \(call) \(verb)" + (by.map { " by " + name(of: $0) } ?? ": nobody answered in time"))
-        case .conversationUpdated(let info):
+            transcript.news("call \(call) \(verb)" + (by.map { " by " + name(of: $0) } ?? ": nobody answered in time"))
+        case .conversationUpdated(let info, let changer):
+            // Who changed the settings, said beside each change as cancels and approvals say it.
+            let by = changer.map { " (by \(name(of: $0)))" } ?? ""
             let newTitle = info.title
             let newModel: String? = info.model
             let newSystem = info.system
             let newProfile = info.profile
             let newParams: String? = info.params.json.text
             let newSharing = SharedUser.list(info.sharedWith)
-            if newSharing != sharing { transcript.notice(newSharing.map { "shared with \($0)" } ?? "shared with nobody") }
+            if newSharing != sharing { transcript.news(newSharing.map { "shared with \($0)" } ?? "shared with nobody") }
             let configured = newModel != model || newSystem != system || newProfile != profile || newParams != sampling || newSharing != sharing
             sharing = newSharing
             sharedRole = info.roleOfThisUser
-            if newProfile != profile { transcript.notice("profile: \(newProfile ?? "none")") }
-            if newModel != model { transcript.notice("model: \(newModel ?? "?")") }
-            if newSystem != system { transcript.notice(newSystem.map { "system prompt: \($0)" } ?? "system prompt cleared") }
+            if newProfile != profile { transcript.news("profile: \(newProfile ?? "none")" + by) }
+            if newModel != model { transcript.news("model: \(newModel ?? "?")" + by) }
+            if newSystem != system { transcript.news((newSystem.map { "system prompt: \($0)" } ?? "system prompt cleared") + by) }
             // A rename says its title even when unchanged: it was asked for.
-            if newTitle != title || !configured { transcript.notice("title: \(newTitle)") }
+            if newTitle != title || !configured { transcript.news("title: \(newTitle)") }
             title = newTitle
             model = newModel
             system = newSystem
             profile = newProfile
-            if newParams != sampling { transcript.notice("parameters: \(newParams ?? "{}")") }
+            if newParams != sampling { transcript.news("parameters: \(newParams ?? "{}")" + by) }
             sampling = newParams
             editor?.setPrompt(prompt)
         case .conversationDeleted:
@@ -468,10 +480,10 @@ final class AttachSession {
             throw .exit(0)
         case .clientAttached(let client):
             present[client.id] = client
-            transcript.notice("\(Words.clientName(client)) joined")
+            transcript.news("\(Words.clientName(client)) joined")
         case .clientDetached(let client):
             present[client.id] = nil
-            transcript.notice("\(Words.clientName(client)) left")
+            transcript.news("\(Words.clientName(client)) left")
         default:
             return
         }
@@ -533,18 +545,21 @@ final class AttachSession {
             break
         case .approvalRequested(let call):
             callsSeen[call.id] = call
+            let asked = awaitingApproval.contains { $0.call.id == call.id }
             askApproval(Waiting(call: call))
+            if !asked, sharedRole == nil { notifyApproval(call) }
         case .approvalDecided(let call, let allowed, let by):
             awaitingApproval.removeAll { $0.call.id == call.id }
             transcript.toolAnswered(call: call.id)
-            transcript.notice("call \(call.id) \((allowed ? ToolApprovalState.approved : .denied).rawValue)" + (by.map { " by " + name(of: $0) } ?? ": nobody answered in time"))
+            transcript.news("call \(call.id) \((allowed ? ToolApprovalState.approved : .denied).rawValue)" + (by.map { " by " + name(of: $0) } ?? ": nobody answered in time"))
         case .toolStarted(let call):
             callsSeen[call.id] = call
             awaitingApproval.removeAll { $0.call.id == call.id }
             transcript.toolStarted(call: call.id, name: call.name)
         case .toolEnded(let message, _):
             toolEnded(message)
-        case .finished:
+        case .finished(let end):
+            notifyReplyEnded(end)
             let calls = followers[sequence]?.calls ?? [:]
             awaitingApproval.removeAll { calls[$0.call.id] != nil }
             followers[sequence] = nil

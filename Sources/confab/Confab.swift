@@ -52,7 +52,7 @@ struct Confab: ParsableCommand {
         version: ProtocolVersion.confabVersion,
         subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, AttachmentCommand.self, Rename.self, Configure.self, Remove.self, Cancel.self, Status.self,
                       Retry.self, ContinueReply.self, Fork.self, Search.self, ModelsCommand.self, Profiles.self, ToolsCommand.self, Share.self, Unshare.self,
-                      ShellInit.self, ShellKey.self, Completions.self, Web.self])
+                      ShellInit.self, ShellKey.self, Completions.self, Web.self, Wait.self])
 
     static func main() {
         // A daemon that went away shows up as EPIPE on the socket, not as a signal.
@@ -186,18 +186,25 @@ struct New: ClientCommand {
     @Option(help: "A system prompt.") var system: String?
     @Option(name: [.customShort("m"), .customLong("model")], help: "The model (default: the profile's, else the daemon's).") var model: String?
     @Option(help: "The profile to start from (confab profiles lists them; default: the config's default_profile, if any).") var profile: String?
+    @Option(help: ArgumentHelp("The provider its replies come from, as confab models names it (default: the profile's, else the config's default_provider); it stays for the conversation's life.",
+                               valueName: "name"))
+    var provider: String?
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "new")
-        let info = try createConversation(connection, title: title, system: system, model: model, profile: profile)
+        let info = try createConversation(connection, title: title, system: system, model: model, profile: profile, provider: provider)
         Out.stdout(info.id + "\n")
     }
 }
 
 /// `conversation.create`; the new conversation.
 func createConversation(_ connection: Connection, title: String?, system: String?, model: String?,
-                        profile: String? = nil) throws(Failure) -> (id: String, json: JSON) {
+                        profile: String? = nil, provider: String? = nil) throws(Failure) -> (id: String, json: JSON) {
     var params: [String: JSON] = [:]
+    if let provider {
+        params["provider"] = .string(provider)
+        if let model { try checkModel(model, of: provider, connection) }
+    }
     if let profile { params["profile"] = .string(profile) }
     if let title { params["title"] = .string(title) }
     if let system { params["system"] = .string(system) }
@@ -207,6 +214,17 @@ func createConversation(_ connection: Connection, title: String?, system: String
         throw .message("confabd's answer to conversation.create has no conversation id")
     }
     return (id, conversation)
+}
+
+/// A model named with `--provider` must be one `confab models --provider NAME` lists: a typo
+/// would otherwise only show when the first reply fails. A provider whose listing cannot be had
+/// (unreachable, or a server with no listing) lets any name through.
+func checkModel(_ model: String, of provider: String, _ connection: Connection) throws(Failure) {
+    let result = try connection.call(.modelsList, ["provider": .string(provider)])
+    let listed = (result["models"]?.array ?? []).compactMap { $0["id"]?.string }
+    guard !listed.isEmpty, !listed.contains(model) else { return }
+    let shown = listed.count > 8 ? listed.prefix(8).joined(separator: ", ") + ", …" : listed.joined(separator: ", ")
+    throw .message(SafeText.singleLine("provider \(provider) has no model \(model): it lists \(shown) (confab models --provider \(provider))"))
 }
 
 struct Rename: ClientCommand {

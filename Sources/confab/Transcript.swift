@@ -5,14 +5,21 @@ import ConfabProtocol
 import Terminal
 
 /// attach's standard output: whole messages and notices, and replies that grow in place,
-/// wrapped at the terminal's width by display width. Whenever something else must be
-/// printed while a reply's line is open, the line is broken first, and the reply picks up
-/// on a fresh line when more of it arrives.
+/// wrapped at the terminal's width by display width.
+///
+/// Nothing is ever printed twice. While a reply's text streams, what others do (joins,
+/// leaves, messages, a changed model, any notice of theirs) waits until the reply's turn
+/// ends, and meanwhile the status row says it; only what this screen asked for (a
+/// command's answer, an error) is printed at once. Then the reply's rows stay as they are
+/// and it goes on below under `assistant (continued):` with its text from there on, never
+/// again from a block's start. A resize leaves what was printed as the terminal reflows
+/// it, and the reply goes on from a fresh row.
 ///
 /// With `render`, the model's markdown is laid out (`MarkdownRenderer`): a reply's finished
 /// blocks are final and the block it is writing is redrawn in place as it grows
-/// (`MarkdownStream`, `LiveRows`), once per batch of deltas (`flush`). While a reply has no
-/// text yet, a status row under the output says so, with a countdown when it is retried.
+/// (`MarkdownStream`, `LiveRows`), once per batch of deltas (`flush`). The chat screen's
+/// status row, out of the scrolling region, says what a reply waits for (a countdown when
+/// it is retried, its thinking, a tool) and what waits to be printed.
 ///
 /// Text from others and from the model is made safe (`SafeText`) before it is measured
 /// and printed; the only escape sequences written are our own colours and cursor
@@ -37,7 +44,9 @@ final class Transcript {
     private var live = LiveRows()
     /// Replies with no text yet, and what their status says.
     private var waiting: [String: Spinner] = [:]
-    private var statusShown = false
+    /// What happened while a reply's text was streaming, printed once its turn ends, and
+    /// how the status row sums each up meanwhile.
+    private var held: [(summary: String, show: () -> Void)] = []
     private var width: Int
     private var replies: [String: Reply] = [:]
     /// Replies already shown whole, so that a late or repeated announcement is not shown again.
@@ -60,8 +69,10 @@ final class Transcript {
     }
 
     private func newReply(created: Timestamp) -> Reply {
-        Reply(created: created, wrapper: Wrapper(width: width),
-              markdown: renderer.map { MarkdownStream(renderer: $0, width: width, maxLiveRows: maxLiveRows) })
+        var markdown = renderer.map { MarkdownStream(renderer: $0, width: width, maxLiveRows: maxLiveRows) }
+        // So that a reply interrupted or resized goes on at a word's start.
+        markdown?.holdsPartialWords = true
+        return Reply(created: created, wrapper: Wrapper(width: width), markdown: markdown)
     }
 
     /// How far up rows can still be redrawn: what the screen shows, less a row to spare.
@@ -77,27 +88,54 @@ final class Transcript {
     /// the marker does not suggest it).
     var continuesReplies = true
 
-    /// The window changed size. Rows already printed stay as the terminal keeps them; the
-    /// block a reply is writing is shown again below, laid out at the new width.
+    /// The window changed size. Rows already printed stay as the terminal reflows them; the
+    /// reply being written goes on from a fresh row, laid out at the new width, with only
+    /// what it had not shown yet.
     func resized() {
         width = screen?.columns ?? Self.terminalWidth()
-        guard let id = current, replies[id]?.markdown != nil else {
-            redrawStatus()
-            return
+        if let id = current, var reply = replies[id], reply.markdown != nil {
+            if !atLineStart { emit("\n") }
+            reply.markdown?.settle(firstColumn: 0)
+            reply.pending = true
+            replies[id] = reply
+            live = LiveRows()
+            drawPendingText()
+        } else if let id = current, replies[id] != nil {
+            breakLine()
+            open(id)
         }
-        breakLine()
-        open(id)
-        flush()
+        redrawStatus()
     }
 
     /// Another conversation: nothing of this one's state carries over.
     func reset() {
         breakLine()
-        hideStatus()
         replies = [:]
         waiting = [:]
         finished = []
         cancelledBy = [:]
+        releaseHeld()
+        redrawStatus()
+    }
+
+    /// Whether a reply's text has begun and not ended: whatever else comes meanwhile waits.
+    private var replyTextOpen: Bool { replies.values.contains { $0.headerShown } }
+
+    /// `show` now, or once the reply streaming now ends its turn; `summary` is what the
+    /// status row says of it meanwhile.
+    func whenFree(_ summary: String, _ show: @escaping () -> Void) {
+        guard replyTextOpen else { return show() }
+        held.append((summary, show))
+        redrawStatus()
+    }
+
+    /// Prints what waited for the reply to end, in the order it came.
+    private func releaseHeld() {
+        guard !replyTextOpen, !held.isEmpty else { return }
+        let now = held
+        held = []
+        for item in now { item.show() }
+        redrawStatus()
     }
 
     // MARK: Styles
@@ -115,13 +153,12 @@ final class Transcript {
     /// Where output goes: standard output, or the chat screen's region.
     var screen: ChatScreen? {
         // The status row is the screen's to erase, before the terminal goes back to the shell.
-        willSet { if newValue == nil { hideStatus() } }
+        willSet { if newValue == nil { screen?.status("") } }
         didSet { resized() }
     }
 
     private func emit(_ text: String) {
         guard !text.isEmpty else { return }
-        hideStatus()
         if let screen { screen.output(text) } else { Out.stdout(text) }
         atLineStart = text.utf8.last == 0x0A
     }
@@ -129,16 +166,15 @@ final class Transcript {
     /// Redrawn rows of the current reply; the cursor ends where `live` says.
     private func emitLive(_ text: String) {
         guard !text.isEmpty else { return }
-        hideStatus()
         if let screen { screen.output(text, endingAt: live.column) } else { Out.stdout(text) }
         atLineStart = live.column == 0
     }
 
-    /// Puts what has streamed in since the last call on the screen, then the status if a
-    /// reply is still silent. Called once the events at hand are handled.
+    /// Puts what has streamed in since the last call on the screen. Called once the events
+    /// at hand are handled.
     func flush() {
         drawPendingText()
-        showStatus()
+        redrawStatus()
     }
 
     private func drawPendingText() {
@@ -156,8 +192,9 @@ final class Transcript {
     func breakLine() {
         if let current, var reply = replies[current] {
             if reply.markdown != nil {
-                // Its rows stay as they are; the reply shows its open block again when it goes on.
+                // Its rows stay as they are, final; the reply goes on from where they end.
                 drawPendingText()
+                replies[current]?.markdown?.settle(firstColumn: 0)
                 live = LiveRows()
             } else {
                 emit(reply.wrapper.flush())
@@ -212,37 +249,31 @@ final class Transcript {
 
     private func stopWaiting(_ id: String) {
         guard waiting.removeValue(forKey: id) != nil else { return }
-        if waiting.isEmpty { hideStatus() }
+        redrawStatus()
     }
 
-    /// How long poll may sleep before the status wants redrawing; -1 when none is shown.
-    var statusTickMilliseconds: Int32 { statusShown ? 100 : -1 }
+    /// How long poll may sleep before the status wants redrawing; -1 when nothing moves on it.
+    var statusTickMilliseconds: Int32 { screen != nil && !waiting.isEmpty ? 100 : -1 }
 
     func tick() {
-        guard statusShown else { return }
+        guard screen != nil, !waiting.isEmpty else { return }
         for id in waiting.keys { waiting[id]?.advance() }
         redrawStatus()
     }
 
-    /// The status row, under the output, on a chat screen only, while no reply's text is
-    /// on an open line.
-    private func showStatus() {
-        guard !statusShown, let screen, current == nil, let spinner = waiting.values.first else { return }
-        if !atLineStart { emit("\n") }
-        let line = styled(TextRows.firstRow(SafeText.singleLine(spinner.line), width: max(1, width - 1)), .quiet)
-        screen.output(line, endingAt: DisplayWidth.visible(line))
-        statusShown = true
-    }
-
-    private func hideStatus() {
-        guard statusShown, let screen else { return }
-        statusShown = false
-        screen.output("\r\u{1B}[K", endingAt: 0)
-    }
-
+    /// The status row, on a chat screen only: what a reply waits for, else what waits to be
+    /// printed until the reply streaming now ends (`bob joined · carol left`), else nothing.
     private func redrawStatus() {
-        hideStatus()
-        showStatus()
+        guard let screen else { return }
+        var text = ""
+        if let spinner = waiting.values.first {
+            text = spinner.line
+        } else if !held.isEmpty {
+            // The newest first: it is the one to read when the row is too short for all.
+            text = held.reversed().map(\.summary).joined(separator: " · ")
+        }
+        guard !text.isEmpty else { return screen.status("") }
+        screen.status(styled(TextRows.firstRow(SafeText.singleLine(text), width: max(1, width - 1)), .quiet))
     }
 
     /// The terminal echoed a typed line: the cursor sits at the start of a line, and a reply
@@ -250,9 +281,9 @@ final class Transcript {
     func inputEchoed() {
         if let current, var reply = replies[current] {
             _ = reply.wrapper.flush()
+            reply.markdown?.settle(firstColumn: 0)
             replies[current] = reply
         }
-        statusShown = false
         live = LiveRows()
         atLineStart = true
         current = nil
@@ -269,6 +300,12 @@ final class Transcript {
         breakLine()
         let items = replies.enumerated().map { "[\($0.offset + 1)] \(SafeText.singleLine($0.element))" }
         emit(styled(TextRows.wrapped(items.joined(separator: "  "), width: width), .quiet) + "\n")
+    }
+
+    /// A notice of something others did: at once, or once the reply streaming now ends
+    /// (the status row says it meanwhile).
+    func news(_ text: String) {
+        whenFree(text) { [weak self] in self?.notice(text) }
     }
 
     /// `-- text --`, quietly.
@@ -422,7 +459,8 @@ final class Transcript {
         reply.headerShown = true
         reply.wrapper = Wrapper(width: width, column: head.width)
         if reply.markdown != nil {
-            reply.markdown?.restart(firstColumn: head.width)
+            // Only what is not on the screen yet follows the header.
+            reply.markdown?.settle(firstColumn: head.width)
             reply.pending = true
         }
         replies[id] = reply
@@ -493,6 +531,7 @@ final class Transcript {
             live = LiveRows()
         }
         toolCalls(of: message)
+        releaseHeld()
     }
 
     // MARK: Tools

@@ -118,7 +118,7 @@ struct Confabd: ParsableCommand {
             notifier.send("EXTEND_TIMEOUT_USEC=\(Notifier.startExtension)\nSTATUS=reading conversation logs: \(done) of \(total) read, \(elapsed) s"
                           + (notifier.watchdog == nil ? "" : "\nWATCHDOG=1"))
         }
-        logger.notice("confabd \(ProtocolVersion.confabVersion) ready: \(loaded) conversations, data in \(dataDirectory), upstream \(settings.upstream.baseURL) model \(settings.upstream.model ?? "none")\(Self.describe(settings))")
+        logger.notice("confabd \(ProtocolVersion.confabVersion) ready: \(Self.count(loaded, "conversation")), data in \(dataDirectory), upstream \(settings.upstream.baseURL) model \(settings.upstream.model ?? "none")\(Self.describe(settings))")
         if settings.upstream.requiresKey && (settings.upstream.apiKey ?? "").isEmpty {
             logger.warning("no API key for \(settings.upstream.baseURL): set upstream.api_key in \(configPath), the openai-api-key credential or OPENAI_API_KEY; replies will fail until then")
         }
@@ -203,9 +203,12 @@ struct Confabd: ParsableCommand {
         logger.notice("confabd stopped")
     }
 
+    /// `1 conversation`, `2 conversations`.
+    static func count(_ number: Int, _ noun: String) -> String { "\(number) \(noun)" + (number == 1 ? "" : "s") }
+
     private func summary(_ broker: Broker) -> String {
         let counts = broker.counts
-        var text = "\(counts.conversations) conversations, \(counts.clients) clients, \(counts.streams) streams"
+        var text = "\(Self.count(counts.conversations, "conversation")), \(Self.count(counts.clients, "client")), \(Self.count(counts.streams, "stream"))"
         if counts.queued > 0 { text += ", \(counts.queued) queued" }
         return text
     }

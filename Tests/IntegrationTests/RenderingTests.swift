@@ -156,16 +156,18 @@ final class RenderingTests: TmuxTestCase {
         try tmux.send(pane, ["Enter"])
         try tmux.waitForText(pane, "w40 ")
         try tmux.run(["resize-window", "-t", pane, "-x", "40"])
-        let screen = try tmux.waitForText(pane, "w150", timeout: 30)
-        let rows = screen.split(separator: "\n").map(String.init)
-        guard let continued = rows.lastIndex(where: { $0.contains("assistant (continued):") }) else {
-            return XCTFail("the reply goes on under a new header:\n\(screen)")
+        try tmux.waitForText(pane, "w150", timeout: 30)
+        // The whole scrollback, rows the terminal wrapped (the old ones, reflowed) joined again.
+        let all = try tmux.run(["capture-pane", "-p", "-J", "-S", "-", "-t", pane])
+        guard let header = all.range(of: "assistant:") else { return XCTFail("no reply:\n\(all)") }
+        XCTAssertFalse(all.contains("(continued)"), "the reply goes on without a new header:\n\(all)")
+        // Nothing of the reply is lost or printed twice.
+        let words = all[header.upperBound...].split(whereSeparator: \.isWhitespace).compactMap { $0.hasPrefix("w") ? Int($0.dropFirst()) : nil }
+        XCTAssertEqual(words, Array(1...150), all)
+        // What came after the resize is laid out at the new width.
+        let rows = all.split(separator: "\n")
+        for row in rows.drop(while: { !$0.contains("w140") }) {
+            XCTAssertLessThanOrEqual(row.count, 40, "\(row.debugDescription) is laid out at the old width:\n\(all)")
         }
-        for row in rows[continued...] {
-            XCTAssertLessThanOrEqual(row.count, 40, "\(row.debugDescription) is laid out at the old width:\n\(screen)")
-        }
-        // Nothing of the reply is lost: its words from the new header on follow each other.
-        let words = rows[continued...].joined(separator: " ").split(separator: " ").compactMap { $0.hasPrefix("w") ? Int($0.dropFirst()) : nil }
-        XCTAssertEqual(words, Array((words.first ?? 1)...150), screen)
     }
 }

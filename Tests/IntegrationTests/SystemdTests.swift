@@ -265,7 +265,7 @@ final class SystemdTests: XCTestCase {
         // A change in the counts reaches STATUS= on a later tick.
         let client = try harness.client()
         let update = try notify.take(until: "STATUS", timeout: 5).last!
-        XCTAssertEqual(update["STATUS"], "0 conversations, 1 clients, 0 streams", update.text)
+        XCTAssertEqual(update["STATUS"], "0 conversations, 1 client, 0 streams", update.text)
         client.close()
         daemon.signal(SIGTERM)
         XCTAssertEqual(daemon.wait(seconds: 10), 0)

@@ -61,9 +61,7 @@ final class ToolClientTests: TmuxTestCase {
 
     /// The history once the latest reply has ended: its last turn stored complete and asking
     /// for no more tools. A reply's first text is on screen long before its last arrives, and
-    /// whatever a screen prints meanwhile (a notice, a message) makes the reply go on under
-    /// `assistant (continued):` with its open block shown again, so a step that must not
-    /// interleave with a reply waits for this first.
+    /// a step whose output must come after the reply's waits for this first.
     @discardableResult
     private func waitForReplyStored(_ id: String, messages count: Int, timeout: Double = 10,
                                     file: StaticString = #filePath, line: UInt = #line) throws -> [JSON] {

@@ -164,13 +164,45 @@ final class MarkdownStreamTests: XCTestCase {
         XCTAssertEqual(markdown.update(), .init(committed: ["┌─", "│ 1", "│ 2"], live: ["└─"]))
     }
 
-    func testARestartShowsTheOpenBlockAgainAfterAHeader() {
+    func testASettledBlockGoesOnWithOnlyWhatItHadNotShown() {
         var markdown = stream()
-        markdown.append("first\n\nsecond\n")
-        XCTAssertEqual(markdown.update(), .init(committed: ["first"], live: ["", "second"]))
-        markdown.restart(firstColumn: 5)
-        // The blank row before the block is the rest of the header's row.
-        XCTAssertEqual(markdown.update(), .init(committed: [], live: ["", "second"]))
+        markdown.append("first\n\nsecond para")
+        XCTAssertEqual(markdown.update(), .init(committed: [], live: ["first", "", "second para"]))
+        markdown.settle(firstColumn: 5)
+        XCTAssertEqual(markdown.update(), .init(committed: [], live: []))
+        markdown.append("graph goes on\n\nthird\n")
+        // The rest of the paragraph starts on the header's row; the next block after a blank row.
+        XCTAssertEqual(markdown.update(), .init(committed: ["graph goes on"], live: ["", "third"]))
+        XCTAssertEqual(markdown.finish(), ["", "third"])
+    }
+
+    func testASettledStreamWithheldItsUnfinishedWord() {
+        var markdown = stream()
+        markdown.holdsPartialWords = true
+        markdown.append("one two thr")
+        XCTAssertEqual(markdown.update(), .init(committed: [], live: ["one two"]))
+        markdown.settle(firstColumn: 0)
+        markdown.append("ee four")
+        XCTAssertEqual(markdown.update(), .init(committed: [], live: ["three"]))
+        XCTAssertEqual(markdown.finish(), ["three four"])
+    }
+
+    func testTheRestOfALineThatWouldStartAListStaysText() {
+        var markdown = stream(width: 40)
+        markdown.append("8 ")
+        _ = markdown.update()
+        markdown.settle(firstColumn: 0)
+        markdown.append("- 3 = 5")
+        XCTAssertEqual(markdown.finish(), ["- 3 = 5"])
+    }
+
+    func testASettledCodeBlockGoesOnInAFrameOfItsOwn() {
+        var markdown = stream()
+        markdown.append("```swift\nlet a = 1\n")
+        XCTAssertEqual(markdown.update(), .init(committed: [], live: ["┌─ swift", "│ let a = 1", "└─"]))
+        markdown.settle(firstColumn: 0)
+        markdown.append("let b = 2\n```\nafter\n")
+        XCTAssertEqual(markdown.finish(), ["┌─ swift", "│ let b = 2", "└─", "", "after"])
     }
 }
 
