@@ -127,7 +127,7 @@ let package = Package(
         // The page's script and stylesheet are files (Sources/WebGateway/page), embedded in the
         // binary as byte arrays at build time: docs/architecture.md, "The browser gateway".
         .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "TOML", "Terminal", "WebConfig"],
-                resources: [.embedInCode("page/app.js"), .embedInCode("page/app.css")], swiftSettings: strict),
+                resources: [.embedInCode("page/app.js"), .embedInCode("page/app.css"), .embedInCode("page/favicon.svg")], swiftSettings: strict),
         .executableTarget(name: "confab-web", dependencies: [
             "WebGateway", "WebConfig", "ConfabProtocol", "Posix",
             .product(name: "Hummingbird", package: "hummingbird"),

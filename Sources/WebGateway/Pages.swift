@@ -17,6 +17,7 @@ public enum Pages {
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <meta name="referrer" content="no-referrer">
         <title>\(HTMLText.escape(title))</title>
+        <link rel="icon" href="/favicon.svg" type="image/svg+xml">
         <link rel="stylesheet" href="/app.css">
         <script src="/app.js" defer></script>
         </head>
@@ -29,36 +30,55 @@ public enum Pages {
     }
 
     public static let list = shell(title: "confab", body: """
-        <header><h1>confab</h1><span id="status" class="status">connecting…</span></header>
-        <main><div id="notice" class="notice" role="status"></div><ul id="conversations" class="conversations"></ul><p id="empty" class="empty" hidden>No conversations yet.</p></main>
+        <header><div class="bar"><h1>confab</h1><button id="new" class="new" type="button" hidden>New conversation</button><span id="status" class="status">connecting…</span></div></header>
+        <main><div class="column"><div id="notice" class="notice" role="status"></div><ul id="conversations" class="conversations"></ul><p id="empty" class="empty" hidden>No conversations yet.</p></div></main>
         """, attributes: "data-page=\"list\"")
 
     /// A conversation's page; `id` must already be checked (12 characters of the id alphabet).
     public static func conversation(id: String) -> String {
         shell(title: "confab", body: """
-            <header><a href="/" id="back" class="back" aria-label="All conversations">&#8592;</a><h1 id="title">…</h1><span id="presence" class="presence"></span><span id="status" class="status">connecting…</span></header>
+            <header><div class="bar"><a href="/" id="back" class="back" aria-label="All conversations">&#8592;</a><h1 id="title">…</h1><span id="presence" class="presence"></span><span id="status" class="status">connecting…</span></div></header>
             <main id="messages" class="messages"></main>
-            <footer>
+            <footer><div class="column">
             <div id="notice" class="notice" role="status"></div>
-            <div id="actions" class="actions"><button id="cancel" type="button" hidden>Stop</button><button id="retry" type="button" hidden>Retry</button><button id="continue" type="button" hidden>Continue</button></div>
+            <div id="actions" class="actions"><button id="cancel" type="button" hidden>Stop</button><button id="retry" type="button" hidden>Retry</button><button id="continue" type="button" hidden>Continue</button><button id="notify" type="button" hidden>Notify me</button></div>
             <form id="composer" class="composer"><textarea id="input" rows="2" placeholder="Message: Enter sends, Shift-Enter starts a new line"></textarea><button id="send" type="submit">Send</button></form>
-            </footer>
+            </div></footer>
             """, attributes: "data-page=\"conversation\" data-conversation=\"\(HTMLText.escape(id))\"")
     }
 
-    public static let unauthorized = """
+    /// A page of the gateway's own with no script: a title and a few words, styled by app.css.
+    static func plain(title: String, heading: String, body: String) -> String {
+        """
         <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>confab: not found</title></head>
-        <body><h1>Not found</h1><p>There is nothing here, or this link no longer works.</p></body></html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="referrer" content="no-referrer">
+        <title>\(HTMLText.escape(title))</title>
+        <link rel="icon" href="/favicon.svg" type="image/svg+xml">
+        <link rel="stylesheet" href="/app.css">
+        </head>
+        <body class="plain-page">
+        <main><div class="card-page"><h1>\(HTMLText.escape(heading))</h1>
+        \(body)
+        </div></main>
+        </body>
+        </html>
 
         """
+    }
 
-    public static let unavailable = """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>confab: not available</title></head>
-        <body><h1>Not available</h1><p>confabd could not hand over the file just now: try again in a moment.</p></body></html>
+    public static let unauthorized = plain(title: "confab: not found", heading: "Not found", body: """
+        <p>There is nothing here, or this link no longer works.</p>
+        <p>On the machine confab runs on, <code>confab web --url</code> prints the owner's link; \
+        <code>confab web share ID</code> makes a link to one conversation.</p>
+        """)
 
-        """
+    public static let unavailable = plain(title: "confab: not available", heading: "Not available", body: """
+        <p>confabd could not hand over the file just now: try again in a moment.</p>
+        """)
 
     /// The stylesheet and the script, from `page/app.css` and `page/app.js` beside this file:
     /// SwiftPM embeds them in the binary at build time (`resources: [.embedInCode(…)]` in
@@ -66,4 +86,6 @@ public enum Pages {
     /// executable still needs nothing beside it.
     public static let stylesheet: [UInt8] = PackageResources.app_css
     public static let script: [UInt8] = PackageResources.app_js
+    /// The tab's icon (`/favicon.svg`): served, as the CSP lets no `data:` image in.
+    public static let favicon: [UInt8] = PackageResources.favicon_svg
 }

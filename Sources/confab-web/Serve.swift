@@ -232,6 +232,11 @@ struct Gateway: Sendable {
             headers[.contentType] = "text/css; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Pages.stylesheet)))
         }
+        router.get("/favicon.svg") { _, _ -> Response in
+            var headers = Self.securityHeaders
+            headers[.contentType] = "image/svg+xml"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Pages.favicon)))
+        }
         router.ws("/ws") { request, _ in
             // Only this gateway's own pages are let in: the Origin must be one of its own
             // names (never compared with Host, which a rebound DNS name controls).
