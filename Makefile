@@ -82,6 +82,8 @@ $(MCP_VENV)/.installed: $(MCP_REQUIREMENTS)
 test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	scripts/check-syscalls.sh
 	SWIFT=$(SWIFT) scripts/check-modules.py
+	@# The page's script is parsed where node is at hand (it is not required).
+	@if command -v node >/dev/null 2>&1; then node --check Sources/WebGateway/page/app.js; fi
 	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) scripts/run-xctest.sh
 	scripts/long-checks.sh "$$($(SWIFT) build --show-bin-path)" $(POWERCUT_SHIM)

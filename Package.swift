@@ -136,7 +136,10 @@ let package = Package(
         // links, the [web] settings) in WebGateway, the server in confab-web.
         // `[web]` of the config file: read by confabd (which keeps and checks it) and by confab-web.
         .target(name: "WebConfig", dependencies: ["TOML"], swiftSettings: strict),
-        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "Terminal"], swiftSettings: strict),
+        // The page's script and stylesheet are files (Sources/WebGateway/page), embedded in the
+        // binary as byte arrays at build time: docs/architecture.md, "The browser gateway".
+        .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "Terminal"],
+                resources: [.embedInCode("page/app.js"), .embedInCode("page/app.css"), .embedInCode("page/favicon.svg")], swiftSettings: strict),
         .executableTarget(name: "confab-web", dependencies: [
             "WebGateway", "WebConfig", "ConfabProtocol", "ConfabLog", "Posix",
             .product(name: "Hummingbird", package: "hummingbird"),

@@ -95,6 +95,7 @@ extension ReplyRunner {
         run.approvalTimer?.close()
         run.approvalTimer = nil
         run.message.tool?.approval = allow ? .approved : .denied
+        run.message.tool?.decidedBy = client?.author()
         logger.info("conversation=\(conversation.id) call=\(run.call.id) \(allow ? "approved" : "denied") by \(client.map { "client=\($0.id)" } ?? "the approval timeout")")
         conversation.broadcast(allow ? .toolApproved(call: run.call.id, by: client?.info) : .toolDenied(call: run.call.id, by: client?.info))
         guard allow else {

@@ -436,9 +436,13 @@ public struct ToolResult: Equatable, Sendable {
     /// for this call, when that was not the owner: the call runs with the owner's secrets only
     /// once the owner has said yes, knowing who asked.
     public var requestedBy: Author?
+    /// Who answered the approval (`approved` or `denied`); nil while it waits, or when
+    /// nobody answered in time and the call was denied for it.
+    public var decidedBy: Author?
 
     public init(callID: String, name: String, httpStatus: Int? = nil, durationMilliseconds: Int? = nil,
-                approval: ToolApprovalState? = nil, truncated: Bool = false, requestedBy: Author? = nil) {
+                approval: ToolApprovalState? = nil, truncated: Bool = false, requestedBy: Author? = nil,
+                decidedBy: Author? = nil) {
         self.callID = callID
         self.name = name
         self.httpStatus = httpStatus
@@ -446,6 +450,7 @@ public struct ToolResult: Equatable, Sendable {
         self.approval = approval
         self.truncated = truncated
         self.requestedBy = requestedBy
+        self.decidedBy = decidedBy
     }
 }
 
@@ -545,6 +550,7 @@ public struct Message: Equatable, Sendable {
             if let approval = tool.approval { object["approval"] = .string(approval.rawValue) }
             if tool.truncated { object["truncated"] = .bool(true) }
             if let requester = tool.requestedBy { object["requested_by"] = requester.json }
+            if let decider = tool.decidedBy { object["decided_by"] = decider.json }
         }
         return .object(object)
     }
@@ -582,7 +588,8 @@ extension ToolResult {
         self.init(callID: callID, name: json["name"]?.string ?? "", httpStatus: json["http_status"]?.int,
                   durationMilliseconds: json["duration_ms"]?.int,
                   approval: json["approval"]?.string.flatMap(ToolApprovalState.init(rawValue:)),
-                  truncated: json["truncated"]?.bool == true, requestedBy: json["requested_by"].flatMap(Author.init(json:)))
+                  truncated: json["truncated"]?.bool == true, requestedBy: json["requested_by"].flatMap(Author.init(json:)),
+                  decidedBy: json["decided_by"].flatMap(Author.init(json:)))
     }
 }
 

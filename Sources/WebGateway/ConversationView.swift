@@ -13,7 +13,12 @@ import Terminal
 /// - `info`: `{conversation}`, renamed or reconfigured;
 /// - `retrying`: `{message, attempt, delay_ms}`;
 /// - a reply that thought has `reasoning`: `{text, seconds, thinking}` (drawn as a folded block);
-/// - `gone`: `{reason}`, deleted or no longer shared.
+/// - `gone`: `{reason}`, deleted or no longer shared;
+/// - `created`: `{conversation}`, on the list, the conversation its "New" made.
+///
+/// A message carries its `created` time, a reply its `model`, a failure its `error` in words
+/// (`errorWords`), a tool card its `state` as its label reads (`toolState`) and who decided
+/// its approval (`answered`: stored with the message, so a reload keeps it).
 public struct ConversationView: Sendable {
     public private(set) var info: ConversationInfo?
     private var messages: [String: Message] = [:]
@@ -172,7 +177,9 @@ public struct ConversationView: Sendable {
         if let author = message.author { object["author"] = .string(PersonName.shown(name: author.name, login: author.login)) }
         if message.supersededBy != nil { object["superseded"] = true }
         if message.isCutAtLengthLimit && message.status != .streaming { object["cut_off"] = true }
-        if let error = message.error { object["error"] = .string(error.code.rawValue + ": " + error.message) }
+        object["created"] = .string(message.created.description)
+        if message.role == .assistant, let model = message.model { object["model"] = .string(model) }
+        if let error = message.error { object["error"] = .string(Self.errorWords(error)) }
         if let replies = message.quickReplies, !replies.isEmpty {
             object["quick_replies"] = .array(replies.map(JSON.string))
         }
@@ -186,7 +193,14 @@ public struct ConversationView: Sendable {
                 if let status = tool.httpStatus { card["http_status"] = .int(status) }
                 if let duration = tool.durationMilliseconds { card["duration_ms"] = .int(duration) }
                 if let approval = tool.approval { card["approval"] = .string(approval.rawValue) }
-                if let answer = answers[tool.callID] { card["answered"] = .string(answer) }
+                card["state"] = .string(Self.toolState(message))
+                // Who decided: stored with the message (so after a reload too), else as this
+                // gateway saw it happen.
+                if let decider = tool.decidedBy, let approval = tool.approval, approval != .pending {
+                    card["answered"] = .string(approval.rawValue + " by " + PersonName.shown(name: decider.name, login: decider.login))
+                } else if let answer = answers[tool.callID] {
+                    card["answered"] = .string(answer)
+                }
                 if tool.truncated { card["truncated"] = true }
             }
             object["tool"] = .object(card)
@@ -206,6 +220,44 @@ public struct ConversationView: Sendable {
         }
         if let by = answers["cancel:" + message.id] { object["cancelled_by"] = .string(by) }
         return .object(object)
+    }
+
+    /// A tool card's state, in the words its label shows.
+    public static func toolState(_ message: Message) -> String {
+        switch message.status {
+        case .streaming: return message.tool?.approval == .pending ? "waiting for approval" : "running"
+        case .complete: return "done"
+        case .failed: return message.error?.code == .toolDenied ? "denied" : "failed"
+        case .cancelled: return "cancelled"
+        case .interrupted: return "interrupted"
+        }
+    }
+
+    /// A failure as a person reads it: what happened in words, then the daemon's own message
+    /// (the code stays for the terminal's `--json`).
+    public static func errorWords(_ error: MessageError) -> String {
+        let headline: String
+        switch error.code {
+        case .upstreamAuth: headline = "The model server refused the credentials"
+        case .rateLimited: headline = "The model server is rate limiting: try again later"
+        case .upstreamHTTP: headline = "The model server answered with an error" + (error.status.map { " (HTTP \($0))" } ?? "")
+        case .upstreamError: headline = "The model server reported an error while replying"
+        case .upstreamConnection: headline = "The model server could not be reached"
+        case .upstreamTimeout: headline = "The model server stopped answering"
+        case .upstreamProtocol: headline = "The model server's answer could not be read"
+        case .notConfigured: headline = "The model server is not configured"
+        case .storage: headline = "The reply could not be saved"
+        case .contextTooLarge: headline = "The conversation is too long for the model's context"
+        case .toolRounds: headline = "The model asked for tools too many times in one reply"
+        case .thinkingExhausted: headline = "The model used all its tokens thinking and wrote no answer"
+        case .toolArguments: headline = "The model called the tool with arguments it does not take"
+        case .toolUnavailable: headline = "The model asked for a tool this conversation does not offer"
+        case .toolDenied: headline = "The call was not made"
+        case .toolTimeout: headline = "The tool did not answer in time"
+        case .toolConnection: headline = "The tool could not be reached"
+        case .toolError: headline = "The tool reported an error"
+        }
+        return headline + ". " + error.message
     }
 
     /// The conversation list as a page shows it, with who is attached to each and whether a

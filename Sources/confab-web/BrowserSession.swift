@@ -285,12 +285,13 @@ actor BrowserSession {
         return false
     }
 
-    /// One action from the page: `{"op": "send"|"cancel"|"retry"|"continue"|"approve"|"download", …}`.
+    /// One action from the page: `{"op": "send"|"cancel"|"retry"|"continue"|"approve"|"download", …}`,
+    /// or from the list: `{"op": "create"|"rename"|"delete", …}`.
     func pageAction(_ text: String) async throws {
         guard let action = try? JSON.parse(text), let op = action["op"]?.string else { return }
-        guard let conversation else { return }
         // The link is checked again at every action, not only at the upgrade.
         guard store.access(for: token) != nil else { throw Close.page(code: 4403, reason: "This link no longer works.") }
+        guard let conversation else { return try await listAction(op, action) }
         let target: JSON = .string(conversation)
         let method: RPCMethod
         var params: JSON = ["conversation": target]
@@ -329,6 +330,36 @@ actor BrowserSession {
         }
         do {
             _ = try await call(method, params)
+        } catch let error as RPCError {
+            await notice(error.message)
+        }
+    }
+
+    /// The list's own actions: start, rename and delete a conversation. The owner's alone
+    /// (a share link's page has no list, and the WebSocket without a conversation is the
+    /// owner's only; checked here again all the same).
+    private func listAction(_ op: String, _ action: JSON) async throws {
+        guard access.isOwner else {
+            logger.info("refused a list action (\(op)) from a share link")
+            return
+        }
+        do {
+            switch op {
+            case "create":
+                let result = try await call(.conversationCreate, [:])
+                guard let id = result["conversation"]?["id"]?.string, ConversationID.isValid(id) else { return }
+                await show(["type": "created", "conversation": .string(id)])
+            case "rename":
+                guard let id = action["conversation"]?.string, ConversationID.isValid(id),
+                      let title = action["title"]?.string, !title.isEmpty else { return }
+                _ = try await call(.conversationRename, ["conversation": .string(id), "title": .string(title)])
+            case "delete":
+                guard let id = action["conversation"]?.string, ConversationID.isValid(id) else { return }
+                _ = try await call(.conversationDelete, ["conversation": .string(id)])
+            default:
+                return
+            }
+            try await refreshList()
         } catch let error as RPCError {
             await notice(error.message)
         }

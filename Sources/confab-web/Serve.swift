@@ -240,12 +240,17 @@ struct Gateway: Sendable {
         router.get("/app.js") { _, _ -> Response in
             var headers = Self.securityHeaders
             headers[.contentType] = "text/javascript; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: Pages.script)))
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Pages.script)))
         }
         router.get("/app.css") { _, _ -> Response in
             var headers = Self.securityHeaders
             headers[.contentType] = "text/css; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: Pages.stylesheet)))
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Pages.stylesheet)))
+        }
+        router.get("/favicon.svg") { _, _ -> Response in
+            var headers = Self.securityHeaders
+            headers[.contentType] = "image/svg+xml"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Pages.favicon)))
         }
         router.ws("/ws") { request, _ in
             // Only this gateway's own pages are let in: the Origin must be one of its own

@@ -300,6 +300,17 @@ final class ToolTests: XCTestCase {
         let unanswered = try follow(asker, try XCTUnwrap(third["reply"]?.string))
         let timedOut = try XCTUnwrap(unanswered.first { $0.method == "tool.denied" }?.params)
         XCTAssertEqual(timedOut["client"], .null)
+
+        // Who decided is stored with each call's message: there after a restart, none for the
+        // call nobody answered.
+        XCTAssertEqual(result["decided_by"]?["name"]?.string, "approver")
+        XCTAssertEqual(deniedResult["decided_by"]?["name"]?.string, "approver")
+        try harness.restartDaemon()
+        let reader = try harness.client(name: "reader")
+        let stored = try reader.call("conversation.attach", ["conversation": .string(id), "history": 100])["messages"]?.array ?? []
+        let tools = stored.filter { $0["role"]?.string == "tool" }
+        XCTAssertEqual(tools.map { $0["approval"]?.string }, ["approved", "denied", "denied"])
+        XCTAssertEqual(tools.map { $0["decided_by"]?["name"]?.string }, ["approver", "approver", nil])
     }
 
     func testAHangingToolTimesOutAndAHugeAnswerIsCut() throws {

@@ -64,6 +64,49 @@ final class ConversationViewTests: XCTestCase {
         XCTAssertEqual(timedOut.first?["message"]?["tool"]?["answered"]?.string, "denied: nobody answered in time")
     }
 
+    func testToolCardsAreNamedByTheirStateAndKeepWhoDecidedAfterAReload() {
+        func tool(_ status: MessageStatus, _ approval: ToolApprovalState?, error: ReplyErrorCode? = nil, decidedBy: Author? = nil) -> Message {
+            Message(id: "m2.1", conversation: "k3v9q2m8x7ad", role: .tool, content: "", status: status, created: created,
+                    error: error.map { MessageError(code: $0, message: "the user denied this call, so it was not made") },
+                    tool: ToolResult(callID: "call_1", name: "guarded", approval: approval, decidedBy: decidedBy))
+        }
+        XCTAssertEqual(ConversationView.toolState(tool(.streaming, .pending)), "waiting for approval")
+        XCTAssertEqual(ConversationView.toolState(tool(.streaming, .approved)), "running")
+        XCTAssertEqual(ConversationView.toolState(tool(.streaming, nil)), "running")
+        XCTAssertEqual(ConversationView.toolState(tool(.complete, .approved)), "done")
+        XCTAssertEqual(ConversationView.toolState(tool(.failed, nil, error: .toolTimeout)), "failed")
+        XCTAssertEqual(ConversationView.toolState(tool(.failed, .denied, error: .toolDenied)), "denied")
+        // A fresh view (a reload) knows who decided from the stored message alone.
+        let ana = Author(uid: 1000, login: "ana", name: "web:phone", clientID: "c3")
+        var view = ConversationView(role: "owner")
+        let state = view.load(AttachResult(json: [
+            "messages": [tool(.complete, .approved, decidedBy: ana).json], "clients": [],
+        ]))
+        let card = state["messages"]?.array?.first?["tool"]
+        XCTAssertEqual(card?["answered"]?.string, "approved by web:phone (ana)")
+        XCTAssertEqual(card?["state"]?.string, "done")
+        let denied = view.load(AttachResult(json: [
+            "messages": [tool(.failed, .denied, error: .toolDenied, decidedBy: ana).json], "clients": [],
+        ]))
+        XCTAssertEqual(denied["messages"]?.array?.first?["tool"]?["answered"]?.string, "denied by web:phone (ana)")
+        XCTAssertEqual(denied["messages"]?.array?.first?["tool"]?["state"]?.string, "denied")
+    }
+
+    func testErrorsAreInWordsAndRepliesCarryTheirTimeAndModel() {
+        var view = ConversationView(role: "owner")
+        var failed = reply("m2", "", status: .failed)
+        failed.model = "mock-gpt"
+        failed.error = MessageError(code: .upstreamHTTP, message: "HTTP 500: overloaded", status: 500)
+        let shown = view.apply(.messageCreated(failed)).first?["message"]
+        XCTAssertEqual(shown?["error"]?.string, "The model server answered with an error (HTTP 500). HTTP 500: overloaded")
+        XCTAssertFalse(shown?["error"]?.string?.contains("upstream_http") ?? true)
+        XCTAssertEqual(shown?["model"]?.string, "mock-gpt")
+        XCTAssertEqual(shown?["created"]?.string, created.description)
+        for code in ReplyErrorCode.allCases {
+            XCTAssertFalse(ConversationView.errorWords(MessageError(code: code, message: "m")).contains(code.rawValue), code.rawValue)
+        }
+    }
+
     func testStateOrdersMessagesAndCarriesTheRole() {
         var view = ConversationView(role: "read")
         let state = view.load(AttachResult(json: [

@@ -866,7 +866,7 @@ def test_pages_show_the_login_beside_a_chosen_name(world, owner):
         assert login and login != "root"
         shown = "root@pts/0 (%s)" % login
         wait_for(lambda: shown in page.text_content("#presence"), "the other user's client in here:")
-        page.wait_for_selector(".msg.user .meta:text-is('%s')" % shown)
+        page.wait_for_selector(".msg.user .meta .who:text-is('%s')" % shown)
         assert "root@pts/0," not in page.text_content("#presence") + ","
     finally:
         impostor.stdin.close()
