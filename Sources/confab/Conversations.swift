@@ -337,9 +337,9 @@ struct Remove: ClientCommand {
         let connection = try Connection.start(socketPath, command: "rm")
         let conversation = try connection.resolveConversation(id)
         if !force, isatty(0) != 0, isatty(2) != 0 {
-            let info = try connection.call(.conversationGet, ["conversation": .string(conversation)])["conversation"]
-            let title = SafeText.singleLine(info?["title"]?.string ?? "untitled")
-            let count = Words.count(info?["message_count"]?.int ?? 0, "message")
+            let info = try connection.call(GetCall.self, ConversationTarget(conversation: conversation)).conversation
+            let title = SafeText.singleLine(info.title)
+            let count = Words.count(info.messageCount, "message")
             var question = "delete \"\(title)\" (\(conversation), \(count))? [y/N] "
             _ = question.withUTF8 { Out.writeAll(2, UnsafeRawBufferPointer($0)) }
             let answer = Self.readLine().lowercased()
@@ -348,7 +348,7 @@ struct Remove: ClientCommand {
                 throw Failure.exit(1)
             }
         }
-        _ = try connection.call(.conversationDelete, ["conversation": .string(conversation)])
+        _ = try connection.call(DeleteCall.self, ConversationTarget(conversation: conversation))
     }
 
     /// One line from standard input, without its newline.
@@ -374,8 +374,7 @@ struct Cancel: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "cancel")
         let conversation = try connection.resolveConversation(id)
-        let result = try connection.call(.generationCancel, ["conversation": .string(conversation)])
-        if CancelResult(json: result).cancelled == nil {
+        if try connection.call(CancelCall.self, CancelParams(conversation: conversation)).cancelled == nil {
             throw Failure.message("nothing to cancel")
         }
     }
