@@ -58,7 +58,8 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 	@mkdir -p $(dir $@)
 	$(SHIM_CC) -shared -fPIC -O2 -Wall -Werror -o $@ scripts/powercut/shim.c -ldl -lpthread
 
-# First, system calls only in the wrapper modules (scripts/check-syscalls.sh). One debug build
+# First, system calls only in the wrapper modules (scripts/check-syscalls.sh) and no
+# string-keyed params read in the daemon (scripts/check-typed-params.sh). One debug build
 # serves every test target; XCTest is the runner. Then the short runs of the
 # long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop, 10 power cuts,
 # a 1-minute soak; a few minutes together), each one line unless it fails. Last, confab-web
@@ -79,6 +80,7 @@ $(MCP_VENV)/.installed: $(MCP_REQUIREMENTS)
 
 test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	scripts/check-syscalls.sh
+	scripts/check-typed-params.sh
 	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) scripts/run-xctest.sh
 	scripts/long-checks.sh "$$($(SWIFT) build --show-bin-path)" $(POWERCUT_SHIM)
