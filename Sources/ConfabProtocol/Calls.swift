@@ -379,7 +379,7 @@ public struct HistoryResult: RPCObject {
         self.more = more
     }
     public mutating func fields(_ f: inout RPCFields) throws(RPCError) {
-        try f.values("messages", &messages)
+        try f.knownValues("messages", &messages)
         try f.bool("more", &more)
     }
 }
