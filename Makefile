@@ -58,7 +58,8 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 	@mkdir -p $(dir $@)
 	$(SHIM_CC) -shared -fPIC -O2 -Wall -Werror -o $@ scripts/powercut/shim.c -ldl -lpthread
 
-# First, system calls only in the wrapper modules (scripts/check-syscalls.sh), and the module
+# First, system calls only in the wrapper modules (scripts/check-syscalls.sh), no
+# string-keyed params read in the daemon (scripts/check-typed-params.sh), and the module
 # graph as Package.swift declares it, as docs/architecture.md's map says, and as its rules
 # want it (scripts/check-modules.py: values below behaviour, the imports declared). One debug build
 # serves every test target; XCTest is the runner. Then the short runs of the
@@ -81,6 +82,7 @@ $(MCP_VENV)/.installed: $(MCP_REQUIREMENTS)
 
 test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	scripts/check-syscalls.sh
+	scripts/check-typed-params.sh
 	SWIFT=$(SWIFT) scripts/check-modules.py
 	@# The page's script is parsed where node is at hand (it is not required).
 	@if command -v node >/dev/null 2>&1; then node --check Sources/WebGateway/page/app.js; fi

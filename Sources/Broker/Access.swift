@@ -60,34 +60,11 @@ public enum MethodAccess: Equatable, Sendable {
     /// named, the owner's).
     case needs(Permission)
 
-    public static func of(_ method: RPCMethod) -> MethodAccess {
-        switch method {
-        // A blob belongs to the connection that stored it until a message it may send names it.
-        case .hello, .status, .conversationList, .conversationSearch, .blobPut:
-            return .anyone
-        case .conversationGet, .conversationAttach, .conversationDetach, .conversationHistory, .attachmentGet:
-            return .needs(.read)
-        case .messageSend, .generationCancel, .messageRegenerate, .messageEdit, .messageContinue:
-            return .needs(.write)
-        // Run with the owner's secrets or settings, or change what exists and who sees it.
-        case .conversationCreate, .conversationConfigure, .conversationRename, .conversationDelete, .conversationFork,
-             .toolApprove, .conversationShare, .conversationUnshare, .modelsList, .profilesList:
-            return .needs(.owner)
-        // Tool descriptions and server errors may hold the owner's paths and settings; a
-        // restart ends calls in flight in every conversation.
-        case .toolsList, .mcpRestart:
-            return .needs(.owner)
-        }
-    }
+    /// The role column of the method table (`MethodRow`).
+    public static func of(_ method: RPCMethod) -> MethodAccess { MethodRow.of(method).access }
 
     /// Names the conversation it acts on (`conversation` in its params).
-    public static func isAboutOneConversation(_ method: RPCMethod) -> Bool {
-        switch method {
-        case .hello, .status, .conversationList, .conversationSearch, .conversationCreate, .modelsList, .profilesList, .blobPut: false
-        case .toolsList, .mcpRestart: false
-        default: true
-        }
-    }
+    public static func isAboutOneConversation(_ method: RPCMethod) -> Bool { MethodRow.of(method).isAboutOneConversation }
 }
 
 extension RPCError {

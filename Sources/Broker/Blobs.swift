@@ -35,8 +35,8 @@ extension Broker {
     /// `blob.put`: a chunk of a new or running upload; with `final`, the whole file checked,
     /// typed from its bytes and stored. Chunks are answered at once, the final one once the
     /// blob is durable (in `later()`'s place).
-    func blobPut(_ params: Params, _ client: ClientSession, now respond: @escaping Respond, later: () -> Respond) throws(RPCError) {
-        let text = try params.string("data")
+    func blobPut(_ params: BlobPutParams, _ client: ClientSession, now respond: @escaping Respond, later: () -> Respond) throws(RPCError) {
+        let text = params.data
         // Checked before decoding too: a line of many megabytes of base64 is not decoded to be refused.
         guard text.utf8.count <= (AttachmentLimits.maxChunkBytes + 2) / 3 * 4 else {
             throw .invalidParams("parameter \"data\" holds more than \(AttachmentLimits.maxChunkBytes) bytes: send the file in chunks of at most 1 MiB")
@@ -47,10 +47,10 @@ extension Broker {
         guard chunk.count <= AttachmentLimits.maxChunkBytes else {
             throw .invalidParams("parameter \"data\" holds more than \(AttachmentLimits.maxChunkBytes) bytes: send the file in chunks of at most 1 MiB")
         }
-        let isFinal = try params.optionalBool("final") ?? false
+        let isFinal = params.isFinal ?? false
         let id: String
         let upload: BlobUpload
-        if let given = try params.optionalString("upload") {
+        if let given = params.upload {
             guard let running = client.uploads[given] else {
                 throw .invalidParams("no upload \"\(given)\" in progress on this connection (an upload ends with its final chunk, "
                     + "when refused, or after \(limits.uploadIdleSeconds) seconds without a chunk)")
@@ -78,7 +78,7 @@ extension Broker {
             throw RPCError(code: RPCError.limitReached, message: "file too large: \(limit); the upload is dropped")
         }
         guard isFinal else {
-            respond(.success(["upload": .string(id), "size": .int(upload.bytes.count)]))
+            respond(.success(BlobPutResult(upload: id, size: upload.bytes.count).json))
             return
         }
         client.uploads[id] = nil
@@ -107,7 +107,7 @@ extension Broker {
                     client.unsentBlobBytes += bytes.count
                 }
                 logger.info("client=\(client.id) stored blob=\(digest) type=\(type.rawValue) bytes=\(bytes.count)")
-                answer(.success(["attachment": ["type": .string(type.rawValue), "size": .int(bytes.count), "sha256": .string(digest)]]))
+                answer(.success(BlobPutResult(attachment: StoredFile(type: type, size: bytes.count, sha256: digest)).json))
             }
         }
     }
@@ -184,22 +184,14 @@ extension Broker {
 
     /// The attachments a `message.send` names (`attachments: [{name, sha256}]`), each a blob
     /// this connection stored, within the count and size limits.
-    func attachments(_ params: Params, _ client: ClientSession) throws(RPCError) -> [Attachment] {
-        guard let value = params.members["attachments"], !value.isNull else { return [] }
-        guard case .array(let items) = value else {
-            throw .invalidParams("parameter \"attachments\" must be an array of {name, sha256}, got \(value.typeName)")
-        }
-        guard items.count <= AttachmentLimits.maxCount else {
-            throw RPCError(code: RPCError.limitReached, message: "too many attachments: at most \(AttachmentLimits.maxCount) on one message")
-        }
+    func attachments(_ refs: [AttachmentRef], _ client: ClientSession) throws(RPCError) -> [Attachment] {
         var attachments: [Attachment] = []
         var total = 0
-        for (index, item) in items.enumerated() {
+        for (index, ref) in refs.enumerated() {
             let at = "attachments[\(index)]"
-            guard case .object = item else { throw .invalidParams("parameter \"\(at)\" must be an object {name, sha256}") }
-            guard let name = item["name"]?.string else { throw .invalidParams("parameter \"\(at).name\" must be a string") }
+            let (name, digest) = (ref.name, ref.sha256)
             if let problem = DisplayName.fileNameProblem(name) { throw .invalidParams("parameter \"\(at).name\" \(problem)") }
-            guard let digest = item["sha256"]?.string, Attachment.isDigest(digest) else {
+            guard Attachment.isDigest(digest) else {
                 throw .invalidParams("parameter \"\(at).sha256\" must be 64 lowercase hex digits")
             }
             guard let stored = client.storedBlobs[digest] else {
@@ -216,19 +208,19 @@ extension Broker {
     }
 
     /// `attachment.get`: up to 1 MiB of one attachment of a message, from `offset`, in base64.
-    func attachmentGet(_ conversation: Conversation, _ params: Params, _ respond: @escaping Respond) throws(RPCError) {
-        let id = try params.string("message")
+    func attachmentGet(_ conversation: Conversation, _ params: AttachmentGetParams, _ respond: @escaping Respond) throws(RPCError) {
+        let id = params.message
         guard MessageID.order(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
         guard let message = conversation.messages.first(where: { $0.id == id }) else {
             throw .notFound("no message \(id) in conversation \(conversation.id)")
         }
         let attachments = message.attachments ?? []
-        guard let index = try params.optionalInt("index", in: 0...Int(Int32.max)) else { throw .invalidParams("missing parameter \"index\"") }
+        let index = params.index
         guard index < attachments.count else {
             throw .notFound("message \(id) has \(attachments.count) attachment\(attachments.count == 1 ? "" : "s"): no index \(index)")
         }
         let attachment = attachments[index]
-        let offset = try params.optionalInt("offset", in: 0...Int.max) ?? 0
+        let offset = params.offset ?? 0
         guard offset <= attachment.size else {
             throw .invalidParams("parameter \"offset\" is past the attachment's end (\(attachment.size) bytes)")
         }
@@ -245,8 +237,7 @@ extension Broker {
                                               message: "storage failed: the stored file is shorter than the attachment says")))
                     return
                 }
-                respond(.success(["attachment": attachment.json, "offset": .int(offset), "data": .string(Base64.encode(bytes)),
-                                  "more": .bool(more)]))
+                respond(.success(AttachmentGetResult(attachment: attachment, offset: offset, data: Base64.encode(bytes), more: more).json))
             }
         }
     }

@@ -66,7 +66,8 @@ public final class Broker {
     var presenceBudgets: [String: PresenceBudget] = [:]
     private var nextClientNumber = 1
     private let startedAt: UInt64
-    private(set) var isStopping = false
+    /// Set by `shutdown` (and by a test that asks what a stopping daemon still takes).
+    var isStopping = false
     private var listeners: [UnixListener] = []
     let ownUID = UInt32(getuid())
     /// Why no blob is collected until the next start: a log on disk did not load, and what it

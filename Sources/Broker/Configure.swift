@@ -5,7 +5,7 @@ import LogStore
 extension Broker {
     /// `conversation.configure`: new settings for the replies that start after it. A reply in
     /// flight keeps the request it was started with.
-    func configure(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func configure(_ conversation: Conversation, _ params: ConfigureParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
         let settings = try settings(for: conversation, params)
         conversation.log.append([.settings(settings)]) { [unowned self] error in
             if let error {
@@ -24,16 +24,16 @@ extension Broker {
             conversation.profile = header.profile
             conversation.params = header.params
             logger.info("conversation=\(conversation.id) configured client=\(client.id) model=\(header.model)\(header.profile.map { " profile=\($0)" } ?? "")")
-            respond(.success(["conversation": conversation.info.json]))
+            respond(.success(ConversationResult(conversation: conversation.info).json))
             conversation.broadcast(.conversationUpdated(conversation.info, by: client.info))
         }
     }
 
     /// The record a configure call writes, checked as `conversation.create` checks the same values.
-    private func settings(for conversation: Conversation, _ params: Params) throws(RPCError) -> ConversationSettings {
+    private func settings(for conversation: Conversation, _ params: ConfigureParams) throws(RPCError) -> ConversationSettings {
         var settings = ConversationSettings()
         var profile: Profile?
-        if let name = try params.optionalString("profile") {
+        if let name = params.profile {
             guard let named = profiles[name] else {
                 let known = profiles.sorted.map(\.name)
                 throw .invalidParams("parameter \"profile\": no profile \"\(name)\": "
@@ -50,7 +50,7 @@ extension Broker {
         guard let provider = providers[conversation.provider] else {
             throw .invalidParams("this conversation's provider \"\(conversation.provider)\" is no longer configured")
         }
-        if let model = try params.optionalString("model") {
+        if let model = params.model {
             guard !model.isEmpty, model.count <= 200, !model.contains(where: { $0.isWhitespace }) else {
                 throw .invalidParams("parameter \"model\" must be 1 to 200 characters without spaces")
             }
@@ -58,20 +58,13 @@ extension Broker {
         } else if let profile {
             settings.model = profile.model ?? provider.config.model
         }
-        if params.members["system"] != nil {
+        if let system = params.system {
             // Given as null or "": no system prompt from now on.
-            settings.system = try params.optionalString("system") ?? ""
+            settings.system = system
         } else if let profile {
             settings.system = profile.system ?? ""
         }
-        var given: SamplingParameters?
-        if let value = params.members["params"], !value.isNull {
-            do {
-                given = try SamplingParameters(json: value, prefix: "params.")
-            } catch {
-                throw .invalidParams("parameter \(error.message)")
-            }
-        }
+        let given = params.params
         if let profile {
             settings.params = profile.params.overridden(by: given ?? SamplingParameters())
         } else if let given {

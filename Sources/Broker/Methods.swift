@@ -45,73 +45,22 @@ extension Broker {
             guard let known = RPCMethod(rawValue: method) else {
                 throw RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
             }
+            let row = MethodRow.of(known)
             // The owner may call anything; another user's calls are checked against the role
             // table here, and again by `on` when a call waited for its conversation.
             if known != .hello { client.hasCalled = true }
-            if !isOwner(client), case .needs(let needed) = MethodAccess.of(known) {
-                try authorize(known, needs: needed, params, client)
+            if !isOwner(client), case .needs(let needed) = row.access {
+                try authorize(known, row, needs: needed, params, client)
             }
-            switch known {
-            case .hello:
-                let answer: Result<JSON, RPCError>
-                do throws(RPCError) { answer = .success(try hello(params, client)) } catch { answer = .failure(error) }
-                respond(answer)
-                // Past its class's bound: told why, then hung up (the slot was only lent).
-                if case .failure(let error) = answer, error.code == RPCError.limitReached {
-                    logger.warning("client=\(client.id) refused at hello: \(error.message)")
-                    client.finish(reason: error.message)
+            if row.refusedWhileStopping { try refuseWhenStopping() }
+            switch row.run {
+            case .plain(let run):
+                let answer: Respond = row.answer == .inPlace ? later() : respond
+                try run(self, MethodRow.Call(params: params, client: client, respond: answer, later: later))
+            case .on(let readiness, let run):
+                try on(params, known, row, readiness, client, now: row.answer == .inPlace ? later : { respond }, later: later) { [unowned self] c, answer throws(RPCError) in
+                    try run(self, c, MethodRow.Call(params: params, client: client, respond: answer, later: later))
                 }
-            case .status: respond(.success(status(for: client)))
-            case .conversationCreate: try create(params, client, later())
-            case .profilesList: respond(.success(profilesList()))
-            case .conversationList: respond(.success(try list(params, client)))
-            case .conversationGet: respond(.success(["conversation": try conversation(params).info.json]))
-            case .conversationRename:
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try rename(c, params, client, respond) }
-            case .conversationConfigure:
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try configure(c, params, client, respond) }
-            case .conversationDelete:
-                try on(params, known, client, needsMessages: false, now: later, later: later) { [unowned self] c, respond throws(RPCError) in delete(c, respond) }
-            case .conversationAttach:
-                try on(params, known, client, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try attach(c, params, client))) }
-            case .conversationDetach:
-                try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(detach(c, client))) }
-            case .conversationHistory:
-                try on(params, known, client, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try history(c, params))) }
-            case .messageSend:
-                try refuseWhenStopping()
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try send(c, params, client, respond) }
-            case .messageRegenerate:
-                try refuseWhenStopping()
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try regenerate(c, client, respond) }
-            case .messageEdit:
-                try refuseWhenStopping()
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try edit(c, params, client, respond) }
-            case .messageContinue:
-                try refuseWhenStopping()
-                try on(params, known, client, needsMessages: true, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try continueReply(c, client))) }
-            case .conversationFork:
-                try refuseWhenStopping()
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try fork(c, params, client, respond) }
-            case .conversationSearch: try search(params, client, later())
-            case .modelsList:
-                try refuseWhenStopping()
-                try listModels(params, later())
-            case .toolApprove:
-                try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try approve(c, params, client))) }
-            case .conversationShare:
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try share(c, params, client, respond) }
-            case .conversationUnshare:
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try unshare(c, params, client, respond) }
-            case .generationCancel:
-                try on(params, known, client, needsMessages: false, now: { respond }, later: later) { [unowned self] c, respond throws(RPCError) in respond(.success(try cancel(c, params, client))) }
-            case .blobPut:
-                try refuseWhenStopping()
-                try blobPut(params, client, now: respond, later: later)
-            case .attachmentGet:
-                try on(params, known, client, needsMessages: true, now: later, later: later) { [unowned self] c, respond throws(RPCError) in try attachmentGet(c, params, respond) }
-            case .toolsList: try listTools(params, later())
-            case .mcpRestart: try restartMCPServer(params, client, later())
             }
         } catch {
             // A method that reserved its place and then refused its params answers in that place.
@@ -127,10 +76,17 @@ extension Broker {
 
     /// Runs a method on the conversation the params name once it is ready for it (see
     /// `whenReady`): at once, answering through `now()`, or after the requests before it,
-    /// answering in a place in the client's outbox held by `later()` meanwhile.
-    private func on(_ params: Params, _ known: RPCMethod, _ client: ClientSession, needsMessages: Bool, now: () -> Respond, later: () -> Respond,
+    /// answering in a place in the client's outbox held by `later()` meanwhile. One that waited
+    /// is checked again: the conversation may have been unshared or deleted, or shutdown begun.
+    private func on(_ params: Params, _ known: RPCMethod, _ row: MethodRow, _ readiness: MethodRow.Readiness, _ client: ClientSession,
+                    now: () -> Respond, later: () -> Respond,
                     _ method: @escaping (Conversation, @escaping Respond) throws(RPCError) -> Void) throws(RPCError) {
         let conversation = try conversation(params)
+        if readiness == .asIs {
+            try method(conversation, now())
+            return
+        }
+        let needsMessages = readiness == .messages
         if isReady(conversation, needsMessages: needsMessages) {
             conversation.lastUsed = loop.now
             try method(conversation, now())
@@ -142,7 +98,8 @@ extension Broker {
             guard !conversation.isDeleted else { return answer(.failure(.notFound("no conversation \(conversation.id)"))) }
             do throws(RPCError) {
                 // Unshared, or made read-only, while the call waited.
-                if case .needs(let needed) = MethodAccess.of(known) { try permit(known, needs: needed, on: conversation, client) }
+                if case .needs(let needed) = row.access { try permit(known, needs: needed, on: conversation, client) }
+                if row.refusedWhileStopping { try refuseWhenStopping() }
                 try method(conversation, answer)
             } catch {
                 answer(.failure(error))
@@ -155,8 +112,8 @@ extension Broker {
     /// Refuses a call of another user that its role on the conversation named (or, with none
     /// named, its not being the owner) does not allow. A conversation it cannot see is one
     /// that does not exist, as far as it can tell.
-    private func authorize(_ method: RPCMethod, needs: Permission, _ params: Params, _ client: ClientSession) throws(RPCError) {
-        guard MethodAccess.isAboutOneConversation(method) else { throw RPCError.notPermitted(method, has: nil, needs: needs) }
+    private func authorize(_ method: RPCMethod, _ row: MethodRow, needs: Permission, _ params: Params, _ client: ClientSession) throws(RPCError) {
+        guard row.isAboutOneConversation else { throw RPCError.notPermitted(method, has: nil, needs: needs) }
         try permit(method, needs: needs, on: try conversation(params), client)
     }
 
@@ -176,7 +133,7 @@ extension Broker {
     func isOwner(_ client: ClientSession) -> Bool { client.credentials.uid == ownUID && client.link == nil }
 
     private func conversation(_ params: Params) throws(RPCError) -> Conversation {
-        let id = try params.string("conversation")
+        let id = try ConversationTarget(params).conversation
         guard ConversationID.isValid(id) else {
             throw .invalidParams("parameter \"conversation\" is not a conversation id (12 characters of 0-9 and a-z without i, l, o, u)")
         }
@@ -216,14 +173,26 @@ extension Broker {
 
     // MARK: - Methods
 
-    private func hello(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
-        let program = try params.optionalString("client") ?? ""
+    /// `hello`, answered at once; past its class's bound, the client is told why and hung up
+    /// (the slot was only lent).
+    func hello(_ call: MethodRow.Call) {
+        let answer: Result<JSON, RPCError>
+        do throws(RPCError) { answer = .success(try hello(HelloParams(call.params), call.client).json) } catch { answer = .failure(error) }
+        call.respond(answer)
+        if case .failure(let error) = answer, error.code == RPCError.limitReached {
+            logger.warning("client=\(call.client.id) refused at hello: \(error.message)")
+            call.client.finish(reason: error.message)
+        }
+    }
+
+    func hello(_ params: HelloParams, _ client: ClientSession) throws(RPCError) -> HelloResult {
+        let program = params.client ?? ""
         if let problem = DisplayName.characterProblem(program) { throw .invalidParams("parameter \"client\" \(problem)") }
         client.clientName = DisplayName.programName(program)
-        let name = try params.optionalString("name")
+        let name = params.name
         if let name, let problem = DisplayName.problem(name) { throw .invalidParams("parameter \"name\" \(problem)") }
-        let grant = try linkGrant(params, client)
-        let gateway = try params.optionalBool("gateway") ?? false
+        let grant = try linkGrant(params.link, client)
+        let gateway = params.gateway ?? false
         if (gateway || grant != nil) && !client.isGatewayClass {
             if let refusal = gatewayLimit(for: client, link: grant?.id) { throw refusal }
             client.declareGateway()
@@ -233,23 +202,17 @@ extension Broker {
             logger.info("client=\(client.id) is share link \(grant.id) (\(grant.role.rawValue) on conversation=\(grant.conversation))")
         }
         if let name { client.name = name }
-        return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
-                "client_id": .string(client.id),
-                "user": client.link.map { link -> JSON in
-                    ["uid": .int(Int(client.credentials.uid)), "login": .string(client.login), "name": .string(client.name),
-                     "link": ["id": .string(link.id), "conversation": .string(link.conversation), "role": .string(link.role.rawValue)]]
-                } ?? ["uid": .int(Int(client.credentials.uid)), "login": .string(client.login), "name": .string(client.name)]]
+        let link = client.link.map { LinkDeclaration(id: $0.id, conversation: $0.conversation, role: $0.role) }
+        return HelloResult(version: ProtocolVersion.confabVersion, clientID: client.id,
+                           user: HelloUser(uid: Int(client.credentials.uid), login: client.login, name: client.name, link: link))
     }
 
     /// `hello`'s `link`: `{"id", "conversation", "role"}`, declared once, in the first `hello`
     /// before any other call, and never taken back or changed: it can only lower what the
     /// connection may do. Nil when the params name none.
-    private func linkGrant(_ params: Params, _ client: ClientSession) throws(RPCError) -> LinkGrant? {
-        guard let value = params.members["link"], !value.isNull else { return nil }
-        guard case .object = value, let id = value["id"]?.string, let conversation = value["conversation"]?.string,
-              let role = value["role"]?.string.flatMap(ShareRole.init(rawValue:)) else {
-            throw .invalidParams("parameter \"link\" must be {\"id\", \"conversation\", \"role\": \"read\" or \"write\"}")
-        }
+    private func linkGrant(_ declared: LinkDeclaration?, _ client: ClientSession) throws(RPCError) -> LinkGrant? {
+        guard let declared else { return nil }
+        let (id, conversation, role) = (declared.id, declared.conversation, declared.role)
         guard LinkGrant.isValidID(id) else { throw .invalidParams("parameter \"link.id\" must be 1 to 32 of A-Z, a-z, 0-9, - and _") }
         guard ConversationID.isValid(conversation) else { throw .invalidParams("parameter \"link.conversation\" is not a conversation id") }
         let grant = LinkGrant(id: id, conversation: conversation, role: role)
@@ -263,13 +226,18 @@ extension Broker {
         return grant
     }
 
-    private func status(for client: ClientSession) -> JSON {
+    func status(for client: ClientSession) -> StatusResult {
         // Another user is told only of what it can see: the conversations shared with it, its own connections.
         let counts = isOwner(client) ? self.counts : self.counts(visibleTo: client)
-        return ["server": "confabd", "version": .string(ProtocolVersion.confabVersion), "protocol": .int(ProtocolVersion.current),
-                "uptime_seconds": .int(uptimeSeconds), "conversations": .int(counts.conversations), "clients": .int(counts.clients),
-                "streams": .int(counts.streams), "queued": .int(counts.queued),
-                "searches": .int(searchCount(visibleTo: client))]
+        var status = StatusResult()
+        status.version = ProtocolVersion.confabVersion
+        status.uptimeSeconds = uptimeSeconds
+        status.conversations = counts.conversations
+        status.clients = counts.clients
+        status.streams = counts.streams
+        status.queued = counts.queued
+        status.searches = searchCount(visibleTo: client)
+        return status
     }
 
     /// Searches running or waiting: all of them for the owner, another user's own for it (when
@@ -282,43 +250,34 @@ extension Broker {
         return uid == ownUID && link == nil ? all.count : all.count { $0.uid == uid && $0.link == link }
     }
 
-    private func create(_ params: Params, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
-        try refuseWhenStopping()
-        let title = try title(try params.optionalString("title") ?? "untitled")
+    func create(_ params: CreateParams, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
+        let title = try title(params.title ?? "untitled")
         var profile: Profile?
-        if let name = try params.optionalString("profile") {
+        if let name = params.profile {
             guard let named = profiles[name] else {
                 let known = profiles.sorted.map(\.name)
                 throw .invalidParams("no profile \"\(name)\": " + (known.isEmpty ? "the config has none" : "the config has \(known.joined(separator: ", "))"))
             }
             profile = named
-        } else if try params.optionalString("provider") == nil {
+        } else if params.provider == nil {
             // The default profile is where a conversation that names nothing starts; one that
             // names its provider has chosen elsewhere.
             profile = profiles.defaultProfile
         }
-        let system = try params.optionalString("system") ?? profile?.system
-        let providerName = try params.optionalString("provider") ?? profile?.provider ?? providers.defaultName
+        let system = params.system ?? profile?.system
+        let providerName = params.provider ?? profile?.provider ?? providers.defaultName
         guard let provider = providers[providerName] else {
             throw .invalidParams("no provider \"\(providerName)\": the config has \(providers.names.joined(separator: ", "))")
         }
         // A profile's model is one of its provider's: with another provider named, that one's applies.
         let profileModel = profile?.provider == providerName ? profile?.model : nil
-        guard let model = try params.optionalString("model") ?? profileModel ?? provider.config.model else {
+        guard let model = params.model ?? profileModel ?? provider.config.model else {
             throw .invalidParams("provider \"\(providerName)\" has no default model: name one with \"model\"")
         }
         guard !model.isEmpty, model.count <= 200, !model.contains(where: { $0.isWhitespace }) else {
             throw .invalidParams("parameter \"model\" must be 1 to 200 characters without spaces")
         }
-        var given = SamplingParameters()
-        if let value = params.members["params"], !value.isNull {
-            do {
-                given = try SamplingParameters(json: value, prefix: "params.")
-            } catch {
-                throw .invalidParams("parameter \(error.message)")
-            }
-        }
-        let sampling = (profile?.params ?? SamplingParameters()).overridden(by: given)
+        let sampling = (profile?.params ?? SamplingParameters()).overridden(by: params.params ?? SamplingParameters())
         if let key = sampling.keys.first(where: provider.api.unsupportedParameters.contains) {
             throw .invalidParams("parameter params.\(key.rawValue) is not one the \(provider.api.name) API takes (provider \"\(providerName)\")")
         }
@@ -336,7 +295,7 @@ extension Broker {
             case .success(let log):
                 let conversation = adopt(log, header: header, messages: welcome)
                 logger.info("conversation=\(id) created client=\(client.id) provider=\(providerName) model=\(model)\(profile.map { " profile=\($0.name)" } ?? "")")
-                respond(.success(["conversation": conversation.info.json]))
+                respond(.success(ConversationResult(conversation: conversation.info).json))
             case .failure(let error):
                 logger.error("conversation=\(id) client=\(client.id) cannot create: \(error)")
                 respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
@@ -344,30 +303,26 @@ extension Broker {
         }
     }
 
-    private func profilesList() -> JSON {
-        let list: [JSON] = profiles.sorted.map { profile in
-            var object: [String: JSON] = ["name": .string(profile.name), "provider": .string(profile.provider),
-                                          "params": profile.params.json, "default": .bool(profile.name == profiles.defaultName)]
-            if let model = profile.model ?? providers[profile.provider]?.config.model { object["model"] = .string(model) }
-            if let system = profile.system { object["system"] = .string(system) }
-            return .object(object)
-        }
-        return ["profiles": .array(list)]
+    func profilesList() -> ProfilesListResult {
+        ProfilesListResult(profiles: profiles.sorted.map { profile in
+            ListedProfile(name: profile.name, provider: profile.provider, model: profile.model ?? providers[profile.provider]?.config.model,
+                          system: profile.system, params: profile.params, isDefault: profile.name == profiles.defaultName)
+        })
     }
 
-    private func list(_ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
-        let limit = try params.optionalInt("limit", in: 1...10_000) ?? 100
+    func list(_ params: ListParams, _ client: ClientSession) -> ListResult {
+        let limit = params.limit ?? 100
         if !isOwner(client) {
             let shared = conversations.values.filter { permission(of: client, on: $0) != nil }
                 .sorted { $0.updated != $1.updated ? $0.updated > $1.updated : $0.id > $1.id }
-            return ["conversations": .array(shared.prefix(limit).map(\.info.json))]
+            return ListResult(conversations: shared.prefix(limit).map(\.info))
         }
         // Most recent first, from the order kept between calls (`ListOrder`).
-        return ["conversations": .array(listOrder.first(limit, of: conversations.values).map(\.info.json))]
+        return ListResult(conversations: listOrder.first(limit, of: conversations.values).map(\.info))
     }
 
-    private func rename(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
-        let title = try title(try params.string("title"))
+    func rename(_ conversation: Conversation, _ params: RenameParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        let title = try title(params.title)
         conversation.log.append([.title(title)]) { [unowned self] error in
             if let error {
                 respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
@@ -379,12 +334,12 @@ extension Broker {
             }
             conversation.title = title
             logger.info("conversation=\(conversation.id) renamed client=\(client.id)")
-            respond(.success(["conversation": conversation.info.json]))
+            respond(.success(ConversationResult(conversation: conversation.info).json))
             conversation.broadcast(.conversationUpdated(conversation.info))
         }
     }
 
-    private func delete(_ conversation: Conversation, _ respond: @escaping Respond) {
+    func delete(_ conversation: Conversation, _ respond: @escaping Respond) {
         conversation.isDeleted = true
         conversations[conversation.id] = nil
         listOrder.changed(conversation)
@@ -397,26 +352,24 @@ extension Broker {
                 respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed: \(error)")))
             } else {
                 logger.info("conversation=\(conversation.id) deleted")
-                respond(.success(["deleted": .string(conversation.id)]))
+                respond(.success(DeleteResult(deleted: conversation.id).json))
                 // Only now that the log is gone for good: a crash before this keeps the log and its blobs.
                 collectBlobs(conversation.log.blobs, why: "conversation=\(conversation.id) deleted")
             }
         }
     }
 
-    private func attach(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
-        let count = try params.optionalInt("history", in: 0...limits.maxHistory) ?? 50
+    func attach(_ conversation: Conversation, _ params: AttachParams, _ client: ClientSession) throws(RPCError) -> AttachResult {
+        let count = params.history ?? 50
         // Only the owner may watch unseen: another user's attach is announced whatever it asks.
-        let quiet = try (params.optionalBool("quiet") ?? false) && isOwner(client)
-        let others = conversation.present.filter { $0 !== client }.map(\.info.json)
-        let result: JSON = [
-            "conversation": conversation.info.json,
-            "messages": .array(conversation.lastMessages(count).messages.map(\.json)),
+        let quiet = (params.quiet ?? false) && isOwner(client)
+        let result = AttachResult(
+            conversation: conversation.info,
+            messages: conversation.lastMessages(count).messages,
             // While its tool calls run, the reply's last turn is stored; the calls are in `tools`.
-            "pending": conversation.active.flatMap { $0.isRunningTools ? nil : $0.message.json } ?? .null,
-            "tools": .array(conversation.active?.toolRuns.filter { !$0.isStored }.map { ($0.ending ?? $0.message).json } ?? []),
-            "clients": .array(others),
-        ]
+            pending: conversation.active.flatMap { $0.isRunningTools ? nil : $0.message },
+            tools: conversation.active?.toolRuns.filter { !$0.isStored }.map { $0.ending ?? $0.message } ?? [],
+            clients: conversation.present.filter { $0 !== client }.map(\.info))
         if !quiet, !conversation.attached.contains(where: { $0 === client }) { try spendPresence(of: client) }
         if conversation.attach(client, quiet: quiet) {
             client.attached.insert(conversation.id)
@@ -426,31 +379,30 @@ extension Broker {
         return result
     }
 
-    private func detach(_ conversation: Conversation, _ client: ClientSession) -> JSON {
+    func detach(_ conversation: Conversation, _ client: ClientSession) -> DetachResult {
         let quiet = conversation.isQuiet(client)
         let detached = conversation.detach(client)
         if detached {
             client.attached.remove(conversation.id)
             if !quiet { conversation.broadcast(.clientDetached(client.info)) }
         }
-        return ["detached": .bool(detached)]
+        return DetachResult(detached: detached)
     }
 
-    private func history(_ conversation: Conversation, _ params: Params) throws(RPCError) -> JSON {
-        let limit = try params.optionalInt("limit", in: 1...limits.maxHistory) ?? 50
+    func history(_ conversation: Conversation, _ params: HistoryParams) throws(RPCError) -> HistoryResult {
+        let limit = params.limit ?? 50
         var before: MessageOrder?
-        if let id = try params.optionalString("before") {
+        if let id = params.before {
             guard let order = MessageID.order(of: id) else { throw .invalidParams("parameter \"before\" is not a message id") }
             before = order
         }
         let page = conversation.lastMessages(limit, before: before)
-        return ["messages": .array(page.messages.map(\.json)), "more": .bool(page.more)]
+        return HistoryResult(messages: page.messages, more: page.more)
     }
 
-    private func send(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
-        try refuseWhenStopping()
-        let content = try params.string("content")
-        let attachments = try attachments(params, client)
+    func send(_ conversation: Conversation, _ params: SendParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        let content = params.content
+        let attachments = try attachments(params.attachments ?? [], client)
         try refuseImages(attachments, in: conversation)
         guard attachments.isEmpty ? content.contains(where: { !$0.isWhitespace }) : true else {
             throw .invalidParams("parameter \"content\" must not be empty (without attachments)")
@@ -479,17 +431,17 @@ extension Broker {
             logger.info("conversation=\(conversation.id) message=\(message.id) stored client=\(client.id) chars=\(content.count)"
                 + (attachments.isEmpty ? "" : " attachments=\(attachments.count)"))
             logger.debug("conversation=\(conversation.id) message=\(message.id) content=\(content)")
-            respond(.success(["message": message.json, "reply": .string(ids.reply)]))
+            respond(.success(SendResult(message: message, reply: ids.reply).json))
             conversation.broadcast(.messageCreated(message))
             conversation.enqueueReply(ids.reply, requestedBy: client.author())
             replies.startNext(in: conversation)
         }
     }
 
-    private func cancel(_ conversation: Conversation, _ params: Params, _ client: ClientSession) throws(RPCError) -> JSON {
-        let only = try params.optionalString("message")
+    func cancel(_ conversation: Conversation, _ params: CancelParams, _ client: ClientSession) throws(RPCError) -> CancelResult {
+        let only = params.message
         if let only, MessageID.sequence(of: only) == nil { throw .invalidParams("parameter \"message\" is not a message id") }
         let chain = only.flatMap(MessageID.sequence(of:))
-        return ["cancelled": replies.cancel(in: conversation, chain: chain, by: client).map(JSON.string) ?? .null]
+        return CancelResult(cancelled: replies.cancel(in: conversation, chain: chain, by: client))
     }
 }

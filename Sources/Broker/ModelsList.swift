@@ -5,9 +5,9 @@ import Upstream
 extension Broker {
     /// `models.list {provider?}`: every configured provider's listing (or the one named), asked
     /// of all at once; one that fails is an entry in `errors`, never the whole call's failure.
-    func listModels(_ params: Params, _ respond: @escaping Respond) throws(RPCError) {
+    func listModels(_ params: ModelsListParams, _ respond: @escaping Respond) throws(RPCError) {
         let chosen: [Provider]
-        if let name = try params.optionalString("provider") {
+        if let name = params.provider {
             guard let provider = providers[name] else {
                 throw .invalidParams("no provider \"\(name)\": the config has \(providers.names.joined(separator: ", "))")
             }
@@ -29,28 +29,25 @@ extension Broker {
                 guard answers.count == chosen.count else { return }
                 answered = true
                 models.untrack(call)
-                respond(.success(Self.modelsResult(chosen.map(\.name), answers)))
+                respond(.success(Self.modelsResult(chosen.map(\.name), answers).json))
             }
         }
     }
 
     /// `{models: [{id, provider}], errors: [{provider, code, message, status?}]}`, providers by
     /// name, each one's models in the order its server gave them.
-    static func modelsResult(_ names: [String], _ answers: [String: ModelListing]) -> JSON {
-        var models: [JSON] = []
-        var errors: [JSON] = []
+    static func modelsResult(_ names: [String], _ answers: [String: ModelListing]) -> ModelsListResult {
+        var result = ModelsListResult()
         for name in names {
             switch answers[name] {
             case .success(let ids)?:
-                models += ids.map { ["id": .string($0), "provider": .string(name)] }
+                result.models += ids.map { ListedModel(id: $0, provider: name) }
             case .failure(let error)?:
-                var entry = error.json.object ?? [:]
-                entry["provider"] = .string(name)
-                errors.append(.object(entry))
+                result.errors.append(ModelListingError(provider: name, error: error))
             case nil:
                 break
             }
         }
-        return ["models": .array(models), "errors": .array(errors)]
+        return result
     }
 }

@@ -27,7 +27,7 @@ extension Broker {
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
             for old in replaced { conversation.markSuperseded(old.id, by: replyID) }
             logger.info("conversation=\(conversation.id) reply=\(replacedID) regenerated as \(replyID) client=\(client.id)")
-            respond(.success(["reply": .string(replyID), "replaces": .string(replacedID)]))
+            respond(.success(RegenerateResult(reply: replyID, replaces: replacedID).json))
             for old in replaced {
                 conversation.broadcast(.messageSuperseded(message: old.id, by: replyID))
             }
@@ -38,10 +38,10 @@ extension Broker {
 
     /// `message.edit`: the last user message, changed, is stored as a new message that
     /// supersedes it and the replies to it; then it is answered as a send is.
-    func edit(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
-        let id = try params.string("message")
+    func edit(_ conversation: Conversation, _ params: EditParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        let id = params.message
         guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
-        let content = try params.string("content")
+        let content = params.content
         guard let original = conversation.messages.first(where: { $0.id == id }) else {
             throw .notFound("no message \(id) in conversation \(conversation.id)")
         }
@@ -77,7 +77,7 @@ extension Broker {
             for old in superseded { conversation.markSuperseded(old.id, by: ids.message) }
             conversation.insert(message)
             logger.info("conversation=\(conversation.id) message=\(id) edited as \(ids.message) client=\(client.id)")
-            respond(.success(["message": message.json, "reply": .string(ids.reply), "replaces": .string(id)]))
+            respond(.success(EditResult(message: message, reply: ids.reply, replaces: id).json))
             for old in superseded {
                 conversation.broadcast(.messageSuperseded(message: old.id, by: ids.message))
             }
@@ -89,7 +89,7 @@ extension Broker {
 
     /// `message.continue`: the last reply, cut off by the model's length limit, goes on in the
     /// same message.
-    func continueReply(_ conversation: Conversation, _ client: ClientSession) throws(RPCError) -> JSON {
+    func continueReply(_ conversation: Conversation, _ client: ClientSession) throws(RPCError) -> ContinueResult {
         try refuseUnlessSettled(conversation, doing: "continue a reply")
         guard let last = conversation.current.last, last.role == .assistant else {
             throw .conflict("nothing to continue: the last message is not a reply")
@@ -106,21 +106,20 @@ extension Broker {
         conversation.enqueueReply(last.id, requestedBy: client.author())
         logger.info("conversation=\(conversation.id) reply=\(last.id) to be continued client=\(client.id)")
         replies.startNext(in: conversation)
-        return ["reply": .string(last.id)]
+        return ContinueResult(reply: last.id)
     }
 
     /// `conversation.fork`: a new conversation holding a copy of this one's messages up to and
     /// including `at` (default: all), renumbered from `m1`. A copy that ends with your message is
     /// answered, as a send would be.
-    func fork(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
-        try refuseWhenStopping()
+    func fork(_ conversation: Conversation, _ params: ForkParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
         // A reply being continued is out of the stored messages until it ends: a copy now
         // would leave out a reply that has been stored all along.
         guard conversation.continuing == nil, conversation.active?.continued == nil else {
             throw .conflict("cannot fork while a reply is being continued: wait for it or cancel it (generation.cancel)")
         }
         var at: Message?
-        if let id = try params.optionalString("at") {
+        if let id = params.at {
             guard MessageID.order(of: id) != nil else { throw .invalidParams("parameter \"at\" is not a message id") }
             guard let message = conversation.messages.first(where: { $0.id == id }) else {
                 throw .notFound("no message \(id) in conversation \(conversation.id)")
@@ -130,7 +129,7 @@ extension Broker {
         let copied = Self.forkedHistory(conversation.messages, at: at)
         guard let last = copied.last else { throw .conflict("nothing to fork: the conversation has no stored messages yet") }
         var title = String(("fork of " + conversation.title).prefix(200))
-        if let given = try params.optionalString("title") { title = try self.title(given) }
+        if let given = params.title { title = try self.title(given) }
         let id = unusedConversationID()
         let origin = ForkOrigin(conversation: conversation.id, message: last.id)
         let header = ConversationHeader(id: id, created: .now(), title: title, model: conversation.model,
@@ -157,9 +156,7 @@ extension Broker {
             case .success(let log):
                 let fork = adopt(log, header: header, messages: messages)
                 logger.info("conversation=\(id) forked from \(conversation.id) at \(last.id) messages=\(messages.count) client=\(client.id)")
-                var result: [String: JSON] = ["conversation": fork.info.json]
-                if let reply = fork.queue.first { result["reply"] = .string(reply) }
-                respond(.success(.object(result)))
+                respond(.success(ForkResult(conversation: fork.info, reply: fork.queue.first).json))
                 replies.startNext(in: fork)
             case .failure(let error):
                 logger.error("conversation=\(id) client=\(client.id) cannot fork \(conversation.id): \(error)")
@@ -182,7 +179,6 @@ extension Broker {
     }
 
     private func refuseUnlessSettled(_ conversation: Conversation, doing what: String) throws(RPCError) {
-        try refuseWhenStopping()
         guard conversation.isSettled else {
             throw .conflict("cannot \(what) while a reply is in progress or queued: wait for it or cancel it (generation.cancel)")
         }

@@ -11,14 +11,13 @@ import Synchronization
 extension Broker {
     static let searchWorkers = 2
 
-    func search(_ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
-        try refuseWhenStopping()
-        let text = try params.string("query")
+    func search(_ params: SearchParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        let text = params.query
         guard text.utf8.count <= 1000 else { throw .invalidParams("parameter \"query\" must be at most 1000 bytes") }
         guard let query = SearchQuery(text) else { throw .invalidParams("parameter \"query\" must not be empty") }
-        let limit = try params.optionalInt("limit", in: 1...1000) ?? 50
+        let limit = params.limit ?? 50
         var scope: String?
-        if let id = try params.optionalString("conversation") {
+        if let id = params.conversation {
             guard ConversationID.isValid(id) else { throw .invalidParams("parameter \"conversation\" is not a conversation id") }
             // Not shared with another user: as if it did not exist.
             guard let conversation = conversations[id], permission(of: client, on: conversation) != nil else {
@@ -93,17 +92,16 @@ extension Broker {
                 guard !cancellation.isCancelled, !job.isAnswered else { return }
                 var all = results.flatMap { $0 }
                 LogSearch.keepNewest(&all, limit)
-                let answer: [JSON] = all.compactMap { hit in
+                let answer: [FoundMessage] = all.compactMap { hit in
                     // Deleted while the search ran: not a hit any more.
                     guard let conversation = conversations[hit.conversation] else { return nil }
                     // Unshared while the search ran: not the caller's to see any more.
                     guard mayRead(conversation, job) else { return nil }
-                    return ["conversation": .string(hit.conversation), "title": .string(conversation.title),
-                            "message": .string(hit.message), "role": .string(hit.role.rawValue),
-                            "created": .string(hit.created.description), "snippet": .string(hit.snippet)]
+                    return FoundMessage(conversation: hit.conversation, title: conversation.title, message: hit.message,
+                                     role: hit.role, created: hit.created, snippet: hit.snippet)
                 }
                 logger.info("search client=\(job.client) logs=\(logs.count) hits=\(answer.count) ms=\(Self.monotonicMilliseconds - started)")
-                job.answer(.success(["hits": .array(answer)]))
+                job.answer(.success(SearchResult(hits: answer).json))
             })
         }
     }

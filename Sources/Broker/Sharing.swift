@@ -7,9 +7,9 @@ import Posix
 extension Broker {
     /// Shares the conversation with a user, or changes its role: a `share` record, durable
     /// before the result. Attached clients get `conversation.updated` (its `shared_with`).
-    func share(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
-        let user = try sharedUser(params)
-        guard let role = ShareRole(rawValue: try params.string("role")) else {
+    func share(_ conversation: Conversation, _ params: ShareParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        let user = try sharedUser(uid: params.uid, login: params.login)
+        guard let role = ShareRole(rawValue: params.role) else {
             throw .invalidParams("parameter \"role\" must be \"read\" or \"write\"")
         }
         guard user.uid != UserAccount.overflowUID else {
@@ -29,7 +29,7 @@ extension Broker {
             }
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
             logger.notice("conversation=\(conversation.id) shared with uid=\(share.uid) role=\(role.rawValue) client=\(client.id)")
-            respond(.success(["conversation": conversation.info.json, "allowed": .bool(allowedUIDs.contains(share.uid))]))
+            respond(.success(ShareResult(conversation: conversation.info, allowed: allowedUIDs.contains(share.uid)).json))
             conversation.broadcast(.conversationUpdated(conversation.info))
         }
     }
@@ -37,10 +37,10 @@ extension Broker {
     /// Takes a user's share away: an `unshare` record. The user's clients are detached as soon
     /// as it is written (each gets `conversation.unshared`), before it is durable: access ends
     /// at once; the result waits for the disk.
-    func unshare(_ conversation: Conversation, _ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
-        let user = try sharedUser(params)
+    func unshare(_ conversation: Conversation, _ params: UnshareParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        let user = try sharedUser(uid: params.uid, login: params.login)
         guard conversation.log.shares.role(of: user.uid) != nil else {
-            respond(.success(["conversation": conversation.info.json, "unshared": false]))
+            respond(.success(UnshareResult(conversation: conversation.info, unshared: false).json))
             return
         }
         conversation.log.append([.unshared(uid: user.uid)]) { [unowned self] error in
@@ -51,7 +51,7 @@ extension Broker {
             }
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
             logger.notice("conversation=\(conversation.id) unshared uid=\(user.uid) client=\(client.id)")
-            respond(.success(["conversation": conversation.info.json, "unshared": true]))
+            respond(.success(UnshareResult(conversation: conversation.info, unshared: true).json))
             conversation.broadcast(.conversationUpdated(conversation.info))
         }
         // The summary folded the record as it was written; a write that failed left the share.
@@ -61,9 +61,7 @@ extension Broker {
     }
 
     /// The user a share names: `uid` or `login`, exactly one, never the owner.
-    private func sharedUser(_ params: Params) throws(RPCError) -> (uid: UInt32, login: String) {
-        let uidValue = try params.optionalInt("uid", in: 0...Int(UInt32.max - 1))
-        let loginValue = try params.optionalString("login")
+    private func sharedUser(uid uidValue: Int?, login loginValue: String?) throws(RPCError) -> (uid: UInt32, login: String) {
         let uid: UInt32
         switch (uidValue, loginValue) {
         case (let number?, nil): uid = UInt32(number)

@@ -11,9 +11,9 @@ extension Broker {
     /// the tools its `tools` filter (or the profile) names. With `start: true` every server
     /// listed that is not ready is started (or waited for) first, and the answer comes once
     /// each is ready or has failed (bounded by its `startup_timeout_seconds`).
-    func listTools(_ params: Params, _ respond: @escaping Respond) throws(RPCError) {
-        let profile = try listedProfile(named: try params.optionalString("profile"))
-        let start = try params.optionalBool("start") ?? false
+    func listTools(_ params: ToolsListParams, _ respond: @escaping Respond) throws(RPCError) {
+        let profile = try listedProfile(named: params.profile)
+        let start = params.start ?? false
         guard start else { return respond(.success(toolsListing(offeredBy: profile).json)) }
         try refuseWhenStopping()
         let waiting = listedServers(offeredBy: profile).filter { $0.status != .ready }
@@ -42,8 +42,8 @@ extension Broker {
 
     /// `mcp.restart {server}`: ends the server's process (its calls in flight fail) and starts
     /// it again; answers with its state once it is ready or has failed.
-    func restartMCPServer(_ params: Params, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
-        let name = try params.string("server")
+    func restartMCPServer(_ params: MCPRestartParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        let name = params.server
         guard let server = replies.mcp.byName[name] else {
             let known = current.value.mcpServers.map(\.name)
             throw .invalidParams("no MCP server \"\(name.prefix(200))\": " + (known.isEmpty ? "the config has none" : "the config has \(known.joined(separator: ", "))"))

@@ -174,9 +174,11 @@ public enum RPC {
     }
 }
 
-/// Typed access to a request's params, producing -32602 errors that name the field.
+/// A request's params, checked to be an object (or none). Outside this module they are read
+/// only through a method's typed params (`RPCObject`, Calls.swift), whose fields are read by
+/// the checks below: the -32602 errors that name the field.
 public struct Params: Sendable {
-    public let members: [String: JSON]
+    let members: [String: JSON]
 
     public init(_ params: JSON?) throws(RPCError) {
         switch params {
@@ -186,25 +188,27 @@ public struct Params: Sendable {
         }
     }
 
-    public func string(_ key: String) throws(RPCError) -> String {
+    init(members: [String: JSON]) { self.members = members }
+
+    func string(_ key: String) throws(RPCError) -> String {
         guard let value = members[key] else { throw .invalidParams("missing parameter \"\(key)\"") }
         guard let string = value.string else { throw .invalidParams("parameter \"\(key)\" must be a string, got \(value.typeName)") }
         return string
     }
 
-    public func optionalString(_ key: String) throws(RPCError) -> String? {
+    func optionalString(_ key: String) throws(RPCError) -> String? {
         guard let value = members[key], !value.isNull else { return nil }
         guard let string = value.string else { throw .invalidParams("parameter \"\(key)\" must be a string, got \(value.typeName)") }
         return string
     }
 
-    public func optionalBool(_ key: String) throws(RPCError) -> Bool? {
+    func optionalBool(_ key: String) throws(RPCError) -> Bool? {
         guard let value = members[key], !value.isNull else { return nil }
         guard case .bool(let bool) = value else { throw .invalidParams("parameter \"\(key)\" must be true or false, got \(value.typeName)") }
         return bool
     }
 
-    public func optionalInt(_ key: String, in range: ClosedRange<Int>) throws(RPCError) -> Int? {
+    func optionalInt(_ key: String, in range: ClosedRange<Int>) throws(RPCError) -> Int? {
         guard let value = members[key], !value.isNull else { return nil }
         guard let int = value.int else { throw .invalidParams("parameter \"\(key)\" must be an integer, got \(value.typeName)") }
         guard range.contains(int) else {

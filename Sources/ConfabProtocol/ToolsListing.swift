@@ -118,32 +118,36 @@ public struct ListedServer: Equatable, Sendable {
 
 /// `tools.list`'s answer: every tool (HTTP tools by name, then each server's in its order) and
 /// every MCP server, by name.
-public struct ToolsListResult: Equatable, Sendable {
-    public var tools: [ListedTool]
-    public var servers: [ListedServer]
+public struct ToolsListResult: RPCObject {
+    public var tools: [ListedTool] = []
+    public var servers: [ListedServer] = []
+
+    public init() {}
 
     public init(tools: [ListedTool], servers: [ListedServer]) {
         self.tools = tools
         self.servers = servers
     }
 
-    public var json: JSON {
-        ["tools": .array(tools.map(\.json)), "servers": .array(servers.map(\.json))]
-    }
+    /// Read as a client reads it: an answer it cannot read lists nothing.
+    public init(json: JSON) { self = (try? Self(decoding: json)) ?? Self() }
 
-    public init(json: JSON) {
-        tools = (json["tools"]?.array ?? []).compactMap(ListedTool.init(json:))
-        servers = (json["servers"]?.array ?? []).compactMap(ListedServer.init(json:))
+    public mutating func fields(_ f: inout RPCFields) throws(RPCError) {
+        try f.knownValues("tools", &tools)
+        try f.knownValues("servers", &servers)
     }
 }
 
 /// `mcp.restart`'s answer: the server once it is ready or has failed.
-public struct MCPRestartResult: Equatable, Sendable {
+public struct MCPRestartResult: RPCObject {
     public var server: ListedServer?
+
+    public init() {}
 
     public init(server: ListedServer) { self.server = server }
 
-    public var json: JSON { ["server": server?.json ?? .null] }
+    /// Read as a client reads it: an answer it cannot read names no server.
+    public init(json: JSON) { self = (try? Self(decoding: json)) ?? Self() }
 
-    public init(json: JSON) { server = json["server"].flatMap(ListedServer.init(json:)) }
+    public mutating func fields(_ f: inout RPCFields) throws(RPCError) { try f.nullableValue("server", &server) }
 }

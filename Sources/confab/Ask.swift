@@ -144,12 +144,12 @@ struct Ask: ClientCommand {
         }
         // Quiet: following our own reply is not joining the conversation. (A chosen
         // conversation is attached already, as quietly: attaching again is harmless.)
-        let attached = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(id), "history": 0, "quiet": true]))
-        var params: [String: JSON] = ["conversation": .string(id), "content": .string(prompt)]
+        let attached = try connection.call(AttachCall.self, AttachParams(conversation: id, history: 0, quiet: true))
+        var params = SendParams(conversation: id, content: prompt)
         let sent: JSON
         do throws(Failure) {
-            if !files.isEmpty { params["attachments"] = try StoredBlob.upload(files, over: connection) }
-            sent = try connection.call(.messageSend, .object(params))
+            if !files.isEmpty { params.attachments = try AttachmentRef.upload(files, over: connection) }
+            sent = try connection.call(.messageSend, params.json)
         } catch {
             // Refused before anything was stored (an image to a model that takes none, a file
             // too large): the conversation made for it would stay behind empty.
@@ -167,9 +167,9 @@ struct Ask: ClientCommand {
 
     /// Deletes conversation `id` if it holds no message (nobody else wrote to it meanwhile).
     private static func removeIfEmpty(_ connection: Connection, _ id: String) {
-        guard let page = try? connection.call(.conversationHistory, ["conversation": .string(id), "limit": 1]),
-              (page["messages"]?.array ?? []).isEmpty else { return }
-        _ = try? connection.call(.conversationDelete, ["conversation": .string(id)])
+        guard let page = try? connection.call(HistoryCall.self, HistoryParams(conversation: id, before: nil, limit: 1)),
+              page.messages.isEmpty else { return }
+        _ = try? connection.call(DeleteCall.self, ConversationTarget(conversation: id))
     }
 
     /// TEXT, and standard input when it is not a terminal. With files attached the prompt

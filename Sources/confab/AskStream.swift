@@ -196,8 +196,7 @@ final class AskStream {
             let attached: AttachResult
             do {
                 // As many messages as a reply with many tool rounds can have made meanwhile.
-                attached = AttachResult(json: try fresh.call(.conversationAttach, ["conversation": .string(conversation),
-                                                                                   "history": 200, "quiet": true]))
+                attached = try fresh.call(AttachCall.self, AttachParams(conversation: conversation, history: 200, quiet: true))
             } catch {
                 // Still starting, or stopping again: try again.
                 if case .disconnected = error { continue }
@@ -208,7 +207,7 @@ final class AskStream {
             others = Set(attached.clients.map(\.id))
             status.clear()
             Out.error("confabd is back; following the reply again")
-            if cancelling != nil { cancelRequest = try connection.send(.generationCancel, ["conversation": .string(conversation), "message": .string(reply)]) }
+            if cancelling != nil { cancelRequest = try connection.send(CancelCall.self, CancelParams(conversation: conversation, message: reply)) }
             status.spin("waiting for the model")
             for progress in follower.resume(stored: attached.messages, pending: attached.pending, tools: attached.tools) {
                 if let exit = try show(progress) { return exit }
@@ -229,7 +228,7 @@ final class AskStream {
         // Over rendered rows a status line would wipe one that is not drawn again.
         if markdown == nil || !sawText { status.spin("cancelling") }
         // Any id of the reply's chain stops the whole chain, and nothing else.
-        cancelRequest = try connection.send(.generationCancel, ["conversation": .string(conversation), "message": .string(reply)])
+        cancelRequest = try connection.send(CancelCall.self, CancelParams(conversation: conversation, message: reply))
         return nil
     }
 
@@ -249,7 +248,7 @@ final class AskStream {
         outputOpen = false
         if others.isEmpty && cancelling == nil {
             cancelling = .outputClosed
-            cancelRequest = try connection.send(.generationCancel, ["conversation": .string(conversation), "message": .string(reply)])
+            cancelRequest = try connection.send(CancelCall.self, CancelParams(conversation: conversation, message: reply))
             return nil
         }
         return diedOfSIGPIPE()
@@ -554,7 +553,7 @@ final class AskStream {
     }
 
     private func sendApproval(_ call: ToolCall, allow: Bool) throws(Failure) {
-        let id = try connection.send(.toolApprove, ["conversation": .string(conversation), "call": .string(call.id), "allow": .bool(allow)])
+        let id = try connection.send(ApproveCall.self, ApproveParams(conversation: conversation, call: call.id, allow: allow))
         approvals[id] = call
     }
 

@@ -46,7 +46,7 @@ struct Attach: ClientCommand {
 
     func run() throws {
         let connection = try Connection.open(path: socketPath)
-        let me = HelloResult(json: try connection.hello(command: "attach", name: name))
+        let me = try connection.hello(command: "attach", name: name)
         let conversation = try id.map(connection.resolveConversation) ?? ConversationChoice.toAttach(connection)
         let colour = !plain && isatty(1) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
         let session = AttachSession(connection: connection, socketPath: socketPath, name: name, me: me, colour: colour,
@@ -180,7 +180,7 @@ final class AttachSession {
         { [weak self] line in
             guard let self else { return [] }
             return self.completions(of: line) {
-                (try? self.connection.call(.conversationList, ["limit": 200]))?["conversations"]?.array ?? []
+                (try? self.connection.call(ListCall.self, ListParams(limit: 200)))?.conversations ?? []
             }
         }
     }
@@ -220,7 +220,7 @@ final class AttachSession {
 
     /// Attaches to `id`, shows its header, history and the reply in flight.
     func attach(_ id: String, history: Int) throws(Failure) {
-        let result = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(id), "history": .int(history)]))
+        let result = try connection.call(AttachCall.self, AttachParams(conversation: id, history: history))
         conversation = id
         present = [:]
         for client in result.clients { present[client.id] = client }
@@ -346,7 +346,7 @@ final class AttachSession {
     }
 
     func cancel() throws(Failure) {
-        let id = try connection.send(.generationCancel, ["conversation": .string(conversation)])
+        let id = try connection.send(CancelCall.self, CancelParams(conversation: conversation))
         outstanding[id] = .cancel
     }
 
@@ -368,11 +368,12 @@ final class AttachSession {
                 if !awaitingApproval.contains(where: { $0.call.id == waiting.call.id }) { awaitingApproval.insert(waiting, at: 0) }
                 transcript.error(error.message)
             case (.fork, .success(let value)):
-                let made = value["conversation"]?["id"]?.string ?? "?"
-                transcript.notice("forked as \(made): /switch \(made) to go there" + (value["reply"] != nil ? " (its last question is being answered)" : ""))
-            case (.share, .success(let value)) where value["unshared"]?.bool == false:
+                let forked = try? ForkResult(decoding: value)
+                let made = forked?.conversation.id ?? "?"
+                transcript.notice("forked as \(made): /switch \(made) to go there" + (forked?.reply != nil ? " (its last question is being answered)" : ""))
+            case (.share, .success(let value)) where (try? UnshareResult(decoding: value))?.unshared == false:
                 transcript.notice("it was not shared with that user")
-            case (.share, .success(let value)) where value["allowed"]?.bool == false:
+            case (.share, .success(let value)) where (try? ShareResult(decoding: value))?.allowed == false:
                 transcript.notice("that user is not in confabd's access.allow_uids: they cannot connect until added there and confabd is reloaded")
             case (.restartServer, .success(let value)):
                 if let server = MCPRestartResult(json: value).server {
@@ -647,15 +648,15 @@ final class AttachSession {
     }
 
     func send(_ text: String) throws(Failure) {
-        var params: [String: JSON] = ["conversation": .string(conversation), "content": .string(text)]
+        var params = SendParams(conversation: conversation, content: text)
         // The files pending go with it, uploaded now; a refusal keeps them pending and the text unsent.
         switch try uploadPendingFiles() {
         case .refused: return
-        case .uploaded(let attachments): params["attachments"] = attachments
+        case .uploaded(let attachments): params.attachments = attachments
         case .nothing: break
         }
         // Not printed here: the daemon echoes it back as message.created.
-        let id = try connection.send(.messageSend, .object(params))
+        let id = try connection.send(SendCall.self, params)
         outstanding[id] = .send
         if !pendingFiles.isEmpty {
             filesInFlight[id] = pendingFiles

@@ -12,8 +12,7 @@ extension ConversationChoice {
            let id = SessionStore().conversation(for: session), try exists(connection, id) {
             return id
         }
-        let result = try connection.call(.conversationList, ["limit": 1])
-        guard let id = result["conversations"]?.array?.first?["id"]?.string else {
+        guard let id = try connection.call(ListCall.self, ListParams(limit: 1)).conversations.first?.id else {
             throw .message("there is no conversation to attach to yet: confab new starts one")
         }
         return id
@@ -42,7 +41,7 @@ extension AttachSession {
     /// What Tab offers for the line typed so far: a slash command's name, and after
     /// `/switch ` the conversations whose id or title starts with what follows (several are
     /// listed, with their titles, above the input line).
-    func completions(of line: String, conversations: () -> [JSON]) -> [String] {
+    func completions(of line: String, conversations: () -> [ConversationInfo]) -> [String] {
         if line.hasPrefix("/"), !line.contains(" ") {
             return Self.commandNames.filter { ("/" + $0).hasPrefix(line) }.map { "/" + $0 + " " }
         }
@@ -51,16 +50,12 @@ extension AttachSession {
         guard line.hasPrefix(command) else { return [] }
         let typed = line.dropFirst(command.count).drop { $0 == " " }.lowercased()
         let matching = conversations().filter { conversation in
-            let id = conversation["id"]?.string ?? ""
-            let title = (conversation["title"]?.string ?? "").lowercased()
-            return !id.isEmpty && (id.hasPrefix(typed) || title.hasPrefix(typed))
+            !conversation.id.isEmpty && (conversation.id.hasPrefix(typed) || conversation.title.lowercased().hasPrefix(typed))
         }
         if matching.count > 1 {
-            for conversation in matching.prefix(20) {
-                listCompletion(conversation["id"]?.string ?? "", title: conversation["title"]?.string ?? "")
-            }
+            for conversation in matching.prefix(20) { listCompletion(conversation.id, title: conversation.title) }
             if matching.count > 20 { listCompletion("…", title: "\(matching.count - 20) more: type more of the id or title") }
         }
-        return matching.compactMap { $0["id"]?.string }.map { command + $0 + " " }
+        return matching.map { command + $0.id + " " }
     }
 }

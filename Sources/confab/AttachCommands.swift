@@ -63,7 +63,9 @@ extension AttachSession {
                 transcript.error("/rename needs a title")
                 return
             }
-            let id = try connection.send(.conversationRename, ["conversation": .string(conversation), "title": .string(argument)])
+            var params = RenameParams()
+            (params.conversation, params.title) = (conversation, argument)
+            let id = try connection.send(RenameCall.self, params)
             outstanding[id] = .rename
         case "model":
             // `/model NAME`, `/model NAME --reasoning-effort LEVEL`, `/model --reasoning-effort LEVEL`.
@@ -81,12 +83,14 @@ extension AttachSession {
                 transcript.error("/model needs a model name (confab models lists them), and may add --reasoning-effort LEVEL")
                 return
             }
-            var params: [String: JSON] = ["conversation": .string(conversation)]
-            if let model = words.first { params["model"] = .string(model) }
-            if let effort { params["params"] = SamplingParameters(reasoningEffort: effort).json }
-            outstanding[try connection.send(.conversationConfigure, .object(params))] = .configure
+            var params = ConfigureParams()
+            (params.conversation, params.model) = (conversation, words.first)
+            if let effort { params.params = SamplingParameters(reasoningEffort: effort) }
+            outstanding[try connection.send(ConfigureCall.self, params)] = .configure
         case "system":
-            outstanding[try connection.send(.conversationConfigure, ["conversation": .string(conversation), "system": .string(argument)])] = .configure
+            var params = ConfigureParams()
+            (params.conversation, params.system) = (conversation, argument)
+            outstanding[try connection.send(ConfigureCall.self, params)] = .configure
         case "switch":
             guard !argument.isEmpty else {
                 transcript.error("/switch needs a conversation id")
@@ -103,9 +107,9 @@ extension AttachSession {
         case "edit":
             try edit()
         case "retry":
-            outstanding[try connection.send(.messageRegenerate, ["conversation": .string(conversation)])] = .revision
+            outstanding[try connection.send(RegenerateCall.self, ConversationTarget(conversation: conversation))] = .revision
         case "continue":
-            outstanding[try connection.send(.messageContinue, ["conversation": .string(conversation)])] = .revision
+            outstanding[try connection.send(ContinueCall.self, ConversationTarget(conversation: conversation))] = .revision
         case "versions":
             try versions(of: argument.isEmpty ? nil : argument)
         case "approve", "deny":
@@ -123,9 +127,7 @@ extension AttachSession {
                 transcript.error("/fork takes a message id such as m4 (confab show lists them), or nothing for all")
                 return
             }
-            var params: [String: JSON] = ["conversation": .string(conversation)]
-            if !argument.isEmpty { params["at"] = .string(argument) }
-            outstanding[try connection.send(.conversationFork, .object(params))] = .fork
+            outstanding[try connection.send(ForkCall.self, ForkParams(conversation: conversation, at: argument.isEmpty ? nil : argument))] = .fork
         case "share", "unshare":
             var words = argument.split(separator: " ").map(String.init)
             let readOnly = name == "share" && words.contains("--read-only")
@@ -134,11 +136,10 @@ extension AttachSession {
                 transcript.error(name == "share" ? "/share needs a user (a login or uid), and --read-only if they should only read" : "/unshare needs a user (a login or uid)")
                 return
             }
-            var params = SharedUser.params(words[0])
-            params["conversation"] = .string(conversation)
-            if name == "share" { params["role"] = .string((readOnly ? ShareRole.read : .write).rawValue) }
-            let method = name == "share" ? RPCMethod.conversationShare : .conversationUnshare
-            outstanding[try connection.send(method, .object(params))] = .share
+            let user = SharedUser.named(words[0])
+            outstanding[try name == "share"
+                ? connection.send(ShareCall.self, ShareParams(conversation: conversation, uid: user.uid, login: user.login, role: readOnly ? .read : .write))
+                : connection.send(UnshareCall.self, UnshareParams(conversation: conversation, uid: user.uid, login: user.login))] = .share
         case "attach":
             attachFiles(argument)
         case "detach":
@@ -203,10 +204,9 @@ extension AttachSession {
             transcript.notice("nothing earlier")
             return
         }
-        let page = try connection.call(.conversationHistory,
-                                       ["conversation": .string(conversation), "before": .string(before), "limit": .int(count)])
-        let messages = (page["messages"]?.array ?? []).compactMap(Message.init(json:))
-        moreHistory = page["more"]?.bool ?? false
+        let page = try connection.call(HistoryCall.self, HistoryParams(conversation: conversation, before: before, limit: count))
+        let messages = page.messages
+        moreHistory = page.more
         if let first = messages.first?.id { oldestShown = first }
         transcript.notice("\(Words.count(messages.count, "earlier message"))" + (moreHistory ? " (more with /history)" : ""))
         showHistory(messages)
@@ -215,7 +215,7 @@ extension AttachSession {
 
     func switchTo(_ id: String) throws(Failure) {
         guard id != conversation else { return }
-        _ = try connection.call(.conversationDetach, ["conversation": .string(conversation)])
+        _ = try connection.call(DetachCall.self, ConversationTarget(conversation: conversation))
         transcript.reset()
         try attach(id, history: 20)
     }
@@ -298,7 +298,7 @@ extension AttachSession {
                 transcript.error("/tools --restart needs the name of one MCP server (/tools lists them)")
                 return
             }
-            outstanding[try connection.send(.mcpRestart, ["server": .string(words[1])])] = .restartServer
+            outstanding[try connection.send(MCPRestartCall.self, MCPRestartParams(server: words[1]))] = .restartServer
             transcript.notice("restarting MCP server \(words[1])…")
             return
         }

@@ -9,7 +9,7 @@ extension AttachSession {
         /// No files were pending.
         case nothing
         /// `message.send`'s `attachments`.
-        case uploaded(JSON)
+        case uploaded([AttachmentRef])
         /// The daemon refused one; said already, and the message is not sent.
         case refused
     }
@@ -60,7 +60,7 @@ extension AttachSession {
     func uploadPendingFiles() throws(Failure) -> UploadOutcome {
         guard !pendingFiles.isEmpty else { return .nothing }
         do throws(Failure) {
-            return .uploaded(try StoredBlob.upload(pendingFiles, over: connection))
+            return .uploaded(try AttachmentRef.upload(pendingFiles, over: connection))
         } catch {
             switch error {
             case .message(let text): transcript.error("not sent: \(text); the files stay attached (/detach drops them)")

@@ -52,8 +52,8 @@ extension AttachSession {
             let fresh: Connection
             do {
                 fresh = try Connection.open(path: socketPath)
-                let me = HelloResult(json: try fresh.hello(command: "attach", name: requestedName))
-                let result = AttachResult(json: try fresh.call(.conversationAttach, ["conversation": .string(conversation), "history": 200]))
+                let me = try fresh.hello(command: "attach", name: requestedName)
+                let result = try fresh.call(AttachCall.self, AttachParams(conversation: conversation, history: 200))
                 connection = fresh
                 myClientID = me.clientID
                 caughtUp(result)

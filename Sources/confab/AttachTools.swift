@@ -63,8 +63,7 @@ extension AttachSession {
         }
         // Answered as far as we are concerned: `y` again answers the next one.
         awaitingApproval.removeAll { $0.call.id == waiting.call.id }
-        let id = try connection.send(.toolApprove, ["conversation": .string(conversation), "call": .string(waiting.call.id),
-                                                      "allow": .bool(allow)])
+        let id = try connection.send(ApproveCall.self, ApproveParams(conversation: conversation, call: waiting.call.id, allow: allow))
         outstanding[id] = .approve(waiting)
     }
 
@@ -109,8 +108,7 @@ extension AttachSession {
             transcript.notice("unchanged: nothing sent")
             return
         }
-        outstanding[try connection.send(.messageEdit, ["conversation": .string(conversation), "message": .string(id),
-                                                         "content": .string(text)])] = .revision
+        outstanding[try connection.send(EditCall.self, EditParams(conversation: conversation, message: id, content: text))] = .revision
     }
 
     /// `$EDITOR` (else `$VISUAL`, else vi) on an empty file; what it holds after is sent.
@@ -152,7 +150,7 @@ extension AttachSession {
     /// End of input, every send answered, or /quit: detach and leave.
     func leave() -> Never {
         restoreTerminal()
-        _ = try? connection.call(.conversationDetach, ["conversation": .string(conversation)])
+        _ = try? connection.call(DetachCall.self, ConversationTarget(conversation: conversation))
         Out.exit(0)
     }
 }

@@ -43,21 +43,20 @@ struct AttachmentCommand: ClientCommand {
         // goes out as it comes.
         var held: [UInt8] = []
         while true {
-            let params: JSON = ["conversation": .string(conversation), "message": .string(message),
-                                "index": .int(number - 1), "offset": .int(offset)]
-            let answer: JSON
+            let params = AttachmentGetParams(conversation: conversation, message: message, index: number - 1, offset: offset)
+            let raw: JSON
             do throws(Failure) {
-                answer = try connection.call(.attachmentGet, params)
+                raw = try connection.call(.attachmentGet, params.json)
             } catch {
                 if case .rpc(let refusal) = error, offset == 0 {
                     throw Failure.message("\(message) file \(number): \(refusal.message)")
                 }
                 throw error
             }
-            guard let attachment = answer["attachment"].flatMap(Attachment.init(json:)),
-                  let data = answer["data"]?.string.flatMap(Base64.decode), answer["offset"]?.int == offset else {
+            guard let answer = try? AttachmentGetResult(decoding: raw), let data = Base64.decode(answer.data), answer.offset == offset else {
                 throw Failure.message("confabd's answer to \(RPCMethod.attachmentGet.rawValue) is not a piece of the file")
             }
+            let attachment = answer.attachment
             if expected == nil {
                 expected = attachment
                 if toTerminal, attachment.type.isImage, !force {
@@ -76,7 +75,7 @@ struct AttachmentCommand: ClientCommand {
             } else {
                 Out.stdout(data)
             }
-            if answer["more"]?.bool != true { break }
+            if !answer.more { break }
             guard !data.isEmpty else { throw Failure.message("confabd sent an empty piece of the file with more to come") }
         }
         if let expected, offset != expected.size {

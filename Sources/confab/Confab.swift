@@ -242,8 +242,9 @@ struct Rename: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "rename")
         let conversation = try connection.resolveConversation(id)
-        _ = try connection.call(.conversationRename,
-                                ["conversation": .string(conversation), "title": .string(title.joined(separator: " "))])
+        var params = RenameParams()
+        (params.conversation, params.title) = (conversation, title.joined(separator: " "))
+        _ = try connection.call(RenameCall.self, params)
     }
 }
 
@@ -282,12 +283,10 @@ struct Configure: ClientCommand {
 /// `conversation.configure`.
 func configureConversation(_ connection: Connection, _ id: String, model: String?, system: String?, profile: String?,
                            reasoningEffort: String? = nil) throws(Failure) {
-    var params: [String: JSON] = ["conversation": .string(id)]
-    if let profile { params["profile"] = .string(profile) }
-    if let system { params["system"] = .string(system) }
-    if let model { params["model"] = .string(model) }
-    if let reasoningEffort { params["params"] = SamplingParameters(reasoningEffort: reasoningEffort).json }
-    _ = try connection.call(.conversationConfigure, .object(params))
+    var params = ConfigureParams()
+    (params.conversation, params.profile, params.system, params.model) = (id, profile, system, model)
+    params.params = reasoningEffort.map { SamplingParameters(reasoningEffort: $0) }
+    _ = try connection.call(ConfigureCall.self, params)
 }
 
 struct Status: ClientCommand {
@@ -299,20 +298,18 @@ struct Status: ClientCommand {
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "status")
-        let result = try connection.call(.status)
+        let raw = try connection.call(.status)
         if json {
-            Out.json(result)
+            Out.json(raw)
             return
         }
-        func number(_ key: String) -> String { result[key]?.int.map(String.init) ?? "?" }
-        var lines = "\(result["server"]?.string ?? "confabd") \(result["version"]?.string ?? "?")"
-        if let proto = result["protocol"]?.int { lines += " (protocol \(proto))" }
-        lines += "\n"
-        lines += "uptime:        \(result["uptime_seconds"]?.double.map(Self.duration) ?? "?")\n"
-        lines += "conversations: \(number("conversations"))\n"
-        lines += "clients:       \(number("clients"))\n"
-        lines += "streams:       \(number("streams"))\n"
-        lines += "queued:        \(number("queued"))\n"
+        let result = try Connection.read(StatusCall.self, raw)
+        var lines = "\(result.server) \(result.version) (protocol \(result.protocolVersion))\n"
+        lines += "uptime:        \(Self.duration(Double(result.uptimeSeconds)))\n"
+        lines += "conversations: \(result.conversations)\n"
+        lines += "clients:       \(result.clients)\n"
+        lines += "streams:       \(result.streams)\n"
+        lines += "queued:        \(result.queued)\n"
         Out.stdout(lines)
     }
 

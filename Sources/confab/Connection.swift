@@ -79,6 +79,25 @@ final class Connection {
         try answer(to: send(method, params))
     }
 
+    /// Sends a method's typed params without waiting; the answer comes as an event.
+    func send<Call: RPCCall>(_: Call.Type, _ params: Call.Params) throws(Failure) -> Int {
+        try send(Call.method, params.json)
+    }
+
+    /// A method's typed call: its params written and its answer read by their types.
+    func call<Call: RPCCall>(_ call: Call.Type, _ params: Call.Params) throws(Failure) -> Call.Result {
+        try Self.read(call, self.call(Call.method, params.json))
+    }
+
+    /// The typed answer to `Call`, from its raw result (kept too, by a command's `--json`).
+    static func read<Call: RPCCall>(_: Call.Type, _ result: JSON) throws(Failure) -> Call.Result {
+        do throws(RPCError) {
+            return try Call.Result(decoding: result)
+        } catch {
+            throw .message("confabd's answer to \(Call.method.rawValue) is not one this confab reads: \(error.message)")
+        }
+    }
+
     /// Waits for the answer to a request sent earlier with `send`, so that several requests
     /// can be on their way at once.
     func answer(to id: Int) throws(Failure) -> JSON {
@@ -169,8 +188,8 @@ final class Connection {
     /// `attach` is present) offer a display name: `name`, else `CONFAB_NAME`, else
     /// `login@tty`; the others offer none, so a bad `CONFAB_NAME` cannot break `ls`.
     @discardableResult
-    func hello(command: String, name explicit: String? = nil) throws(Failure) -> JSON {
-        var params: [String: JSON] = ["client": .string("confab-\(command)")]
+    func hello(command: String, name explicit: String? = nil) throws(Failure) -> HelloResult {
+        var params = HelloParams(client: "confab-\(command)")
         var source = "--name"
         if Self.offersName(command) {
             var name = explicit
@@ -180,15 +199,15 @@ final class Connection {
             }
             if let name {
                 if let problem = DisplayName.problem(name) { throw .usage("\(source)=\"\(SafeText.singleLine(name))\": \(problem)", command: command) }
-                params["name"] = .string(name)
+                params.name = name
             } else if let name = DisplayName.default() {
-                params["name"] = .string(name)
+                params.name = name
             }
         }
         do throws(Failure) {
-            return try call(.hello, .object(params))
+            return try call(HelloCall.self, params)
         } catch {
-            if case .rpc(let refusal) = error, refusal.code == RPCError.invalidParams, params["name"] != nil {
+            if case .rpc(let refusal) = error, refusal.code == RPCError.invalidParams, params.name != nil {
                 throw .usage("\(source): \(refusal.message)", command: command)
             }
             throw error
@@ -202,7 +221,7 @@ final class Connection {
     static func start(_ path: String, command: String, name: String? = nil) throws(Failure) -> Connection {
         let connection = try open(path: path)
         if !offersName(command) {
-            connection.pendingHello = try connection.send(.hello, ["client": .string("confab-\(command)")])
+            connection.pendingHello = try connection.send(HelloCall.self, HelloParams(client: "confab-\(command)"))
         } else {
             try connection.hello(command: command, name: name)
         }
@@ -227,8 +246,7 @@ final class Connection {
         guard typed.count >= 4, ConversationID.isValidPrefix(typed) else {
             throw .message("not a conversation id: \"\(given)\" (give the id or a unique prefix of at least 4 characters)")
         }
-        let result = try call(.conversationList, ["limit": 10000])
-        let ids = (result["conversations"]?.array ?? []).compactMap { $0["id"]?.string }
+        let ids = try call(ListCall.self, ListParams(limit: 10000)).conversations.map(\.id)
         let matches = ids.filter { $0.hasPrefix(typed) }
         switch matches.count {
         case 1: return matches[0]

@@ -20,8 +20,7 @@ enum ConversationChoice {
             }
             return try sessionConversation(connection, session: session)
         }
-        let result = try connection.call(.conversationList, ["limit": 1])
-        if let id = result["conversations"]?.array?.first?["id"]?.string, try attachIfPresent(connection, id) {
+        if let id = try connection.call(ListCall.self, ListParams(limit: 1)).conversations.first?.id, try attachIfPresent(connection, id) {
             return id
         }
         return try today(connection)
@@ -49,9 +48,8 @@ enum ConversationChoice {
     /// was stored leaves no empty conversation behind: the caller deletes it).
     static func todayOrMade(_ connection: Connection) throws(Failure) -> (id: String, made: Bool) {
         let title = todayTitle()
-        let result = try connection.call(.conversationList, ["limit": 1000])
-        let found = (result["conversations"]?.array ?? []).first { $0["title"]?.string == title }
-        if let id = found?["id"]?.string, try attachIfPresent(connection, id) {
+        let found = try connection.call(ListCall.self, ListParams(limit: 1000)).conversations.first { $0.title == title }
+        if let id = found?.id, try attachIfPresent(connection, id) {
             return (id, false)
         }
         let id = try createConversation(connection, title: title, system: nil, model: nil).id
@@ -68,7 +66,7 @@ enum ConversationChoice {
     }
 
     static func attach(_ connection: Connection, _ id: String) throws(Failure) {
-        _ = try connection.call(.conversationAttach, ["conversation": .string(id), "history": 0, "quiet": true])
+        _ = try connection.call(AttachCall.self, AttachParams(conversation: id, history: 0, quiet: true))
     }
 
     /// Attaches to `id`; false when it no longer exists.

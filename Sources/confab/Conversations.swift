@@ -132,12 +132,11 @@ func wholeHistory(_ connection: Connection, _ conversation: String) throws(Failu
     var pages: [[JSON]] = []
     var before: String?
     while true {
-        var params: [String: JSON] = ["conversation": .string(conversation), "limit": 1000]
-        if let before { params["before"] = .string(before) }
-        let page = try connection.call(.conversationHistory, .object(params))
-        let messages = page["messages"]?.array ?? []
-        pages.append(messages)
-        guard page["more"]?.bool == true, let first = messages.first?["id"]?.string else { break }
+        let raw = try connection.call(.conversationHistory, HistoryParams(conversation: conversation, before: before, limit: 1000).json)
+        let page = try Connection.read(HistoryCall.self, raw)
+        // The messages as they came: `export --format json` writes them as confabd stored them.
+        pages.append(raw["messages"]?.array ?? [])
+        guard page.more, let first = page.messages.first?.id else { break }
         before = first
     }
     return pages.reversed().flatMap { $0 }
@@ -162,16 +161,16 @@ struct Show: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "show")
         let conversation = try connection.resolveConversation(id)
-        let info = try connection.call(.conversationGet, ["conversation": .string(conversation)])["conversation"]
+        let info = try connection.call(GetCall.self, ConversationTarget(conversation: conversation)).conversation
         let messages = try wholeMessages(connection, conversation)
-        var out = "\(SafeText.singleLine(info?["title"]?.string ?? "untitled")) (\(conversation)) · "
+        var out = "\(SafeText.singleLine(info.title)) (\(conversation)) · "
             + Words.count(messages.count, "message") + "\n"
-        if let shared = SharedUser.list(info?["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? []) {
+        if let shared = SharedUser.list(info.sharedWith) {
             out += "shared with \(shared)\n"
         }
         let width = TerminalSize.of(1)?.columns ?? Int.max / 2
         // A reader may not go on with a reply: its marker does not suggest it.
-        let mayContinue = info.flatMap(ConversationInfo.init(json:))?.roleOfThisUser != .read
+        let mayContinue = info.roleOfThisUser != .read
         let colour = isatty(1) != 0 && (Environment.get("NO_COLOR") ?? "").isEmpty
         for message in messages {
             out += "\n" + Self.heading(message) + "\n"
@@ -254,7 +253,7 @@ struct Export: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "export")
         let conversation = try connection.resolveConversation(id)
-        let info = try connection.call(.conversationGet, ["conversation": .string(conversation)])["conversation"]
+        let info = try connection.call(GetCall.self, ConversationTarget(conversation: conversation)).conversation
         let messages = try wholeHistory(connection, conversation)
         var out: String
         switch format {
@@ -263,7 +262,7 @@ struct Export: ClientCommand {
         case .jsonl:
             out = messages.map { $0.terminalSafeText + "\n" }.joined()
         case .markdown:
-            out = "# \(info?["title"]?.string ?? "untitled")\n"
+            out = "# \(info.title)\n"
             for message in messages.compactMap(Message.init(json:)) {
                 let time = LocalTime.dateAndClock(message.created)
                 let header: String
@@ -337,9 +336,9 @@ struct Remove: ClientCommand {
         let connection = try Connection.start(socketPath, command: "rm")
         let conversation = try connection.resolveConversation(id)
         if !force, isatty(0) != 0, isatty(2) != 0 {
-            let info = try connection.call(.conversationGet, ["conversation": .string(conversation)])["conversation"]
-            let title = SafeText.singleLine(info?["title"]?.string ?? "untitled")
-            let count = Words.count(info?["message_count"]?.int ?? 0, "message")
+            let info = try connection.call(GetCall.self, ConversationTarget(conversation: conversation)).conversation
+            let title = SafeText.singleLine(info.title)
+            let count = Words.count(info.messageCount, "message")
             var question = "delete \"\(title)\" (\(conversation), \(count))? [y/N] "
             _ = question.withUTF8 { Out.writeAll(2, UnsafeRawBufferPointer($0)) }
             let answer = Self.readLine().lowercased()
@@ -348,7 +347,7 @@ struct Remove: ClientCommand {
                 throw Failure.exit(1)
             }
         }
-        _ = try connection.call(.conversationDelete, ["conversation": .string(conversation)])
+        _ = try connection.call(DeleteCall.self, ConversationTarget(conversation: conversation))
     }
 
     /// One line from standard input, without its newline.
@@ -374,8 +373,7 @@ struct Cancel: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "cancel")
         let conversation = try connection.resolveConversation(id)
-        let result = try connection.call(.generationCancel, ["conversation": .string(conversation)])
-        if CancelResult(json: result).cancelled == nil {
+        if try connection.call(CancelCall.self, CancelParams(conversation: conversation)).cancelled == nil {
             throw Failure.message("nothing to cancel")
         }
     }

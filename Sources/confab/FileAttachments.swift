@@ -114,27 +114,25 @@ struct FileAttachment {
     }
 
     /// Stores the file with `blob.put`, chunk by chunk; what the daemon stored.
-    func upload(_ connection: Connection) throws(Failure) -> StoredBlob {
-        var upload: JSON?
+    func upload(_ connection: Connection) throws(Failure) -> AttachmentRef {
+        var upload: String?
         let ranges = AttachmentChunks.ranges(count: bytes.count)
         for (index, range) in ranges.enumerated() {
-            var params: [String: JSON] = ["data": .string(Base64.encode(bytes[range]))]
-            if let upload { params["upload"] = upload }
-            if index == ranges.count - 1 { params["final"] = true }
-            let answer: JSON
+            let params = BlobPutParams(upload: upload, data: Base64.encode(bytes[range]), isFinal: index == ranges.count - 1 ? true : nil)
+            let answer: BlobPutResult
             do throws(Failure) {
-                answer = try connection.call(.blobPut, .object(params))
+                answer = try connection.call(BlobPutCall.self, params)
             } catch {
                 if case .rpc(let refusal) = error { throw .message("cannot attach \(path): \(refusal.message)") }
                 throw error
             }
             if index == ranges.count - 1 {
-                guard let stored = answer["attachment"], let sha256 = stored["sha256"]?.string, Attachment.isDigest(sha256) else {
+                guard let stored = answer.attachment, Attachment.isDigest(stored.sha256) else {
                     throw .message("confabd's answer to \(RPCMethod.blobPut.rawValue) for \(path) names no stored file")
                 }
-                return StoredBlob(name: name, sha256: sha256)
+                return AttachmentRef(name: name, sha256: stored.sha256)
             }
-            guard let id = answer["upload"], !id.isNull else {
+            guard let id = answer.upload else {
                 throw .message("confabd's answer to \(RPCMethod.blobPut.rawValue) for \(path) has no upload id")
             }
             upload = id
@@ -143,17 +141,11 @@ struct FileAttachment {
     }
 }
 
-/// A file the daemon stored for this connection, as `message.send` names it.
-struct StoredBlob {
-    let name: String
-    let sha256: String
-
-    var json: JSON { ["name": .string(name), "sha256": .string(sha256)] }
-
+extension AttachmentRef {
     /// Uploads every file; the `attachments` parameter of `message.send`.
-    static func upload(_ files: [FileAttachment], over connection: Connection) throws(Failure) -> JSON {
-        var stored: [JSON] = []
-        for file in files { stored.append(try file.upload(connection).json) }
-        return .array(stored)
+    static func upload(_ files: [FileAttachment], over connection: Connection) throws(Failure) -> [AttachmentRef] {
+        var stored: [AttachmentRef] = []
+        for file in files { stored.append(try file.upload(connection)) }
+        return stored
     }
 }

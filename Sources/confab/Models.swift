@@ -19,33 +19,27 @@ struct ModelsCommand: ClientCommand {
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "models")
-        var params: [String: JSON] = [:]
-        if let provider { params["provider"] = .string(provider) }
-        let result = try connection.call(.modelsList, .object(params))
-        let models = result["models"]?.array ?? []
-        let errors = result["errors"]?.array ?? []
+        let raw = try connection.call(.modelsList, ModelsListParams(provider: provider).json)
+        let result = try Connection.read(ModelsListCall.self, raw)
         if json {
-            Out.json(result)
+            Out.json(raw)
         } else {
-            Out.stdout(Self.table(models))
-            for error in errors {
-                let name = error["provider"]?.string ?? "?"
-                let status = error["status"]?.int.map { " (HTTP \($0))" } ?? ""
-                Out.error(SafeText.singleLine("provider \(name): \(error["code"]?.string ?? "error")\(status): \(error["message"]?.string ?? "")"))
+            Out.stdout(Self.table(result.models))
+            for failure in result.errors {
+                let status = failure.error.status.map { " (HTTP \($0))" } ?? ""
+                Out.error(SafeText.singleLine("provider \(failure.provider): \(failure.error.code.rawValue)\(status): \(failure.error.message)"))
             }
         }
-        let failed = Set(errors.compactMap { $0["provider"]?.string })
-        let answered = Set(models.compactMap { $0["provider"]?.string })
+        let failed = Set(result.errors.map(\.provider))
+        let answered = Set(result.models.map(\.provider))
         if !failed.isEmpty && answered.isEmpty { throw Failure.exit(1) }
     }
 
     /// `PROVIDER  MODEL`, one model a line; nothing at all when there are none. Names come from
     /// model servers, so each is made a safe single line before it is measured.
-    static func table(_ models: [JSON]) -> String {
+    static func table(_ models: [ListedModel]) -> String {
         guard !models.isEmpty else { return "" }
-        let rows = models.map { model in
-            (SafeText.singleLine(model["provider"]?.string ?? "?"), SafeText.singleLine(model["id"]?.string ?? "?"))
-        }
+        let rows = models.map { model in (SafeText.singleLine(model.provider), SafeText.singleLine(model.id)) }
         let width = max(DisplayWidth.of("PROVIDER"), rows.map { DisplayWidth.of($0.0) }.max() ?? 0)
         var text = DisplayWidth.pad("PROVIDER", to: width) + "  MODEL\n"
         for (provider, id) in rows { text += DisplayWidth.pad(provider, to: width) + "  " + id + "\n" }

@@ -13,9 +13,10 @@ struct Profiles: ClientCommand {
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "profiles")
-        let profiles = try connection.call(.profilesList)["profiles"]?.array ?? []
+        let raw = try connection.call(.profilesList)
+        let profiles = try Connection.read(ProfilesListCall.self, raw).profiles
         if json {
-            Out.json(JSON.array(profiles))
+            Out.json(raw["profiles"] ?? .array([]))
         } else if profiles.isEmpty {
             Out.errorLine("no profiles: add [profiles.NAME] tables to confabd's config file")
         } else {
@@ -24,13 +25,13 @@ struct Profiles: ClientCommand {
     }
 
     /// One line per profile: `*` marks the default; the parameters as `key=value`.
-    static func table(_ profiles: [JSON]) -> String {
+    static func table(_ profiles: [ListedProfile]) -> String {
         let header = ["NAME", "PROVIDER", "MODEL", "PARAMETERS"]
         let rows = profiles.map { profile in
-            let params = (profile["params"]?.object ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.text)" }
-            return [SafeText.singleLine(profile["name"]?.string ?? "?") + (profile["default"]?.bool == true ? " *" : ""),
-                    SafeText.singleLine(profile["provider"]?.string ?? ""),
-                    SafeText.singleLine(profile["model"]?.string ?? "-"),
+            let params = (profile.params.json.object ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.text)" }
+            return [SafeText.singleLine(profile.name) + (profile.isDefault ? " *" : ""),
+                    SafeText.singleLine(profile.provider),
+                    SafeText.singleLine(profile.model ?? "-"),
                     SafeText.singleLine(params.isEmpty ? "-" : params.joined(separator: " "))]
         }
         var widths = header.map { DisplayWidth.of($0) }

@@ -60,8 +60,8 @@ extension ReplyCommand {
         let connection = try Connection.start(socketPath, command: Self.configuration.commandName ?? "confab")
         let conversation = try connection.resolveConversation(options.id)
         // Quiet, as ask: following the reply is not joining the conversation.
-        let attached = AttachResult(json: try connection.call(.conversationAttach, ["conversation": .string(conversation), "history": 0, "quiet": true]))
-        guard let reply = ReplyStarted(json: try connection.call(Self.method, ["conversation": .string(conversation)]))?.reply else {
+        let attached = try connection.call(AttachCall.self, AttachParams(conversation: conversation, history: 0, quiet: true))
+        guard let reply = ReplyStarted(json: try connection.call(Self.method, ConversationTarget(conversation: conversation).json))?.reply else {
             throw Failure.message("confabd's answer to \(Self.method.rawValue) has no reply id")
         }
         let stream = AskStream(connection: connection, socketPath: socketPath, conversation: conversation, reply: reply,
@@ -94,13 +94,10 @@ struct Fork: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "fork")
         let conversation = try connection.resolveConversation(id)
-        var params: [String: JSON] = ["conversation": .string(conversation)]
-        if let at { params["at"] = .string(at) }
-        if let title { params["title"] = .string(title) }
-        let result = try connection.call(.conversationFork, .object(params))
-        guard let made = result["conversation"]?["id"]?.string else { throw Failure.message("confabd's answer to conversation.fork has no id") }
+        let result = try connection.call(ForkCall.self, ForkParams(conversation: conversation, at: at, title: title))
+        let made = result.conversation.id
         Out.stdout(made + "\n")
-        if let reply = result["reply"]?.string {
+        if let reply = result.reply {
             Out.errorLine("the copy ends with a question: reply \(reply) is being made (confab attach \(made))")
         }
     }
@@ -134,14 +131,14 @@ struct Search: ClientCommand {
 
     func run() throws {
         let connection = try Connection.start(socketPath, command: "search")
-        var params: [String: JSON] = ["query": .string(text.joined(separator: " ")), "limit": .int(limit)]
-        if let conversation { params["conversation"] = .string(try connection.resolveConversation(conversation)) }
-        let result = try connection.call(.conversationSearch, .object(params))
-        let hits = result["hits"]?.array ?? []
+        var params = SearchParams(query: text.joined(separator: " "), limit: limit)
+        if let conversation { params.conversation = try connection.resolveConversation(conversation) }
+        let raw = try connection.call(.conversationSearch, params.json)
         if json {
-            Out.json(result["hits"] ?? .array([]))
+            Out.json(raw["hits"] ?? .array([]))
             return
         }
+        let hits = try Connection.read(SearchCall.self, raw).hits
         if hits.isEmpty {
             Out.errorLine("no message holds \"\(SafeText.singleLine(text.joined(separator: " ")))\"")
             throw Failure.exit(1)
@@ -152,17 +149,16 @@ struct Search: ClientCommand {
 
     /// Two lines a hit: where (conversation id, message id, local time, title), then who and
     /// the text around the hit, indented. Titles and snippets are others' text: made safe.
-    static func render(_ hits: [JSON], width: Int?, colour: Bool) -> String {
+    static func render(_ hits: [FoundMessage], width: Int?, colour: Bool) -> String {
         func styled(_ text: String, _ code: String) -> String { colour ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
         var out = ""
         for hit in hits {
-            let place = "\(hit["conversation"]?.string ?? "?") \(hit["message"]?.string ?? "?")  "
-                + LocalTime.dateAndClock(LocalTime.parse(hit["created"])) + "  "
-            let title = SafeText.singleLine(hit["title"]?.string ?? "")
+            let place = "\(hit.conversation) \(hit.message)  " + LocalTime.dateAndClock(hit.created) + "  "
+            let title = SafeText.singleLine(hit.title)
             let room = width.map { max(8, $0 - DisplayWidth.of(place)) }
             out += styled(place, "2") + styled(room.map { DisplayWidth.truncate(title, to: $0) } ?? title, "1") + "\n"
-            let who = (hit["role"]?.string.flatMap(Role.init(rawValue:)) ?? .user).rawValue + ": "
-            let snippet = SafeText.singleLine(hit["snippet"]?.string ?? "")
+            let who = hit.role.rawValue + ": "
+            let snippet = SafeText.singleLine(hit.snippet)
             let line = "    " + who + snippet
             out += (width.map { DisplayWidth.truncate(line, to: $0) } ?? line) + "\n"
         }

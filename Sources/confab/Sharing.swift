@@ -28,15 +28,12 @@ struct Share: ClientCommand {
         let connection = try Connection.start(socketPath, command: "share")
         let conversation = try connection.resolveConversation(id)
         let role: ShareRole = readOnly ? .read : .write
-        var params = SharedUser.params(user)
-        params["conversation"] = .string(conversation)
-        params["role"] = .string(role.rawValue)
-        let result = try connection.call(.conversationShare, .object(params))
-        let info = result["conversation"].flatMap(ConversationInfo.init(json:))
-        let share = info?.sharedWith.first { SharedUser.names($0, user) }
+        let named = SharedUser.named(user)
+        let result = try connection.call(ShareCall.self, ShareParams(conversation: conversation, uid: named.uid, login: named.login, role: role))
+        let share = result.conversation.sharedWith.first { SharedUser.names($0, user) }
         let who = share.map(SharedUser.describe) ?? SafeText.singleLine(user)
         Out.stdout("shared \(conversation) with \(who), \(role == .read ? "read only" : "read and write")\n")
-        if result["allowed"]?.bool == false, let uid = share?.uid {
+        if !result.allowed, let uid = share?.uid {
             Out.errorLine("note: uid \(uid) is not in confabd's access.allow_uids, so it cannot connect until it is added there and confabd is reloaded")
         }
     }
@@ -55,10 +52,9 @@ struct Unshare: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "unshare")
         let conversation = try connection.resolveConversation(id)
-        var params = SharedUser.params(user)
-        params["conversation"] = .string(conversation)
-        let result = try connection.call(.conversationUnshare, .object(params))
-        if result["unshared"]?.bool == false {
+        let named = SharedUser.named(user)
+        let result = try connection.call(UnshareCall.self, UnshareParams(conversation: conversation, uid: named.uid, login: named.login))
+        if !result.unshared {
             Out.errorLine("\(conversation) was not shared with \(SafeText.singleLine(user))")
         }
     }
@@ -67,9 +63,9 @@ struct Unshare: ClientCommand {
 /// How the client names the user of a share.
 enum SharedUser {
     /// `uid` for a number, `login` for anything else.
-    static func params(_ user: String) -> [String: JSON] {
-        if let uid = UInt32(user) { return ["uid": .int(Int(uid))] }
-        return ["login": .string(user)]
+    static func named(_ user: String) -> (uid: Int?, login: String?) {
+        if let uid = UInt32(user) { return (Int(uid), nil) }
+        return (nil, user)
     }
 
     static func names(_ share: ConversationShare, _ user: String) -> Bool {

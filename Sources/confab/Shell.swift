@@ -174,7 +174,7 @@ struct ReplyWaiter {
     /// The reply's last turn's text: after tool calls, the model's final answer.
     func send(_ prompt: String, onDelta: ((String) -> Void)? = nil) throws(Failure) -> String {
         status.tick()
-        let sent = try connection.call(.messageSend, ["conversation": .string(conversation), "content": .string(prompt)])
+        let sent = try connection.call(.messageSend, SendParams(conversation: conversation, content: prompt).json)
         guard let reply = ReplyStarted(json: sent)?.reply else {
             throw .message("confabd's answer to \(RPCMethod.messageSend.rawValue) has no reply id")
         }
@@ -185,7 +185,7 @@ struct ReplyWaiter {
                 status.clear()
                 // A reply still queued behind another cannot be withdrawn; it runs and is kept.
                 if follower.started {
-                    _ = try? connection.call(.generationCancel, ["conversation": .string(conversation), "message": .string(reply)])
+                    _ = try? connection.call(CancelCall.self, CancelParams(conversation: conversation, message: reply))
                 }
                 throw .exit(130)
             }
@@ -287,11 +287,11 @@ extension CompletionKind {
             var socket = ConfabPaths.current().socket
             if let flag = words.firstIndex(of: "--socket"), flag + 1 < words.count { socket = words[flag + 1] }
             guard let connection = try? Connection.start(socket, command: "complete"),
-                  let result = try? connection.call(.conversationList, ["limit": 1000]) else { return [] }
+                  let result = try? connection.call(ListCall.self, ListParams(limit: 1000)) else { return [] }
             let shell = CompletionShell.requesting
-            return (result["conversations"]?.array ?? []).compactMap { conversation in
-                guard let id = conversation["id"]?.string else { return nil }
-                let title = SafeText.singleLine(conversation["title"]?.string ?? "")
+            return result.conversations.compactMap { conversation in
+                let id = conversation.id
+                let title = SafeText.singleLine(conversation.title)
                 if title.isEmpty { return id }
                 if shell == .zsh { return id + ":" + title }
                 if shell == .fish { return id + "\t" + title }

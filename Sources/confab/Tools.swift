@@ -35,7 +35,7 @@ struct ToolsCommand: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "tools")
         if let restart {
-            let raw = try connection.call(.mcpRestart, ["server": .string(restart)])
+            let raw = try connection.call(.mcpRestart, MCPRestartParams(server: restart).json)
             let server = MCPRestartResult(json: raw).server
             if json {
                 Out.json(raw)
@@ -45,10 +45,7 @@ struct ToolsCommand: ClientCommand {
             if server?.state != .ready { throw Failure.exit(1) }
             return
         }
-        var params: [String: JSON] = [:]
-        if let profile { params["profile"] = .string(profile) }
-        if start { params["start"] = .bool(true) }
-        let raw = try connection.call(.toolsList, .object(params))
+        let raw = try connection.call(.toolsList, ToolsListParams(profile: profile, start: start ? true : nil).json)
         if json { return Out.json(raw) }
         let listing = ToolsListResult(json: raw)
         if listing.tools.isEmpty && listing.servers.isEmpty {
