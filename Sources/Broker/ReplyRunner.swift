@@ -172,7 +172,7 @@ final class ReplyRunner {
         if let contextTokens = contextTokens(of: conversation) {
             let budget = ContextBudget(contextTokens: contextTokens, maxTokens: request.params.maxTokens,
                                        ratio: conversation.contextRatio ?? 1)
-            switch budget.fit(request.messages, continuing: request.continuing) {
+            switch budget.fit(request.messages, continuing: request.continuing, sendsReasoning: request.reasoningPassBack != .none) {
             case .success(let fitted):
                 request.messages = fitted.messages
                 message.context = fitted.info

@@ -98,6 +98,29 @@ final class ContextBudgetTests: XCTestCase {
         let fit = try XCTUnwrap(fitted(ContextBudget(contextTokens: 1100, maxTokens: 1000).fit([ChatMessage(role: .system, content: forty)])))
         XCTAssertEqual(fit.info, ContextInfo(messages: 1, dropped: 0, estimatedTokens: 17))
     }
+    /// The reasoning a tool-call turn sends back is part of the request: a long thought pushes
+    /// older turns out as text does (it is counted as the larger of its text and its items),
+    /// and nothing is counted for it when the provider sends none back.
+    func testReasoningSentBackWithAToolCallTurnCounts() throws {
+        let call = ToolCall(id: "c1", name: "echo", arguments: "{}")
+        let thought = String(repeating: "t", count: 160)  // 40 tokens: two older pairs (28 each) make room for it
+        var turn = ChatMessage(role: .assistant, content: "", toolCalls: [call],
+                               reasoning: ReasoningReplay(api: "chat", provider: "p", model: "m", text: thought))
+        let withTool = context.dropLast() + [turn, ChatMessage(role: .tool, content: forty, toolCallID: "c1", toolName: "echo")]
+        let plain = ContextBudget.rawEstimate(Array(withTool), sendsReasoning: false)
+        XCTAssertEqual(ContextBudget.rawEstimate(Array(withTool)), plain + 40)
+        // Signed items larger than the text count as what they are.
+        turn.reasoning?.items = [["type": "thinking", "thinking": .string(thought), "signature": .string(String(repeating: "s", count: 400))]]
+        let items = context.dropLast() + [turn]
+        XCTAssertGreaterThan(ContextBudget.rawEstimate(Array(items)), ContextBudget.rawEstimate(Array(items), sendsReasoning: false) + 80)
+        // A turn without tool calls sends its reasoning back nowhere.
+        let answered = [ChatMessage(role: .assistant, content: forty, reasoning: ReasoningReplay(api: "chat", provider: "p", model: "m", text: thought))]
+        XCTAssertEqual(ContextBudget.rawEstimate(answered), ContextBudget.rawEstimate(answered, sendsReasoning: false))
+        // A budget that held the turns without the thought drops the oldest pair for it.
+        let budget = ContextBudget(contextTokens: 1000 + plain, maxTokens: 1000)
+        XCTAssertEqual(try XCTUnwrap(fitted(budget.fit(Array(withTool), sendsReasoning: false))).info.dropped, 0)
+        XCTAssertGreaterThan(try XCTUnwrap(fitted(budget.fit(Array(withTool)))).info.dropped, 0)
+    }
 }
 
 final class AttachmentBudgetTests: XCTestCase {
@@ -137,4 +160,5 @@ final class AttachmentBudgetTests: XCTestCase {
         guard case .success(let all) = ContextBudget(contextTokens: 2000, maxTokens: 256).fit(context) else { return XCTFail() }
         XCTAssertEqual(all.messages, context)
     }
+
 }
