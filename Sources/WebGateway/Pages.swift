@@ -8,7 +8,9 @@
 public enum Pages {
     public static let contentSecurityPolicy = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-    static func shell(title: String, body: String, attributes: String) -> String {
+    /// The document every page is: its head (the one stylesheet, the favicon and, for the
+    /// pages that draw themselves, the one script), then the body's attributes and content.
+    private static func document(title: String, script: Bool, bodyAttributes: String, body: String) -> String {
         """
         <!doctype html>
         <html lang="en">
@@ -18,15 +20,18 @@ public enum Pages {
         <meta name="referrer" content="no-referrer">
         <title>\(HTMLText.escape(title))</title>
         <link rel="icon" href="/favicon.svg" type="image/svg+xml">
-        <link rel="stylesheet" href="/app.css">
-        <script src="/app.js" defer></script>
+        <link rel="stylesheet" href="/app.css">\(script ? "\n<script src=\"/app.js\" defer></script>" : "")
         </head>
-        <body \(attributes)>
+        <body \(bodyAttributes)>
         \(body)
         </body>
         </html>
 
         """
+    }
+
+    static func shell(title: String, body: String, attributes: String) -> String {
+        document(title: title, script: true, bodyAttributes: attributes, body: body)
     }
 
     public static let list = shell(title: "confab", body: """
@@ -49,25 +54,11 @@ public enum Pages {
 
     /// A page of the gateway's own with no script: a title and a few words, styled by app.css.
     static func plain(title: String, heading: String, body: String) -> String {
-        """
-        <!doctype html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <meta name="referrer" content="no-referrer">
-        <title>\(HTMLText.escape(title))</title>
-        <link rel="icon" href="/favicon.svg" type="image/svg+xml">
-        <link rel="stylesheet" href="/app.css">
-        </head>
-        <body class="plain-page">
-        <main><div class="card-page"><h1>\(HTMLText.escape(heading))</h1>
-        \(body)
-        </div></main>
-        </body>
-        </html>
-
-        """
+        document(title: title, script: false, bodyAttributes: "class=\"plain-page\"", body: """
+            <main><div class="card-page"><h1>\(HTMLText.escape(heading))</h1>
+            \(body)
+            </div></main>
+            """)
     }
 
     public static let unauthorized = plain(title: "confab: not found", heading: "Not found", body: """
