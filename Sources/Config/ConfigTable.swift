@@ -166,17 +166,50 @@ public struct ConfigTable {
         for member in table.members { read.insert(member.key) }
     }
 
-    /// Every key of this table and the tables read from it that no read asked for, with its line.
-    public var unknownKeys: [(name: String, position: TOMLPosition)] {
-        table.members.filter { !read.contains($0.key) }.map { (name($0.key), $0.position) }
-            + subtables.flatMap(\.unknownKeys)
+    /// Every key of this table and the tables read from it that no read asked for, with its
+    /// line, and the key it is probably a typo of: one this table reads and the file lacks.
+    public var unknownKeys: [(name: String, position: TOMLPosition, suggestion: String?)] {
+        let present = Set(table.members.map(\.key))
+        let candidates = read.subtracting(present).sorted()
+        return table.members.filter { !read.contains($0.key) }.map { member in
+            (name(member.key), member.position, Self.closest(to: member.key, among: candidates).map(name))
+        } + subtables.flatMap(\.unknownKeys)
     }
 
     /// Throws for unknown keys: a typo must not silently leave a default in place.
     public func rejectUnknownKeys() throws(ConfigError) {
         let unknown = unknownKeys.sorted { ($0.position.line, $0.position.column) < ($1.position.line, $1.position.column) }
         guard !unknown.isEmpty else { return }
-        let list = unknown.map { "\($0.name) (\($0.position))" }.joined(separator: ", ")
+        let list = unknown.map { "\($0.name) (\($0.position)\($0.suggestion.map { "; did you mean \($0)?" } ?? ""))" }.joined(separator: ", ")
         throw ConfigError(description: "\(file): unknown keys: \(list)")
+    }
+
+    /// The candidate nearest to `key` by edits (insert, delete, change, or swap two neighbours),
+    /// if it is near enough to be a typo: one edit for keys of up to four characters, two for
+    /// longer ones. Ties go to the first in order.
+    static func closest(to key: String, among candidates: [String]) -> String? {
+        let limit = key.count <= 4 ? 1 : 2
+        var best: (key: String, distance: Int)?
+        for candidate in candidates {
+            let distance = editDistance(Array(key.lowercased()), Array(candidate.lowercased()))
+            if distance <= limit, distance < (best?.distance ?? .max) { best = (candidate, distance) }
+        }
+        return best?.key
+    }
+
+    /// Damerau-Levenshtein distance, restricted to swaps of neighbours (optimal string alignment).
+    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
+        var rows = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { rows[i][0] = i }
+        for j in 0...b.count { rows[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                rows[i][j] = min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { rows[i][j] = min(rows[i][j], rows[i - 2][j - 2] + 1) }
+            }
+        }
+        return rows[a.count][b.count]
     }
 }

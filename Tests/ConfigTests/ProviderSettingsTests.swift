@@ -162,7 +162,7 @@ final class ProviderSettingsTests: XCTestCase {
                        "config.toml: line 2: providers.x.api must be \"chat\", \"completions\", \"anthropic\" or \"responses\", not \"gemini\"")
         assertRejected("[providers.x]\napi = 1\n", "config.toml: line 2: providers.x.api must be a string, not an integer")
         assertRejected("[providers.x]\nbase_url = \"http://127.0.0.1:1\"\nmodle = \"m\"\n",
-                       "config.toml: unknown keys: providers.x.modle (line 3)")
+                       "config.toml: unknown keys: providers.x.modle (line 3; did you mean providers.x.model?)")
         assertRejected("[providers.x]\nheaders = { \"X-A\" = 1 }\n",
                        "config.toml: line 2: providers.x.headers.X-A must be a string, not an integer")
         assertRejected("[providers.x]\nheaders = \"X-A: 1\"\n",

@@ -77,9 +77,10 @@ final class SettingsTests: XCTestCase {
     }
 
     func testUnknownKeysAreErrorsNamingEveryOneWithItsLine() {
-        assertRejected("[upstream]\ntemprature = 0.5\n", "config.toml: unknown keys: upstream.temprature (line 2)")
+        assertRejected("[upstream]\ntemprature = 0.5\n", "config.toml: unknown keys: upstream.temprature (line 2; did you mean upstream.temperature?)")
+        // storage.fsync is in the file already: no suggestion of it for storage.sync.
         assertRejected("[upstream]\nmodel = \"m\"\n[limit]\nmax_clients = 3\n[storage]\nfsync = true\nsync = false\n",
-                       "config.toml: unknown keys: limit (line 3), storage.sync (line 7)")
+                       "config.toml: unknown keys: limit (line 3; did you mean limits?), storage.sync (line 7)")
         assertRejected("[upstream.extra]\nx = 1\n", "config.toml: unknown keys: upstream.extra (line 1)")
         // Control characters in a key are shown escaped, never raw.
         assertRejected("[upstream]\n\"a\\u001b[31m\" = 1\n", "config.toml: unknown keys: upstream.\"a\\u{1B}[31m\" (line 2)")
@@ -126,5 +127,15 @@ final class SettingsTests: XCTestCase {
         let settings = try load("[upstream]\napi_key_file = \"\(path)\"\n", environment: ["OPENAI_API_KEY": "sk-env"])
         XCTAssertEqual(settings.upstream.apiKey, "sk-from-file")
         XCTAssertTrue(settings.warnings.isEmpty, "\(settings.warnings)")
+    }
+
+    /// A misspelt key names what it probably meant: a key the same table reads and the file
+    /// lacks, within one edit for short keys and two for longer ones; nothing when none is near.
+    func testAnUnknownKeyNamesTheKeyItProbablyMeant() {
+        assertRejected("[upstream]\ntemprature = 0.5\n",
+                       "config.toml: unknown keys: upstream.temprature (line 2; did you mean upstream.temperature?)")
+        assertRejected("[storag]\nfsync = false\n", "config.toml: unknown keys: storag (line 1; did you mean storage?)")
+        assertRejected("[profiles.p]\nsytem = \"x\"\n", "config.toml: unknown keys: profiles.p.sytem (line 2; did you mean profiles.p.system?)")
+        assertRejected("[upstream]\nflavour = 1\n", "config.toml: unknown keys: upstream.flavour (line 2)")
     }
 }
