@@ -199,6 +199,14 @@ final class MCPHTTPIntegrationTests: XCTestCase {
         XCTAssertEqual(vanished["error"]?["code"]?.string, "tool_connection", "\(vanished)")
         servers["web"]?.wait(seconds: 30)
         try startServer("web", port: ports["web"]!)
+        // confabd starts it again after its back-off (0.5 s, longer on a loaded machine): a
+        // call before then finds no such tool, which is right; wait, bounded, until it is ready.
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let listing = ToolsListResult(json: try client.call("tools.list", ["start": true], timeout: 90))
+            if listing.servers.contains(where: { $0.name == "web" && $0.state == .ready }) { break }
+            usleep(100_000)
+        }
         let second = try callResult(client, id, "[[tool:web__session {}]]")
         XCTAssertEqual(second["status"]?.string, "complete", "\(second)")
         let secondSession = try XCTUnwrap(second["content"]?.string)
