@@ -92,8 +92,10 @@ public struct ConversationView: Sendable {
             return [messageEvent(id)]
         case .messageReasoning(let id, let content):
             // The page's folded thinking block grows with each piece.
-            guard var message = messages[id], !content.isEmpty, message.reasoning?.ended == nil else { return [] }
+            guard var message = messages[id], !content.isEmpty else { return [] }
             var thought = message.reasoning ?? Reasoning(text: "", started: now())
+            // Thinking again after the answer began: the block opens again, its clock goes on.
+            if thought.ended != nil { thought.resume(at: now()) }
             thought.text += content
             message.reasoning = thought
             messages[id] = message
