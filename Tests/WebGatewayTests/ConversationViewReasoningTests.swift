@@ -22,7 +22,9 @@ final class ConversationViewReasoningTests: XCTestCase {
         _ = view.apply(.messageReasoning(message: "m2", content: "<b>first</b>\n"))
         clock.now = Timestamp(milliseconds: created.milliseconds + 12_400)
         var thought = view.apply(.messageReasoning(message: "m2", content: "second")).first?["message"]?["reasoning"]
-        XCTAssertEqual(thought?["text"]?.string, "<b>first</b>\nsecond", "as text: the page sets it with textContent")
+        XCTAssertEqual(thought?["text"]?.string, "<b>first</b>\nsecond")
+        XCTAssertEqual(thought?["html"]?.string, "<p>&lt;b&gt;first&lt;/b&gt;\nsecond</p>\n",
+                       "markdown as a reply's is, the model's HTML shown as text")
         XCTAssertEqual(thought?["seconds"]?.int, 12)
         XCTAssertEqual(thought?["thinking"]?.bool, true)
 

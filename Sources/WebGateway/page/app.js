@@ -455,7 +455,7 @@
     block.dataset.seconds = String(m.reasoning.seconds);
     block.dataset.since = String(Date.now());
     block.dataset.thinking = m.reasoning.thinking ? "1" : "";
-    block.querySelector(".thought-text").textContent = m.reasoning.text; // the model's text, as text
+    block.querySelector(".thought-text").innerHTML = m.reasoning.html; // rendered and escaped by the gateway (MarkdownHTML)
     thoughtSummary(block);
   }
 
