@@ -549,11 +549,13 @@ final class ReplyRunner {
 
     /// A piece of the model's thought: appended to the reply (a client attaching now reads it
     /// in `pending`), fanned out to every attached client as `message.reasoning`, and saved with
-    /// the text. The first piece starts the reasoning's clock.
+    /// the text. The first piece starts the reasoning's clock; a piece after the answer began
+    /// (interleaved thinking, or a continued reply that thinks again) starts it again.
     private func receivedReasoning(_ piece: String, for reply: Reply, in conversation: Conversation) {
         if reply.message.reasoning == nil {
             reply.message.reasoning = Reasoning(text: piece, started: .now())
         } else {
+            if reply.message.reasoning?.ended != nil { reply.message.reasoning?.resume(at: .now()) }
             reply.message.reasoning?.text += piece
         }
         conversation.broadcastReasoning(message: reply.message.id, content: piece)

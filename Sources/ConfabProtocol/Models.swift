@@ -309,10 +309,11 @@ public struct ReasoningSource: Equatable, Sendable {
 /// business, kept in the log beside it, and never on the wire to clients.
 public struct Reasoning: Equatable, Sendable {
     public var text: String
-    /// The first piece of reasoning arrived.
+    /// The first piece of reasoning arrived; moved later by each pause in the thinking (see
+    /// `resume(at:)`), so that `ended - started` is the time spent thinking.
     public var started: Timestamp
-    /// The first piece of the answer (text or a tool call) arrived, or the reply ended; nil
-    /// while the model is still thinking.
+    /// The first piece of the answer (text or a tool call) after the latest piece of reasoning
+    /// arrived, or the reply ended; nil while the model is still thinking.
     public var ended: Timestamp?
     /// Blocks of reasoning the server sent only encrypted.
     public var redactedBlocks: Int
@@ -322,6 +323,16 @@ public struct Reasoning: Equatable, Sendable {
         self.started = started
         self.ended = ended
         self.redactedBlocks = redactedBlocks
+    }
+
+    /// The model thinks again after it had begun its answer (interleaved thinking, or a
+    /// continued reply): the thought is open again, and its clock goes on from where it
+    /// stopped rather than counting the pause. Every end (the daemon, each client, the page)
+    /// applies the same rule, so their clocks agree.
+    public mutating func resume(at now: Timestamp) {
+        guard let ended else { return }
+        started = Timestamp(milliseconds: started.milliseconds + max(0, now.milliseconds - ended.milliseconds))
+        self.ended = nil
     }
 
     /// Whole seconds spent thinking, as of `now` while it goes on.

@@ -155,7 +155,8 @@ public struct ReplyFollower: Sendable {
             begin(id, into: &out)
             guard !content.isEmpty else { break }
             var thought = thoughts[id] ?? Reasoning(text: "", started: clock())
-            guard thought.ended == nil else { break }
+            // Thinking again after the answer began: the thought opens again, its clock goes on.
+            if thought.ended != nil { thought.resume(at: clock()) }
             thought.text += content
             thoughts[id] = thought
             out.append(.reasoning(turn: id, content, thought: thought))

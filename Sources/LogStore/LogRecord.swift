@@ -275,6 +275,8 @@ public enum Replay {
                     if state.messages[position].reasoning == nil {
                         state.messages[position].reasoning = Reasoning(text: "", started: started)
                     }
+                    // Each record carries the clock's start as it stood (moved on by a pause).
+                    state.messages[position].reasoning?.started = started
                     state.messages[position].reasoning?.text += content
                     if let at { lastWritten[id] = at }
                 }

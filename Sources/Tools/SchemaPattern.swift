@@ -108,16 +108,176 @@ public final class SchemaPattern {
     /// `pattern` (ECMA-262) in RE2's syntax with the same meaning, or the construct that has
     /// none there.
     public static func rewritten(_ pattern: String) -> Result<String, Problem> {
-        let scalars = Array(pattern.unicodeScalars)
-        var out = ""
+        var rewriter = Rewriter(Array(pattern.unicodeScalars))
+        return rewriter.run()
+    }
+
+    /// One pass over an ECMA-262 pattern, writing RE2: the position, whether it is inside a
+    /// character class, and what is written so far. Each construct has its own step.
+    private struct Rewriter {
+        let scalars: [Unicode.Scalar]
         var index = 0
         var inClass = false
+        var out = ""
         let spaceBody = classBody(whiteSpace)
         let nonSpaceBody = classBody(complement(of: whiteSpace))
+
+        init(_ scalars: [Unicode.Scalar]) { self.scalars = scalars }
+
         func at(_ offset: Int) -> Unicode.Scalar? { index + offset < scalars.count ? scalars[index + offset] : nil }
         func isHex(_ scalar: Unicode.Scalar?) -> Bool { scalar.map { $0.properties.isASCIIHexDigit } ?? false }
+
+        mutating func run() -> Result<String, Problem> {
+            while index < scalars.count {
+                let problem: Problem?
+                switch scalars[index] {
+                case "\\": problem = escape()
+                case "[": problem = openBracket()
+                case "(" where !inClass && at(1) == "?": problem = group()
+                default: problem = plain()
+                }
+                if let problem { return .failure(problem) }
+            }
+            return .success(out)
+        }
+
+        /// A character that means the same in both, or one that only needs respelling.
+        private mutating func plain() -> Problem? {
+            let scalar = scalars[index]
+            switch scalar {
+            case "]" where inClass:
+                inClass = false
+                out += "]"
+            case "." where !inClass:
+                out += "[^\\n\\r\\x{2028}\\x{2029}]"
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+            index += 1
+            return nil
+        }
+
+        /// `[`: a class opens (or is one of ECMA-262's two special empty forms); inside a class
+        /// a literal `[`, which RE2 would read as the start of `[:alpha:]`.
+        private mutating func openBracket() -> Problem? {
+            if inClass {
+                out += "\\["
+                index += 1
+                return nil
+            }
+            if at(1) == "]" {
+                out += "[^\\x{0}-\\x{10ffff}]"  // matches nothing
+                index += 2
+                return nil
+            }
+            if at(1) == "^", at(2) == "]" {
+                out += "[\\x{0}-\\x{10ffff}]"  // any one code point
+                index += 3
+                return nil
+            }
+            inClass = true
+            out += "["
+            if at(1) == "^" {
+                out += "^"
+                index += 1
+            }
+            index += 1
+            return nil
+        }
+
+        /// `(?`: lookarounds have no RE2 form; a named group is spelled `(?P<name>…)` there.
+        private mutating func group() -> Problem? {
+            switch (at(2), at(3)) {
+            case ("=", _): return .unsupported("a lookahead (?=…)")
+            case ("!", _): return .unsupported("a negative lookahead (?!…)")
+            case ("<", "="): return .unsupported("a lookbehind (?<=…)")
+            case ("<", "!"): return .unsupported("a negative lookbehind (?<!…)")
+            case ("<", _):
+                out += "(?P<"
+                index += 3
+            default:
+                out += "("
+                index += 1
+            }
+            return nil
+        }
+
+        /// A backslash and what it escapes.
+        private mutating func escape() -> Problem? {
+            guard let next = at(1) else { return .invalid("trailing \\") }
+            switch next {
+            case "1"..."9":
+                if inClass { return .unsupported("an octal escape (\\\(next))") }
+                var digits = String(next)
+                while let digit = at(digits.count + 1), ("0"..."9").contains(digit) { digits.unicodeScalars.append(digit) }
+                return .unsupported("a backreference (\\\(digits))")
+            case "k" where at(2) == "<":
+                return .unsupported("a named backreference (\\k<…>)")
+            case "0":
+                if let digit = at(2), ("0"..."9").contains(digit) { return .unsupported("an octal escape (\\0\(digit))") }
+                out += code(0)
+            case "s":
+                out += inClass ? spaceBody : "[" + spaceBody + "]"
+            case "S":
+                out += inClass ? nonSpaceBody : "[" + nonSpaceBody + "]"
+            case "b" where inClass:
+                out += code(8)
+            case "d", "D", "w", "W", "b", "B", "t", "n", "r", "f", "v":
+                out += "\\" + String(next)
+            case "u":
+                return unicode()
+            case "x":
+                guard isHex(at(2)), isHex(at(3)) else { return .invalid("a malformed \\x escape") }
+                out += "\\x" + String(scalars[index + 2]) + String(scalars[index + 3])
+                index += 4
+                return nil
+            case "c":
+                guard let letter = at(2), letter.properties.isAlphabetic, letter.isASCII else {
+                    return .invalid("a malformed \\c escape")
+                }
+                out += code(letter.value % 32)
+                index += 3
+                return nil
+            case "p", "P":
+                return property(next)
+            default:
+                // ECMA-262 (with `u`) escapes only syntax characters and `/` to mean themselves.
+                guard next.isASCII, "^$\\.*+?()[]{}|/-".unicodeScalars.contains(next) else {
+                    return .unsupported("the escape \\\(next), which ECMA-262 does not define")
+                }
+                out += "\\" + String(next)
+            }
+            index += 2
+            return nil
+        }
+
+        /// `\uXXXX`, `\u{X…}` or a surrogate pair of two `\uXXXX`: one code point.
+        private mutating func unicode() -> Problem? {
+            guard let (value, length) = unicodeEscape() else { return .invalid("a malformed \\u escape") }
+            guard !(0xD800...0xDFFF).contains(value) else {
+                return .unsupported("a lone surrogate (\\u\(String(value, radix: 16, uppercase: true)))")
+            }
+            out += code(value)
+            index += length
+            return nil
+        }
+
+        /// `\p{Name}` and `\p{Script=Name}`: RE2 knows general categories and scripts by name.
+        private mutating func property(_ letter: Unicode.Scalar) -> Problem? {
+            guard at(2) == "{", let close = scalars[(index + 3)...].firstIndex(of: "}") else {
+                return .invalid("a malformed \\\(letter) escape")
+            }
+            var name = String(String.UnicodeScalarView(scalars[(index + 3)..<close]))
+            for prefix in ["Script=", "sc=", "General_Category=", "gc="] where name.hasPrefix(prefix) {
+                name = String(name.dropFirst(prefix.count))
+            }
+            out += "\\" + String(letter) + "{" + name + "}"
+            index = close + 1
+            return nil
+        }
+
         /// `\uXXXX` at `index` (at the backslash): its value and length, a surrogate pair joined.
-        func unicodeEscape() -> (UInt32, Int)? {
+        private func unicodeEscape() -> (UInt32, Int)? {
             if at(2) == "{" {
                 var end = index + 3
                 var value: UInt32 = 0
@@ -139,117 +299,5 @@ public final class SchemaPattern {
             }
             return (first, 6)
         }
-        while index < scalars.count {
-            let scalar = scalars[index]
-            switch scalar {
-            case "\\":
-                guard let next = at(1) else { return .failure(.invalid("trailing \\")) }
-                switch next {
-                case "1"..."9":
-                    if inClass { return .failure(.unsupported("an octal escape (\\\(next))")) }
-                    var digits = String(next)
-                    while let digit = at(digits.count + 1), ("0"..."9").contains(digit) { digits.unicodeScalars.append(digit) }
-                    return .failure(.unsupported("a backreference (\\\(digits))"))
-                case "k" where at(2) == "<":
-                    return .failure(.unsupported("a named backreference (\\k<…>)"))
-                case "0":
-                    if let digit = at(2), ("0"..."9").contains(digit) { return .failure(.unsupported("an octal escape (\\0\(digit))")) }
-                    out += code(0)
-                    index += 2
-                    continue
-                case "s":
-                    out += inClass ? spaceBody : "[" + spaceBody + "]"
-                case "S":
-                    out += inClass ? nonSpaceBody : "[" + nonSpaceBody + "]"
-                case "b" where inClass:
-                    out += code(8)
-                case "d", "D", "w", "W", "b", "B", "t", "n", "r", "f", "v":
-                    out += "\\" + String(next)
-                case "u":
-                    guard let (value, length) = unicodeEscape() else { return .failure(.invalid("a malformed \\u escape")) }
-                    guard !(0xD800...0xDFFF).contains(value) else {
-                        return .failure(.unsupported("a lone surrogate (\\u\(String(value, radix: 16, uppercase: true)))"))
-                    }
-                    out += code(value)
-                    index += length
-                    continue
-                case "x":
-                    guard isHex(at(2)), isHex(at(3)) else { return .failure(.invalid("a malformed \\x escape")) }
-                    out += "\\x" + String(scalars[index + 2]) + String(scalars[index + 3])
-                    index += 4
-                    continue
-                case "c":
-                    guard let letter = at(2), letter.properties.isAlphabetic, letter.isASCII else {
-                        return .failure(.invalid("a malformed \\c escape"))
-                    }
-                    out += code(letter.value % 32)
-                    index += 3
-                    continue
-                case "p", "P":
-                    // \p{Name} and \p{Script=Name}: RE2 knows general categories and scripts by name.
-                    guard at(2) == "{", let close = scalars[(index + 3)...].firstIndex(of: "}") else {
-                        return .failure(.invalid("a malformed \\\(next) escape"))
-                    }
-                    var name = String(String.UnicodeScalarView(scalars[(index + 3)..<close]))
-                    for prefix in ["Script=", "sc=", "General_Category=", "gc="] where name.hasPrefix(prefix) {
-                        name = String(name.dropFirst(prefix.count))
-                    }
-                    out += "\\" + String(next) + "{" + name + "}"
-                    index = close + 1
-                    continue
-                default:
-                    // ECMA-262 (with `u`) escapes only syntax characters and `/` to mean themselves.
-                    guard next.isASCII, "^$\\.*+?()[]{}|/-".unicodeScalars.contains(next) else {
-                        return .failure(.unsupported("the escape \\\(next), which ECMA-262 does not define"))
-                    }
-                    out += "\\" + String(next)
-                }
-                index += 2
-                continue
-            case "[" where inClass:
-                // Literal inside a class in ECMA-262; RE2 would read `[:alpha:]` as a POSIX class.
-                out += "\\["
-            case "[":
-                if at(1) == "]" {
-                    out += "[^\\x{0}-\\x{10ffff}]"  // matches nothing
-                    index += 2
-                    continue
-                }
-                if at(1) == "^", at(2) == "]" {
-                    out += "[\\x{0}-\\x{10ffff}]"  // any one code point
-                    index += 3
-                    continue
-                }
-                inClass = true
-                out += "["
-                if at(1) == "^" {
-                    out += "^"
-                    index += 1
-                }
-            case "]" where inClass:
-                inClass = false
-                out += "]"
-            case "." where !inClass:
-                out += "[^\\n\\r\\x{2028}\\x{2029}]"
-            case "(" where !inClass && at(1) == "?":
-                switch (at(2), at(3)) {
-                case ("=", _): return .failure(.unsupported("a lookahead (?=…)"))
-                case ("!", _): return .failure(.unsupported("a negative lookahead (?!…)"))
-                case ("<", "="): return .failure(.unsupported("a lookbehind (?<=…)"))
-                case ("<", "!"): return .failure(.unsupported("a negative lookbehind (?<!…)"))
-                case ("<", _):
-                    // A named group: RE2 spells it (?P<name>…).
-                    out += "(?P<"
-                    index += 3
-                    continue
-                default:
-                    out += "("
-                }
-            default:
-                out.unicodeScalars.append(scalar)
-            }
-            index += 1
-        }
-        return .success(out)
     }
 }

@@ -51,21 +51,10 @@ public enum ToolSchema {
 
         var types: [String]?
         if let type = members["type"] {
-            let names: [JSON]
-            switch type {
-            case .string: names = [type]
-            case .array(let elements) where !elements.isEmpty: names = elements
-            default: return "\(name("type")) must be a type name or a non-empty array of them"
+            switch declaredTypes(type, keyword: name("type")) {
+            case .success(let names): types = names
+            case .failure(let refusal): return refusal.text
             }
-            var seen: [String] = []
-            for element in names {
-                guard let text = element.string, typeNames.contains(text) else {
-                    return "\(name("type")) must be one of \(typeNames.joined(separator: ", ")), not \(element.text)"
-                }
-                guard !seen.contains(text) else { return "\(name("type")) names \"\(text)\" twice" }
-                seen.append(text)
-            }
-            types = seen
         }
 
         var propertyNames: Set<String> = []
@@ -102,18 +91,58 @@ public enum ToolSchema {
                 }
             }
         }
-        if let pattern = members["pattern"] {
-            guard let text = pattern.string else { return "\(name("pattern")) must be a string (a regular expression)" }
-            switch SchemaPattern.compile(text) {
-            case .success: break
-            case .failure(.invalid):
-                return "\(name("pattern")) is not a regular expression this daemon can check"
-            case .failure(.unsupported(let construct)):
-                if unsupportedPatterns == .refused {
-                    return "\(name("pattern")) uses \(construct), which confabd cannot match in linear time (RE2): write the pattern without it"
-                }
-            }
+        if let pattern = members["pattern"], let found = patternProblem(pattern, keyword: name("pattern"), unsupportedPatterns) {
+            return found
         }
+        if let found = boundsProblem(members, name) { return found }
+        // Keywords we do not use still reach the model: one that hides a $ref is refused too.
+        for key in members.keys.sorted() where !knownKeywords.contains(key) && !dataKeywords.contains(key) {
+            if let found = hiddenReference(in: members[key]!, at: name(shown(key))) { return found }
+        }
+        for key in members.keys.sorted() where uncheckedAssertions.contains(key) {
+            return "\(name(shown(key))) is not supported: arguments could not be checked against it"
+        }
+        return nil
+    }
+
+    /// A problem's words, as the failure of a step that otherwise gives a value.
+    private struct Refusal: Error { let text: String }
+
+    /// `type`: one type name or a non-empty array of distinct ones.
+    private static func declaredTypes(_ type: JSON, keyword: String) -> Result<[String], Refusal> {
+        let names: [JSON]
+        switch type {
+        case .string: names = [type]
+        case .array(let elements) where !elements.isEmpty: names = elements
+        default: return .failure(Refusal(text: "\(keyword) must be a type name or a non-empty array of them"))
+        }
+        var seen: [String] = []
+        for element in names {
+            guard let text = element.string, typeNames.contains(text) else {
+                return .failure(Refusal(text: "\(keyword) must be one of \(typeNames.joined(separator: ", ")), not \(element.text)"))
+            }
+            guard !seen.contains(text) else { return .failure(Refusal(text: "\(keyword) names \"\(text)\" twice")) }
+            seen.append(text)
+        }
+        return .success(seen)
+    }
+
+    /// `pattern`: a regular expression RE2 can match in linear time (or, where unsupported
+    /// patterns are allowed, one whose construct is left to the server to check).
+    private static func patternProblem(_ pattern: JSON, keyword: String, _ unsupportedPatterns: UnsupportedPatterns) -> String? {
+        guard let text = pattern.string else { return "\(keyword) must be a string (a regular expression)" }
+        switch SchemaPattern.compile(text) {
+        case .success: return nil
+        case .failure(.invalid):
+            return "\(keyword) is not a regular expression this daemon can check"
+        case .failure(.unsupported(let construct)):
+            guard unsupportedPatterns == .refused else { return nil }
+            return "\(keyword) uses \(construct), which confabd cannot match in linear time (RE2): write the pattern without it"
+        }
+    }
+
+    /// The numeric bounds: numbers (or whole counts) where given, the low one not above the high.
+    private static func boundsProblem(_ members: [String: JSON], _ name: (String) -> String) -> String? {
         for (low, high) in [("minimum", "maximum"), ("exclusiveMinimum", "exclusiveMaximum")] {
             for keyword in [low, high] {
                 if let bound = members[keyword], bound.double == nil || !bound.double!.isFinite {
@@ -133,13 +162,6 @@ public enum ToolSchema {
             if let minimum = members[low].flatMap(integer), let maximum = members[high].flatMap(integer), minimum > maximum {
                 return "\(name(low)) is more than \(name(high))"
             }
-        }
-        // Keywords we do not use still reach the model: one that hides a $ref is refused too.
-        for key in members.keys.sorted() where !knownKeywords.contains(key) && !dataKeywords.contains(key) {
-            if let found = hiddenReference(in: members[key]!, at: name(shown(key))) { return found }
-        }
-        for key in members.keys.sorted() where uncheckedAssertions.contains(key) {
-            return "\(name(shown(key))) is not supported: arguments could not be checked against it"
         }
         return nil
     }

@@ -92,8 +92,10 @@ public struct ConversationView: Sendable {
             return [messageEvent(id)]
         case .messageReasoning(let id, let content):
             // The page's folded thinking block grows with each piece.
-            guard var message = messages[id], !content.isEmpty, message.reasoning?.ended == nil else { return [] }
+            guard var message = messages[id], !content.isEmpty else { return [] }
             var thought = message.reasoning ?? Reasoning(text: "", started: now())
+            // Thinking again after the answer began: the block opens again, its clock goes on.
+            if thought.ended != nil { thought.resume(at: now()) }
             thought.text += content
             message.reasoning = thought
             messages[id] = message
@@ -157,10 +159,12 @@ public struct ConversationView: Sendable {
         return ["type": "message", "message": view(message)]
     }
 
-    /// A reply's thought as the page's folded block draws it: its text (set as text), the
-    /// seconds spent so far, and whether the model still thinks (the page counts on from there).
+    /// A reply's thought as the page's folded block draws it: its markdown rendered as a reply's
+    /// is (the model's HTML in it shown as text), the seconds spent so far, and whether the
+    /// model still thinks (the page counts on from there). `text` stays for what copies it.
     static func thoughtView(_ thought: Reasoning, now: Timestamp) -> JSON {
-        ["text": .string(thought.text), "seconds": .int(thought.seconds(now: now)), "thinking": .bool(thought.ended == nil)]
+        ["text": .string(thought.text), "html": .string(MarkdownHTML.render(thought.text)),
+         "seconds": .int(thought.seconds(now: now)), "thinking": .bool(thought.ended == nil)]
     }
 
     static func infoView(_ info: ConversationInfo) -> JSON {

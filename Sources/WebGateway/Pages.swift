@@ -42,7 +42,7 @@ public enum Pages {
     /// A conversation's page; `id` must already be checked (12 characters of the id alphabet).
     public static func conversation(id: String) -> String {
         shell(title: "confab", body: """
-            <header><div class="bar"><a href="/" id="back" class="back" aria-label="All conversations">&#8592;</a><h1 id="title">…</h1><span id="presence" class="presence"></span><span id="status" class="status">connecting…</span></div></header>
+            <header><div class="bar"><a href="/" id="back" class="back" aria-label="All conversations">&#8592;</a><h1 id="title">…</h1><button id="rename" class="rename-title" type="button" hidden>Rename</button><form id="retitle" class="rename" hidden><input id="retitle-input" maxlength="200" aria-label="New title"><button id="retitle-cancel" type="button">Cancel</button><button class="primary" type="submit">Save</button></form><span id="presence" class="presence"></span><span id="status" class="status">connecting…</span></div></header>
             <main id="messages" class="messages"></main>
             <footer><div class="column">
             <div id="notice" class="notice" role="status"></div>

@@ -72,6 +72,9 @@ struct Script {
     var thinkDelayMs: Int?
     /// `[[think-style:S]]`: how a chat stream carries the reasoning.
     var thinkStyle = ThinkStyle.deepseek
+    /// `[[think-again:TEXT]]` (chat completions, streamed): TEXT as one more piece of reasoning
+    /// halfway through the text, as a model that thinks again after its answer began.
+    var thinkAgain: String?
     /// `[[think-only]]`: reasoning, then no answer: the token limit is spent.
     var thinkOnly = false
     /// `[[think-redacted]]` (Anthropic): a `redacted_thinking` block after the thinking one.
@@ -148,6 +151,7 @@ struct Script {
             case "think-delay": if let n = number, n >= 0 { thinkDelayMs = min(n, 600_000) }
             case "think-style": if let style = value.flatMap({ ThinkStyle(rawValue: $0.trimmingCharacters(in: .whitespaces).lowercased()) }) { thinkStyle = style }
             case "think-only": thinkOnly = true
+            case "think-again": if let value { thinkAgain = value }
             case "think-redacted": thinkRedacted = true
             case "cached": if let n = number, n >= 0 { cached = n }
             case "cache-write": if let n = number, n >= 0 { cacheWrite = n }
@@ -649,6 +653,11 @@ private func chatCompletions(_ request: Request, body: JSON?, connection: Connec
             return false
         }
         if index >= pieceCount { break }
+        if let again = script.thinkAgain, toolDeltas == nil, burst == nil, index == pieceCount / 2, index > 0 {
+            sleepMilliseconds(script.thinkPauseMs)
+            guard writer.write(chunk(choices: [choice(delta: chatReasoningDelta(again, style: script.thinkStyle))])) else { return false }
+            sleepMilliseconds(script.thinkPauseMs)
+        }
         if index > 0 {
             if let us = script.delayMicroseconds { sleepMicroseconds(us) } else { sleepMilliseconds(script.delayMs) }
         }

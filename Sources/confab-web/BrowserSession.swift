@@ -285,7 +285,7 @@ actor BrowserSession {
         return false
     }
 
-    /// One action from the page: `{"op": "send"|"cancel"|"retry"|"continue"|"approve"|"download", …}`,
+    /// One action from the page: `{"op": "send"|"cancel"|"retry"|"continue"|"approve"|"rename"|"download", …}`,
     /// or from the list: `{"op": "create"|"rename"|"delete", …}`.
     func pageAction(_ text: String) async throws {
         guard let action = try? JSON.parse(text), let op = action["op"]?.string else { return }
@@ -320,6 +320,16 @@ actor BrowserSession {
             guard let call = action["call"]?.string, let allow = action["allow"]?.bool else { return }
             method = .toolApprove
             params = ["conversation": target, "call": .string(call), "allow": .bool(allow)]
+        case "rename":
+            // The owner's, as in the terminal (`conversation.rename` is an owner's method).
+            guard access.isOwner else {
+                await notice("Only the owner can rename the conversation.")
+                logger.info("refused a rename from a share link")
+                return
+            }
+            guard let title = action["title"]?.string, !title.isEmpty else { return }
+            method = .conversationRename
+            params = ["conversation": target, "title": .string(title)]
         default:
             return
         }

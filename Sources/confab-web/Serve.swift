@@ -181,77 +181,8 @@ struct Gateway: Sendable {
         }
         // A file a message carries, for saving, by a one-use ticket: never shown by the
         // browser (whatever its bytes, it is a download of no type the browser could run).
-        router.get("/d/:ticket") { _, context -> Response in
-            let channel = context.channel
-            guard let name = context.parameters.get("ticket"), let ticket = tickets.redeem(name),
-                  let access = store.access(for: ticket.token), access.maySee(ticket.conversation) else {
-                return page(Pages.unauthorized, status: .notFound)
-            }
-            let what = "\(ticket.conversation) \(ticket.message) #\(ticket.index)"
-            // The place is held until the last byte is written (or the response is dropped):
-            // a client that never reads holds a place, not more memory.
-            let hold: AccessSlots.Hold
-            switch downloads.hold(link: access.linkID) {
-            case .failure(let refusal):
-                logger.warning("download of \(what) refused: \(refusal)")
-                return page(Pages.unavailable, status: .serviceUnavailable)
-            case .success(let granted): hold = granted
-            }
-            do {
-                let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, access: access, conversation: ticket.conversation,
-                                                                            message: ticket.message, index: ticket.index, logger: logger)
-                var headers = Self.securityHeaders
-                headers[.contentType] = "application/octet-stream"
-                headers[.contentDisposition] = AttachmentDownload.contentDisposition(name: attachment.name)
-                return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: bytes.count) { writer in
-                    defer { hold.release() }
-                    // In pieces, each written only once the connection has taken the last
-                    // (its buffer under NIO's high-water mark, asked on its loop after the
-                    // writes queued there): the server's response writer takes whatever it is
-                    // given at once, so the wait is here. A reader that takes nothing for
-                    // stalledDownloadSeconds is cut off.
-                    var offset = 0
-                    while offset < bytes.count {
-                        var waited = 0
-                        // Asked on the channel's loop, after the writes queued there before.
-                        while try await !channel.eventLoop.submit({ channel.isWritable }).get() {
-                            guard channel.isActive, waited < Self.stalledDownloadSeconds * 100 else {
-                                throw HTTPError(.requestTimeout)
-                            }
-                            try await Task.sleep(for: .milliseconds(10))
-                            waited += 1
-                        }
-                        let end = min(offset + 64 << 10, bytes.count)
-                        try await writer.write(ByteBuffer(bytes: bytes[offset..<end]))
-                        offset = end
-                    }
-                    try await writer.finish(nil)
-                    logger.debug("download of \(what): \(bytes.count) bytes written")
-                })
-            } catch AttachmentDownload.Failure.notFound {
-                hold.release()
-                return page(Pages.unauthorized, status: .notFound)
-            } catch {
-                hold.release()
-                logger.warning("download of \(what): \(error)")
-                return page(Pages.unavailable, status: .serviceUnavailable)
-            }
-        }
-        router.get("/app.js") { _, _ -> Response in
-            var headers = Self.securityHeaders
-            headers[.contentType] = "text/javascript; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Pages.script)))
-        }
-        router.get("/app.css") { _, _ -> Response in
-            var headers = Self.securityHeaders
-            headers[.contentType] = "text/css; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Pages.stylesheet)))
-        }
-        router.get("/favicon.svg") { _, _ -> Response in
-            var headers = Self.securityHeaders
-            headers[.contentType] = "image/svg+xml"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Pages.favicon)))
-        }
+        router.get("/d/:ticket") { _, context -> Response in await download(context) }
+        addAssetRoutes(to: router)
         router.ws("/ws") { request, _ in
             // Only this gateway's own pages are let in: the Origin must be one of its own
             // names (never compared with Host, which a rebound DNS name controls).
@@ -283,6 +214,78 @@ struct Gateway: Sendable {
             await BrowserSession.run(socketPath: socketPath, conversation: conversation, access: access, token: token,
                                      name: Self.displayName(access: access, request: context.request), store: store,
                                      tickets: tickets, inbound: inbound, outbound: outbound, logger: logger)
+        }
+    }
+
+    /// The page's script, styles and icon: one request each, from the binary itself.
+    private func addAssetRoutes(to router: Router<GatewayContext>) {
+        for (path, type, bytes) in [("/app.js", "text/javascript; charset=utf-8", Pages.script),
+                                    ("/app.css", "text/css; charset=utf-8", Pages.stylesheet),
+                                    ("/favicon.svg", "image/svg+xml", Pages.favicon)] {
+            router.get(RouterPath(path)) { _, _ -> Response in
+                var headers = Self.securityHeaders
+                headers[.contentType] = type
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+            }
+        }
+    }
+
+    /// `/d/TICKET`: the file a one-use ticket names, when its link may still see the
+    /// conversation, written as the reader takes it.
+    private func download(_ context: GatewayContext) async -> Response {
+        let channel = context.channel
+        guard let name = context.parameters.get("ticket"), let ticket = tickets.redeem(name),
+              let access = store.access(for: ticket.token), access.maySee(ticket.conversation) else {
+            return page(Pages.unauthorized, status: .notFound)
+        }
+        let what = "\(ticket.conversation) \(ticket.message) #\(ticket.index)"
+        // The place is held until the last byte is written (or the response is dropped):
+        // a client that never reads holds a place, not more memory.
+        let hold: AccessSlots.Hold
+        switch downloads.hold(link: access.linkID) {
+        case .failure(let refusal):
+            logger.warning("download of \(what) refused: \(refusal)")
+            return page(Pages.unavailable, status: .serviceUnavailable)
+        case .success(let granted): hold = granted
+        }
+        do {
+            let (attachment, bytes) = try await AttachmentDownload.fetch(socketPath: socketPath, access: access, conversation: ticket.conversation,
+                                                                        message: ticket.message, index: ticket.index, logger: logger)
+            var headers = Self.securityHeaders
+            headers[.contentType] = "application/octet-stream"
+            headers[.contentDisposition] = AttachmentDownload.contentDisposition(name: attachment.name)
+            return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: bytes.count) { writer in
+                defer { hold.release() }
+                // In pieces, each written only once the connection has taken the last
+                // (its buffer under NIO's high-water mark, asked on its loop after the
+                // writes queued there): the server's response writer takes whatever it is
+                // given at once, so the wait is here. A reader that takes nothing for
+                // stalledDownloadSeconds is cut off.
+                var offset = 0
+                while offset < bytes.count {
+                    var waited = 0
+                    // Asked on the channel's loop, after the writes queued there before.
+                    while try await !channel.eventLoop.submit({ channel.isWritable }).get() {
+                        guard channel.isActive, waited < Self.stalledDownloadSeconds * 100 else {
+                            throw HTTPError(.requestTimeout)
+                        }
+                        try await Task.sleep(for: .milliseconds(10))
+                        waited += 1
+                    }
+                    let end = min(offset + 64 << 10, bytes.count)
+                    try await writer.write(ByteBuffer(bytes: bytes[offset..<end]))
+                    offset = end
+                }
+                try await writer.finish(nil)
+                logger.debug("download of \(what): \(bytes.count) bytes written")
+            })
+        } catch AttachmentDownload.Failure.notFound {
+            hold.release()
+            return page(Pages.unauthorized, status: .notFound)
+        } catch {
+            hold.release()
+            logger.warning("download of \(what): \(error)")
+            return page(Pages.unavailable, status: .serviceUnavailable)
         }
     }
 

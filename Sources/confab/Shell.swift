@@ -136,17 +136,34 @@ struct ShellKey: ClientCommand {
     }
 }
 
-/// A spinner on standard error while the model thinks, only when it is a terminal. It is
-/// drawn over the prompt line, which the shell redraws when the key's function returns.
+/// A spinner on standard error while the reply is awaited, only when it is a terminal. It is
+/// drawn over the prompt line, which the shell redraws when the key's function returns. While
+/// a model that reasons thinks, the line is its thinking row instead (`thinking… 12 s · the
+/// newest line of thought`, made safe and cut to the terminal's width so it never wraps).
 final class KeySpinner {
     private let enabled = isatty(2) != 0
     private var frame = 0
     private var shown = false
+    private var thought: Reasoning?
     private static let frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+
+    /// The model's thought so far while it thinks; nil once its answer begins.
+    func think(_ thought: Reasoning?) {
+        self.thought = thought
+        tick()
+    }
 
     func tick() {
         guard enabled else { return }
-        Out.stderrText("\r\u{1B}[K" + Self.frames[frame % Self.frames.count] + " confab is thinking… (Ctrl-C: keep the line)")
+        let spinner = Self.frames[frame % Self.frames.count] + " "
+        let line: String
+        if let thought {
+            let width = max(10, (TerminalSize.of(2)?.columns ?? 80) - 1)
+            line = spinner + ThoughtText.status(seconds: thought.seconds(now: Timestamp.now()), thought: thought.text, width: width - 2)
+        } else {
+            line = spinner + "confab is thinking… (Ctrl-C: keep the line)"
+        }
+        Out.stderrText("\r\u{1B}[K" + line)
         frame += 1
         shown = true
     }
@@ -200,6 +217,10 @@ struct ReplyWaiter {
                 case .notification(let notification):
                     for progress in follower.take(notification) {
                         switch progress {
+                        case .reasoning(_, _, let thought):
+                            status.think(thought)
+                        case .reasoningEnded:
+                            status.think(nil)
                         case .text(_, let piece):
                             wroteTurn = true
                             onDelta?(piece)

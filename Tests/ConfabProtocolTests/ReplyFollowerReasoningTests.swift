@@ -52,12 +52,11 @@ final class ReplyFollowerReasoningTests: XCTestCase {
         guard case .reasoning(_, _, let second)? = progress.last else { return XCTFail("\(progress)") }
         XCTAssertEqual(second.text, "Let me see.\nThe user wants", "each piece comes with the thought so far")
 
-        progress = feed(&follower, [.messageDelta(message: "m2", content: "Hi"),
-                                    .messageReasoning(message: "m2", content: "after the text")])
+        progress = feed(&follower, [.messageDelta(message: "m2", content: "Hi")])
         let ended = Reasoning(text: "Let me see.\nThe user wants", started: started,
                               ended: Timestamp(milliseconds: created.milliseconds + 13_500))
         XCTAssertEqual(progress, [.reasoningEnded(turn: "m2", thought: ended), .text(turn: "m2", "Hi")],
-                       "the first text ends the thinking, before it is reported; reasoning after it is not thinking")
+                       "the first text ends the thinking, before it is reported")
         XCTAssertNil(follower.thinking)
         XCTAssertEqual(ended.seconds(now: Timestamp.now()), 12)
 
@@ -66,6 +65,37 @@ final class ReplyFollowerReasoningTests: XCTestCase {
         progress = feed(&follower, [.messageCompleted(message("m2", "Hi", .complete, reasoning: stored))])
         XCTAssertEqual(follower.thoughts["m2"], stored, "the stored thought is the finished turn's")
         XCTAssertFalse(progress.contains { if case .reasoningEnded = $0 { true } else { false } }, "ended once only")
+    }
+
+    /// A model that thinks again after its answer began (interleaved thinking): the thought
+    /// opens again, the row comes back, the next text ends it again, and the clock sums the
+    /// two spans instead of counting the pause between them.
+    func testThinkingAgainAfterTheTextOpensTheThoughtAndItsClockGoesOn() {
+        // Thinks from 1 s, text at 5 s, thinks again at 9 s, text again at 12 s: 4 + 3 s.
+        var follower = follower(times: [1000, 5000, 9000, 12_000])
+        var progress = feed(&follower, [.messageCreated(message("m2")),
+                                        .messageReasoning(message: "m2", content: "first"),
+                                        .messageDelta(message: "m2", content: "Hi"),
+                                        .messageReasoning(message: "m2", content: " then more")])
+        XCTAssertEqual(pieces(progress), ["first", " then more"], "the second thought is reported, not dropped")
+        let open = Reasoning(text: "first then more", started: Timestamp(milliseconds: created.milliseconds + 5000))
+        XCTAssertEqual(follower.thinking?.thought, open, "thinking again, its start moved on by the 4 s pause")
+        progress = feed(&follower, [.messageDelta(message: "m2", content: " there")])
+        let closed = Reasoning(text: "first then more", started: open.started, ended: Timestamp(milliseconds: created.milliseconds + 12_000))
+        XCTAssertEqual(progress, [.reasoningEnded(turn: "m2", thought: closed), .text(turn: "m2", " there")])
+        XCTAssertNil(follower.thinking)
+        XCTAssertEqual(closed.seconds(now: Timestamp.now()), 7, "4 s and 3 s of thinking, the pause not counted")
+    }
+
+    func testResumingMovesTheStartByThePauseAndOnlyWhenTheThoughtHadEnded() {
+        var thought = Reasoning(text: "a", started: Timestamp(milliseconds: 1000), ended: Timestamp(milliseconds: 3000))
+        thought.resume(at: Timestamp(milliseconds: 10_000))
+        XCTAssertEqual(thought, Reasoning(text: "a", started: Timestamp(milliseconds: 8000)))
+        thought.resume(at: Timestamp(milliseconds: 20_000))
+        XCTAssertEqual(thought.started, Timestamp(milliseconds: 8000), "an open thought is left as it is")
+        var early = Reasoning(text: "a", started: Timestamp(milliseconds: 1000), ended: Timestamp(milliseconds: 3000))
+        early.resume(at: Timestamp(milliseconds: 2000))
+        XCTAssertEqual(early.started, Timestamp(milliseconds: 1000), "a clock that went back moves nothing")
     }
 
     /// A reply that thought and then ended (a tool call, or nothing at all) ends its thinking

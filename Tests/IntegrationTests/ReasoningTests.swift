@@ -347,6 +347,57 @@ final class ReasoningTests: XCTestCase {
         XCTAssertEqual(restored["usage"]?["reasoning_tokens"]?.int, (thought.utf8.count + 3) / 4)
     }
 
+    /// A model that thinks again after its answer began: every client gets the second thought
+    /// between the texts, the thought is kept whole, and its clock's start moves on by the
+    /// pause (kept so in the log: a crash after it restores the moved start).
+    func testThinkingAgainAfterTheAnswerBeganIsStreamedKeptAndRestored() throws {
+        let client = try harness.client()
+        let id = try conversation(client)
+        let (reply, notes, final) = try send(client, id, "[[think:first]] [[think-again:second]] [[reply:one two three four]]")
+        let order = notes.filter { $0.params["message"]?.string == reply }.compactMap { note -> String? in
+            switch note.method {
+            case "message.reasoning": "thought:" + (note.params["content"]?.string ?? "")
+            case "message.delta": "text"
+            default: nil
+            }
+        }
+        let second = try XCTUnwrap(order.firstIndex(of: "thought:second"), "\(order)")
+        XCTAssertTrue(order[..<second].contains("text") && order[second...].contains("text"), "between the texts: \(order)")
+        XCTAssertEqual(Self.reasoningNotes(notes, for: reply).joined(), "firstsecond")
+        XCTAssertEqual(final["reasoning"]?["text"]?.string, "firstsecond")
+        XCTAssertNotNil(final["reasoning"]?["ended"])
+        XCTAssertEqual(try history(client, id).last?["reasoning"], final["reasoning"])
+
+        // Cut after the second thought: the log's last reasoning record holds the moved start.
+        let sent = try client.call("message.send", ["conversation": .string(id),
+                                                    "content": "[[think:early]] [[think-again:again]] [[think-delay:300]] [[hold:3 cut]] [[reply:a b c d]]"])
+        let cut = try XCTUnwrap(sent["reply"]?.string)
+        try harness.waitUntilUpstreamHolds("cut")
+        let log = harness.dataDirectory + "/conversations/\(id).jsonl"
+        func starts() -> [String] {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line -> String? in
+                guard let record = try? JSON.parse(String(line)), record["type"]?.string == "reply.reasoning",
+                      record["message"]?.string == cut else { return nil }
+                return record["started"]?.string
+            }
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while Set(starts()).count < 2 && Date() < deadline { usleep(20_000) }
+        let saved = starts()
+        XCTAssertEqual(Set(saved).count, 2, "the second thought's record carries the moved start: \(saved)")
+        harness.killDaemon()
+        try harness.releaseUpstream("cut")
+        try harness.startDaemon()
+        let again = try harness.client()
+        let restored = try XCTUnwrap(try history(again, id).last)
+        XCTAssertEqual(restored["id"]?.string, cut)
+        XCTAssertEqual(restored["reasoning"]?["text"]?.string, "earlyagain")
+        let first = try XCTUnwrap(saved.first.flatMap(Timestamp.init(rfc3339:)))
+        let moved = try XCTUnwrap(restored["reasoning"]?["started"]?.string.flatMap(Timestamp.init(rfc3339:)))
+        XCTAssertEqual(restored["reasoning"]?["started"]?.string, saved.last, "the last record's start, not the first")
+        XCTAssertGreaterThanOrEqual(moved.milliseconds - first.milliseconds, 300, "moved on by at least the 300 ms pause")
+    }
+
     func testAReplyCancelledWhileThinkingRecordsAnEstimateOfTheThought() throws {
         let client = try harness.client()
         let id = try conversation(client)

@@ -28,4 +28,28 @@ final class SettingsNoticeTests: TmuxTestCase {
         XCTAssertEqual(try harness.runClient(["configure", id, "--model", "fake-model"]).status, 0)
         try tmux.waitForText(ana, "-- model: fake-model (by ")
     }
+
+    /// `/model NAME --reasoning-effort LEVEL` from one screen: both screens are told the model
+    /// and the parameter with who set them, and the next request carries both.
+    func testAModelWithAReasoningEffortIsAnnouncedAndSent() throws {
+        let id = try harness.runClient(["new", "--title", "effort"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let ana = try attach(id, name: "ana")
+        let bob = try attach(id, name: "bob")
+        try tmux.waitForText(ana, "-- bob (root) joined --")
+        try tmux.type(bob, "/model fake-model-2 --reasoning-effort high")
+        try tmux.send(bob, ["Enter"])
+        try tmux.waitForText(ana, "-- model: fake-model-2 (by bob (root)) --")
+        try tmux.waitForText(ana, #"-- parameters: {"reasoning_effort":"high"} (by bob (root)) --"#)
+        try tmux.waitForText(bob, #"-- parameters: {"reasoning_effort":"high"} (by you) --"#)
+        // A level that is not one is refused on the screen that typed it, and nothing changes.
+        try tmux.type(bob, "/model --reasoning-effort LOUD!")
+        try tmux.send(bob, ["Enter"])
+        try tmux.waitForText(bob, "/model --reasoning-effort needs a level such as low, medium or high")
+        try tmux.type(bob, "[[reply:done thinking]]")
+        try tmux.send(bob, ["Enter"])
+        try tmux.waitForText(ana, "done thinking")
+        let request = try XCTUnwrap(harness.upstreamRequests().last { $0["method"]?.string == "POST" })
+        XCTAssertEqual(request["body"]?["model"]?.string, "fake-model-2")
+        XCTAssertEqual(request["body"]?["reasoning_effort"]?.string, "high", "\(request)")
+    }
 }

@@ -322,6 +322,17 @@ final class ShellKeyTests: XCTestCase {
         XCTAssertFalse(models.contains("quickly"), "asking configured the conversation: \(models)")
     }
 
+    /// A model that thinks: the key's status line is its thinking row (the newest line of the
+    /// thought) until the answer comes, then only the command is in the buffer.
+    func testTheCommandKeyShowsTheThoughtWhileTheModelThinks() throws {
+        try start(.bash, window: "one")
+        try typeLines(.bash, "one", "list them [[think:weigh the flags]] [[think-delay:700]] [[reply:```sh\nls -la\n```]]")
+        try tmux.press("one", "M-a")
+        try waitForScreen("one", "the thinking row") { $0.contains("thinking… ") && $0.contains("weigh") }
+        XCTAssertEqual(try buffer("one"), "ls -la")
+        try waitForScreen("one", "the row gone") { !$0.contains("thinking") }
+    }
+
     /// With a default profile that offers a tool, the command key follows the reply through
     /// its tool call to the turn that answers, as `ask` does, and inserts that turn's command.
     func testTheCommandKeyFollowsAToolChainToTheCommand() throws {

@@ -22,7 +22,9 @@ final class ConversationViewReasoningTests: XCTestCase {
         _ = view.apply(.messageReasoning(message: "m2", content: "<b>first</b>\n"))
         clock.now = Timestamp(milliseconds: created.milliseconds + 12_400)
         var thought = view.apply(.messageReasoning(message: "m2", content: "second")).first?["message"]?["reasoning"]
-        XCTAssertEqual(thought?["text"]?.string, "<b>first</b>\nsecond", "as text: the page sets it with textContent")
+        XCTAssertEqual(thought?["text"]?.string, "<b>first</b>\nsecond")
+        XCTAssertEqual(thought?["html"]?.string, "<p>&lt;b&gt;first&lt;/b&gt;\nsecond</p>\n",
+                       "markdown as a reply's is, the model's HTML shown as text")
         XCTAssertEqual(thought?["seconds"]?.int, 12)
         XCTAssertEqual(thought?["thinking"]?.bool, true)
 
@@ -32,7 +34,16 @@ final class ConversationViewReasoningTests: XCTestCase {
         XCTAssertEqual(thought?["seconds"]?.int, 20)
         clock.now = Timestamp(milliseconds: created.milliseconds + 90_000)
         XCTAssertEqual(view.state["messages"]?.array?.first?["reasoning"]?["seconds"]?.int, 20, "no longer counting")
-        XCTAssertTrue(view.apply(.messageReasoning(message: "m2", content: "late")).isEmpty)
+        // Thinking again after the answer began: the block opens again and its clock goes on
+        // from 20 s, the 70 s pause not counted.
+        thought = view.apply(.messageReasoning(message: "m2", content: " late")).first?["message"]?["reasoning"]
+        XCTAssertEqual(thought?["text"]?.string, "<b>first</b>\nsecond late")
+        XCTAssertEqual(thought?["thinking"]?.bool, true)
+        XCTAssertEqual(thought?["seconds"]?.int, 20)
+        clock.now = Timestamp(milliseconds: created.milliseconds + 95_000)
+        thought = view.apply(.messageDelta(message: "m2", content: " more")).first?["message"]?["reasoning"]
+        XCTAssertEqual(thought?["thinking"]?.bool, false)
+        XCTAssertEqual(thought?["seconds"]?.int, 25)
         XCTAssertTrue(view.apply(.messageReasoning(message: "m9", content: "unknown")).isEmpty)
     }
 

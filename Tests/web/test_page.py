@@ -89,6 +89,33 @@ def test_start_rename_and_delete_from_the_list(world, owner):
     terminal.close()
 
 
+def test_rename_from_the_conversation_page(world, owner):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "before")
+    page = open_conversation(owner, world, conversation)
+    other = open_conversation(owner, world, conversation)
+    page.wait_for_selector("#title:text('before')")
+    # Escape leaves it as it was.
+    page.click("#rename")
+    page.fill("#retitle-input", "not this")
+    page.press("#retitle-input", "Escape")
+    page.wait_for_selector("#title:text('before')")
+    assert not page.is_visible("#retitle")
+    page.click("#rename")
+    assert page.input_value("#retitle-input") == "before"
+    page.fill("#retitle-input", "after <b>all</b>")
+    page.press("#retitle-input", "Enter")
+    # Every page of it shows the new title, as text.
+    for p in (page, other):
+        p.wait_for_selector("#title:text('after <b>all</b>')")
+        assert p.query_selector("#title b") is None
+        assert p.is_visible("#rename")
+    assert terminal.call("conversation.get", {"conversation": conversation})["conversation"]["title"] == "after <b>all</b>"
+    page.close()
+    other.close()
+    terminal.close()
+
+
 def test_a_share_link_page_has_no_list_controls_and_the_gateway_refuses_them(world, browser):
     terminal = world.terminal()
     conversation = new_conversation(terminal, "shared, not to be deleted")
@@ -99,7 +126,7 @@ def test_a_share_link_page_has_no_list_controls_and_the_gateway_refuses_them(wor
     page.goto(link)
     page.wait_for_url("**/c/" + conversation)
     page.wait_for_selector("#status:text('live')")
-    for selector in ("#new", ".rename-button", ".delete-button"):
+    for selector in ("#new", ".rename-button", ".delete-button", "#rename"):
         assert page.query_selector(selector) is None or not page.is_visible(selector), selector
     # Its back arrow does not lead to a list it cannot have.
     assert not page.is_visible("#back")

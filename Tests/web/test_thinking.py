@@ -1,5 +1,5 @@
 """A reply's thought on the page: a folded block above the answer, "Thinking… N s" while the
-model thinks and "Thought for N s" after, opened by a click to show the thought as text;
+model thinks and "Thought for N s" after, opened by a click to show the thought as markdown rendered by the gateway (its HTML shown as text);
 a page opened mid-thought shows it too. The thought comes from the fake upstream's
 [[think:…]] directives (docs/fake-upstream.md)."""
 
@@ -12,7 +12,7 @@ def test_the_thought_is_a_folded_block_above_the_answer(world, owner):
     conversation = new_conversation(terminal, "thinking")
     terminal.call("conversation.attach", {"conversation": conversation})
     page = open_conversation(owner, world, conversation)
-    thought = "weigh <img src=x onerror=alert(1)> then <b>decide</b>"
+    thought = "weigh <img src=x onerror=alert(1)> then <b>decide</b> **firmly**"
     result = terminal.call("message.send", {"conversation": conversation, "content":
                            "[[think:%s]] [[think-delay:300]] [[reply:**Decided**]] go" % thought})
     reply = result["reply"]
@@ -36,7 +36,7 @@ def test_the_thought_is_a_folded_block_above_the_answer(world, owner):
     for p in (page, late):
         p.wait_for_selector("#msg-%s.complete" % reply)
         p.wait_for_selector(block + " summary:text('Thought for')")
-        # Above the answer, which is rendered markdown; the thought is text.
+        # Above the answer; both rendered markdown, the HTML in them shown as text.
         order = p.evaluate("""id => {
             const el = document.getElementById("msg-" + id);
             const kids = Array.from(el.children);
@@ -46,8 +46,9 @@ def test_the_thought_is_a_folded_block_above_the_answer(world, owner):
         assert p.query_selector("#msg-%s .body strong" % reply) is not None
         assert p.query_selector("#messages .thought img") is None
         assert p.query_selector("#messages .thought b") is None
-    text = page.text_content(block + " .thought-text")
-    assert text == thought, text
+        assert p.text_content(block + " .thought-text strong") == "firmly"
+    text = page.text_content(block + " .thought-text").strip()
+    assert text == thought.replace("**", ""), text
     assert page.query_selector(block + "[open]") is not None, "a click opened it; the end keeps it open"
     assert not late.is_visible(block + " .thought-text"), "folded where nobody opened it"
     # After a reload, from the stored reply.

@@ -323,8 +323,9 @@
     role = event.role;
     document.body.classList.toggle("readonly", role === "read");
     if (event.conversation) showTitle(event.conversation.title);
-    // A share link's tab has no list to go back to: the arrow goes.
+    // A share link's tab has no list to go back to: the arrow goes; nor may it rename.
     document.getElementById("back").hidden = role !== "owner";
+    document.getElementById("rename").hidden = role !== "owner" || !document.getElementById("retitle").hidden;
     const box = document.getElementById("messages");
     box.replaceChildren();
     views.clear();
@@ -455,7 +456,7 @@
     block.dataset.seconds = String(m.reasoning.seconds);
     block.dataset.since = String(Date.now());
     block.dataset.thinking = m.reasoning.thinking ? "1" : "";
-    block.querySelector(".thought-text").textContent = m.reasoning.text; // the model's text, as text
+    block.querySelector(".thought-text").innerHTML = m.reasoning.html; // rendered and escaped by the gateway (MarkdownHTML)
     thoughtSummary(block);
   }
 
@@ -717,6 +718,27 @@
     document.getElementById("cancel").addEventListener("click", function () { send({ op: "cancel" }); });
     document.getElementById("retry").addEventListener("click", function () { send({ op: "retry" }); });
     document.getElementById("continue").addEventListener("click", function () { send({ op: "continue" }); });
+    // Renaming here, as in the list: the title becomes a field until saved or cancelled; the
+    // new title comes back as every other page's does (an `info` event).
+    const titleEl = document.getElementById("title");
+    const renameButton = document.getElementById("rename");
+    const retitle = document.getElementById("retitle");
+    const retitleInput = document.getElementById("retitle-input");
+    function editTitle(on) {
+      retitle.hidden = !on;
+      titleEl.hidden = on;
+      renameButton.hidden = on || role !== "owner";
+      if (on) { retitleInput.value = titleEl.textContent; retitleInput.focus(); retitleInput.select(); }
+    }
+    renameButton.addEventListener("click", function () { editTitle(true); });
+    document.getElementById("retitle-cancel").addEventListener("click", function () { editTitle(false); });
+    retitleInput.addEventListener("keydown", function (event) { if (event.key === "Escape") editTitle(false); });
+    retitle.addEventListener("submit", function (event) {
+      event.preventDefault();
+      const title = retitleInput.value.replace(/[\r\n]+/g, " ").trim();
+      if (title && title !== titleEl.textContent) send({ op: "rename", title: title });
+      editTitle(false);
+    });
   }
   if (page === "list") {
     const start = document.getElementById("new");
