@@ -12,12 +12,7 @@ final class ReasoningTests: XCTestCase {
     var harness: Harness!
 
     static let config = """
-        [tools.echo]
-        description = "Says back what it was asked"
-        parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
-        [tools.echo.request]
-        method = "GET"
-        url = "$UPSTREAM/tool/echo/{city}"
+        \(TestConfig.echoTool)
 
         [profiles.helper]
         tools = ["echo"]
@@ -25,11 +20,7 @@ final class ReasoningTests: XCTestCase {
         [profiles.reason]
         max_tokens = 64
 
-        [providers.claude]
-        api = "anthropic"
-        base_url = "$UPSTREAM/anthropic/v1"
-        api_key = "anthropic-test-key"
-        model = "fake-claude"
+        \(TestConfig.claudeProvider)
 
         [profiles.claude]
         provider = "claude"

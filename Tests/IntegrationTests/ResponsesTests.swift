@@ -9,12 +9,7 @@ final class ResponsesTests: XCTestCase {
     var harness: Harness!
 
     static let config = """
-        [tools.echo]
-        description = "Says back what it was asked"
-        parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
-        [tools.echo.request]
-        method = "GET"
-        url = "$UPSTREAM/tool/echo/{city}"
+        \(TestConfig.echoTool)
 
         [providers.oa]
         api = "responses"
@@ -52,11 +47,7 @@ final class ResponsesTests: XCTestCase {
         model = "deepseek-fake"
         thinking = false
 
-        [providers.claude]
-        api = "anthropic"
-        base_url = "$UPSTREAM/anthropic/v1"
-        api_key = "anthropic-test-key"
-        model = "fake-claude"
+        \(TestConfig.claudeProvider)
         thinking_budget = 2048
         prompt_cache = false  # an exact body; the breakpoints are PromptCacheTests'
 

@@ -62,11 +62,7 @@ final class ToolTests: XCTestCase {
         [profiles.helper]
         tools = ["echo", "note", "hang", "slow", "big", "guarded"]
 
-        [providers.claude]
-        api = "anthropic"
-        base_url = "$UPSTREAM/anthropic/v1"
-        api_key = "anthropic-test-key"
-        model = "fake-claude"
+        \(TestConfig.claudeProvider)
 
         [profiles.claude]
         provider = "claude"

@@ -3,26 +3,13 @@ tool cards by their state, telling the person, and the screenshots of docs/scree
 import os
 
 from conftest import sign_in, wait_for
+from test_web import new_conversation, open_conversation
 
 SCREENSHOTS = os.environ.get("CONFAB_PAGE_SCREENSHOTS")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 CODE_REPLY = ("[[reply:Here is how:\n\n```python\n# say hello\ndef greet(name):\n    return \"hi \" + name\n```\n\n"
               "| item | quantity | note |\n|---|--:|---|\n| apples | 3 | unbelievably-crunchy-ones |\n| pears | 12 | ripe |\n]]")
-
-
-def new_conversation(terminal, title, profile=None):
-    params = {"title": title}
-    if profile:
-        params["profile"] = profile
-    return terminal.call("conversation.create", params)["conversation"]["id"]
-
-
-def open_conversation(context, world, conversation):
-    page = context.new_page()
-    page.goto(world.base + "/c/" + conversation)
-    page.wait_for_selector("#status:text('live')")
-    return page
 
 
 def background(page, selector):
