@@ -32,11 +32,7 @@ extension ConversationChoice {
 
 extension AttachSession {
     /// The slash commands `/help` lists, by name.
-    static let commandNames: [String] = help.split(separator: "\n").compactMap { line in
-        let word = line.split(separator: " ").first ?? ""
-        guard word.hasPrefix("/"), let first = word.dropFirst().first, first.isLetter else { return nil }
-        return String(word.dropFirst())
-    }
+    static let commandNames: [String] = slashCommands.compactMap(\.names.first)
 
     /// What Tab offers for the line typed so far: a slash command's name, and after
     /// `/switch ` the conversations whose id or title starts with what follows (several are

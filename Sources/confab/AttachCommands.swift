@@ -7,156 +7,208 @@ import LineEditor
 import Posix
 import Terminal
 
+/// One slash command, as tmux's `cmd_entry` is one: its names, the usage and words `/help`
+/// shows, and what it does with the rest of the line. `AttachSession.slashCommands` is the one
+/// place a command is added: `/help`, Tab and dispatch all read it.
+struct SlashCommand {
+    /// The names it answers to; the first is the one `/help` and Tab show. None: a line of
+    /// `/help` only (`/N`, `//text`), handled before the table is asked.
+    let names: [String]
+    /// `/history [N]`.
+    let usage: String
+    /// What it does; a second line, when given, goes under it (an option of the command).
+    let help: [String]
+    let run: (AttachSession, _ name: String, _ argument: String) throws(Failure) -> Void
+
+    init(_ names: [String], _ usage: String, _ help: String..., run: @escaping (AttachSession, _ name: String, _ argument: String) throws(Failure) -> Void) {
+        self.names = names
+        self.usage = usage
+        self.help = help
+        self.run = run
+    }
+
+    /// A line of `/help` with no command of its own behind it.
+    static func helpOnly(_ usage: String, _ help: String) -> SlashCommand {
+        SlashCommand([], usage, help) { _, _, _ throws(Failure) in }
+    }
+
+    /// Its lines of `/help`: the usage, then the words from the 18th column.
+    var helpLines: [String] {
+        let padded = usage + String(repeating: " ", count: max(1, 17 - usage.count))
+        return [padded + (help.first ?? "")] + help.dropFirst()
+    }
+}
+
 /// The slash commands typed on the input line.
 extension AttachSession {
-    static let help = """
-        /help            this list
-        /cancel          stop the reply in flight (Ctrl-C on an empty line does too)
-        /history [N]     show N (default 20) earlier messages
-        /who             who is attached
-        /rename TITLE    retitle the conversation
-        /model NAME      ask the next replies of the model NAME
-          [--reasoning-effort LEVEL]  and how hard it thinks (low, medium, high, …)
-        /system [TEXT]   the system prompt for the next replies (nothing clears it)
-        /switch ID       attach to another conversation instead (Tab completes ids and titles)
-        /new [TITLE]     start a conversation and switch to it
-        /edit            write a message in $EDITOR, then send it
-        /retry           a new reply to the last message (the old one is kept)
-        /versions [ID]   earlier versions of the last reply (or of reply ID)
-        /edit-last       change your last message in $EDITOR and get a new reply
-        /continue        continue a reply cut off at the model's length limit
-        /fork [MSG]      copy the conversation (up to message MSG) into a new one
-        /thinking [ID]   the thought of the reply in flight (or of reply ID, such as m4)
-        /tool [ID]       all a tool answered (ID: a call id or a message id such as m2.1; default the latest)
-        /tools           the tools models can call and their MCP servers (/tools --restart SERVER starts one again)
-        /share USER      share it with USER, a login or uid (--read-only: to only read)
-        /unshare USER    stop sharing it with USER (their clients are detached)
-        /approve [CALL]  let a tool call that waits for approval run (default the oldest; y alone does too)
-        /deny [CALL]     refuse it (n alone on a line does too)
-        /attach [PATH]   send files with the next message (several paths; one with spaces in quotes; Tab completes); alone: list them
-        /detach          drop the files attached
-        /N               send quick reply N (the number alone on a line does too)
-        /quit            detach and leave (Ctrl-D does too)
-        //text           send a line that starts with a slash
-        """
+    static let slashCommands: [SlashCommand] = [
+        SlashCommand(["help"], "/help", "this list") { session, _, _ throws(Failure) in session.transcript.block(Self.help) },
+        SlashCommand(["cancel"], "/cancel", "stop the reply in flight (Ctrl-C on an empty line does too)") { session, _, _ throws(Failure) in try session.cancel() },
+        SlashCommand(["history"], "/history [N]", "show N (default 20) earlier messages") { session, _, argument throws(Failure) in try session.historyCommand(argument) },
+        SlashCommand(["who"], "/who", "who is attached") { session, _, _ throws(Failure) in session.transcript.notice(session.whoLine()) },
+        SlashCommand(["rename"], "/rename TITLE", "retitle the conversation") { session, _, argument throws(Failure) in try session.renameCommand(argument) },
+        SlashCommand(["model"], "/model NAME", "ask the next replies of the model NAME",
+                     "  [--reasoning-effort LEVEL]  and how hard it thinks (low, medium, high, …)") { session, _, argument throws(Failure) in
+            try session.modelCommand(argument)
+        },
+        SlashCommand(["system"], "/system [TEXT]", "the system prompt for the next replies (nothing clears it)") { session, _, argument throws(Failure) in
+            var params = ConfigureParams()
+            (params.conversation, params.system) = (session.conversation, argument)
+            session.outstanding[try session.connection.send(ConfigureCall.self, params)] = .configure
+        },
+        SlashCommand(["switch"], "/switch ID", "attach to another conversation instead (Tab completes ids and titles)") { session, _, argument throws(Failure) in
+            try session.switchCommand(argument)
+        },
+        SlashCommand(["new"], "/new [TITLE]", "start a conversation and switch to it") { session, _, argument throws(Failure) in
+            let made = try createConversation(session.connection, title: argument.isEmpty ? nil : argument, system: nil, model: nil)
+            try session.switchTo(made.id)
+        },
+        SlashCommand(["edit"], "/edit", "write a message in $EDITOR, then send it") { session, _, _ throws(Failure) in try session.edit() },
+        SlashCommand(["retry"], "/retry", "a new reply to the last message (the old one is kept)") { session, _, _ throws(Failure) in
+            session.outstanding[try session.connection.send(RegenerateCall.self, ConversationTarget(conversation: session.conversation))] = .revision
+        },
+        SlashCommand(["versions"], "/versions [ID]", "earlier versions of the last reply (or of reply ID)") { session, _, argument throws(Failure) in
+            try session.versions(of: argument.isEmpty ? nil : argument)
+        },
+        SlashCommand(["edit-last"], "/edit-last", "change your last message in $EDITOR and get a new reply") { session, _, _ throws(Failure) in try session.editLast() },
+        SlashCommand(["continue"], "/continue", "continue a reply cut off at the model's length limit") { session, _, _ throws(Failure) in
+            session.outstanding[try session.connection.send(ContinueCall.self, ConversationTarget(conversation: session.conversation))] = .revision
+        },
+        SlashCommand(["fork"], "/fork [MSG]", "copy the conversation (up to message MSG) into a new one") { session, _, argument throws(Failure) in
+            try session.forkCommand(argument)
+        },
+        SlashCommand(["thinking"], "/thinking [ID]", "the thought of the reply in flight (or of reply ID, such as m4)") { session, _, argument throws(Failure) in
+            try session.showThought(argument.isEmpty ? nil : argument)
+        },
+        SlashCommand(["tool"], "/tool [ID]", "all a tool answered (ID: a call id or a message id such as m2.1; default the latest)") { session, _, argument throws(Failure) in
+            try session.showTool(argument.isEmpty ? nil : argument)
+        },
+        SlashCommand(["tools"], "/tools", "the tools models can call and their MCP servers (/tools --restart SERVER starts one again)") { session, _, argument throws(Failure) in
+            try session.tools(argument)
+        },
+        SlashCommand(["share"], "/share USER", "share it with USER, a login or uid (--read-only: to only read)") { session, name, argument throws(Failure) in
+            try session.shareCommand(name, argument)
+        },
+        SlashCommand(["unshare"], "/unshare USER", "stop sharing it with USER (their clients are detached)") { session, name, argument throws(Failure) in
+            try session.shareCommand(name, argument)
+        },
+        SlashCommand(["approve"], "/approve [CALL]", "let a tool call that waits for approval run (default the oldest; y alone does too)") { session, _, argument throws(Failure) in
+            try session.answer(allow: true, call: argument.isEmpty ? nil : argument)
+        },
+        SlashCommand(["deny"], "/deny [CALL]", "refuse it (n alone on a line does too)") { session, _, argument throws(Failure) in
+            try session.answer(allow: false, call: argument.isEmpty ? nil : argument)
+        },
+        SlashCommand(["attach"], "/attach [PATH]", "send files with the next message (several paths; one with spaces in quotes; Tab completes); alone: list them") { session, _, argument throws(Failure) in
+            session.attachFiles(argument)
+        },
+        SlashCommand(["detach"], "/detach", "drop the files attached") { session, _, _ throws(Failure) in session.detachFiles() },
+        .helpOnly("/N", "send quick reply N (the number alone on a line does too)"),
+        SlashCommand(["quit", "exit"], "/quit", "detach and leave (Ctrl-D does too)") { session, _, _ throws(Failure) in session.leave() },
+        .helpOnly("//text", "send a line that starts with a slash"),
+    ]
+
+    static let help = slashCommands.flatMap(\.helpLines).joined(separator: "\n")
+
+    /// Each name to its command.
+    static let commandsByName: [String: SlashCommand] = Dictionary(
+        slashCommands.flatMap { command in command.names.map { ($0, command) } }, uniquingKeysWith: { first, _ in first })
 
     func command(_ line: String) throws(Failure) {
         let words = line.dropFirst().split(separator: " ", maxSplits: 1).map(String.init)
         let name = words.first ?? ""
         let argument = words.count > 1 ? words[1].trimmed : ""
-        switch name {
-        case "help":
-            transcript.block(Self.help)
-        case "cancel":
-            try cancel()
-        case "history":
-            let count = argument.isEmpty ? 20 : Int(argument) ?? -1
-            guard (1...1000).contains(count) else {
-                transcript.error("/history takes a number of messages, 1 to 1000")
-                return
-            }
-            try earlier(count)
-        case "who":
-            transcript.notice(whoLine())
-        case "rename":
-            guard !argument.isEmpty else {
-                transcript.error("/rename needs a title")
-                return
-            }
-            var params = RenameParams()
-            (params.conversation, params.title) = (conversation, argument)
-            let id = try connection.send(RenameCall.self, params)
-            outstanding[id] = .rename
-        case "model":
-            // `/model NAME`, `/model NAME --reasoning-effort LEVEL`, `/model --reasoning-effort LEVEL`.
-            var words = argument.split(whereSeparator: \.isWhitespace).map(String.init)
-            var effort: String?
-            if let flag = words.firstIndex(of: "--reasoning-effort") {
-                guard flag + 1 < words.count, SamplingParameters.isEffortLevel(words[flag + 1]) else {
-                    transcript.error("/model --reasoning-effort needs a level such as low, medium or high")
-                    return
-                }
-                effort = words[flag + 1]
-                words.removeSubrange(flag...(flag + 1))
-            }
-            guard words.count <= 1, !(words.isEmpty && effort == nil) else {
-                transcript.error("/model needs a model name (confab models lists them), and may add --reasoning-effort LEVEL")
-                return
-            }
-            var params = ConfigureParams()
-            (params.conversation, params.model) = (conversation, words.first)
-            if let effort { params.params = SamplingParameters(reasoningEffort: effort) }
-            outstanding[try connection.send(ConfigureCall.self, params)] = .configure
-        case "system":
-            var params = ConfigureParams()
-            (params.conversation, params.system) = (conversation, argument)
-            outstanding[try connection.send(ConfigureCall.self, params)] = .configure
-        case "switch":
-            guard !argument.isEmpty else {
-                transcript.error("/switch needs a conversation id")
-                return
-            }
-            do throws(Failure) {
-                try switchTo(try connection.resolveConversation(argument))
-            } catch {
-                if case .message(let text) = error { transcript.error(text) } else { throw error }
-            }
-        case "new":
-            let made = try createConversation(connection, title: argument.isEmpty ? nil : argument, system: nil, model: nil)
-            try switchTo(made.id)
-        case "edit":
-            try edit()
-        case "retry":
-            outstanding[try connection.send(RegenerateCall.self, ConversationTarget(conversation: conversation))] = .revision
-        case "continue":
-            outstanding[try connection.send(ContinueCall.self, ConversationTarget(conversation: conversation))] = .revision
-        case "versions":
-            try versions(of: argument.isEmpty ? nil : argument)
-        case "approve", "deny":
-            try answer(allow: name == "approve", call: argument.isEmpty ? nil : argument)
-        case "thinking":
-            try showThought(argument.isEmpty ? nil : argument)
-        case "tool":
-            try showTool(argument.isEmpty ? nil : argument)
-        case "tools":
-            try tools(argument)
-        case "edit-last":
-            try editLast()
-        case "fork":
-            if !argument.isEmpty, MessageID.sequence(of: argument) == nil {
-                transcript.error("/fork takes a message id such as m4 (confab show lists them), or nothing for all")
-                return
-            }
-            outstanding[try connection.send(ForkCall.self, ForkParams(conversation: conversation, at: argument.isEmpty ? nil : argument))] = .fork
-        case "share", "unshare":
-            var words = argument.split(separator: " ").map(String.init)
-            let readOnly = name == "share" && words.contains("--read-only")
-            words.removeAll { $0 == "--read-only" && name == "share" }
-            guard words.count == 1 else {
-                transcript.error(name == "share" ? "/share needs a user (a login or uid), and --read-only if they should only read" : "/unshare needs a user (a login or uid)")
-                return
-            }
-            let user = SharedUser.named(words[0])
-            outstanding[try name == "share"
-                ? connection.send(ShareCall.self, ShareParams(conversation: conversation, uid: user.uid, login: user.login, role: readOnly ? .read : .write))
-                : connection.send(UnshareCall.self, UnshareParams(conversation: conversation, uid: user.uid, login: user.login))] = .share
-        case "attach":
-            attachFiles(argument)
-        case "detach":
-            detachFiles()
-        case "quit", "exit":
-            leave()
-        default:
-            if let number = Int(name), argument.isEmpty {
-                guard (1...max(1, offered.count)).contains(number), !offered.isEmpty else {
-                    transcript.error(offered.isEmpty ? "no quick replies are offered" : "/\(number): the quick replies are /1 to /\(offered.count)")
-                    return
-                }
-                try send(offered[number - 1])
-                return
-            }
-            transcript.error("unknown command /\(name) (/help lists them; // sends a line starting with a slash)")
+        if let command = Self.commandsByName[name] {
+            return try command.run(self, name, argument)
         }
+        if let number = Int(name), argument.isEmpty {
+            return try quickReply(number)
+        }
+        transcript.error("unknown command /\(name) (/help lists them; // sends a line starting with a slash)")
+    }
+
+    /// `/N`: quick reply N of those the last reply offered.
+    private func quickReply(_ number: Int) throws(Failure) {
+        guard (1...max(1, offered.count)).contains(number), !offered.isEmpty else {
+            transcript.error(offered.isEmpty ? "no quick replies are offered" : "/\(number): the quick replies are /1 to /\(offered.count)")
+            return
+        }
+        try send(offered[number - 1])
+    }
+
+    func historyCommand(_ argument: String) throws(Failure) {
+        let count = argument.isEmpty ? 20 : Int(argument) ?? -1
+        guard (1...1000).contains(count) else {
+            transcript.error("/history takes a number of messages, 1 to 1000")
+            return
+        }
+        try earlier(count)
+    }
+
+    func renameCommand(_ argument: String) throws(Failure) {
+        guard !argument.isEmpty else {
+            transcript.error("/rename needs a title")
+            return
+        }
+        var params = RenameParams()
+        (params.conversation, params.title) = (conversation, argument)
+        outstanding[try connection.send(RenameCall.self, params)] = .rename
+    }
+
+    /// `/model NAME`, `/model NAME --reasoning-effort LEVEL`, `/model --reasoning-effort LEVEL`.
+    func modelCommand(_ argument: String) throws(Failure) {
+        var words = argument.split(whereSeparator: \.isWhitespace).map(String.init)
+        var effort: String?
+        if let flag = words.firstIndex(of: "--reasoning-effort") {
+            guard flag + 1 < words.count, SamplingParameters.isEffortLevel(words[flag + 1]) else {
+                transcript.error("/model --reasoning-effort needs a level such as low, medium or high")
+                return
+            }
+            effort = words[flag + 1]
+            words.removeSubrange(flag...(flag + 1))
+        }
+        guard words.count <= 1, !(words.isEmpty && effort == nil) else {
+            transcript.error("/model needs a model name (confab models lists them), and may add --reasoning-effort LEVEL")
+            return
+        }
+        var params = ConfigureParams()
+        (params.conversation, params.model) = (conversation, words.first)
+        if let effort { params.params = SamplingParameters(reasoningEffort: effort) }
+        outstanding[try connection.send(ConfigureCall.self, params)] = .configure
+    }
+
+    func switchCommand(_ argument: String) throws(Failure) {
+        guard !argument.isEmpty else {
+            transcript.error("/switch needs a conversation id")
+            return
+        }
+        do throws(Failure) {
+            try switchTo(try connection.resolveConversation(argument))
+        } catch {
+            if case .message(let text) = error { transcript.error(text) } else { throw error }
+        }
+    }
+
+    func forkCommand(_ argument: String) throws(Failure) {
+        if !argument.isEmpty, MessageID.sequence(of: argument) == nil {
+            transcript.error("/fork takes a message id such as m4 (confab show lists them), or nothing for all")
+            return
+        }
+        outstanding[try connection.send(ForkCall.self, ForkParams(conversation: conversation, at: argument.isEmpty ? nil : argument))] = .fork
+    }
+
+    /// `/share USER [--read-only]` and `/unshare USER`.
+    func shareCommand(_ name: String, _ argument: String) throws(Failure) {
+        var words = argument.split(separator: " ").map(String.init)
+        let readOnly = name == "share" && words.contains("--read-only")
+        words.removeAll { $0 == "--read-only" && name == "share" }
+        guard words.count == 1 else {
+            transcript.error(name == "share" ? "/share needs a user (a login or uid), and --read-only if they should only read" : "/unshare needs a user (a login or uid)")
+            return
+        }
+        let user = SharedUser.named(words[0])
+        outstanding[try name == "share"
+            ? connection.send(ShareCall.self, ShareParams(conversation: conversation, uid: user.uid, login: user.login, role: readOnly ? .read : .write))
+            : connection.send(UnshareCall.self, UnshareParams(conversation: conversation, uid: user.uid, login: user.login))] = .share
     }
 
     /// /thinking: the thought of the reply in flight, or of reply `given` (`m4`, its later turns
