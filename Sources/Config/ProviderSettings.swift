@@ -15,21 +15,26 @@ extension Settings {
                          warnings: inout [String]) throws(ConfigError) -> Provider {
         let table = section.table
         let name = section.name
-        // Errors about the table as a whole are put at its header.
-        func tableError(_ problem: String) -> ConfigError {
-            let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
-            return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
-        }
         let isUpstream = section.isUpstream
         if !isUpstream {
-            guard isName(name) else { throw tableError("is not a provider name: 1 to 64 letters, digits, - or _") }
+            guard isName(name) else { throw tableError(table, "is not a provider name: 1 to 64 letters, digits, - or _") }
             guard name != Provider.defaultName else {
-                throw tableError("cannot be: the provider named default is [upstream]")
+                throw tableError(table, "cannot be: the provider named default is [upstream]")
             }
         }
 
-        let apiName = section.api ?? "chat"
         var config = isUpstream ? UpstreamConfig() : UpstreamConfig(model: nil, maxRetries: 2)
+        let api = try providerAPI(section, config: &config)
+        try readServer(section, isUpstream: isUpstream, environment: environment, into: &config)
+        try readRequestSettings(section, api: api, into: &config)
+        try readKey(section, api: api, isUpstream: isUpstream, environment: environment, warnings: &warnings, into: &config)
+        return Provider(name: name, api: api, config: config)
+    }
+
+    /// `api`, with the keys only one API has: a typo'd api must not silently drop them.
+    private static func providerAPI(_ section: ConfigFile.ProviderSection, config: inout UpstreamConfig) throws(ConfigError) -> ProviderAPI {
+        let table = section.table
+        let apiName = section.api ?? "chat"
         let api: ProviderAPI
         switch apiName {
         case "chat":
@@ -70,6 +75,14 @@ extension Settings {
             throw table.error(key.key, "is only for api = \"\(key.api)\", and this provider's api is \"\(apiName)\"")
         }
 
+        return api
+    }
+
+    /// Where the server is and how patiently it is asked: `base_url` (for `[upstream]` also
+    /// `OPENAI_BASE_URL`), `model`, the timeouts, retries and `max_tokens`.
+    private static func readServer(_ section: ConfigFile.ProviderSection, isUpstream: Bool, environment: [String: String],
+                                   into config: inout UpstreamConfig) throws(ConfigError) {
+        let table = section.table
         if let url = section.base_url {
             guard Self.isBaseURL(url) else { throw table.error("base_url", "must start with http:// or https://") }
             config.baseURL = url
@@ -101,6 +114,14 @@ extension Settings {
             guard tokens > 0 else { throw table.error("max_tokens", "must be positive") }
             config.maxTokens = tokens
         }
+    }
+
+    /// What each request carries: temperature, reasoning, the context budget, the pass-back
+    /// rule, images, and the extra headers.
+    private static func readRequestSettings(_ section: ConfigFile.ProviderSection, api: ProviderAPI,
+                                            into config: inout UpstreamConfig) throws(ConfigError) {
+        let table = section.table
+        let name = section.name
         config.temperature = section.temperature
         config.options = try requestOptions(section.reasoning, in: table, api: api, provider: name)
         if let budget = config.options.thinkingBudget, let tokens = section.max_tokens, tokens <= budget {
@@ -148,6 +169,13 @@ extension Settings {
             }
         }
 
+    }
+
+    /// The API key, from exactly one place: `api_key`, `api_key_file`, `api_key_env`, else the
+    /// environment the API or `[upstream]` reads; a provider that needs one and has none fails.
+    private static func readKey(_ section: ConfigFile.ProviderSection, api: ProviderAPI, isUpstream: Bool, environment: [String: String],
+                                warnings: inout [String], into config: inout UpstreamConfig) throws(ConfigError) {
+        let table = section.table
         let sources = [("api_key", section.api_key != nil), ("api_key_file", section.api_key_file != nil), ("api_key_env", section.api_key_env != nil)]
             .filter(\.1).map(\.0)
         if sources.count > 1 {
@@ -201,9 +229,14 @@ extension Settings {
                 throw table.error(keySource, "gives an empty key, and this provider needs one")
             }
             let fallback = if case .anthropic = api { ", or ANTHROPIC_API_KEY in confabd's environment" } else { " (api_key = \"\" for a server that takes none)" }
-            throw tableError("needs an API key: set api_key, api_key_file or api_key_env\(fallback)")
+            throw tableError(table, "needs an API key: set api_key, api_key_file or api_key_env\(fallback)")
         }
-        return Provider(name: name, api: api, config: config)
+    }
+
+    /// An error about the table as a whole, put at its header.
+    private static func tableError(_ table: ConfigTable, _ problem: String) -> ConfigError {
+        let line = (table.position ?? table.table.members.first?.position).map { "\($0): " } ?? ""
+        return ConfigError(description: "\(table.file): \(line)\(table.path) \(problem)")
     }
 
     static func isBaseURL(_ url: String) -> Bool {
