@@ -10,7 +10,7 @@ import Terminal
 /// One slash command, as tmux's `cmd_entry` is one: its names, the usage and words `/help`
 /// shows, and what it does with the rest of the line. `AttachSession.slashCommands` is the one
 /// place a command is added: `/help`, Tab and dispatch all read it.
-struct SlashCommand {
+struct SlashCommand: Sendable {
     /// The names it answers to; the first is the one `/help` and Tab show. None: a line of
     /// `/help` only (`/N`, `//text`), handled before the table is asked.
     let names: [String]
@@ -18,9 +18,9 @@ struct SlashCommand {
     let usage: String
     /// What it does; a second line, when given, goes under it (an option of the command).
     let help: [String]
-    let run: (AttachSession, _ name: String, _ argument: String) throws(Failure) -> Void
+    let run: @Sendable (AttachSession, _ name: String, _ argument: String) throws(Failure) -> Void
 
-    init(_ names: [String], _ usage: String, _ help: String..., run: @escaping (AttachSession, _ name: String, _ argument: String) throws(Failure) -> Void) {
+    init(_ names: [String], _ usage: String, _ help: String..., run: @escaping @Sendable (AttachSession, _ name: String, _ argument: String) throws(Failure) -> Void) {
         self.names = names
         self.usage = usage
         self.help = help
@@ -42,7 +42,7 @@ struct SlashCommand {
 /// The slash commands typed on the input line.
 extension AttachSession {
     static let slashCommands: [SlashCommand] = [
-        SlashCommand(["help"], "/help", "this list") { session, _, _ throws(Failure) in session.transcript.block(Self.help) },
+        SlashCommand(["help"], "/help", "this list") { session, _, _ throws(Failure) in session.transcript.block(AttachSession.help) },
         SlashCommand(["cancel"], "/cancel", "stop the reply in flight (Ctrl-C on an empty line does too)") { session, _, _ throws(Failure) in try session.cancel() },
         SlashCommand(["history"], "/history [N]", "show N (default 20) earlier messages") { session, _, argument throws(Failure) in try session.historyCommand(argument) },
         SlashCommand(["who"], "/who", "who is attached") { session, _, _ throws(Failure) in session.transcript.notice(session.whoLine()) },
