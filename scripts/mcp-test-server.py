@@ -5,8 +5,15 @@ that reports progress as it counts, one that crashes the server in the middle of
 and one that adds a tool and says the list changed.
 With CONFAB_MCP_MARKERS set to a directory it writes there its pid at start (`pid`), the
 text of each call of `echo` (`called`) and `cancelled` when a call of `slow` is cancelled.
-With CONFAB_MCP_STUBBORN set it keeps running after its input closes."""
+With CONFAB_MCP_STUBBORN set it keeps running after its input closes.
+With CONFAB_MCP_STARTS set to a file it appends a line to it at each start, the pid and the
+system's monotonic clock (`PID SECONDS`), so a test times restarts as the server saw them.
+With CONFAB_MCP_CALL_LOG set to a file, `note` appends to it one JSON line per call, the text it
+was given and the result it returns (`{"text":…,"result":…}`), written before it returns: what
+a checker compares the stored tool messages with."""
+import json
 import os
+import secrets
 import time
 
 import anyio
@@ -79,6 +86,21 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool()
+def note(text: str) -> str:
+    """Notes the text it is given and answers with a receipt no one can guess."""
+    result = f"noted {text} {secrets.token_hex(8)}"
+    path = os.environ.get("CONFAB_MCP_CALL_LOG")
+    if path:
+        line = json.dumps({"text": text, "result": result}) + "\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    return result
+
+
 def added(text: str) -> str:
     """A tool added while the server runs."""
     return "added: " + text
@@ -112,6 +134,12 @@ if os.environ.get("CONFAB_MCP_ECHOED_VARIABLE"):
 
 if __name__ == "__main__":
     mark("pid", str(os.getpid()))
+    if os.environ.get("CONFAB_MCP_STARTS"):
+        fd = os.open(os.environ["CONFAB_MCP_STARTS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{os.getpid()} {time.monotonic():.6f}\n".encode())
+        finally:
+            os.close(fd)
     server.run()
     # CONFAB_MCP_STUBBORN: a server that does not end when its input closes, as a server
     # stuck in a call would not; only a signal ends it.
