@@ -1554,6 +1554,14 @@ class Loop:
         except Exception:
             return None
 
+    def seed_params(self, round_no, index):
+        """A conversation made for the load: one in six offers the MCP server's tool, so every
+        round has a few replies calling it."""
+        params = {"title": "seed r%d" % round_no}
+        if self.mcp_python is not None and index % 6 == 5:
+            params["profile"] = "mcp"
+        return params
+
     def load_round(self, round_no):
         """Starts the load; returns (workers, stop event)."""
         stop = threading.Event()
@@ -1562,10 +1570,12 @@ class Loop:
             # Enough conversations that every round has about `streams` replies going.
             setup = Client(self.socket)
             while len(pool) < self.args.streams + 10:
-                info = setup.call("conversation.create", {"title": "seed r%d" % round_no})["conversation"]
+                info = setup.call("conversation.create", self.seed_params(round_no, len(pool)))["conversation"]
                 with self.tracker.lock:
                     self.tracker.conversations.add(info["id"])
                     self.tracker.titles[info["id"]] = (info["title"], [])
+                    if info.get("profile") == "mcp":
+                        self.tracker.mcp_convs.add(info["id"])
                 pool.append(info["id"])
                 self.pool.append(info["id"])
             setup.close()
