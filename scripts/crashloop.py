@@ -804,6 +804,12 @@ class Loop:
         """More summary lines (a subclass adds its own)."""
         return []
 
+    def after_start(self, round_no, log_path):
+        """Runs once a round's daemon listens, before the checks (a subclass adds to it)."""
+
+    def before_load(self, round_no, log_path):
+        """Runs after a round's checks, before its load (a subclass adds to it)."""
+
     def start_daemon(self, round_no):
         log_path = os.path.join(self.logs, "confabd-%03d.log" % round_no)
         environment = self.daemon_environment(round_no)
@@ -1613,6 +1619,7 @@ class Loop:
             while True:
                 round_no += 1
                 log_path = self.start_daemon(round_no)
+                self.after_start(round_no, log_path)
                 self.stats["rounds"] = round_no
                 try:
                     self.check(round_no, log_path, last_started)
@@ -1623,6 +1630,7 @@ class Loop:
                 if time.monotonic() - started > args.max_seconds:
                     stopped_early = True
                     break
+                self.before_load(round_no, log_path)
                 with self.tracker.lock:
                     before = set(self.tracker.started)
                 workers, stop = self.load_round(round_no)
