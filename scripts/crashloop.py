@@ -36,10 +36,10 @@ message is a text the load sent with the files it named (and none refused is sto
 reply is the text its prompt asked the fake upstream to stream (a prefix when cut); every send
 answered with a result is stored; every file a stored message names is a blob on disk whose
 bytes hash to its name. Tool calls also run through a real MCP server (scripts/mcp-test-server.py on
-the official SDK, from the MCP virtual environment, started with each daemon): conversations of
-the `mcp` profile call its `note`, which answers with a receipt of random bytes and writes it to
-a call log of the loop's own before answering; every check also makes one such call and needs
-it to complete. Every stored tool call has its result right after its turn, unless the kill cut
+the official SDK, from the MCP virtual environment), every `--mcp-every` rounds: conversations
+of the `mcp` profile call its `note`, which answers with a receipt of random bytes and writes it
+to a call log of the loop's own before answering; the round's check also makes one such call and
+needs it to complete. Every stored tool call has its result right after its turn, unless the kill cut
 the chain there, and every complete MCP result is a receipt the server wrote for that call
 (`check_tool_calls`). `--plant-faults` is their self-test: after the last kill it damages the
 data directory once per oracle and passes only if each oracle reports its fault.
@@ -93,8 +93,9 @@ def send_text(rng, tag, tools=False):
     return "%s[[words:%d]] [[delay:%d]] %s" % (think, n, delay, tag), expected_words(n)
 
 
-# The crash loop's MCP server, scripts/mcp-test-server.py over stdio (started with each daemon,
-# `start = "always"`), and the tool of it the `mcp` profile offers: `note` answers every call with
+# The crash loop's MCP server, scripts/mcp-test-server.py over stdio (started by the first reply
+# that offers its tool, in the rounds that call it: see `mcp_round`), and the tool of it the `mcp`
+# profile offers: `note` answers every call with
 # a receipt holding random bytes and appends the text and the receipt to a file of the loop's
 # own (CONFAB_MCP_CALL_LOG) before it answers, so what the server returned is known without the
 # daemon. The conversations of the `mcp` profile call it, sometimes beside the loopback `echo`.
@@ -116,7 +117,7 @@ def mcp_send_text(rng, tag):
 def mcp_config(python, call_log):
     """The config's `[mcp.box]` table and the `mcp` profile, for a server run by `python`."""
     script = os.path.join(HERE, "mcp-test-server.py")
-    return ('[mcp.%s]\ncommand = %s\nargs = [%s]\napproval = "never"\nstart = "always"\ntools = ["note"]\n'
+    return ('[mcp.%s]\ncommand = %s\nargs = [%s]\napproval = "never"\ntools = ["note"]\n'
             'startup_timeout_seconds = 60\ntimeout_seconds = 20\nenv = { CONFAB_MCP_CALL_LOG = %s }\n'
             '[profiles.mcp]\ntools = ["echo", "%s.note"]\n'
             % (MCP_SERVER, json.dumps(python), json.dumps(script), json.dumps(call_log), MCP_SERVER))
@@ -1530,7 +1531,7 @@ class Loop:
             with t.lock:
                 t.conversations.add(self.health)
                 t.titles[self.health] = ("health", [])
-        if self.mcp_python is not None:
+        if self.mcp_round(round_no):
             self.check_mcp_call(client, round_no, fail)
         client.call("conversation.attach", {"conversation": self.health, "history": 0})
         with t.lock:
@@ -1560,6 +1561,14 @@ class Loop:
         except Exception:
             return None
 
+    def mcp_round(self, round_no):
+        """Whether this round calls the MCP server: every `--mcp-every` rounds (its check makes a
+        call and its load offers the `mcp` conversations). The server is a Python program on the
+        SDK whose start costs more CPU than a round's checks, so the other rounds leave the
+        `mcp` conversations out of the load and start no server (a reply of one resumed at
+        start may still start it)."""
+        return self.mcp_python is not None and round_no % self.args.mcp_every == 0
+
     def seed_params(self, round_no, index):
         """A conversation made for the load: one in six offers the MCP server's tool, so every
         round has a few replies calling it."""
@@ -1571,7 +1580,9 @@ class Loop:
     def load_round(self, round_no):
         """Starts the load; returns (workers, stop event)."""
         stop = threading.Event()
-        pool = [c for c in self.pool if c not in (self.health, self.mcp_health)]
+        with self.tracker.lock:
+            left_out = {self.health, self.mcp_health} | (set() if self.mcp_round(round_no) else self.tracker.mcp_convs)
+        pool = [c for c in self.pool if c not in left_out]
         if len(pool) < self.args.streams + 10:
             # Enough conversations that every round has about `streams` replies going.
             setup = Client(self.socket)
@@ -1595,7 +1606,7 @@ class Loop:
                 mine = mine[:-1]
             workers.append(Worker("w%d" % n, self.socket, mine, create, random.Random(self.rng.random()),
                                   self.tracker, round_no, stop, max_delay=self.args.max_delay, attach_rate=self.args.attach_rate,
-                                  mcp=self.mcp_python is not None))
+                                  mcp=self.mcp_round(round_no)))
         # The admin renames only conversations no worker has, so rename answers for one
         # conversation all come back on one connection, in the daemon's order.
         admin_convs = pool[:10]
@@ -1789,6 +1800,9 @@ def arguments():
                         help="the Python of the MCP virtual environment (make .build/venv-mcp/.installed), which runs "
                              "scripts/mcp-test-server.py as the load's MCP server; 'none' to run without MCP calls "
                              "(default .build/venv-mcp/bin/python)")
+    parser.add_argument("--mcp-every", type=int, default=4,
+                        help="call the MCP server in every Nth round: its check makes a call, its load offers the "
+                             "conversations that call it (default 4)")
     parser.add_argument("--verbose", action="store_true")
     return parser
 
@@ -1800,6 +1814,8 @@ def main():
         args.seed = int.from_bytes(os.urandom(4), "big")
     if args.kills < 1 or args.max_seconds <= 0 or args.clients < 1 or args.streams < args.clients:
         parser.error("need --kills >= 1, --max-seconds > 0, --clients >= 1, --streams >= --clients")
+    if args.mcp_every < 1:
+        parser.error("need --mcp-every >= 1")
     if args.mcp_python != "none":
         args.mcp_python = os.path.abspath(args.mcp_python)
         if not os.access(args.mcp_python, os.X_OK):
