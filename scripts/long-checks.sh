@@ -33,7 +33,7 @@ run "crash loop" "summary \(seed|announced messages checked|oracles:|failures:" 
     python3 "$here/crashloop.py" --bin-dir "$bin" --kills 20 --max-seconds 180 --mcp-every 10
 run "crash loop self-test" "self-test: oracle|self-test: (every|FAILED)" \
     python3 "$here/crashloop.py" --bin-dir "$bin" --kills 2 --max-seconds 60 --attach-rate 0.6 --mcp-every 1 --plant-faults
-run "power cuts" "summary \(seed|power cuts:|announced messages checked|oracles:|failures:" \
+run "power cuts" "summary \(seed|power cuts:|rounds started from|announced messages checked|oracles:|failures:" \
     python3 "$here/powercut.py" --bin-dir "$bin" --shim "$shim" --kills 10 --max-seconds 120
 run "soak" "soak summary|^files and shares|^stored replies compared|VERDICT" \
     python3 "$here/soak.py" --bin "$bin" --minutes 1
