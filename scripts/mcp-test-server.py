@@ -6,8 +6,6 @@ and one that adds a tool and says the list changed.
 With CONFAB_MCP_MARKERS set to a directory it writes there its pid at start (`pid`), the
 text of each call of `echo` (`called`) and `cancelled` when a call of `slow` is cancelled.
 With CONFAB_MCP_STUBBORN set it keeps running after its input closes.
-With CONFAB_MCP_STARTS set to a file it appends a line to it at each start, the pid and the
-system's monotonic clock (`PID SECONDS`), so a test times restarts as the server saw them.
 With CONFAB_MCP_CALL_LOG set to a file, `note` appends to it one JSON line per call, the text it
 was given and the result it returns (`{"text":…,"result":…}`), written before it returns: what
 a checker compares the stored tool messages with."""
@@ -134,12 +132,6 @@ if os.environ.get("CONFAB_MCP_ECHOED_VARIABLE"):
 
 if __name__ == "__main__":
     mark("pid", str(os.getpid()))
-    if os.environ.get("CONFAB_MCP_STARTS"):
-        fd = os.open(os.environ["CONFAB_MCP_STARTS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, f"{os.getpid()} {time.monotonic():.6f}\n".encode())
-        finally:
-            os.close(fd)
     server.run()
     # CONFAB_MCP_STUBBORN: a server that does not end when its input closes, as a server
     # stuck in a call would not; only a signal ends it.
