@@ -38,8 +38,8 @@ answered with a result is stored; every file a stored message names is a blob on
 bytes hash to its name. Tool calls also run through a real MCP server (scripts/mcp-test-server.py on
 the official SDK, from the MCP virtual environment), every `--mcp-every` rounds: conversations
 of the `mcp` profile call its `note`, which answers with a receipt of random bytes and writes it
-to a call log of the loop's own before answering; the round's check also makes one such call and
-needs it to complete. Every stored tool call has its result right after its turn, unless the kill cut
+to a call log of the loop's own before answering; the round's check also makes two such calls
+(one turn) and needs them to complete. Every stored tool call has its result right after its turn, unless the kill cut
 the chain there, and every complete MCP result is a receipt the server wrote for that call
 (`check_tool_calls`). `--plant-faults` is their self-test: after the last kill it damages the
 data directory once per oracle and passes only if each oracle reports its fault.
@@ -1144,7 +1144,9 @@ class Loop:
                 t.mcp_convs.add(self.mcp_health)
         conv = self.mcp_health
         client.call("conversation.attach", {"conversation": conv, "history": 0})
-        content = '[[tool:%s {"text":"health r%d"}]]' % (MCP_NOTE, round_no)
+        # Two calls in one turn: the self-test's two tool faults need two results in chains that went on.
+        texts = ["health r%d" % round_no, "health r%d b" % round_no]
+        content = " ".join('[[tool:%s {"text":"%s"}]]' % (MCP_NOTE, text) for text in texts)
         with t.lock:
             t.sent[content] = []
         sent = client.call("message.send", {"conversation": conv, "content": content})
@@ -1162,11 +1164,12 @@ class Loop:
         messages = self.history(client, conv)
         chain = [m for m in messages if m["id"].split(".")[0] == reply]
         tools = [m for m in chain if m["role"] == "tool"]
-        results = self.mcp_results().get("health r%d" % round_no, [])
-        if (final["status"] != "complete" or len(tools) != 1 or tools[0]["status"] != "complete"
-                or tools[0]["content"] not in results):
+        results = self.mcp_results()
+        returned = [r for text in texts for r in results.get(text, [])]
+        if (final["status"] != "complete" or len(tools) != 2 or any(m["status"] != "complete" for m in tools)
+                or any(m["content"] not in returned for m in tools)):
             fail("MCP call after restart: reply ended %s, its tool messages %r, the server returned %r"
-                 % (final["status"], [(m["status"], m["content"][:200]) for m in tools], results))
+                 % (final["status"], [(m["status"], m["content"][:200]) for m in tools], returned))
         self.stats["mcp_health_calls"] = self.stats.get("mcp_health_calls", 0) + 1
         self.check_tool_calls(conv, messages, fail)
         # The messages announced or seen here are compared again at the next restart.
