@@ -95,7 +95,7 @@ test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 # loop's load and checks, with the data directory rebuilt after each SIGKILL as a disk would
 # hold it after a power cut. 100 cuts, 10 minutes at most; flags through ARGS, e.g.
 # ARGS="--kills 300 --max-seconds 1200 --seed 7".
-powercut: release $(POWERCUT_SHIM)
+powercut: release $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	python3 scripts/powercut.py --shim $(POWERCUT_SHIM) $(ARGS)
 
 # The browser tests alone, on the debug build `make test` made. Playwright and pytest come
@@ -155,7 +155,7 @@ soak: release
 
 # SIGKILLs a release confabd under load and checks what survived (scripts/crashloop.py):
 # 100 kills, 10 minutes at most. Flags through ARGS, e.g. ARGS="--kills 20 --seed 7".
-crashloop: release
+crashloop: release $(MCP_VENV)/.installed
 	python3 scripts/crashloop.py $(ARGS)
 
 # Binaries to $(PREFIX)/bin (~/.local/bin), units to ~/.config/systemd/user (see "Run as a

@@ -35,7 +35,13 @@ forks it makes. Oracles that take nothing from the daemon (`check_oracles`): eve
 message is a text the load sent with the files it named (and none refused is stored); every
 reply is the text its prompt asked the fake upstream to stream (a prefix when cut); every send
 answered with a result is stored; every file a stored message names is a blob on disk whose
-bytes hash to its name. `--plant-faults` is their self-test: after the last kill it damages the
+bytes hash to its name. Tool calls also run through a real MCP server (scripts/mcp-test-server.py on
+the official SDK, from the MCP virtual environment), every `--mcp-every` rounds: conversations
+of the `mcp` profile call its `note`, which answers with a receipt of random bytes and writes it
+to a call log of the loop's own before answering; the round's check also makes two such calls
+(one turn) and needs them to complete. Every stored tool call has its result right after its turn, unless the kill cut
+the chain there, and every complete MCP result is a receipt the server wrote for that call
+(`check_tool_calls`). `--plant-faults` is their self-test: after the last kill it damages the
 data directory once per oracle and passes only if each oracle reports its fault.
 
 Loopback and Unix sockets only; bounded in kills and time; every process it starts is
@@ -50,6 +56,11 @@ DEFAULT_BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(HERE, "..", ".build"
 def sequence(mid):
     """A message id's sequence: `m7` and `m7.2` are both 7."""
     return int(mid[1:].split(".")[0])
+
+
+def sequence_key(mid):
+    """A message id's place in its conversation: `m7` < `m7.2` < `m7.10` < `m8`."""
+    return tuple(int(part) for part in mid[1:].split("."))
 
 
 def expected_words(n):
@@ -80,6 +91,53 @@ def send_text(rng, tag, tools=False):
     if rng.random() < 0.25:
         think = "[[think-words:%d]] " % rng.choice([20, 300])
     return "%s[[words:%d]] [[delay:%d]] %s" % (think, n, delay, tag), expected_words(n)
+
+
+# The crash loop's MCP server, scripts/mcp-test-server.py over stdio (started by the first reply
+# that offers its tool, in the rounds that call it: see `mcp_round`), and the tool of it the `mcp`
+# profile offers: `note` answers every call with
+# a receipt holding random bytes and appends the text and the receipt to a file of the loop's
+# own (CONFAB_MCP_CALL_LOG) before it answers, so what the server returned is known without the
+# daemon. The conversations of the `mcp` profile call it, sometimes beside the loopback `echo`.
+MCP_SERVER = "box"
+MCP_NOTE = MCP_SERVER + "__note"
+DEFAULT_MCP_PYTHON = os.path.join(HERE, "..", ".build", "venv-mcp", "bin", "python")
+
+
+def mcp_send_text(rng, tag):
+    """A send of a conversation of the `mcp` profile: a call of the MCP server's `note` with a text
+    no other call has, a third of the time beside a call of the loopback `echo` (one turn, both
+    at once). Its reply's text holds the results, so the prompt does not fix it (None)."""
+    calls = '[[tool:%s {"text":"%s n%d"}]]' % (MCP_NOTE, tag, rng.randrange(10 ** 6))
+    if rng.random() < 0.3:
+        calls += ' [[tool:echo {"city":"c%d"}]]' % rng.randrange(1000)
+    return "%s [[delay:2]] %s" % (calls, tag), None
+
+
+def mcp_config(python, call_log):
+    """The config's `[mcp.box]` table and the `mcp` profile, for a server run by `python`."""
+    script = os.path.join(HERE, "mcp-test-server.py")
+    return ('[mcp.%s]\ncommand = %s\nargs = [%s]\napproval = "never"\ntools = ["note"]\n'
+            'startup_timeout_seconds = 60\ntimeout_seconds = 20\nenv = { CONFAB_MCP_CALL_LOG = %s }\n'
+            '[profiles.mcp]\ntools = ["echo", "%s.note"]\n'
+            % (MCP_SERVER, json.dumps(python), json.dumps(script), json.dumps(call_log), MCP_SERVER))
+
+
+def read_mcp_calls(path):
+    """text -> [results] the MCP server wrote to its call log (a line the kill tore is skipped)."""
+    calls = collections.defaultdict(list)
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        return calls
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        calls[entry["text"]].append(entry["result"])
+    return calls
 
 
 THINK_WORDS = re.compile(r"\[\[think-words:(\d+)\]\]")
@@ -180,6 +238,7 @@ class Tracker:
         self.titles = {}           # conv -> (acked title or None, [titles asked for since])
         self.systems = {}          # conv -> (acked system prompt, [system prompts asked for since])
         self.tool_convs = set()    # conversations made from the profile that offers the tools
+        self.mcp_convs = set()     # conversations made from the profile that offers the MCP server's tool
         self.fork_counts = {}      # fork -> message_count its creation announced
         self.asked = collections.Counter()   # requests the load clients made, by kind
         self.changed = set()       # (conv, mid) legitimately changed since the last check
@@ -360,8 +419,10 @@ class Worker(threading.Thread):
     Runs until the daemon dies (end of stream) or `stop` is set; reads everything the
     daemon wrote before dying, since all of it was sent before the kill."""
 
-    def __init__(self, name, path, convs, create, rng, tracker, round_no, stop, admin=False, max_delay=1.5, attach_rate=0.15):
+    def __init__(self, name, path, convs, create, rng, tracker, round_no, stop, admin=False, max_delay=1.5, attach_rate=0.15,
+                 mcp=False):
         super().__init__(daemon=True, name=name)
+        self.mcp = mcp
         self.attach_rate = attach_rate
         self.abandoned = False
         self.max_delay = max_delay
@@ -376,7 +437,9 @@ class Worker(threading.Thread):
     def request(self, method, params, kind=None, data=None):
         rid = self.conn.send(method, params)
         with self.tracker.lock:
-            self.tracker.asked[method if "[[tool:" not in str(params.get("content", "")) else "message.send with a tool call"] += 1
+            content = str(params.get("content", ""))
+            self.tracker.asked[method if "[[tool:" not in content else "message.send with an MCP call" if MCP_NOTE in content
+                               else "message.send with a tool call"] += 1
         if rid is not None and kind is not None:
             self.pending[rid] = (kind, data)
 
@@ -387,8 +450,9 @@ class Worker(threading.Thread):
     def send_message(self, conv):
         with self.tracker.lock:
             tools = conv in self.tracker.tool_convs
+            mcp = conv in self.tracker.mcp_convs
         tag = self.tag()
-        content, text = send_text(self.rng, tag, tools)
+        content, text = mcp_send_text(self.rng, tag) if mcp and self.rng.random() < 0.6 else send_text(self.rng, tag, tools)
         if self.rng.random() < self.attach_rate:
             # Files first (`blob.put`, some in two chunks), then the send naming them; now and
             # then an upload left unfinished beside them, as a client cut off mid-way leaves one.
@@ -513,6 +577,8 @@ class Worker(threading.Thread):
                     t.systems.setdefault(conv, (result["conversation"].get("system"), []))
                     if result["conversation"].get("profile") == "tools":
                         t.tool_convs.add(conv)
+                    if result["conversation"].get("profile") == "mcp":
+                        t.mcp_convs.add(conv)
                 self.convs.append(conv)
                 self.start_conv(conv)
             elif kind == "send":
@@ -575,6 +641,8 @@ class Worker(threading.Thread):
                     t.fork_counts[info["id"]] = info["message_count"]
                     if data in t.tool_convs:
                         t.tool_convs.add(info["id"])
+                    if data in t.mcp_convs:
+                        t.mcp_convs.add(info["id"])
                 if self.rng.random() < 0.5 and not self.stop.is_set():
                     # Deleted again: the blobs only it names go with it, the ones its original
                     # names stay.
@@ -622,8 +690,11 @@ class Worker(threading.Thread):
                 self.start_conv(conv)
             if self.create:
                 params = {"title": "%s r%d" % (self.name, self.round_no)}
-                if self.rng.random() < 0.4:
+                roll = self.rng.random()
+                if roll < 0.4:
                     params["profile"] = "tools"
+                elif roll < 0.6 and self.mcp:
+                    params["profile"] = "mcp"
                 self.request("conversation.create", params, "create")
             next_action = time.monotonic() + self.rng.uniform(0.02, 0.2)
             deadline = time.monotonic() + 30 + self.max_delay
@@ -690,6 +761,10 @@ class Loop:
         self.stored_cache = {}
         self.blob_checked = {}       # sha256 -> the blob file's identity when its bytes were last hashed
         self.planted = {}            # oracle -> the fault planted for it (--plant-faults)
+        self.mcp_python = None if args.mcp_python == "none" else args.mcp_python
+        self.mcp_call_log = os.path.join(self.tmp, "mcp-calls.jsonl")
+        self.mcp_calls = (None, {})  # (the call log's size when read, text -> [results])
+        self.mcp_health = None       # the conversation of the MCP call every check makes
 
     # --- processes -------------------------------------------------------------
 
@@ -715,6 +790,8 @@ class Loop:
             f.write(tool % ("echo", "Says back what it was asked", "", "echo", words[2]))
             f.write(tool % ("guarded", "Needs a yes", 'approval = "always"\n', "guarded", words[2]))
             f.write('[profiles.tools]\ntools = ["echo", "guarded"]\n')
+            if self.mcp_python is not None:
+                f.write(mcp_config(self.mcp_python, self.mcp_call_log))
         self.config = config
 
     def daemon_environment(self, round_no):
@@ -727,6 +804,12 @@ class Loop:
     def extra_summary(self):
         """More summary lines (a subclass adds its own)."""
         return []
+
+    def after_start(self, round_no, log_path):
+        """Runs once a round's daemon listens, before the checks (a subclass adds to it)."""
+
+    def before_load(self, round_no, log_path):
+        """Runs after a round's checks, before its load (a subclass adds to it)."""
 
     def start_daemon(self, round_no):
         log_path = os.path.join(self.logs, "confabd-%03d.log" % round_no)
@@ -986,6 +1069,140 @@ class Loop:
             elif got["content"] != content:
                 fail("oracle accepted-send: %s/%s is stored with %r, the load sent %r" % (conv, mid, got["content"][-80:], content[-80:]))
 
+    def mcp_results(self):
+        """text -> [results] of the MCP server's call log, read again when it grew."""
+        size = os.path.getsize(self.mcp_call_log) if os.path.exists(self.mcp_call_log) else 0
+        if self.mcp_calls[0] != size:
+            self.mcp_calls = (size, read_mcp_calls(self.mcp_call_log))
+        return self.mcp_calls[1]
+
+    def check_tool_calls(self, conv, messages, fail):
+        """Every tool call a stored assistant turn made has its result in the tool messages right
+        after it, unless the kill cut the chain there (no turn of the chain follows); a chain
+        that went on had every call answered (no result left `interrupted`). Every complete
+        result of the MCP server's `note` is a receipt the server wrote in its call log for that
+        call's text: what the server returned, not what the daemon says it returned."""
+        s = self.stats
+        results = None
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant" or not m.get("tool_calls"):
+                continue
+            j = i + 1
+            answers = {}
+            while j < len(messages) and messages[j]["role"] == "tool":
+                answers.setdefault(messages[j].get("tool_call_id"), []).append(messages[j])
+                j += 1
+            chain = m["id"].split(".")[0]
+            went_on = j < len(messages) and messages[j]["id"].split(".")[0] == chain
+            calls = {c.get("id"): c for c in m["tool_calls"]}
+            for extra in set(answers) - set(calls):
+                fail("oracle tool-result: %s/%s answers a call %r its turn %s did not make" % (conv, answers[extra][0]["id"], extra, m["id"]))
+            for call_id, call in calls.items():
+                s["oracle_tool_calls"] = s.get("oracle_tool_calls", 0) + 1
+                got = answers.get(call_id, [])
+                if len(got) > 1:
+                    fail("oracle tool-result: %s/%s: call %s has %d results" % (conv, m["id"], call_id, len(got)))
+                if not got:
+                    if went_on:
+                        fail("oracle tool-result: %s/%s: call %s (%s) has no result, but its chain went on with %s"
+                             % (conv, m["id"], call_id, call.get("name"), messages[j]["id"]))
+                    else:
+                        s["oracle_tool_calls_cut"] = s.get("oracle_tool_calls_cut", 0) + 1
+                    continue
+                answer = got[0]
+                if went_on and answer["status"] in ("interrupted", "streaming"):
+                    fail("oracle tool-result: %s/%s is %s, but its chain went on with %s"
+                         % (conv, answer["id"], answer["status"], messages[j]["id"]))
+                if call.get("name") != MCP_NOTE:
+                    continue
+                if answer["status"] != "complete":
+                    s["oracle_mcp_unfinished"] = s.get("oracle_mcp_unfinished", 0) + 1
+                    continue
+                try:
+                    text = json.loads(call.get("arguments") or "")["text"]
+                except (ValueError, TypeError, KeyError):
+                    fail("oracle mcp-result: %s/%s: call %s has arguments the load never wrote: %r"
+                         % (conv, m["id"], call_id, call.get("arguments")))
+                    continue
+                if results is None:
+                    results = self.mcp_results()
+                s["oracle_mcp_results"] = s.get("oracle_mcp_results", 0) + 1
+                if answer["content"] not in results.get(text, []):
+                    fail("oracle mcp-result: %s/%s is complete with %r, which the MCP server never returned for %r (it returned %r)"
+                         % (conv, answer["id"], answer["content"][-100:], text, results.get(text, [])))
+
+    def check_mcp_call(self, client, round_no, fail):
+        """A call through the MCP server after every restart: a send in a conversation of the
+        `mcp` profile whose reply calls `note`; its chain must end complete, with a result the
+        server wrote. Its history is then checked like every other."""
+        t = self.tracker
+        if self.mcp_health is None:
+            self.mcp_health = client.call("conversation.create", {"title": "mcp health", "profile": "mcp"})["conversation"]["id"]
+            with t.lock:
+                t.conversations.add(self.mcp_health)
+                t.titles[self.mcp_health] = ("mcp health", [])
+                t.mcp_convs.add(self.mcp_health)
+        conv = self.mcp_health
+        client.call("conversation.attach", {"conversation": conv, "history": 0})
+        # Two calls in one turn: the self-test's two tool faults need two results in chains that went on.
+        texts = ["health r%d" % round_no, "health r%d b" % round_no]
+        content = " ".join('[[tool:%s {"text":"%s"}]]' % (MCP_NOTE, text) for text in texts)
+        with t.lock:
+            t.sent[content] = []
+        sent = client.call("message.send", {"conversation": conv, "content": content})
+        t.announce(sent["message"])
+        with t.lock:
+            t.accepted.append((conv, sent["message"]["id"], content))
+        reply = sent["reply"]
+        note = client.await_note(lambda n: n.get("method") in ("message.completed", "message.failed")
+                                 and n["params"]["message"]["role"] == "assistant"
+                                 and n["params"]["message"]["id"].split(".")[0] == reply
+                                 and (n["params"]["message"]["status"] != "complete" or not n["params"]["message"].get("tool_calls")),
+                                 CALL_GUARD_SECONDS)
+        final = note["params"]["message"]
+        t.announce(final)
+        messages = self.history(client, conv)
+        chain = [m for m in messages if m["id"].split(".")[0] == reply]
+        tools = [m for m in chain if m["role"] == "tool"]
+        results = self.mcp_results()
+        returned = [r for text in texts for r in results.get(text, [])]
+        if (final["status"] != "complete" or len(tools) != 2 or any(m["status"] != "complete" for m in tools)
+                or any(m["content"] not in returned for m in tools)):
+            fail("MCP call after restart: reply ended %s, its tool messages %r, the server returned %r"
+                 % (final["status"], [(m["status"], m["content"][:200]) for m in tools], returned))
+        self.stats["mcp_health_calls"] = self.stats.get("mcp_health_calls", 0) + 1
+        self.check_tool_calls(conv, messages, fail)
+        # The messages announced or seen here are compared again at the next restart.
+        self.snapshot[conv] = {m["id"]: m for m in messages}
+        self.verified.pop(conv, None)
+
+    def plant_tool_faults(self, logs, records, rewrite):
+        """The self-test's faults for the tool oracles: a byte of a complete MCP result changed
+        (mcp-result), and another complete MCP result dropped, every record of it, in a chain
+        that went on (tool-result). The MCP call of every check gives chains that went on; two
+        different messages are damaged, in one conversation or two."""
+        candidates = []      # (conv, tool message) of complete MCP results whose chain went on
+        for conv in logs:
+            found = [r["message"] for _, r in records(conv)]
+            for m in found:
+                if m.get("role") == "tool" and m.get("name") == MCP_NOTE and m.get("status") == "complete" and m.get("content"):
+                    chain = m["id"].split(".")[0]
+                    if any(o.get("role") == "assistant" and o["id"].split(".")[0] == chain and sequence_key(o["id"]) > sequence_key(m["id"])
+                           for o in found) and (conv, m["id"]) not in [(c, x["id"]) for c, x in candidates]:
+                        candidates.append((conv, m))
+        if len(candidates) < 2:
+            return
+        conv, m = candidates[0]
+        for number, record in records(conv):
+            if record["message"].get("id") == m["id"] and record["message"].get("content") == m["content"]:
+                changed = m["content"][:-1] + ("x" if m["content"][-1] != "x" else "y")
+                rewrite(conv, number, dict(record, message=dict(record["message"], content=changed)))
+        self.planted["mcp-result"] = "a byte of an MCP tool result changed (%s/%s)" % (conv, m["id"])
+        conv, m = candidates[-1]
+        for number in sorted((n for n, r in records(conv) if r["message"].get("id") == m["id"]), reverse=True):
+            rewrite(conv, number, None)
+        self.planted["tool-result"] = "an MCP tool result dropped in a chain that went on (%s/%s)" % (conv, m["id"])
+
     def check_blobs(self, conv, messages, uploaded, fail):
         """Every file the messages name is a blob on disk whose bytes hash to its name, of the
         size the load uploaded. Run on the messages a conversation's history last showed when
@@ -1102,6 +1319,8 @@ class Loop:
         plant("user-message", "a byte of a user message changed", user_byte)
         plant("accepted-send", "an accepted send's record dropped", drop_record)
         plant("blob", "a blob a message names removed", remove_blob)
+        if self.mcp_python is not None:
+            self.plant_tool_faults(logs, records, rewrite)
 
     def check(self, round_no, log_path, last_started):
         fail = lambda text: self.failures.add(round_no, text)
@@ -1193,6 +1412,7 @@ class Loop:
             current = {m["id"]: m for m in messages}
             check_thoughts(conv, messages, self.stats, fail)
             self.check_oracles(conv, messages, sent, refused, accepted.get(conv, []), uploaded, fail)
+            self.check_tool_calls(conv, messages, fail)
             self.check_shares(conv, info, shares.get(conv), fail)
             self.stats["tool_messages"] = self.stats.get("tool_messages", 0) + sum(1 for m in messages if m["role"] == "tool")
             self.stats["superseded_messages"] = self.stats.get("superseded_messages", 0) + sum(1 for m in messages if m.get("superseded_by"))
@@ -1314,6 +1534,8 @@ class Loop:
             with t.lock:
                 t.conversations.add(self.health)
                 t.titles[self.health] = ("health", [])
+        if self.mcp_round(round_no):
+            self.check_mcp_call(client, round_no, fail)
         client.call("conversation.attach", {"conversation": self.health, "history": 0})
         with t.lock:
             t.sent["[[reply:alive %d]]" % round_no] = []
@@ -1342,18 +1564,38 @@ class Loop:
         except Exception:
             return None
 
+    def mcp_round(self, round_no):
+        """Whether this round calls the MCP server: every `--mcp-every` rounds (its check makes a
+        call and its load offers the `mcp` conversations). The server is a Python program on the
+        SDK whose start costs more CPU than a round's checks, so the other rounds leave the
+        `mcp` conversations out of the load and start no server (a reply of one resumed at
+        start may still start it)."""
+        return self.mcp_python is not None and round_no % self.args.mcp_every == 0
+
+    def seed_params(self, round_no, index):
+        """A conversation made for the load: one in six offers the MCP server's tool, so every
+        round has a few replies calling it."""
+        params = {"title": "seed r%d" % round_no}
+        if self.mcp_python is not None and index % 6 == 5:
+            params["profile"] = "mcp"
+        return params
+
     def load_round(self, round_no):
         """Starts the load; returns (workers, stop event)."""
         stop = threading.Event()
-        pool = [c for c in self.pool if c != self.health]
+        with self.tracker.lock:
+            left_out = {self.health, self.mcp_health} | (set() if self.mcp_round(round_no) else self.tracker.mcp_convs)
+        pool = [c for c in self.pool if c not in left_out]
         if len(pool) < self.args.streams + 10:
             # Enough conversations that every round has about `streams` replies going.
             setup = Client(self.socket)
             while len(pool) < self.args.streams + 10:
-                info = setup.call("conversation.create", {"title": "seed r%d" % round_no})["conversation"]
+                info = setup.call("conversation.create", self.seed_params(round_no, len(pool)))["conversation"]
                 with self.tracker.lock:
                     self.tracker.conversations.add(info["id"])
                     self.tracker.titles[info["id"]] = (info["title"], [])
+                    if info.get("profile") == "mcp":
+                        self.tracker.mcp_convs.add(info["id"])
                 pool.append(info["id"])
                 self.pool.append(info["id"])
             setup.close()
@@ -1366,7 +1608,8 @@ class Loop:
             if create and len(mine) == per:
                 mine = mine[:-1]
             workers.append(Worker("w%d" % n, self.socket, mine, create, random.Random(self.rng.random()),
-                                  self.tracker, round_no, stop, max_delay=self.args.max_delay, attach_rate=self.args.attach_rate))
+                                  self.tracker, round_no, stop, max_delay=self.args.max_delay, attach_rate=self.args.attach_rate,
+                                  mcp=self.mcp_round(round_no)))
         # The admin renames only conversations no worker has, so rename answers for one
         # conversation all come back on one connection, in the daemon's order.
         admin_convs = pool[:10]
@@ -1390,6 +1633,7 @@ class Loop:
             while True:
                 round_no += 1
                 log_path = self.start_daemon(round_no)
+                self.after_start(round_no, log_path)
                 self.stats["rounds"] = round_no
                 try:
                     self.check(round_no, log_path, last_started)
@@ -1400,6 +1644,7 @@ class Loop:
                 if time.monotonic() - started > args.max_seconds:
                     stopped_early = True
                     break
+                self.before_load(round_no, log_path)
                 with self.tracker.lock:
                     before = set(self.tracker.started)
                 workers, stop = self.load_round(round_no)
@@ -1489,6 +1734,15 @@ class Loop:
                  s.get("oracle_replies_unknown", 0), s.get("oracle_accepted_checked", 0), s.get("oracle_blob_references", 0),
                  s.get("oracle_blobs_hashed", 0), s.get("oracle_shares_checked", 0), s.get("deletes_acked", 0), s.get("deletes_asked", 0)))
         print("  files uploaded by the load: %d distinct" % len(self.tracker.uploaded))
+        if self.mcp_python is not None:
+            print("  oracles: %d tool calls checked for their results (%d cut with the chain, no result); %d complete MCP "
+                  "results found in the server's own call log, %d MCP calls unfinished; %d MCP calls after restarts; "
+                  "%d calls the MCP server answered in all"
+                  % (s.get("oracle_tool_calls", 0), s.get("oracle_tool_calls_cut", 0), s.get("oracle_mcp_results", 0),
+                     s.get("oracle_mcp_unfinished", 0), s.get("mcp_health_calls", 0),
+                     sum(len(v) for v in read_mcp_calls(self.mcp_call_log).values())))
+        else:
+            print("  MCP: none (--mcp-python none)")
         print("  conversations at the end: %d" % len(self.pool))
         print("  index entries checked against their logs at the end: %d" % s.get("index_checked", 0))
         print("  failures: %d" % len(self.failures.items))
@@ -1512,7 +1766,7 @@ class Loop:
         if args.plant_faults:
             # The self-test: every oracle a fault was planted for must have reported it.
             missed = []
-            for oracle in ("reply", "user-message", "accepted-send", "blob"):
+            for oracle in ("reply", "user-message", "accepted-send", "blob") + (("mcp-result", "tool-result") if self.mcp_python else ()):
                 what = self.planted.get(oracle)
                 caught = any(("oracle %s:" % oracle) in item for item in self.failures.items)
                 print("  self-test: oracle %s: %s" % (oracle, "not planted (nothing to damage)" if what is None
@@ -1545,6 +1799,13 @@ def arguments():
     parser.add_argument("--plant-faults", action="store_true",
                         help="self-test: after the last kill, damage the data directory once per oracle (a reply's byte, a user "
                              "message's byte, an accepted send's record, a blob) and pass only if every oracle reports its fault")
+    parser.add_argument("--mcp-python", default=DEFAULT_MCP_PYTHON,
+                        help="the Python of the MCP virtual environment (make .build/venv-mcp/.installed), which runs "
+                             "scripts/mcp-test-server.py as the load's MCP server; 'none' to run without MCP calls "
+                             "(default .build/venv-mcp/bin/python)")
+    parser.add_argument("--mcp-every", type=int, default=4,
+                        help="call the MCP server in every Nth round: its check makes a call, its load offers the "
+                             "conversations that call it (default 4)")
     parser.add_argument("--verbose", action="store_true")
     return parser
 
@@ -1556,6 +1817,12 @@ def main():
         args.seed = int.from_bytes(os.urandom(4), "big")
     if args.kills < 1 or args.max_seconds <= 0 or args.clients < 1 or args.streams < args.clients:
         parser.error("need --kills >= 1, --max-seconds > 0, --clients >= 1, --streams >= --clients")
+    if args.mcp_every < 1:
+        parser.error("need --mcp-every >= 1")
+    if args.mcp_python != "none":
+        args.mcp_python = os.path.abspath(args.mcp_python)
+        if not os.access(args.mcp_python, os.X_OK):
+            parser.error("no MCP environment at %s: make .build/venv-mcp/.installed, or --mcp-python none" % args.mcp_python)
     sys.exit(Loop(args).run())
 
 

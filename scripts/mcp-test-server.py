@@ -5,8 +5,13 @@ that reports progress as it counts, one that crashes the server in the middle of
 and one that adds a tool and says the list changed.
 With CONFAB_MCP_MARKERS set to a directory it writes there its pid at start (`pid`), the
 text of each call of `echo` (`called`) and `cancelled` when a call of `slow` is cancelled.
-With CONFAB_MCP_STUBBORN set it keeps running after its input closes."""
+With CONFAB_MCP_STUBBORN set it keeps running after its input closes.
+With CONFAB_MCP_CALL_LOG set to a file, `note` appends to it one JSON line per call, the text it
+was given and the result it returns (`{"text":…,"result":…}`), written before it returns: what
+a checker compares the stored tool messages with."""
+import json
 import os
+import secrets
 import time
 
 import anyio
@@ -77,6 +82,21 @@ def crash() -> str:
     """Ends the server in the middle of the call, as a crash would."""
     mark("crashed", str(os.getpid()))
     os._exit(3)
+
+
+@server.tool()
+def note(text: str) -> str:
+    """Notes the text it is given and answers with a receipt no one can guess."""
+    result = f"noted {text} {secrets.token_hex(8)}"
+    path = os.environ.get("CONFAB_MCP_CALL_LOG")
+    if path:
+        line = json.dumps({"text": text, "result": result}) + "\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    return result
 
 
 def added(text: str) -> str:

@@ -21,13 +21,20 @@ on it and the checks run:
 
 Every cut picks one at random. A file whose bytes did not change is left as it is (same
 inode and mtime), so the index of summaries is trusted where it would be after a real cut.
+Every third round (--clean-stop-every) the load starts from an index a clean stop wrote: the
+daemon is stopped with SIGTERM after the checks and started again on what it left, taken as
+what the disk holds. The index is never synced, so after other cuts it is old, empty or torn
+and every log is read; after these, the start finds that index with the entries the load
+made stale, and must read the logs they no longer describe (the summary gives what each such
+start listed from the index and how many logs it read; a strict or prefix cut after which
+nothing was listed from it is a failure, as the stale-index path did not run).
 
 Subcommands for tests (Tests/IntegrationTests/PowerCutTests.swift):
   powercut.py shim OUT.so               build the shim with cc
   powercut.py snapshot DATA JOURNAL     record DATA as the state the disk holds now
   powercut.py rebuild DATA JOURNAL MODE rebuild DATA after a cut; prints a JSON summary
 """
-import json, os, random, shutil, subprocess, sys, tempfile
+import json, os, random, re, shutil, signal, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -213,10 +220,57 @@ class PowerCutLoop(crashloop.Loop):
         self.journal = None
         self.shim = args.shim or build_shim(os.path.join(self.tmp, "libconfab-powercut.so"))
         self.cuts = []
+        self.journals = 0
+        # Rounds whose load started from an index a clean stop wrote (--clean-stop-every), and
+        # what the start after their cut made of it: (round, cut mode, listed from the index, logs read).
+        self.clean_base = set()
+        self.stale_starts = []
+        self.cut_modes = {}
         os.makedirs(self.data, exist_ok=True)
 
+    def before_load(self, round_no, log_path):
+        """Every --clean-stop-every rounds the load starts from an index a clean stop wrote: the
+        daemon is stopped with SIGTERM (it writes the index whole at a clean stop), the data
+        directory as it left it is taken as what the disk holds (a machine stopped cleanly,
+        its page cache written back), and a daemon started on it. The cut that ends the round
+        then leaves that index with entries the load made stale (strict and prefix cuts undo
+        the renames of the newer ones that were not synced), and the next start must read the
+        logs those entries no longer describe (checked by every check after it)."""
+        every = self.args.clean_stop_every
+        if not every or round_no % every:
+            return
+        self.daemon.send_signal(signal.SIGTERM)
+        try:
+            code = self.daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.failures.add(round_no, "confabd did not stop within 30 s of SIGTERM")
+            self.daemon.kill()
+            self.daemon.wait()
+            return
+        if code != 0:
+            self.failures.add(round_no, "confabd exited with status %s after SIGTERM" % code)
+        index = os.path.join(self.data, "index.jsonl")
+        if not os.path.exists(index) or os.path.getsize(index) == 0:
+            self.failures.add(round_no, "a clean stop left no index")
+        self.start_daemon(round_no)      # its log goes on in log_path, read whole after the kill
+        self.clean_base.add(round_no)
+
+    def scan_daemon_log(self, round_no, log_path):
+        """Besides the crash loop's reading: after the cut of a round that started from a clean
+        stop's index, what the start after it made of that index (its first start-up line)."""
+        super().scan_daemon_log(round_no, log_path)
+        if round_no - 1 not in self.clean_base:
+            return
+        found = re.findall(r"(\d+) conversations listed from the index, (\d+) logs read", self.read(log_path))
+        if not found:
+            self.failures.add(round_no, "the start after a cut logged no 'listed from the index' line")
+            return
+        listed, read = (int(n) for n in found[0])
+        self.stale_starts.append((round_no - 1, self.cut_modes[round_no - 1], listed, read))
+
     def daemon_environment(self, round_no):
-        self.journal = os.path.join(self.tmp, "journal-%04d" % round_no)
+        self.journals += 1
+        self.journal = os.path.join(self.tmp, "journal-%04d-%d" % (round_no, self.journals))
         snapshot(self.data, self.journal)
         environment = dict(os.environ)
         environment.update(LD_PRELOAD=self.shim, CONFAB_POWERCUT_DIR=os.path.realpath(self.data),
@@ -227,6 +281,7 @@ class PowerCutLoop(crashloop.Loop):
         mode = self.cut_rng.choice(MODES)
         stats = rebuild(self.data, self.journal, mode, self.cut_rng)
         self.cuts.append(stats)
+        self.cut_modes[round_no] = mode
         if stats["unrecorded"]:
             self.failures.add(round_no, "the shim could not record %d syncs (see %s)" % (stats["unrecorded"], self.journal))
         if stats["syncs"] == 0:
@@ -237,6 +292,8 @@ class PowerCutLoop(crashloop.Loop):
             shutil.rmtree(self.journal, ignore_errors=True)
 
     def extra_summary(self):
+        for round_no, mode in self.stale_index_missed():
+            self.failures.add(round_no + 1, "the start after a %s cut listed nothing from the index a clean stop wrote" % mode)
         if not self.cuts:
             return []
         total = lambda key: sum(c[key] for c in self.cuts)
@@ -245,7 +302,15 @@ class PowerCutLoop(crashloop.Loop):
                 "journalled before the cuts: %d writes, %d file syncs, %d directory syncs, %d creates, %d renames, %d unlinks"
                 % (total("writes"), total("syncs"), total("dirsyncs"), total("creates"), total("renames"), total("unlinks")),
                 "the cuts changed %d files and removed %d, losing %d unsynced bytes; %d torn tails left"
-                % (total("files_changed"), total("files_removed"), total("bytes_lost"), total("torn_tails"))]
+                % (total("files_changed"), total("files_removed"), total("bytes_lost"), total("torn_tails")),
+                "rounds started from a clean stop's index: %d; the starts after their cuts listed %s"
+                % (len(self.clean_base), ", ".join("%d from the index and read %d logs (%s)" % (listed, read, mode)
+                                                   for _, mode, listed, read in self.stale_starts) or "nothing")]
+
+    def stale_index_missed(self):
+        """A strict or prefix cut after a clean stop keeps that stop's index: a start after one
+        that listed nothing from it means the stale-index path did not run."""
+        return [(r, mode) for r, mode, listed, _ in self.stale_starts if mode in ("strict", "prefix") and listed == 0]
 
 
 def main():
@@ -263,6 +328,9 @@ def main():
     parser = crashloop.arguments()
     parser.description = __doc__.split("\n")[0]
     parser.add_argument("--shim", default=None, help="a built libconfab-powercut.so (default: build one with cc)")
+    parser.add_argument("--clean-stop-every", type=int, default=3,
+                        help="every N rounds, stop the daemon cleanly before the load so the cut finds the index it wrote "
+                             "(0: never; default 3)")
     parser.set_defaults(kills=100, max_seconds=600)
     args = parser.parse_args()
     if args.seed is None:

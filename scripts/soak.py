@@ -15,10 +15,14 @@ message.completed or message.failed whose text is exactly the deltas it was sent
 client detached, or the conversation was deleted); nothing arrives for a conversation the
 client is not attached to.
 
-Regenerates, edits, continues, forks, system-prompt changes and calls of loopback tools
-(with approvals) are among the scenarios. Every prompt is kept with the text the fake
+Regenerates, edits, continues, forks, system-prompt changes, calls of loopback tools (with
+approvals), files (uploaded with blob.put, some in two chunks, some left unfinished or never
+sent, then named by a send) and shares and unshares are among the scenarios. Every prompt is kept with the text the fake
 upstream was asked to stream for it; at the end every stored reply is compared with that
-text, and every history, message by message, with itself after the restart.
+text, and every history, message by message, with itself after the restart. Every stored
+user message names the files the soak sent with its text, each a blob on disk that hashes to
+its name; every conversation is shared as its last share or unshare answered; after the
+restart the blobs on disk are exactly those stored messages name.
 
 Every minute it prints confabd's RSS, open descriptors and `status` counts. At the end it
 lets replies finish, disconnects everyone, samples once more, stops confabd with SIGTERM
@@ -28,7 +32,7 @@ cleanly and matches. Exit status: 0 when every check passed, 1 otherwise.
     scripts/soak.py [--minutes 10] [--seed N] [--bin DIR] [--upstream-bin FILE]
     make soak ARGS="--minutes 2"
 """
-import argparse, collections, json, os, random, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import argparse, base64, collections, hashlib, json, os, random, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 REPO = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 MIB = 1024 * 1024
@@ -755,6 +759,11 @@ class Soak:
         self.accepted = []        # (conversation, message id, text) of every send and edit answered with a result
         self.sources_lock = threading.Lock()
         self.tool_conversations = []
+        # Files and shares, the oracle's own record (check_files_and_shares):
+        self.files_sent = {}      # text of every send that named files -> [(name, sha256)]
+        self.uploaded = {}        # sha256 the soak computed of every file it finished uploading -> size
+        self.shares = {}          # conv -> {uid: role} as its last share or unshare answered
+        self.share_locks = collections.defaultdict(threading.Lock)   # one share or unshare at a time per conversation
 
     # -- bookkeeping
 
@@ -978,6 +987,150 @@ class Soak:
                 break
         finally:
             c.close()
+
+    # Uids the soak shares with: users every Debian system has (a share to a uid that may not
+    # connect is kept all the same).
+    SHARE_UIDS = (1, 2)
+
+    def upload(self, c, rng, data):
+        """blob.put of data, in two chunks half the time; returns its sha256, or None when refused."""
+        if len(data) > 1000 and rng.random() < 0.5:
+            half = len(data) // 2
+            result, error = c.call("blob.put", {"data": base64.b64encode(data[:half]).decode()}, expect={"result", -32004})
+            if error:
+                return None
+            result, error = c.call("blob.put", {"upload": result["upload"], "data": base64.b64encode(data[half:]).decode(),
+                                                "final": True}, expect={"result", -32004})
+        else:
+            result, error = c.call("blob.put", {"data": base64.b64encode(data).decode(), "final": True}, expect={"result", -32004})
+        if error:
+            self.stats.bump("uploads refused: room")
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        if result["attachment"]["sha256"] != digest or result["attachment"]["size"] != len(data):
+            self.stats.violation("blob.put of %d bytes answered %r; their sha256 is %s" % (len(data), result["attachment"], digest))
+        with self.sources_lock:
+            self.uploaded[digest] = len(data)
+        self.stats.bump("files uploaded")
+        return digest
+
+    def sc_files(self, rng):
+        """Files uploaded (`blob.put`, text or a PNG signature and bytes that are no UTF-8, some in
+        two chunks) and a send naming them; now and then an upload left unfinished when the
+        connection closes, or files uploaded and never sent (both must be collected)."""
+        cid = self.pool.pick(rng)
+        c = Client(self, "files")
+        try:
+            if not self.attach(c, cid):
+                return
+            tag = self.tag()
+            if rng.random() < 0.15:
+                c.call("blob.put", {"data": base64.b64encode(b"unfinished " + tag.encode()).decode()}, expect={"result", -32004})
+                self.stats.bump("uploads left unfinished")
+            named = []
+            for k in range(rng.choice([1, 1, 2])):
+                if rng.random() < 0.5:
+                    name, data = "notes-%d.txt" % k, "".join("%s line %d\n" % (tag, i) for i in range(rng.randint(1, 300))).encode()
+                else:
+                    size = rng.choice([600, 5000, 60000])
+                    body = bytes((rng.randrange(256) | 0x80) for _ in range(64)) * (size // 64 + 1)
+                    name, data = "shot-%d.png" % k, b"\x89PNG\r\n\x1a\n" + body[:size]
+                digest = self.upload(c, rng, data)
+                if digest is not None:
+                    named.append((name, digest))
+            if not named or rng.random() < 0.1:
+                self.stats.bump("uploads never sent")
+                return
+            text, expected = self.prompt(rng, "short")
+            with self.sources_lock:
+                self.files_sent[text] = named
+            result, error = c.call("message.send", {"conversation": cid, "content": text,
+                                                    "attachments": [{"name": n, "sha256": d} for n, d in named]},
+                                   expect={"result", -32001, -32004})
+            if error:
+                self.stats.bump("send refused: " + {-32001: "conversation deleted", -32004: "queue full"}.get(error["code"], str(error["code"])))
+                return
+            self.pool.note_send(cid)
+            key = (cid, result["reply"])
+            with self.stats.lock:
+                self.stats.expected[key] = ("files", expected)
+            self.stats.bump("sends with files")
+            if c.wait_final(key, 150) is None:
+                self.stats.bump("files gave up waiting for a final")
+        finally:
+            c.close()
+
+    def sc_share(self, rng):
+        """A pool conversation shared with another uid (read or write) or unshared, one at a time per
+        conversation, so the last answer is the state the daemon must keep."""
+        cid = self.pool.pick(rng)
+        uid = rng.choice(self.SHARE_UIDS)
+        c = Client(self, "share")
+        try:
+            with self.share_locks[cid]:
+                if rng.random() < 0.6:
+                    role = rng.choice(["read", "write"])
+                    result, error = c.call("conversation.share", {"conversation": cid, "uid": uid, "role": role}, expect={"result", -32001})
+                else:
+                    result, error = c.call("conversation.unshare", {"conversation": cid, "uid": uid}, expect={"result", -32001})
+                if error:
+                    return          # deleted meanwhile
+                with self.sources_lock:
+                    self.shares[cid] = {entry["uid"]: entry["role"] for entry in result["conversation"].get("shared_with", [])}
+                self.stats.bump("shares and unshares answered")
+        finally:
+            c.close()
+
+    def check_files_and_shares(self, convs, histories, failures, data_dir, collected):
+        """Every stored user message names the files the soak sent with its text (none for a text
+        sent without), each a blob on disk whose bytes hash to its name, of the size uploaded;
+        every conversation is shared as its last share or unshare answered. With `collected`
+        (after a restart, which collects what nothing references) the blobs on disk are exactly
+        those the stored messages name: a deleted conversation's, an unfinished upload's and one
+        never sent are gone."""
+        with self.sources_lock:
+            files_sent = dict(self.files_sent)
+            uploaded = dict(self.uploaded)
+            shares = dict(self.shares)
+        wrong = []
+        referenced = set()
+        for cid, messages in histories.items():
+            for m in messages:
+                files = [(a.get("name"), a.get("sha256")) for a in m.get("attachments") or []]
+                if m["role"] == "user" and files != files_sent.get(m["content"], []):
+                    wrong.append("%s/%s names files %r, the soak sent %r" % (cid, m["id"], files, files_sent.get(m["content"], [])))
+                for name, digest in files:
+                    referenced.add(digest)
+                    self.stats.bump("file references checked")
+        for digest in sorted(referenced):
+            path = os.path.join(data_dir, "blobs", (digest or "")[:2], digest or "-")
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                wrong.append("blob %s is named by a stored message but not on disk" % digest)
+                continue
+            if hashlib.sha256(data).hexdigest() != digest or len(data) != uploaded.get(digest):
+                wrong.append("blob %s holds %d bytes whose sha256 is not its name, or that the soak never uploaded" % (digest, len(data)))
+            self.stats.bump("blobs hashed")
+        if collected:
+            on_disk = set()
+            for root, _, names in os.walk(os.path.join(data_dir, "blobs")):
+                on_disk.update(name for name in names if re.fullmatch(r"[0-9a-f]{64}", name))
+            for digest in sorted(on_disk - referenced)[:10]:
+                wrong.append("blob %s is on disk after the restart, but no stored message names it" % digest)
+            self.stats.bump("blobs on disk after the restart", len(on_disk))
+        for cid, want in shares.items():
+            if cid not in convs:
+                continue          # deleted since
+            got = {entry["uid"]: entry["role"] for entry in convs[cid].get("shared_with", [])}
+            self.stats.bump("share states checked")
+            if got != want:
+                wrong.append("%s is shared as %r, its last share or unshare answered %r" % (cid, got, want))
+        for line in wrong[:20]:
+            self.stats.violation(line)
+        if wrong:
+            failures.append("%d files, blobs or shares differ from what the soak sent%s" % (len(wrong), " (after the restart)" if collected else ""))
 
     def sc_fault(self, rng):
         cid = self.pool.pick(rng)
@@ -1207,14 +1360,16 @@ class Soak:
             c.close()
 
     SCENARIOS = [("chat", 30), ("fault", 16), ("attach-mid", 8), ("cancel", 8), ("hangup", 8), ("delete+create", 5),
-                 ("scratch", 3), ("burst", 4), ("malformed", 5), ("visit", 6), ("revise", 8), ("tools", 6)]
+                 ("scratch", 3), ("burst", 4), ("malformed", 5), ("visit", 6), ("revise", 8), ("tools", 6),
+                 ("files", 6), ("share", 3)]
 
     def worker(self, n):
         rng = random.Random("%d-worker-%d" % (self.seed, n))
         names, weights = zip(*self.SCENARIOS)
         run = {"chat": self.sc_chat, "fault": self.sc_fault, "revise": self.sc_revise, "tools": self.sc_tools, "attach-mid": self.sc_attach_mid, "cancel": self.sc_cancel,
                "hangup": self.sc_hangup, "delete+create": self.sc_delete, "scratch": self.sc_scratch, "burst": self.sc_burst,
-               "malformed": self.sc_malformed, "visit": self.sc_idle}
+               "malformed": self.sc_malformed, "visit": self.sc_idle,
+               "files": self.sc_files, "share": self.sc_share}
         while not self.stop.is_set():
             name = rng.choices(names, weights)[0]
             self.stats.bump(name, counter="ops")
@@ -1439,6 +1594,7 @@ class Soak:
                 end = self.sample("end", start)
                 before, before_histories = self.snapshot()
                 self.compare_with_sources(before_histories, failures, before)
+                self.check_files_and_shares(before, before_histories, failures, os.path.join(tmp, "data"), collected=False)
             log("stopping confabd with SIGTERM")
             code = self.daemon.stop()
             self.daemon.log.poll()
@@ -1646,6 +1802,7 @@ class Soak:
         self.daemon.log.poll()
         statuses = collections.Counter()
         c = Client(self, "verify")
+        after_histories = {}
         try:
             listing, _ = c.call("conversation.list", {"limit": 10000}, expect={"result"})
             after = {conv["id"]: conv for conv in listing["conversations"]}
@@ -1657,6 +1814,7 @@ class Soak:
                 if old and (old["message_count"], old["title"]) != (conv["message_count"], conv["title"]):
                     failures.append("restart: %s was %r/%d messages, now %r/%d" % (cid, old["title"], old["message_count"], conv["title"], conv["message_count"]))
                 messages = self.history(c, cid)
+                after_histories[cid] = messages
                 for message in messages:
                     if message["role"] == "assistant":
                         statuses[message["status"]] += 1
@@ -1669,6 +1827,7 @@ class Soak:
                     failures.append("restart: %s's history changed: %d messages before, %d after, first differing %s"
                                     % (cid, len(old_messages), len(messages), changed[:3] or "(a message added or lost)"))
                 self.stats.bump("messages compared before and after the restart", len(messages))
+            self.check_files_and_shares(after, after_histories, failures, os.path.join(tmp, "data"), collected=True)
         except Disconnected:
             failures.append("restart: lost the connection while verifying")
         finally:
@@ -1752,6 +1911,12 @@ class Soak:
         if restart:
             log("restart: %d conversations loaded, stored replies %s, log problems %d" %
                 (restart["conversations"], dict(restart["statuses"]), len(restart["problems"])))
+        log("files and shares: %d sends with files, %d files uploaded (%d left unfinished, %d never sent); %d file references "
+            "checked in stored messages, %d blobs hashed, %d blobs on disk after the restart (each named by a stored message); "
+            "%d shares and unshares answered, %d share states checked"
+            % (st.events["sends with files"], st.events["files uploaded"], st.events["uploads left unfinished"],
+               st.events["uploads never sent"], st.events["file references checked"], st.events["blobs hashed"],
+               st.events["blobs on disk after the restart"], st.events["shares and unshares answered"], st.events["share states checked"]))
         log("stored replies compared with the text the upstream was asked to send: %d; messages compared "
             "before and after the restart: %d" % (st.events["stored replies compared with the upstream's text"],
                                                   st.events["messages compared before and after the restart"]))

@@ -96,6 +96,13 @@ struct Confabd: ParsableCommand {
         if settings.upstream.requiresKey && (settings.upstream.apiKey ?? "").isEmpty {
             logger.warning("no API key for \(settings.upstream.baseURL): set upstream.api_key in \(configPath), the openai-api-key credential or OPENAI_API_KEY; replies will fail until then")
         }
+        #if DEBUG
+        // Debug builds only (a release build has no such variable): a real crash, once the
+        // settings and their API key are in memory, for CrashReportTests to read the report.
+        if environment["CONFAB_DEBUG_CRASH_WHEN_READY"] == "1" {
+            fatalError("crash asked for by CONFAB_DEBUG_CRASH_WHEN_READY")
+        }
+        #endif
 
         // The socket accepts from here on (bound and listening, or systemd's), so READY=1 is true.
         let status = ServiceStatus { [unowned broker] in Self.summary(broker) }

@@ -2,6 +2,7 @@ import XCTest
 
 @testable import Broker
 import ConfabProtocol
+import ServiceSettings
 
 /// The method table's columns, checked against the daemon as clients see it: what a stopping
 /// daemon refuses, and how a method that acts on one conversation answers without one.
@@ -48,6 +49,24 @@ final class MethodTableTests: XCTestCase {
         // The others still answer: reading, and ending what runs, is what a stopping daemon is for.
         XCTAssertNoThrow(try b.call(.conversationGet, ["conversation": .string(id)]))
         XCTAssertNoThrow(try b.call(.status))
+    }
+
+    /// `mcp.restart` is not refused by the table (a name no server has is `-32602` whatever the
+    /// daemon's state), but a server the config has is not restarted while the daemon stops:
+    /// `-32005`, as docs/protocol.md says, and nothing is started.
+    func testMCPRestartOfAKnownServerWhileStoppingAnswersShuttingDown() throws {
+        b.close()
+        b = try InProcessBroker { $0.mcpServers = [MCPServerSettings(name: "idle", command: "/bin/false")] }
+        try b.call(.status)     // connected before the stop: a stopping daemon takes no new connection
+        b.broker.isStopping = true
+        defer { b.broker.isStopping = false }
+        XCTAssertThrowsError(try b.call(.mcpRestart, ["server": "idle"])) { error in
+            XCTAssertEqual((error as? InProcessBroker.Refused)?.code, RPCError.shuttingDown, "\(error)")
+        }
+        XCTAssertThrowsError(try b.call(.mcpRestart, ["server": "other"])) { error in
+            XCTAssertEqual((error as? InProcessBroker.Refused)?.code, RPCError.invalidParams, "\(error)")
+        }
+        XCTAssertEqual(b.broker.toolsListing(offeredBy: nil).servers.map(\.state), [.stopped], "nothing was started")
     }
 
     func testEveryMethodOnAConversationWithoutOneAnswersTheSameInvalidParams() throws {

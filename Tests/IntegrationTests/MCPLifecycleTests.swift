@@ -111,27 +111,40 @@ final class MCPLifecycleTests: XCTestCase {
     /// up on, with its last error, after five failures in a row; `start = "always"` starts it
     /// with the daemon, before any conversation.
     func testAServerThatCannotRunIsGivenUpOnAfterFiveFailuresInARow() throws {
+        // Each start appends the system's uptime (CLOCK_BOOTTIME, 10 ms steps) to a file: the
+        // delays are timed as the server saw its starts, not read from the daemon's log.
+        let starts = NSTemporaryDirectory() + "confab-mcp-starts-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))"
+        defer { try? FileManager.default.removeItem(atPath: starts) }
         let config = """
             [mcp.broken]
             command = "/bin/sh"
-            args = ["-c", "echo 'not a server' >&2; exit 7"]
+            args = ["-c", "read up idle < /proc/uptime; echo \\"$$ $up\\" >> \(starts); echo 'not a server' >&2; exit 7"]
             start = "always"
 
             """ + profile(["broken"])
         harness = try Harness(config: config)
         XCTAssertTrue(waitForLog("mcp=broken gave up after 5 failures in a row"), harness.log())
-        let log = harness.log()
-        for (failure, delay) in [(1, "0.5"), (2, "1.0"), (3, "2.0"), (4, "4.0")] {
-            XCTAssertTrue(log.contains("mcp=broken restarting in \(delay) s (failure \(failure) in a row)"), log)
+        let lines = try String(contentsOfFile: starts, encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.count, 5, "five starts, then given up: \(lines)")
+        XCTAssertEqual(Set(lines.map { $0.split(separator: " ").first }).count, lines.count, "a new process each time: \(lines)")
+        let times = lines.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        // Between starts, at least the delay (0.5, 1, 2, 4 s): a timer does not fire early, so
+        // the bound holds on any machine, less the clock's 10 ms step. Each delay's own bound,
+        // so delays out of order fail too. Above: only a guard (a loaded 2-core machine may
+        // take seconds to start a shell), 30 s, the longest delay there is.
+        for (k, delay) in [0.5, 1.0, 2.0, 4.0].enumerated() where k + 1 < times.count {
+            let gap = times[k + 1] - times[k]
+            XCTAssertGreaterThanOrEqual(gap, delay - 0.02, "start \(k + 2) came \(gap) s after start \(k + 1): \(lines)")
+            XCTAssertLessThan(gap, delay + 30, "start \(k + 2) came \(gap) s after start \(k + 1): \(lines)")
         }
-        XCTAssertEqual(log.components(separatedBy: "mcp=broken started pid=").count - 1, 5, log)
-        XCTAssertFalse(log.contains("failure 5 in a row"), log)
+        XCTAssertFalse(harness.log().contains("failure 5 in a row"), harness.log())
 
         // A reload is the user's word that something changed: the server is tried again.
         harness.daemon?.signal(SIGHUP)
         let deadline = Date().addingTimeInterval(60)
-        while harness.log().components(separatedBy: "mcp=broken started pid=").count - 1 < 6, Date() < deadline { usleep(20_000) }
-        XCTAssertEqual(harness.log().components(separatedBy: "mcp=broken started pid=").count - 1, 6, harness.log())
+        func started() -> Int { ((try? String(contentsOfFile: starts, encoding: .utf8)) ?? "").split(separator: "\n").count }
+        while started() < 6, Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(started(), 6, harness.log())
     }
 
     /// `start = "always"` starts a server when the daemon starts, and when a reload adds one,
