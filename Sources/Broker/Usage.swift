@@ -135,14 +135,14 @@ extension Broker {
         }
         let ids = scope.map(\.id)
         guard !pending.isEmpty else { return respond(.success(usageRows(ids, params).json)) }
-        let started = Self.monotonicMilliseconds
-        loop.runOnBackgroundThread({ pending.map { ($0.id, $0.updated, LogStore.replyUsages(path: $0.path)) } }, done: { [unowned self] read in
+        let started = Self.monotonicMilliseconds, toRead = pending
+        loop.runOnBackgroundThread({ toRead.map { ($0.id, $0.updated, LogStore.replyUsages(path: $0.path)) } }, done: { [unowned self] read in
             for (id, updated, replies) in read {
                 // Written to meanwhile: read again next time.
                 guard let replies, conversations[id]?.updated == updated else { continue }
                 usageLedger.entries[id] = UsageLedger.Entry(updated: updated, buckets: UsageLedger.buckets(replies))
             }
-            logger.info("usage client=\(client.id) logs=\(pending.count) ms=\(Self.monotonicMilliseconds - started)")
+            logger.info("usage client=\(client.id) logs=\(toRead.count) ms=\(Self.monotonicMilliseconds - started)")
             respond(.success(usageRows(ids, params).json))
         })
     }

@@ -665,7 +665,7 @@ public struct ConversationInfo: Equatable, Sendable {
         if let system { object["system"] = .string(system) }
         if let forkedFrom { object["forked_from"] = forkedFrom.json }
         object["shared_with"] = .array(sharedWith.map(\.json))
-        if modelIsDefault { object["model_default"] = true }
+        if modelIsDefault { object["model_default"] = .bool(true) }
         return .object(object)
     }
 

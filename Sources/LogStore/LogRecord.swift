@@ -42,7 +42,7 @@ public enum LogRecord: Equatable, Sendable {
             if let profile = header.profile { object["profile"] = .string(profile) }
             if !header.params.isEmpty { object["params"] = header.params.json }
             if let forkedFrom = header.forkedFrom { object["forked_from"] = forkedFrom.json }
-            if header.modelIsDefault { object["model_default"] = true }
+            if header.modelIsDefault { object["model_default"] = .bool(true) }
         case .message(let message): object = Self.messageRecord("message", message)
         case .replyStarted(let message): object = Self.messageRecord("reply.started", message)
         case .replyText(let id, let content): object = ["type": "reply.text", "message": .string(id), "content": .string(content)]
@@ -57,7 +57,7 @@ public enum LogRecord: Equatable, Sendable {
             if let system = settings.system { object["system"] = .string(system) }
             if let profile = settings.profile { object["profile"] = .string(profile) }
             if let params = settings.params { object["params"] = params.json }
-            if settings.modelIsDefault == true { object["model_default"] = true }
+            if settings.modelIsDefault == true { object["model_default"] = .bool(true) }
         case .shared(let share):
             object = ["type": "share", "uid": .int(Int(share.uid)), "login": .string(share.login), "role": .string(share.role.rawValue)]
         case .unshared(let uid): object = ["type": "unshare", "uid": .int(Int(uid))]
@@ -122,7 +122,7 @@ public enum LogRecord: Equatable, Sendable {
             if let value = json["model"] {
                 guard let model = value.string, !model.isEmpty else { return nil }
                 settings.model = model
-                settings.modelIsDefault = json["model_default"]?.bool == true
+                if json["model_default"]?.bool == true { settings.modelIsDefault = true }
             }
             if let value = json["system"] {
                 guard let system = value.string else { return nil }

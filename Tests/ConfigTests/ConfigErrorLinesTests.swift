@@ -42,7 +42,7 @@ final class ConfigErrorLinesTests: XCTestCase {
             XCTAssertThrowsError(try load(text), text) { error in
                 let description = (error as? ConfigError)?.description ?? "\(error)"
                 XCTAssertTrue(description.hasPrefix("config.toml: line \(line): ") || description.hasPrefix("config.toml: web.")
-                              && description.contains("(\(line):"),
+                              && description.contains("(line \(line))"),
                               "\(text.debugDescription): \(description)")
             }
         }
