@@ -31,6 +31,7 @@ public final class Broker {
             let previous = current.value
             current.replace(with: newValue)
             replies.settingsReplaced()
+            followDefaultModels()
             closeClients(noLongerAllowedBy: previous.allowedUIDs)
         }
     }
@@ -62,6 +63,8 @@ public final class Broker {
     var searchRotation: [UInt32] = []
     /// Within each uid, its connections with searches waiting, in the order they are served next.
     var searchClientRotation: [UInt32: [String]] = [:]
+    /// What `usage.summary` has summed of each conversation (`Usage.swift`).
+    let usageLedger = UsageLedger()
     /// Another user's announced comings and goings (`Presence.swift`), by uid.
     var presenceBudgets: [String: PresenceBudget] = [:]
     private var nextClientNumber = 1
@@ -112,6 +115,7 @@ public final class Broker {
             if let replayed = item.conversation { conversation.take(replayed) }
             conversations[conversation.id] = conversation
         }
+        followDefaultModels()
         logger.info("\(opened.fromIndex) conversations listed from the index, \(opened.read) logs read, in \(Self.monotonicMilliseconds - started) ms")
         // What a crash between a blob and its message, a connection that stored files and sent
         // nothing, or a delete cut short left behind.

@@ -20,6 +20,7 @@ extension Broker {
             // Taken from the summary, which folded the record by the same rule as a read of the log.
             let header = conversation.log.summary.header
             conversation.model = header.model
+            conversation.modelIsDefault = header.modelIsDefault
             conversation.system = header.system
             conversation.profile = header.profile
             conversation.params = header.params
@@ -57,6 +58,8 @@ extension Broker {
             settings.model = model
         } else if let profile {
             settings.model = profile.model ?? provider.config.model
+            // A profile without a model leaves it to the default, which the conversation follows.
+            if profile.model == nil, settings.model != nil { settings.modelIsDefault = true }
         }
         if let system = params.system {
             // Given as null or "": no system prompt from now on.

@@ -18,6 +18,8 @@ final class Conversation {
     /// only summarised, or read back after a restart, so `conversation.list` keeps one order.
     var updated: Timestamp { log.updated }
     var model: String
+    /// Never given a model: `model` follows the configured default (`DefaultModel.swift`).
+    var modelIsDefault: Bool
     var system: String?
     let forkedFrom: ForkOrigin?
     /// The name of the configured provider its replies come from.
@@ -62,6 +64,7 @@ final class Conversation {
         created = summary.header.created
         title = summary.title
         model = summary.header.model
+        modelIsDefault = summary.header.modelIsDefault
         system = summary.header.system
         forkedFrom = summary.header.forkedFrom
         provider = summary.header.provider ?? ConversationInfo.defaultProvider
@@ -129,7 +132,7 @@ final class Conversation {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
                          messageCount: contents == .inMemory ? messages.count + (active?.continued == nil ? 0 : 1) : log.messageCount,
                          forkedFrom: forkedFrom, provider: provider, usage: log.summary.usage.usage,
-                         profile: profile, params: params, sharedWith: log.shares)
+                         profile: profile, params: params, sharedWith: log.shares).withModelDefault(modelIsDefault)
     }
 
     var queuedCount: Int { queue.count }

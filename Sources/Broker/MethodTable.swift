@@ -133,6 +133,9 @@ extension MethodRow {
             return MethodRow(.needs(.owner), answer: .inPlace, .plain { b, call throws(RPCError) in try b.listTools(ToolsListParams(call.params), call.respond) })
         case .mcpRestart:
             return MethodRow(.needs(.owner), answer: .inPlace, .plain { b, call throws(RPCError) in try b.restartMCPServer(MCPRestartParams(call.params), call.client, call.respond) })
+        case .usageSummary:
+            // What the owner's conversations cost is the owner's business.
+            return MethodRow(.needs(.owner), answer: .inPlace, .plain { b, call throws(RPCError) in try b.usageSummary(UsageParams(call.params), call.client, call.respond) })
         }
     }
 }

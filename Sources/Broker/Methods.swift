@@ -283,8 +283,10 @@ extension Broker {
         }
         let id = unusedConversationID()
         let created = Timestamp.now()
+        // Neither named nor the profile's: the default, which it follows until one is chosen.
         let header = ConversationHeader(id: id, created: created, title: title, model: model, system: system, provider: providerName,
-                                        profile: profile?.name, params: sampling)
+                                        profile: profile?.name, params: sampling,
+                                        modelIsDefault: params.model == nil && profileModel == nil)
         // The profile's welcome is what the assistant says first: stored complete, never asked for.
         let welcome = (profile?.welcome ?? []).enumerated().map { index, text in
             Message(id: MessageID.make(index + 1), conversation: id, role: .assistant, content: text, status: .complete, created: created,

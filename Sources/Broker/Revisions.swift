@@ -134,7 +134,8 @@ extension Broker {
         let origin = ForkOrigin(conversation: conversation.id, message: last.id)
         let header = ConversationHeader(id: id, created: .now(), title: title, model: conversation.model,
                                         system: conversation.system, forkedFrom: origin, provider: conversation.provider,
-                                        profile: conversation.profile, params: conversation.params)
+                                        profile: conversation.profile, params: conversation.params,
+                                        modelIsDefault: conversation.modelIsDefault)
         // Renumbered from m1, a reply's tool-call chain kept together: `m5`, `m5.1` become `m2`, `m2.1`.
         var renumbered: [Int: Int] = [:]
         let messages = copied.map { original in

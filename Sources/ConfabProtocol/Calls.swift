@@ -40,6 +40,7 @@ extension RPCMethod {
         case .attachmentGet: AttachmentGetCall.self
         case .toolsList: ToolsListCall.self
         case .mcpRestart: MCPRestartCall.self
+        case .usageSummary: UsageCall.self
         }
     }
 }
@@ -70,6 +71,7 @@ public enum UnshareCall: RPCCall { public typealias Params = UnshareParams; publ
 public enum BlobPutCall: RPCCall { public typealias Params = BlobPutParams; public typealias Result = BlobPutResult; public static let method = RPCMethod.blobPut }
 public enum AttachmentGetCall: RPCCall { public typealias Params = AttachmentGetParams; public typealias Result = AttachmentGetResult; public static let method = RPCMethod.attachmentGet }
 public enum ToolsListCall: RPCCall { public typealias Params = ToolsListParams; public typealias Result = ToolsListResult; public static let method = RPCMethod.toolsList }
+public enum UsageCall: RPCCall { public typealias Params = UsageParams; public typealias Result = UsageResult; public static let method = RPCMethod.usageSummary }
 public enum MCPRestartCall: RPCCall { public typealias Params = MCPRestartParams; public typealias Result = MCPRestartResult; public static let method = RPCMethod.mcpRestart }
 
 // MARK: - Params shared by several methods

@@ -138,6 +138,19 @@ public struct RPCFields {
         value = try params.optionalInt(key, in: range)
     }
 
+    // MARK: - Numbers
+
+    /// Optional: missing and null are nil; nil is not written. An integer reads as a number.
+    public mutating func double(_ key: String, _ value: inout Double?) throws(RPCError) {
+        guard let members = params?.members else {
+            if let value { written[key] = .double(value) }
+            return
+        }
+        guard let found = members[key], !found.isNull else { return value = nil }
+        guard let number = found.double, number.isFinite else { throw .invalidParams("parameter \"\(key)\" must be a number, got \(found.typeName)") }
+        value = number
+    }
+
     // MARK: - Values
 
     /// Required.

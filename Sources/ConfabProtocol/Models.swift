@@ -641,6 +641,9 @@ public struct ConversationInfo: Equatable, Sendable {
     public var params: SamplingParameters
     /// Other users who may see it (`conversation.share`), in uid order.
     public var sharedWith: [ConversationShare] = []
+    /// It was never given a model: `model` is the configured default, and follows it when the
+    /// config changes (`model_default`, written only when true).
+    public var modelIsDefault = false
 
     public static let defaultProvider = "default"
 
@@ -673,6 +676,7 @@ public struct ConversationInfo: Equatable, Sendable {
         if let system { object["system"] = .string(system) }
         if let forkedFrom { object["forked_from"] = forkedFrom.json }
         object["shared_with"] = .array(sharedWith.map(\.json))
+        if modelIsDefault { object["model_default"] = .bool(true) }
         return .object(object)
     }
 
@@ -690,6 +694,7 @@ public struct ConversationInfo: Equatable, Sendable {
                   profile: json["profile"]?.string,
                   params: json["params"].flatMap { try? SamplingParameters(json: $0) } ?? SamplingParameters())
         sharedWith = json["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? []
+        modelIsDefault = json["model_default"]?.bool == true
     }
 }
 

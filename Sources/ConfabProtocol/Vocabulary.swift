@@ -30,6 +30,7 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case attachmentGet = "attachment.get"
     case toolsList = "tools.list"
     case mcpRestart = "mcp.restart"
+    case usageSummary = "usage.summary"
 }
 
 /// A notification the daemon sends.

@@ -63,10 +63,21 @@ struct ConfigFile {
         var reasoning_pass_back: String?
         var reasoning_effort: String?
         var reasoning: ReasoningKeys
+        /// `[providers.NAME.prices.MODEL]`, in the order written.
+        var prices: [PriceSection]? = nil
         /// `[upstream]`'s own: a provider's temperature is its profiles'.
         var temperature: Double? = nil
         /// `[upstream]`: its defaults are OpenAI's, and the environment fills what it leaves out.
         var isUpstream = false
+    }
+    /// One `[providers.NAME.prices.MODEL]` table: per million tokens.
+    struct PriceSection {
+        var model: String
+        var table: ConfigTable
+        var input: Double?
+        var cached_input: Double?
+        var cache_write: Double?
+        var output: Double?
     }
     /// The keys of a provider or profile about reasoning and the request body.
     struct ReasoningKeys {
@@ -164,12 +175,12 @@ struct ConfigFile {
             let connect_timeout_seconds = try table.integer("connect_timeout_seconds")
             let temperature = try table.number("temperature"), max_tokens = try table.integer("max_tokens")
             let max_retries = try table.integer("max_retries"), context_tokens = try table.contextTokens()
-            let vision = try table.boolean("vision")
+            let vision = try table.boolean("vision"), prices = try table.prices()
             return ProviderSection(
                 name: Provider.defaultName, table: table, base_url: base_url, api_key: api_key, api_key_file: api_key_file,
                 timeout_seconds: timeout_seconds, connect_timeout_seconds: connect_timeout_seconds, max_retries: max_retries,
                 model: model, max_tokens: max_tokens, context_tokens: context_tokens, vision: vision,
-                reasoning: ReasoningKeys(), temperature: temperature, isUpstream: true)
+                reasoning: ReasoningKeys(), prices: prices, temperature: temperature, isUpstream: true)
         }
         providers = try root.tables("providers") { (name: String, table: inout ConfigTable) throws(ConfigError) in
             ProviderSection(
@@ -194,7 +205,8 @@ struct ConfigFile {
                 vision: try table.boolean("vision"),
                 reasoning_pass_back: try table.string("reasoning_pass_back"),
                 reasoning_effort: try table.string("reasoning_effort"),
-                reasoning: try table.reasoningKeys())
+                reasoning: try table.reasoningKeys(),
+                prices: try table.prices())
         } ?? []
         default_provider = try root.string("default_provider")
         profiles = try root.tables("profiles") { (name: String, table: inout ConfigTable) throws(ConfigError) in
@@ -367,7 +379,7 @@ extension Settings {
 
         func positive(_ value: Int?, _ name: String) throws(ConfigError) -> Int? {
             guard let value else { return nil }
-            guard value > 0 else { throw ConfigError(description: "limits.\(name) must be positive") }
+            guard value > 0 else { throw file.limits?.table.error(name, "must be positive") ?? ConfigError(description: "limits.\(name) must be positive") }
             return value
         }
         if let value = try positive(file.limits?.max_line_bytes, "max_line_bytes") { settings.limits.maxLineBytes = value }
@@ -397,6 +409,11 @@ extension Settings {
         }
         for section in file.providers {
             settings.providers.append(try provider(section, environment: environment, warnings: &settings.warnings))
+        }
+        for section in [upstream] + file.providers {
+            for price in section.prices ?? [] {
+                settings.prices.set(try modelPrice(price), provider: section.name, model: price.model)
+            }
         }
         if let name = file.default_provider {
             let known = [Provider.defaultName] + settings.providers.map(\.name)
@@ -516,6 +533,15 @@ extension String {
 }
 
 extension ConfigTable {
+    /// A provider's `prices`: one table per model, its keys numbers per million tokens.
+    mutating func prices() throws(ConfigError) -> [ConfigFile.PriceSection]? {
+        try tables("prices") { (model: String, table: inout ConfigTable) throws(ConfigError) in
+            ConfigFile.PriceSection(model: model, table: table, input: try table.number("input"),
+                                    cached_input: try table.number("cached_input"), cache_write: try table.number("cache_write"),
+                                    output: try table.number("output"))
+        }
+    }
+
     mutating func reasoningKeys() throws(ConfigError) -> ConfigFile.ReasoningKeys {
         ConfigFile.ReasoningKeys(
             reasoning_format: try string("reasoning_format"),

@@ -24,6 +24,8 @@ public struct Settings {
     public var allowedUIDs: Set<UInt32> = []
     /// `[web]`: the browser gateway's, kept and checked here so that one file serves both.
     public var web = WebSettings()
+    /// `prices` tables of the providers: what each reply cost (`usage`).
+    public var prices = PriceTable()
     public var warnings: [String] = []
 
     public init() {}

@@ -63,8 +63,11 @@ extension LogStore {
     /// and the first line names the fields, so the file still reads on its own with `jq`.
     static let indexFields: [String] = ["id", "size", "inode", "mtime_ns", "created_ms", "model", "header_title", "title",
                                         "updated_ms", "message_count", "resume", "system", "forked_from", "provider", "usage",
-                                        "profile", "params", "shared", "blobs"]
+                                        "profile", "params", "shared", "blobs", "model_default"]
     static let indexFormat: JSON = ["type": "confab-index", "v": 1, "fields": .array(indexFields.map(JSON.string))]
+    /// The format before `model_default`: still read (its lines lack the field, as its logs lack
+    /// the flag), so a daemon of this version starts from an older one's index.
+    static let indexFormatBeforeModelDefault: JSON = ["type": "confab-index", "v": 1, "fields": .array(indexFields.dropLast().map(JSON.string))]
 
     static func encode(_ entry: IndexEntry) -> JSON {
         let summary = entry.summary
@@ -82,6 +85,7 @@ extension LogStore {
             summary.header.params.json,
             .array(summary.shares.map(\.json)),
             .array(summary.blobs.sorted().map(JSON.string)),
+            .bool(summary.header.modelIsDefault),
         ])
     }
 
@@ -143,7 +147,7 @@ extension LogStore {
                 start = end + 1
                 lineNumber += 1
                 if lineNumber == 1 {
-                    guard let format = try? JSON.parse(line), format == Self.indexFormat else { return false }
+                    guard let format = try? JSON.parse(line), format == Self.indexFormat || format == Self.indexFormatBeforeModelDefault else { return false }
                     // About 180 bytes a line: hashed once at its final size.
                     entries.reserveCapacity(buffer.count / 150)
                     continue
@@ -189,6 +193,7 @@ extension LogStore {
             var params = SamplingParameters()
             var shares: [ConversationShare] = []
             var blobs: Set<String> = []
+            var modelIsDefault = false
         }
         func string(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> String {
             guard let text = try scanner.readString() else {
@@ -275,14 +280,23 @@ extension LogStore {
                         }
                         f.blobs.insert(digest)
                     }
+                case 19:
+                    guard let flag = try scanner.readValue().bool else {
+                        f.valid = false
+                        return
+                    }
+                    f.modelIsDefault = flag
                 default: f.valid = false
                 }
             }
             return f
         }
-        guard let f = read, f.valid, f.count == indexFields.count, ConversationID.isValid(f.id), f.messages >= 0 else { return nil }
+        // An index written before `model_default` lacks it: its logs had no such flag either.
+        guard let f = read, f.valid, f.count == indexFields.count || f.count == indexFields.count - 1, ConversationID.isValid(f.id),
+              f.messages >= 0 else { return nil }
         let header = ConversationHeader(id: f.id, created: Timestamp(milliseconds: Int64(f.created)), title: f.headerTitle, model: f.model,
-                                        system: f.system, forkedFrom: f.forkedFrom, provider: f.provider, profile: f.profile, params: f.params)
+                                        system: f.system, forkedFrom: f.forkedFrom, provider: f.provider, profile: f.profile, params: f.params,
+                                        modelIsDefault: f.modelIsDefault)
         return IndexEntry(identity: FileIdentity(size: Int64(f.size), inode: UInt64(truncatingIfNeeded: f.inode), modifiedNanoseconds: Int64(f.modified)),
                           summary: LogSummary(header: header, title: f.title, updated: Timestamp(milliseconds: Int64(f.updated)),
                                               messageCount: f.messages, needsResume: f.resume, usage: f.usage, shares: f.shares,

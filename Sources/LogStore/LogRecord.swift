@@ -42,6 +42,7 @@ public enum LogRecord: Equatable, Sendable {
             if let profile = header.profile { object["profile"] = .string(profile) }
             if !header.params.isEmpty { object["params"] = header.params.json }
             if let forkedFrom = header.forkedFrom { object["forked_from"] = forkedFrom.json }
+            if header.modelIsDefault { object["model_default"] = .bool(true) }
         case .message(let message): object = Self.messageRecord("message", message)
         case .replyStarted(let message): object = Self.messageRecord("reply.started", message)
         case .replyText(let id, let content): object = ["type": "reply.text", "message": .string(id), "content": .string(content)]
@@ -56,6 +57,7 @@ public enum LogRecord: Equatable, Sendable {
             if let system = settings.system { object["system"] = .string(system) }
             if let profile = settings.profile { object["profile"] = .string(profile) }
             if let params = settings.params { object["params"] = params.json }
+            if settings.modelIsDefault == true { object["model_default"] = .bool(true) }
         case .shared(let share):
             object = ["type": "share", "uid": .int(Int(share.uid)), "login": .string(share.login), "role": .string(share.role.rawValue)]
         case .unshared(let uid): object = ["type": "unshare", "uid": .int(Int(uid))]
@@ -90,7 +92,8 @@ public enum LogRecord: Equatable, Sendable {
             self = .header(ConversationHeader(id: id, created: created, title: title, model: model, system: json["system"]?.string,
                                               forkedFrom: json["forked_from"].flatMap(ForkOrigin.init(json:)),
                                               provider: json["provider"]?.string, profile: json["profile"]?.string,
-                                              params: json["params"].flatMap { try? SamplingParameters(json: $0) } ?? SamplingParameters()))
+                                              params: json["params"].flatMap { try? SamplingParameters(json: $0) } ?? SamplingParameters(),
+                                              modelIsDefault: json["model_default"]?.bool == true))
         case "message":
             guard let message = Self.message(of: json) else { return nil }
             self = .message(message)
@@ -119,6 +122,7 @@ public enum LogRecord: Equatable, Sendable {
             if let value = json["model"] {
                 guard let model = value.string, !model.isEmpty else { return nil }
                 settings.model = model
+                if json["model_default"]?.bool == true { settings.modelIsDefault = true }
             }
             if let value = json["system"] {
                 guard let system = value.string else { return nil }
@@ -158,9 +162,15 @@ public struct ConversationHeader: Equatable, Sendable {
     public var profile: String?
     /// The sampling parameters its replies are asked for with (the profile's, with the creator's over them).
     public var params: SamplingParameters
+    /// `model` is the default it was given because none was named (`"model_default": true`):
+    /// it follows the configured default from then on, until a model is chosen. False in logs
+    /// written before there was the flag: those keep the model they recorded.
+    public var modelIsDefault: Bool
 
     public init(id: String, created: Timestamp, title: String, model: String, system: String?, forkedFrom: ForkOrigin? = nil,
-                provider: String? = nil, profile: String? = nil, params: SamplingParameters = SamplingParameters()) {
+                provider: String? = nil, profile: String? = nil, params: SamplingParameters = SamplingParameters(),
+                modelIsDefault: Bool = false) {
+        self.modelIsDefault = modelIsDefault
         self.profile = profile
         self.params = params
         self.id = id
@@ -181,8 +191,13 @@ public struct ConversationSettings: Equatable, Sendable {
     public var profile: String?
     /// All the parameters from now on, not only those that changed.
     public var params: SamplingParameters?
+    /// With `model`: it is the default, given because none was named (a profile without one):
+    /// the conversation follows the configured default. Without: `model` was chosen.
+    public var modelIsDefault: Bool?
 
-    public init(model: String? = nil, system: String? = nil, profile: String? = nil, params: SamplingParameters? = nil) {
+    public init(model: String? = nil, system: String? = nil, profile: String? = nil, params: SamplingParameters? = nil,
+                modelIsDefault: Bool? = nil) {
+        self.modelIsDefault = modelIsDefault
         self.model = model
         self.system = system
         self.profile = profile
@@ -196,7 +211,10 @@ extension ConversationHeader {
     /// The header as the conversation stands after `settings`: the list and the replies to come
     /// go by the latest settings, not those it was created with.
     public mutating func apply(_ settings: ConversationSettings) {
-        if let model = settings.model { self.model = model }
+        if let model = settings.model {
+            self.model = model
+            modelIsDefault = settings.modelIsDefault == true
+        }
         if let system = settings.system { self.system = system.isEmpty ? nil : system }
         if let profile = settings.profile { self.profile = profile }
         if let params = settings.params { self.params = params }

@@ -52,7 +52,7 @@ struct Confab: ParsableCommand {
         version: ProtocolVersion.confabVersion,
         subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, AttachmentCommand.self, Rename.self, Configure.self, Remove.self, Cancel.self, Status.self,
                       Retry.self, ContinueReply.self, Fork.self, Search.self, ModelsCommand.self, Profiles.self, ToolsCommand.self, Share.self, Unshare.self,
-                      ShellInit.self, ShellKey.self, Completions.self, Web.self, Wait.self])
+                      ShellInit.self, ShellKey.self, Completions.self, Web.self, Wait.self, UsageCommand.self])
 
     static func main() {
         // A daemon that went away shows up as EPIPE on the socket, not as a signal.

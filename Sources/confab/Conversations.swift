@@ -35,6 +35,8 @@ struct List: ClientCommand {
         let listing = try connection.send(.conversationList, ["limit": .int(shown)])
         // The count behind "… and N more" is asked for with the listing, not after it.
         let counting = json ? nil : try connection.send(.status)
+        // What each cost, where the config gives prices: only the owner may ask.
+        let pricing = long && !json ? try connection.send(.usageSummary, UsageParams(by: .conversation).json) : nil
         let result = try connection.answer(to: listing)
         let conversations = result["conversations"]?.array ?? []
         if json {
@@ -47,7 +49,11 @@ struct List: ClientCommand {
         }
         var total = conversations.count
         if let counting { total = try connection.answer(to: counting)["conversations"]?.int ?? total }
-        Out.stdout(Self.table(conversations, now: Timestamp.now(), width: TerminalSize.of(1)?.columns, long: long))
+        var costs: [String: String]?
+        if let pricing, let answer = try? connection.answer(to: pricing), let usage = try? UsageResult(decoding: answer), usage.total.cost != nil {
+            costs = Dictionary(usage.rows.map { ($0.key, UsageCommand.costCell($0)) }, uniquingKeysWith: { a, _ in a })
+        }
+        Out.stdout(Self.table(conversations, now: Timestamp.now(), width: TerminalSize.of(1)?.columns, long: long, costs: costs))
         if total > conversations.count {
             let more = total - conversations.count
             Out.stdout("… and \(Words.count(more, "more conversation")) (confab ls --all, or -n N)\n")
@@ -56,7 +62,8 @@ struct List: ClientCommand {
 
     /// The listing: a header and one line per conversation, titles cut to `width` columns
     /// (by display width) when writing to a terminal; `long` adds the provider and the tokens.
-    static func table(_ conversations: [JSON], now: Timestamp, width: Int?, long: Bool = false) -> String {
+    /// `costs`, by conversation id, adds a COST column (`-` for one without a priced reply).
+    static func table(_ conversations: [JSON], now: Timestamp, width: Int?, long: Bool = false, costs: [String: String]? = nil) -> String {
         // Who else sees a conversation, in a column of its own once any listed one is shared.
         let sharing = long && conversations.contains { $0["shared_with"]?.array?.isEmpty == false }
         let rows = conversations.map { conversation in
@@ -67,16 +74,18 @@ struct List: ClientCommand {
             if long {
                 cells.append(SafeText.singleLine(conversation["provider"]?.string ?? "default"))
                 cells.append(tokens(conversation["usage"]))
+                if let costs { cells.append(costs[conversation["id"]?.string ?? ""] ?? "-") }
                 if sharing { cells.append(SharedUser.cell(conversation["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? [])) }
             }
             cells.append(SafeText.singleLine(conversation["title"]?.string ?? ""))
             return cells
         }
-        let header = long ? ["ID", "UPDATED", "MESSAGES", "MODEL", "PROVIDER", "TOKENS"] + (sharing ? ["SHARED"] : []) + ["TITLE"]
+        let header = long ? ["ID", "UPDATED", "MESSAGES", "MODEL", "PROVIDER", "TOKENS"] + (costs == nil ? [] : ["COST"])
+                              + (sharing ? ["SHARED"] : []) + ["TITLE"]
                           : ["ID", "UPDATED", "MESSAGES", "MODEL", "TITLE"]
         let fixed = header.count - 1
         // Counts read best right-aligned; the rest left.
-        let rightAligned: Set<Int> = long ? [2, 5] : [2]
+        let rightAligned: Set<Int> = long ? (costs == nil ? [2, 5] : [2, 5, 6]) : [2]
         var widths = header.map { DisplayWidth.of($0) }
         for row in rows {
             for column in 0..<fixed { widths[column] = max(widths[column], DisplayWidth.of(row[column])) }
@@ -163,8 +172,14 @@ struct Show: ClientCommand {
         let conversation = try connection.resolveConversation(id)
         let info = try connection.call(GetCall.self, ConversationTarget(conversation: conversation)).conversation
         let messages = try wholeMessages(connection, conversation)
+        // Each reply's cost where the config gives prices (the owner's to ask; others see none).
+        let usage = try? connection.call(UsageCall.self, UsageParams(by: .message, conversation: conversation))
+        let costs = Dictionary((usage?.rows ?? []).compactMap { row in row.cost.map { (row.key, $0) } }, uniquingKeysWith: { a, _ in a })
         var out = "\(SafeText.singleLine(info.title)) (\(conversation)) · "
-            + Words.count(messages.count, "message") + "\n"
+            + Words.count(messages.count, "message")
+            + (usage.map { $0.total.cost == nil ? "" : " · cost " + UsageCommand.costCell($0.total) } ?? "") + "\n"
+        // Whether it follows the configured default or keeps a model it was given.
+        out += "model: \(SafeText.singleLine(info.model))" + (info.modelIsDefault ? " (the default: it follows the config)" : "") + "\n"
         if let shared = SharedUser.list(info.sharedWith) {
             out += "shared with \(shared)\n"
         }
@@ -177,6 +192,7 @@ struct Show: ClientCommand {
             out += Self.thought(message, whole: reasoning, width: width, colour: colour)
             out += Self.body(message, width: width)
             if message.role == .assistant, let usage = message.usage, UsageText.hasParts(usage) { out += UsageText.line(usage) + "\n" }
+            if let cost = costs[message.id] { out += "cost \(UsageCommand.cost(cost))\n" }
             if message.role == .assistant, message.status == .complete, message.isCutAtLengthLimit, message.supersededBy == nil {
                 out += Transcript.lengthLimitMarker(conversation: conversation, mayContinue: mayContinue) + "\n"
             }

@@ -26,13 +26,18 @@ struct ModelsCommand: ClientCommand {
         } else {
             Out.stdout(Self.table(result.models))
             for failure in result.errors {
-                let status = failure.error.status.map { " (HTTP \($0))" } ?? ""
-                Out.error(SafeText.singleLine("provider \(failure.provider): \(failure.error.code.rawValue)\(status): \(failure.error.message)"))
+                Out.error(SafeText.singleLine(Self.failure(failure)))
             }
         }
         let failed = Set(result.errors.map(\.provider))
         let answered = Set(result.models.map(\.provider))
         if !failed.isEmpty && answered.isEmpty { throw Failure.exit(1) }
+    }
+
+    /// A provider that could not list its models, in words (`--json` keeps the code):
+    /// `provider work could not list its models: the model server refused the API key (HTTP 401: …)`.
+    static func failure(_ failure: ModelListingError) -> String {
+        "provider \(failure.provider) could not list its models: \(Words.replyError(failure.error))"
     }
 
     /// `PROVIDER  MODEL`, one model a line; nothing at all when there are none. Names come from

@@ -91,6 +91,13 @@ final class CallsTests: XCTestCase {
             let tool = ListedTool(name: "files__read", source: .mcp, server: "files", tool: "read", description: "reads", approval: .never, isListed: false)
             return (ToolsListParams(profile: "p", start: true), ToolsListResult(tools: [tool], servers: [server]))
         case .mcpRestart: return (MCPRestartParams(server: "files"), MCPRestartResult(server: server))
+        case .usageSummary:
+            var row = UsageRow(key: id)
+            row.title = "t"
+            row.add(Usage(promptTokens: 10, completionTokens: 3, totalTokens: 13, isEstimated: true, reasoningTokens: 1,
+                          cacheReadTokens: 4, cacheWriteTokens: 2), cost: 0.25)
+            row.add(Usage(promptTokens: 1, completionTokens: 1, totalTokens: 2), cost: nil)
+            return (UsageParams(since: time, by: .conversation, conversation: id), UsageResult(rows: [row], total: row))
         }
     }
 
@@ -182,4 +189,24 @@ extension RPCCall {
 
 extension RPCObject {
     func isSame(as other: any RPCObject) -> Bool { (other as? Self) == self }
+}
+
+/// `usage.summary`'s params as the daemon reads them.
+final class UsageParamsTests: XCTestCase {
+    func testGroupingAndTimeAreChecked() throws {
+        XCTAssertEqual(try UsageParams(decoding: [:]).by, .model)
+        XCTAssertEqual(try UsageParams(decoding: ["by": "day"]).by, .day)
+        XCTAssertThrowsError(try UsageParams(decoding: ["by": "week"])) { error in
+            XCTAssertEqual((error as? RPCError)?.message, "parameter \"by\" must be \"model\", \"conversation\", \"day\", \"message\"")
+        }
+        XCTAssertThrowsError(try UsageParams(decoding: ["since": "yesterday"])) { error in
+            XCTAssertEqual((error as? RPCError)?.message, "parameter \"since\" is not a time")
+        }
+        XCTAssertThrowsError(try UsageParams(decoding: ["by": "message"])) { error in
+            XCTAssertEqual((error as? RPCError)?.message, "parameter \"by\": \"message\" needs \"conversation\"")
+        }
+        XCTAssertThrowsError(try UsageResult(decoding: ["rows": [], "total": ["key": "total", "replies": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                                               "reasoning_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
+                                                                               "estimated_replies": 0, "unpriced_replies": 0, "cost": "free"]]))
+    }
 }

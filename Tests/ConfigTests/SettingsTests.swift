@@ -97,7 +97,7 @@ final class SettingsTests: XCTestCase {
         // [upstream]'s errors name their line, as [providers.NAME]'s do (the provider reader's).
         assertRejected("[upstream]\ntimeout_seconds = 0\n", "config.toml: line 2: upstream.timeout_seconds must be positive")
         assertRejected("[upstream]\nmax_retries = 11\n", "config.toml: line 2: upstream.max_retries must be between 0 and 10")
-        assertRejected("[limits]\nmax_clients = -1\n", "limits.max_clients must be positive")
+        assertRejected("[limits]\nmax_clients = -1\n", "config.toml: line 2: limits.max_clients must be positive")
         assertRejected("[upstream]\nbase_url = \"ftp://x\"\n", "config.toml: line 2: upstream.base_url must start with http:// or https://")
     }
 

@@ -63,6 +63,6 @@ final class TrustSettingsTests: XCTestCase {
     func testUnansweredRequestsPerClientIsALimit() throws {
         XCTAssertEqual(try load("").limits.maxUnansweredPerClient, 64)
         XCTAssertEqual(try load("[limits]\nmax_unanswered_requests = 8\n").limits.maxUnansweredPerClient, 8)
-        assertRejected("[limits]\nmax_unanswered_requests = 0\n", "limits.max_unanswered_requests must be positive")
+        assertRejected("[limits]\nmax_unanswered_requests = 0\n", "config.toml: line 2: limits.max_unanswered_requests must be positive")
     }
 }

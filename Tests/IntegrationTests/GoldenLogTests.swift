@@ -62,7 +62,10 @@ final class GoldenLogTests: XCTestCase {
         for name in try Self.fixtures() {
             let source = Self.goldenDirectory + "/" + name + "/index.jsonl"
             let lines = try String(contentsOfFile: source, encoding: .utf8).split(separator: "\n").map(String.init)
-            guard let header = lines.first, try JSON.parse(Array(header.utf8))["fields"] == format["fields"] else { continue }
+            // Today's fields, or those before the last one (`model_default`), which today's daemon still reads.
+            let todays = format["fields"]?.array ?? []
+            guard let header = lines.first, let fields = try JSON.parse(Array(header.utf8))["fields"]?.array,
+                  fields == todays || fields == Array(todays.dropLast()) else { continue }
             try copy(name, withIndex: false)
             var entries = 0, owing = 0
             var rewritten = [header]

@@ -116,13 +116,16 @@ final class ModelsListTests: XCTestCase {
         let shown = try harness.runClient(["models"])
         XCTAssertEqual(shown.status, 0, shown.stderr)
         XCTAssertEqual(shown.stdout, "PROVIDER  MODEL\ndefault   fake-model\ndefault   fake-model-2\n")
-        XCTAssertTrue(shown.stderr.hasPrefix("confab: provider down: upstream_connection: "), shown.stderr)
+        // Said in words; the code stays in --json.
+        XCTAssertTrue(shown.stderr.hasPrefix("confab: provider down could not list its models: the model server "), shown.stderr)
+        XCTAssertFalse(shown.stderr.contains("upstream_"), shown.stderr)
         XCTAssertEqual(shown.stderr.split(separator: "\n").count, 1, shown.stderr)
 
         let alone = try harness.runClient(["models", "--provider", "down"])
         XCTAssertEqual(alone.status, 1, alone.stderr)
         XCTAssertEqual(alone.stdout, "")
-        XCTAssertTrue(alone.stderr.contains("provider down: upstream_connection"), alone.stderr)
+        XCTAssertTrue(alone.stderr.contains("provider down could not list its models: "), alone.stderr)
+        XCTAssertFalse(alone.stderr.contains("upstream_connection"), alone.stderr)
         // The failure was not kept, so each call tried again; the default's listing was kept.
         XCTAssertEqual(harness.log().components(separatedBy: "provider=down model listing failed").count - 1, 3, harness.log())
         XCTAssertEqual(listings().count, 1)
@@ -135,6 +138,9 @@ final class ModelsListTests: XCTestCase {
         var error = try XCTUnwrap(try client.call("models.list")["errors"]?.array?.first)
         XCTAssertEqual(error["code"]?.string, "upstream_auth")
         XCTAssertEqual(error["status"]?.int, 401)
+        let refused = try harness.runClient(["models"])
+        XCTAssertTrue(refused.stderr.hasPrefix("confab: provider default could not list its models: the model server refused the API key (HTTP 401"),
+                      refused.stderr)
         try "status 429\n".write(toFile: harness.upstreamModelsFile, atomically: true, encoding: .utf8)
         error = try XCTUnwrap(try client.call("models.list")["errors"]?.array?.first)
         XCTAssertEqual(error["code"]?.string, "rate_limited")
@@ -152,14 +158,16 @@ final class ModelsListTests: XCTestCase {
         let shown = try harness.runClient(["models"])
         XCTAssertEqual(shown.status, 1)
         XCTAssertEqual(shown.stdout, "")
-        XCTAssertTrue(shown.stderr.contains("provider default: upstream_protocol: "), shown.stderr)
+        XCTAssertTrue(shown.stderr.contains("provider default could not list its models: "), shown.stderr)
+        XCTAssertFalse(shown.stderr.contains("upstream_protocol"), shown.stderr)
         let json = try harness.runClient(["models", "--json"])
         XCTAssertEqual(json.status, 1)
         XCTAssertEqual(try JSON.parse(json.stdout)["errors"]?.array?.first?["code"]?.string, "upstream_protocol", json.stdout)
 
         try "late-model\n".write(toFile: harness.upstreamModelsFile, atomically: true, encoding: .utf8)
         XCTAssertEqual(pairs(try client.call("models.list")), ["default late-model"])
-        XCTAssertEqual(listings().count, 7)
+        // One more for the client's own call after the 401: a failure is not kept.
+        XCTAssertEqual(listings().count, 8)
     }
 
     func testAListingLargerThanTheCapIsRefusedAndTheNextOneStillWorks() throws {

@@ -29,7 +29,7 @@ extension LogStore {
     /// An index line read as a tree of values: the reference `decode(line:)`, which reads the
     /// same fields straight from the bytes, is checked against.
     static func decode(_ json: JSON) -> IndexEntry? {
-        guard case .array(let fields) = json, fields.count == indexFields.count,
+        guard case .array(let fields) = json, fields.count == indexFields.count || fields.count == indexFields.count - 1,
               let id = fields[0].string, ConversationID.isValid(id), let size = fields[1].int, let inode = fields[2].int,
               let modified = fields[3].int, let created = fields[4].int, let model = fields[5].string,
               let headerTitle = fields[6].string, let title = fields[7].string,
@@ -63,8 +63,14 @@ extension LogStore {
             guard let digest = digest.string, Attachment.isDigest(digest) else { return nil }
             blobs.insert(digest)
         }
+        var modelIsDefault = false
+        if fields.count == indexFields.count {
+            guard let flag = fields[19].bool else { return nil }
+            modelIsDefault = flag
+        }
         let header = ConversationHeader(id: id, created: Timestamp(milliseconds: Int64(created)), title: headerTitle, model: model,
-                                        system: system, forkedFrom: forkedFrom, provider: provider, profile: profile, params: params)
+                                        system: system, forkedFrom: forkedFrom, provider: provider, profile: profile, params: params,
+                                        modelIsDefault: modelIsDefault)
         return IndexEntry(identity: FileIdentity(size: Int64(size), inode: UInt64(truncatingIfNeeded: inode), modifiedNanoseconds: Int64(modified)),
                           summary: LogSummary(header: header, title: title, updated: Timestamp(milliseconds: Int64(updated)),
                                               messageCount: count, needsResume: resume, usage: usage, shares: shares, blobs: blobs))
