@@ -31,7 +31,9 @@ final class ProviderRecordTests: XCTestCase {
         XCTAssertEqual(LogStore.decode(encoded)?.summary.usage, summary.usage)
 
         guard case .array(let fields) = encoded else { return XCTFail("not an array") }
-        XCTAssertNil(LogStore.decode(.array(Array(fields.dropLast()))), "a line with fewer fields is not read")
+        // The line before `model_default` (its last field) is read, as following no default.
+        XCTAssertEqual(LogStore.decode(.array(Array(fields.dropLast())))?.summary.header.modelIsDefault, false)
+        XCTAssertNil(LogStore.decode(.array(Array(fields.dropLast(2)))), "a line with fewer fields is not read")
         XCTAssertNil(LogStore.decode(.array(fields + [.null])), "a line with more fields is not read")
         var badProvider = fields
         badProvider[13] = .int(1)
@@ -53,7 +55,8 @@ final class ProviderRecordTests: XCTestCase {
         // attached files its conversation names must not stand for it either.
         let withShares = #"["hb2t7sft5dce",2769,16287022,1795639534933235158,1795639534862,"fake-model","tools","tools",1795639534934,4,false,"Use the tools.",null,"claude",[22,62,84,1],"helper",{"temperature":0.5},[{"uid":1001,"login":"bob","role":"read"}]]"#
         XCTAssertNil(LogStore.decode(try JSON.parse(withShares)))
-        // Today's line is the same with the shares and the blobs its messages name after it.
+        // The next one's has the shares and the blobs its messages name after it; it is read,
+        // and written back as today's, which adds whether the model follows the default.
         let digest = String(repeating: "ab", count: 32)
         let line = #"["hb2t7sft5dce",2769,16287022,1795639534933235158,1795639534862,"fake-model","tools","tools",1795639534934,4,false,"Use the tools.",null,"claude",[22,62,84,1],"helper",{"temperature":0.5},[{"uid":1001,"login":"bob","role":"read"}],[""#
             + digest + #""]]"#
@@ -69,6 +72,10 @@ final class ProviderRecordTests: XCTestCase {
         XCTAssertEqual(entry.summary.header.profile, "helper")
         XCTAssertEqual(entry.summary.header.params.temperature, 0.5)
         XCTAssertEqual(entry.summary.messageCount, 4)
-        XCTAssertEqual(LogStore.encode(entry), json)
+        guard case .array(let fields) = json else { return XCTFail("not an array") }
+        XCTAssertEqual(LogStore.encode(entry), .array(fields + [.bool(false)]))
+        let today = try XCTUnwrap(LogStore.decode(.array(fields + [.bool(true)])))
+        XCTAssertTrue(today.summary.header.modelIsDefault)
+        XCTAssertEqual(LogStore.encode(today), .array(fields + [.bool(true)]))
     }
 }
