@@ -10,9 +10,9 @@ import Tools
 /// conversation first offers its tools and keeps running for every conversation after; a
 /// reload replaces the servers whose settings changed and stops those no longer configured.
 final class MCPServers {
-    private let loop: Loop
+    let loop: Loop
     private let launcher: [String]
-    private let settings: CurrentSettings
+    let settings: CurrentSettings
     private(set) var byName: [String: MCPServer] = [:]
     /// Servers being stopped (replaced or removed by a reload, or at shutdown).
     private var stopping: [ObjectIdentifier: MCPServer] = [:]
@@ -81,48 +81,6 @@ final class MCPServers {
                 left -= 1
                 if left == 0 { then() }
             }
-        }
-    }
-}
-
-/// A tool a conversation offers the model: an HTTP tool, or a tool of an MCP server under
-/// its model-facing name.
-struct OfferedTool {
-    enum Source {
-        case http(ToolDefinition)
-        case mcp(MCPServer, tool: MCPTool)
-    }
-    var name: String
-    var description: String
-    var parameters: JSON
-    var approval: ToolApproval
-    var source: Source
-
-    /// Whether a call of an MCP server's `tool` waits for a person's yes: its `tool_approval`
-    /// (or `autoApprove` entry) over the server's `approval`. The one decision: a call waits
-    /// by it, and `tools.list` shows it.
-    static func approval(of tool: String, on server: MCPServerSettings) -> ToolApproval {
-        server.approval(for: tool) == .always ? .always : .never
-    }
-
-    /// Checks the model's arguments: an HTTP tool's against its schema and URL; an MCP tool's
-    /// are a JSON object, checked against its schema where the schema is one this daemon can
-    /// check, and by the server otherwise (a `pattern` that cannot run in linear time, such as
-    /// one with a backreference, is left to the server, the rest of the schema checked here).
-    func validate(arguments: String) -> Result<JSON, ToolArgumentError> {
-        switch source {
-        case .http(let definition):
-            return definition.validate(arguments: arguments)
-        case .mcp(_, let tool):
-            let value: JSON
-            switch ToolDefinition.parse(arguments: arguments) {
-            case .success(let parsed): value = parsed
-            case .failure(let error): return .failure(error)
-            }
-            if ToolSchema.problem(in: tool.inputSchema, unsupportedPatterns: .leftToServer) == nil, let problem = ToolSchema.validate(value, against: tool.inputSchema) {
-                return .failure(ToolArgumentError(message: problem))
-            }
-            return .success(value)
         }
     }
 }

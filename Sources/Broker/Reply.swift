@@ -1,6 +1,5 @@
 import ConfabProtocol
 import EventLoop
-import MCP
 import Tools
 import Upstream
 
@@ -96,9 +95,8 @@ final class ToolRun {
     var arguments: JSON?
     /// Why the call will not be made, decided before anything is sent.
     var refusal: MessageError?
-    var http: (any UpstreamCall)?
-    /// The call made to an MCP server, until it ends.
-    var mcp: (server: MCPServer, call: MCPServer.Call)?
+    /// The call its tool's source is making, until it ends.
+    var inFlight: (any ToolCallHandle)?
     var approvalTimer: Timer?
     /// `tool.progress` is sent at most once per `ReplyRunner.progressIntervalMilliseconds`:
     /// when the last one went, the newest held back since, and the timer that sends it.
@@ -119,11 +117,8 @@ final class ToolRun {
     var isWaitingForApproval: Bool { ending == nil && message.tool?.approval == .pending }
 
     func stop() {
-        http?.cancel()
-        http = nil
-        // The server is told (`notifications/cancelled`) and its late answer ignored.
-        if let mcp { mcp.server.cancel(mcp.call, reason: "the call was cancelled") }
-        mcp = nil
+        inFlight?.cancel()
+        inFlight = nil
         approvalTimer?.close()
         approvalTimer = nil
         progressTimer?.close()

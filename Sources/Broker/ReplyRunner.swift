@@ -43,6 +43,8 @@ final class ReplyRunner {
     private(set) var isStopping = false
     /// The configured MCP servers, started as conversations first offer their tools.
     let mcp: MCPServers
+    /// Every kind of tool, asked what a profile offers by a reply and by `tools.list` alike.
+    let toolSources: ToolSources
     /// Conversations whose next reply waits for MCP servers to start (or fail to).
     private var waitingForToolSources: Set<String> = []
     /// Conversations whose MCP servers were waited for: their next reply starts with what is ready.
@@ -60,6 +62,9 @@ final class ReplyRunner {
         self.settings = settings
         self.ownUID = ownUID
         mcp = MCPServers(loop: loop, launcher: mcpLauncher, settings: settings)
+        // The order in which sources are asked: an entry is the first one's that serves it, and
+        // the shared name-space (HTTP tools) is named before any other.
+        toolSources = ToolSources([HTTPToolSource(settings: settings, upstream: upstream), mcp])
     }
 
     /// The config was loaded again: what was learnt about the old providers is forgotten, and
@@ -82,22 +87,18 @@ final class ReplyRunner {
         // conversation offers are started first, and waited for until ready or failed (each
         // bounded by its startup_timeout_seconds); the reply then offers what is ready.
         if toolSourcesSettled.remove(conversation.id) == nil {
-            let starting = mcpServers(offeredIn: conversation).filter { $0.status != .ready }
-            if !starting.isEmpty {
-                guard waitingForToolSources.insert(conversation.id).inserted else { return }
-                var left = starting.count
-                for server in starting {
-                    server.whenReady { [unowned self] status in
-                        if case .failed(let reason) = status {
-                            logger.warning("conversation=\(conversation.id) mcp=\(server.settings.name) not offered: \(reason)")
-                        }
-                        left -= 1
-                        guard left == 0 else { return }
-                        waitingForToolSources.remove(conversation.id)
-                        toolSourcesSettled.insert(conversation.id)
-                        startNext(in: conversation)
-                    }
+            guard !waitingForToolSources.contains(conversation.id) else { return }
+            let waiting = toolSources.prepare(profile(of: conversation)?.toolEntries ?? [], settled: { [unowned self] space, status in
+                if case .failed(let reason) = status {
+                    logger.warning("conversation=\(conversation.id) mcp=\(space) not offered: \(reason)")
                 }
+            }, then: { [unowned self] in
+                waitingForToolSources.remove(conversation.id)
+                toolSourcesSettled.insert(conversation.id)
+                startNext(in: conversation)
+            })
+            if waiting {
+                waitingForToolSources.insert(conversation.id)
                 return
             }
         }
@@ -216,46 +217,15 @@ final class ReplyRunner {
         readAttachments(of: reply, in: conversation) { [unowned self] in askUpstream(for: reply, in: conversation) }
     }
 
-    /// The tools the conversation's profile lists, as configured now (a reload applies to the next turn).
-    /// The tools a conversation's profile offers: its HTTP tools, and the tools of its MCP
-    /// servers that are ready, under their model-facing names (`SERVER__TOOL`).
+    /// The tools a conversation's profile offers, as configured now (a reload applies to the
+    /// next turn): its HTTP tools, and the tools of its MCP servers that are ready, under their
+    /// model-facing names (`SERVER__TOOL`).
     func offeredTools(in conversation: Conversation) -> [OfferedTool] {
-        guard let name = conversation.profile, let profile = profiles[name] else { return [] }
-        var offered: [OfferedTool] = []
-        var fromServers: [(MCPServer, MCPTool)] = []
-        for entry in profile.tools {
-            if let definition = tools[entry] {
-                offered.append(OfferedTool(name: definition.name, description: definition.description, parameters: definition.parameters,
-                                           approval: definition.approval, source: .http(definition)))
-                continue
-            }
-            let parts = entry.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            guard let server = mcp.byName[parts[0]], server.status == .ready else { continue }
-            for tool in server.tools where parts.count == 1 || tool.name == parts[1] {
-                if !fromServers.contains(where: { $0.0 === server && $0.1.name == tool.name }) { fromServers.append((server, tool)) }
-            }
-        }
-        let names = MCPToolNames(fromServers.map { MCPToolNames.Target(server: $0.0.settings.name, tool: $0.1.name) },
-                                 taken: Set(offered.map(\.name)))
-        for (server, tool) in fromServers {
-            guard let name = names.byTarget[MCPToolNames.Target(server: server.settings.name, tool: tool.name)] else { continue }
-            // The server's words go to the model server: redacted, as in `tools.list`.
-            offered.append(OfferedTool(name: name, description: secrets.redacting(tool.description), parameters: tool.inputSchema,
-                                       approval: OfferedTool.approval(of: tool.name, on: server.settings),
-                                       source: .mcp(server, tool: tool)))
-        }
-        return offered
+        toolSources.offered(by: profile(of: conversation))
     }
 
-    /// The MCP servers a conversation's profile offers tools of.
-    func mcpServers(offeredIn conversation: Conversation) -> [MCPServer] {
-        guard let name = conversation.profile, let profile = profiles[name] else { return [] }
-        var servers: [MCPServer] = []
-        for entry in profile.tools where tools[entry] == nil {
-            let serverName = String(entry.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)[0])
-            if let server = mcp.byName[serverName], !servers.contains(where: { $0 === server }) { servers.append(server) }
-        }
-        return servers
+    private func profile(of conversation: Conversation) -> Profile? {
+        conversation.profile.flatMap { profiles[$0] }
     }
 
     /// A profile's `context_tokens` over its provider's; nil when neither sets one.

@@ -1,7 +1,6 @@
 import ConfabProtocol
 import EventLoop
 import LogStore
-import MCP
 import Tools
 import Upstream
 
@@ -108,92 +107,31 @@ extension ReplyRunner {
         startCall(run, of: reply, in: conversation)
     }
 
+    /// Makes the call through the tool's source; its ending goes through `end` as every
+    /// call's does.
     private func startCall(_ run: ToolRun, of reply: Reply, in conversation: Conversation) {
         guard let tool = run.tool, let arguments = run.arguments else { return }
-        let definition: ToolDefinition
-        switch tool.source {
-        case .http(let http): definition = http
-        case .mcp(let server, let mcpTool): return startMCPCall(run, server: server, tool: mcpTool, arguments: arguments, of: reply, in: conversation)
-        }
-        let request = definition.httpRequest(arguments: arguments)
         conversation.broadcast(.toolStarted(message: run.message, call: run.call))
-        // Neither the query (the model's arguments, perhaps a key written into the URL) nor the
-        // headers (some are secrets) are logged.
-        let path = request.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.url
-        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) \(request.method.rawValue) \(Self.loggable(path))")
-        run.http = upstream.startToolCall(method: request.method.rawValue, url: request.url, headers: request.headers, body: request.body,
-                                     timeoutSeconds: definition.timeoutSeconds, maxResponseBytes: definition.maxResponseBytes) {
-            [unowned self] outcome in
-            guard !reply.isOver, run.ending == nil else { return }
-            run.http = nil
-            run.message.tool?.durationMilliseconds = outcome.durationMilliseconds
-            run.message.tool?.httpStatus = outcome.status
-            if let error = outcome.error {
-                logger.warning("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) failed: \(error.code.rawValue) after \(outcome.durationMilliseconds) ms")
-                let error = MessageError(code: error.code, message: secrets.redacting(definition.redactingSecrets(error.message)), status: error.status)
-                end(run, of: reply, in: conversation, status: .failed, error: error, content: "Error: \(error.message).")
-                return
-            }
-            let status = outcome.status ?? 0
-            // Redacted before the cut marker is added: a key the cut split is still a key.
-            let answer = ToolResponse.content(status: status, body: outcome.body, totalBytes: outcome.totalBytes,
-                                              cap: definition.maxResponseBytes, secrets: secrets)
-            run.message.tool?.truncated = answer.truncated
-            let content = secrets.redacting(definition.redactingSecrets(answer.content))
-            logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(definition.name) status=\(status) bytes=\(outcome.totalBytes) ms=\(outcome.durationMilliseconds)")
-            end(run, of: reply, in: conversation, status: .complete, error: nil, content: content)
-        }
-    }
-
-    /// A call to an MCP server's tool, through the same records and notifications as an HTTP
-    /// tool's: the answer's text (redacted, cut at the HTTP tools' default size), or a failure
-    /// the model is told of; a tool that says it failed (`isError`) is a `tool_error`.
-    private func startMCPCall(_ run: ToolRun, server: MCPServer, tool: MCPTool, arguments: JSON, of reply: Reply, in conversation: Conversation) {
-        conversation.broadcast(.toolStarted(message: run.message, call: run.call))
-        logger.info("conversation=\(conversation.id) call=\(run.call.id) tool=\(run.call.name) mcp=\(server.settings.name) \(Self.loggable(tool.name))")
-        let started = loop.now
-        let progress: (MCPProgress) -> Void = { [unowned self] update in
+        let context = ToolCallContext(conversation: conversation.id, call: run.call.id, name: run.call.name)
+        let handle = tool.source.start(tool, arguments: arguments, as: context, progress: { [unowned self] update in
             guard !reply.isOver, run.ending == nil else { return }
             report(update, of: run, of: reply, in: conversation)
-        }
-        let call = server.call(tool: tool.name, arguments: arguments, progress: progress) { [unowned self] outcome in
+        }, done: { [unowned self] ending in
             guard !reply.isOver, run.ending == nil else { return }
-            run.mcp = nil
-            let milliseconds = Int(loop.now - started)
-            run.message.tool?.durationMilliseconds = milliseconds
-            let cap = ToolDefinition.defaultMaxResponseBytes
-            func failed(_ code: ReplyErrorCode, _ text: String) {
-                logger.warning("conversation=\(conversation.id) call=\(run.call.id) mcp=\(server.settings.name) failed: \(code.rawValue) after \(milliseconds) ms")
-                let error = MessageError(code: code, message: secrets.redacting(ToolResponse.content(status: 200, body: Array(text.utf8), totalBytes: text.utf8.count, cap: cap).content))
-                end(run, of: reply, in: conversation, status: .failed, error: error, content: "Error: \(error.message).")
-            }
-            switch outcome {
-            case .answered(let result):
-                let body = Array(result.text.utf8)
-                let answer = ToolResponse.content(status: 200, body: body, totalBytes: body.count, cap: cap)
-                run.message.tool?.truncated = answer.truncated
-                let content = secrets.redacting(answer.content)
-                logger.info("conversation=\(conversation.id) call=\(run.call.id) mcp=\(server.settings.name)\(result.isError ? " isError" : "") bytes=\(body.count) ms=\(milliseconds)")
-                if result.isError {
-                    // The model sees what the tool said, as the failed call's content.
-                    end(run, of: reply, in: conversation, status: .failed,
-                        error: MessageError(code: .toolError, message: "the tool reported an error"), content: content)
-                } else {
-                    end(run, of: reply, in: conversation, status: .complete, error: nil, content: content)
-                }
-            case .refused(let reason): failed(.toolError, reason)
-            case .timedOut(let reason): failed(.toolTimeout, reason)
-            case .failed(let reason): failed(.toolConnection, reason)
-            }
-        }
-        if run.ending == nil, !reply.isOver { run.mcp = (server, call) }
+            run.inFlight = nil
+            run.message.tool?.durationMilliseconds = ending.durationMilliseconds
+            if let status = ending.httpStatus { run.message.tool?.httpStatus = status }
+            if let truncated = ending.truncated { run.message.tool?.truncated = truncated }
+            end(run, of: reply, in: conversation, status: ending.status, error: ending.error, content: ending.content)
+        })
+        if run.ending == nil, !reply.isOver { run.inFlight = handle }
     }
 
     /// A call's progress as every attached client sees it, at most once per
     /// `progressIntervalMilliseconds`: a report within that is held and sent when it is over
     /// (replaced by a newer one), and the last held is sent before the call's `tool.completed`.
     /// The tool's words are untrusted: redacted, control characters as `?`, cut short.
-    private func report(_ update: MCPProgress, of run: ToolRun, of reply: Reply, in conversation: Conversation) {
+    private func report(_ update: ToolCallProgress, of run: ToolRun, of reply: Reply, in conversation: Conversation) {
         let text = update.message.map { Self.progressText($0, secrets: secrets) }
         let progress = ToolProgress(message: run.message.id, call: run.call.id, tool: run.call.name,
                                     progress: update.progress, total: update.total, text: text)

@@ -1,18 +1,22 @@
 // `tools.list` and `mcp.restart` as typed values: what the daemon answers and the client
 // reads, field names spelled once.
 
-/// Where a tool comes from.
-public enum ToolSource: String, CaseIterable, Sendable {
+/// Where a tool comes from: the kind of its source (the daemon's `ToolSource`s, one per kind).
+public enum ToolSourceKind: String, CaseIterable, Sendable {
     /// A `[tools.NAME]` table: an HTTP request.
     case http
     /// A tool of an `[mcp.NAME]` server.
     case mcp
 }
 
-/// Whether each call of a tool waits for a person's yes.
-public enum ToolApprovalPolicy: String, CaseIterable, Sendable {
+/// Whether each call of a tool waits for a person's yes: the one word for it, whether an HTTP
+/// tool's `approval`, an MCP server's `approval` and `tool_approval`, or what `tools.list` says.
+public enum ToolApproval: String, CaseIterable, Sendable {
     case always, never
 }
+
+/// `tools.list`'s name for it.
+public typealias ToolApprovalPolicy = ToolApproval
 
 /// How the daemon speaks to an MCP server.
 public enum MCPTransport: String, CaseIterable, Sendable {
@@ -38,7 +42,7 @@ public enum MCPServerState: String, CaseIterable, Sendable {
 public struct ListedTool: Equatable, Sendable {
     /// The name the model calls it by: an HTTP tool's own name, an MCP tool's `SERVER__TOOL`.
     public var name: String
-    public var source: ToolSource
+    public var source: ToolSourceKind
     /// An MCP tool's server.
     public var server: String?
     /// An MCP tool's name as its server lists it.
@@ -46,13 +50,13 @@ public struct ListedTool: Equatable, Sendable {
     /// The tool's description: the config's for an HTTP tool, the server's for an MCP tool
     /// (untrusted text); empty for a tool of a server that is not running.
     public var description: String
-    public var approval: ToolApprovalPolicy
+    public var approval: ToolApproval
     /// False for an MCP tool named only by its server's `tools` filter: the server is not
     /// running, so what it offers is not known yet.
     public var isListed: Bool
 
-    public init(name: String, source: ToolSource, server: String? = nil, tool: String? = nil, description: String,
-                approval: ToolApprovalPolicy, isListed: Bool = true) {
+    public init(name: String, source: ToolSourceKind, server: String? = nil, tool: String? = nil, description: String,
+                approval: ToolApproval, isListed: Bool = true) {
         self.name = name
         self.source = source
         self.server = server
@@ -72,10 +76,10 @@ public struct ListedTool: Equatable, Sendable {
     }
 
     public init?(json: JSON) {
-        guard let name = json["name"]?.string, let source = json["source"]?.string.flatMap(ToolSource.init(rawValue:)) else { return nil }
+        guard let name = json["name"]?.string, let source = json["source"]?.string.flatMap(ToolSourceKind.init(rawValue:)) else { return nil }
         self.init(name: name, source: source, server: json["server"]?.string, tool: json["tool"]?.string,
                   description: json["description"]?.string ?? "",
-                  approval: json["approval"]?.string.flatMap(ToolApprovalPolicy.init(rawValue:)) ?? .always,
+                  approval: json["approval"]?.string.flatMap(ToolApproval.init(rawValue:)) ?? .always,
                   isListed: json["listed"]?.bool ?? true)
     }
 }

@@ -1,3 +1,4 @@
+import ConfabProtocol
 import DaemonSettings
 import ServiceSettings
 import TOML
@@ -109,9 +110,9 @@ extension Settings {
         if let cwd = draft.cwd, !cwd.hasPrefix("/") {
             throw at("cwd", "must be an absolute path, not \(quoted(cwd))")
         }
-        var approval = MCPServerSettings.Approval.always
+        var approval = ToolApproval.always
         if let text = draft.approval {
-            guard let value = MCPServerSettings.Approval(rawValue: text) else {
+            guard let value = ToolApproval(rawValue: text) else {
                 throw at("approval", "must be \"always\" or \"never\", not \(quoted(text))")
             }
             approval = value
@@ -139,10 +140,10 @@ extension Settings {
         }
         // Tool names are not checked here: the server lists its tools once it runs, and the
         // daemon warns then of a name it does not list.
-        var toolApproval: [String: MCPServerSettings.Approval] = [:]
+        var toolApproval: [String: ToolApproval] = [:]
         for (tool, text) in draft.toolApproval ?? [] {
             guard !tool.isEmpty else { throw at("tool_approval", "must not name an empty tool") }
-            guard let value = MCPServerSettings.Approval(rawValue: text) else {
+            guard let value = ToolApproval(rawValue: text) else {
                 throw at("tool_approval." + tool, "must be \"always\" or \"never\", not \(quoted(text))")
             }
             toolApproval[tool] = value

@@ -114,10 +114,10 @@ extension Settings {
 
     /// `autoApprove`: the tools that run without a yes.
     private static func autoApproved(_ entry: [String: JSON], keyPath: String,
-                                     error: (String, String) -> ConfigError) throws(ConfigError) -> [String: MCPServerSettings.Approval] {
+                                     error: (String, String) -> ConfigError) throws(ConfigError) -> [String: ToolApproval] {
         guard let approved = entry["autoApprove"] else { return [:] }
         guard let list = approved.array else { throw error(keyPath + ".autoApprove", "must be an array of tool names") }
-        var approval: [String: MCPServerSettings.Approval] = [:]
+        var approval: [String: ToolApproval] = [:]
         for value in list {
             guard let tool = value.string, !tool.isEmpty else { throw error(keyPath + ".autoApprove", "must be an array of tool names") }
             approval[tool] = .never

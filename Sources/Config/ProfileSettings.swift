@@ -61,13 +61,13 @@ extension Settings {
         var listed: Set<String> = []
         for tool in toolNames {
             // An HTTP tool, an MCP server (all its tools) or one tool of a server (`server.tool`).
-            let parts = tool.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            if tools[tool] == nil, parts.contains(where: \.isEmpty) {
+            let entry = QualifiedToolName(tool)
+            if tools[tool] == nil, !entry.isWellFormed {
                 throw table.error("tools", tool.isEmpty ? "names an empty tool"
                                   : "names \"\(tool)\": a server's name must come before the dot and a tool's name after it")
             }
-            if tools[tool] == nil, let server = mcpServers.first(where: { $0.name == parts[0] }) {
-                if parts.count == 2, let offered = server.tools, !offered.contains(parts[1]) {
+            if tools[tool] == nil, let server = mcpServers.first(where: { $0.name == entry.space }) {
+                if let one = entry.tool, let offered = server.tools, !offered.contains(one) {
                     throw table.error("tools", "names \"\(tool)\", which is not among the tools [mcp.\(server.name)] offers: \(offered.joined(separator: ", "))")
                 }
             } else if tools[tool] == nil {

@@ -1,5 +1,6 @@
 import ConfabProtocol
 import ServiceSettings
+import Tools
 
 /// A named starting point for conversations (`[profiles.NAME]`): which provider and model,
 /// the system prompt, sampling parameters, and what the assistant says before anyone asks.
@@ -17,8 +18,11 @@ public struct Profile: Sendable, Equatable {
     public var quickReplies: [String]
     /// The context budget of its conversations, over the provider's.
     public var contextTokens: Int?
-    /// Configured tools (`[tools.NAME]`) its conversations' replies may call, by name.
+    /// The tools its conversations' replies may call, as its `tools` names them: HTTP tools
+    /// (`[tools.NAME]`), MCP servers, single tools of a server (`SERVER.TOOL`).
     public var tools: [String]
+    /// `tools`, each entry parsed.
+    public var toolEntries: [QualifiedToolName] { tools.map(QualifiedToolName.init) }
     /// `vision`: whether its conversations' models take images, over the provider's; nil says
     /// nothing (the provider's holds).
     public var takesImages: Bool?

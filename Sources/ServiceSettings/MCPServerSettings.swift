@@ -1,7 +1,8 @@
+import ConfabProtocol
+
 /// One `[mcp.NAME]` table: a local MCP server the daemon runs over stdio, or one it reaches
 /// over Streamable HTTP.
 public struct MCPServerSettings: Sendable, Equatable {
-    public enum Approval: String, Sendable, Equatable { case always, never }
     /// When the daemon starts the server: when a conversation first offers its tools, or at
     /// once (when the daemon starts, or when a reload adds it).
     public enum Start: String, Sendable, Equatable { case onDemand = "on_demand", always }
@@ -15,7 +16,7 @@ public struct MCPServerSettings: Sendable, Equatable {
     /// the config is read; nothing else of it reaches the server.
     public var passedEnvironment: [String: String]
     public var workingDirectory: String?
-    public var approval: Approval
+    public var approval: ToolApproval
     /// The tools offered, by the server's names; nil: all it lists.
     public var tools: [String]?
     public var timeoutSeconds: Int
@@ -24,10 +25,10 @@ public struct MCPServerSettings: Sendable, Equatable {
     public var http: MCPHTTPEndpoint?
     public var start: Start = .onDemand
     /// Approval for single tools (the server's names) over `approval`.
-    public var toolApproval: [String: Approval] = [:]
+    public var toolApproval: [String: ToolApproval] = [:]
 
     public init(name: String, command: String, arguments: [String] = [], environment: [String: String] = [:],
-                passedEnvironment: [String: String] = [:], workingDirectory: String? = nil, approval: Approval = .always, tools: [String]? = nil,
+                passedEnvironment: [String: String] = [:], workingDirectory: String? = nil, approval: ToolApproval = .always, tools: [String]? = nil,
                 timeoutSeconds: Int = 60, startupTimeoutSeconds: Int = 30) {
         self.name = name
         self.command = command
@@ -42,7 +43,7 @@ public struct MCPServerSettings: Sendable, Equatable {
     }
 
     /// Whether a call of `tool` waits for a person's yes.
-    public func approval(for tool: String) -> Approval { toolApproval[tool] ?? approval }
+    public func approval(for tool: String) -> ToolApproval { toolApproval[tool] ?? approval }
 
     /// The tools named in `toolApproval` or `tools` that `listed` (the server's own list) lacks.
     public func namedToolsMissing(from listed: [String]) -> [String] {

@@ -7,11 +7,6 @@ public enum ToolHTTPMethod: String, Sendable, CaseIterable {
     public var sendsArgumentsInQuery: Bool { self == .GET || self == .DELETE }
 }
 
-/// Whether each call waits for a person to allow it.
-public enum ToolApproval: String, Sendable {
-    case never, always
-}
-
 /// One header a tool's requests carry. A secret one (its value from the environment or a
 /// file, or written inline under a credential's name) never shows its value when printed.
 public struct ToolHeader: Sendable, Equatable {

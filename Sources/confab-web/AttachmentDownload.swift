@@ -53,57 +53,52 @@ enum AttachmentDownload {
         do {
             return try await channel.executeThenClose { inbound, outbound in
                 var lines = inbound.makeAsyncIterator()
-                var framer = LineFramer(maxLineBytes: 4 << 20)
-                var waiting: [[UInt8]] = []
-                var nextID = 1
-                func call(_ method: RPCMethod, _ params: JSON) async throws -> JSON {
-                    let id = nextID
-                    nextID += 1
-                    try await outbound.write(ByteBuffer(bytes: RPC.request(id: .int(id), method: method, params: params)))
+                var core = RPCClientCore(maxLineBytes: 4 << 20)
+                var arrived: [RPCClientCore.Event] = []
+                func call(_ request: (id: Int, frame: [UInt8])) async throws -> JSON {
+                    try await outbound.write(ByteBuffer(bytes: request.frame))
                     while true {
-                        while waiting.isEmpty {
+                        while arrived.isEmpty {
                             guard let buffer = try await lines.next() else { throw Failure.daemon("confabd went away") }
-                            try framer.feed(Array(buffer.readableBytesView)) { waiting.append(Array($0)) }
+                            arrived = try core.receive(Array(buffer.readableBytesView))
                         }
-                        let line = waiting.removeFirst()
-                        switch RPC.parse(line) {
-                        case .success(.response(let answered, let result)) where answered.int == id:
+                        switch arrived.removeFirst() {
+                        case .answer(let id, .success(let result)) where id == request.id:
                             return result
-                        case .success(.errorResponse(let answered, let error)) where answered.int == id || answered.isNull:
+                        case .answer(let id, .failure(let error)) where id == request.id:
                             if error.code == RPCError.notFound { throw Failure.notFound }
                             throw Failure.daemon("confabd refused: \(error.message)")
-                        default:
-                            continue // a notification, or an answer to nobody
+                        case .fatal(let error):
+                            throw Failure.daemon("confabd refused: \(error.message)")
+                        case .send(let frame):
+                            try await outbound.write(ByteBuffer(bytes: frame))
+                        case .answer, .notification:
+                            continue
                         }
                     }
                 }
-                let hello = try await call(.hello, DaemonHello.params(access: access, name: "web:download"))
-                if let problem = DaemonHello.problem(with: hello, access: access) { throw Failure.daemon(problem) }
-                var bytes: [UInt8] = []
-                var attachment: Attachment?
-                // Every chunk but the last is a whole MiB, so this many calls cover the largest file.
-                let maxChunks = AttachmentLimits.maxImageBytes / AttachmentLimits.maxChunkBytes + 2
-                for _ in 0..<maxChunks {
-                    let answer = try await call(.attachmentGet, [
-                        "conversation": .string(conversation), "message": .string(message),
-                        "index": .int(index), "offset": .int(bytes.count),
-                    ])
-                    guard let described = answer["attachment"].flatMap(Attachment.init(json:)),
-                          described.size >= 0, described.size <= AttachmentLimits.maxImageBytes,
-                          attachment == nil || attachment == described,
-                          let data = answer["data"]?.string.flatMap(Base64.decode),
-                          bytes.count + data.count <= described.size else {
-                        throw Failure.daemon("confabd sent a chunk that does not fit the file")
+                func typed<Call: RPCCall>(_: Call.Type, _ params: Call.Params) async throws -> Call.Result {
+                    let result = try await call(core.request(Call.self, params))
+                    do throws(RPCClientCore.UnreadableAnswer) {
+                        return try RPCClientCore.decode(Call.self, result)
+                    } catch {
+                        throw Failure.daemon("confabd: \(error)")
                     }
-                    attachment = described
-                    bytes += data
-                    if answer["more"]?.bool != true {
-                        guard bytes.count == described.size else { throw Failure.daemon("confabd ended the file early") }
-                        return (described, bytes)
-                    }
-                    if data.isEmpty { throw Failure.daemon("confabd sent an empty chunk with more to come") }
                 }
-                throw Failure.daemon("confabd sent more chunks than a file can have")
+                let hello = try await typed(HelloCall.self, DaemonHello.params(access: access, name: "web:download"))
+                if let problem = DaemonHello.problem(with: hello, access: access) { throw Failure.daemon(problem) }
+                // Each piece must start where the last ended, and all of them make the file the
+                // daemon described: no more, no less (`AttachmentAssembly`).
+                var file = AttachmentAssembly()
+                while true {
+                    let params = file.nextParams(conversation: conversation, message: message, index: index)
+                    let piece = try await typed(AttachmentGetCall.self, params)
+                    do throws(AttachmentAssembly.Failure) {
+                        if try file.take(piece), let attachment = file.attachment { return (attachment, file.bytes) }
+                    } catch {
+                        throw Failure.daemon("confabd sent \(error)")
+                    }
+                }
             }
         } catch let failure as Failure {
             throw failure

@@ -23,9 +23,11 @@ actor BrowserSession {
     private let tickets: DownloadTickets
     private let logger: Logger
     private var access: WebAccess
+    /// Frames the calls and reads what the daemon sends (`RPCClientCore`).
+    private var core = RPCClientCore(maxLineBytes: 64 << 20)
     private var pending: [Int: CheckedContinuation<JSON, any Error>] = [:]
+    /// Answers read before their call began to wait.
     private var early: [Int: Result<JSON, RPCError>] = [:]
-    private var nextID = 1
     private var view: ConversationView?
     private var lastList: JSON?
     /// The list page's view of each listed conversation it follows.
@@ -87,11 +89,8 @@ actor BrowserSession {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         do {
-                            var framer = LineFramer(maxLineBytes: 64 << 20)
                             for try await buffer in daemonIn {
-                                var lines: [[UInt8]] = []
-                                try framer.feed(Array(buffer.readableBytesView)) { lines.append(Array($0)) }
-                                for line in lines { try await session.daemonLine(line) }
+                                try await session.daemonBytes(Array(buffer.readableBytesView))
                             }
                             throw Close.page(code: 1012, reason: "confabd went away")
                         } catch {
@@ -150,10 +149,15 @@ actor BrowserSession {
 
     // MARK: The daemon
 
-    private func call(_ method: RPCMethod, _ params: JSON = [:]) async throws -> JSON {
-        let id = nextID
-        nextID += 1
-        try await daemonOut.write(ByteBuffer(bytes: RPC.request(id: .int(id), method: method, params: params)))
+    /// A method's typed call: its params written, its result read by their types.
+    @discardableResult
+    private func call<Call: RPCCall>(_: Call.Type, _ params: Call.Params) async throws -> Call.Result {
+        try RPCClientCore.decode(Call.self, await send(core.request(Call.self, params)))
+    }
+
+    private func send(_ request: (id: Int, frame: [UInt8])) async throws -> JSON {
+        let id = request.id
+        try await daemonOut.write(ByteBuffer(bytes: request.frame))
         if let result = early.removeValue(forKey: id) { return try result.get() }
         // A daemon that never answers must not hold the page, or the gateway's shutdown,
         // forever: a cancelled session gives up its calls.
@@ -165,27 +169,31 @@ actor BrowserSession {
     }
 
     private func abandon(_ id: Int) {
+        core.abandon(id)
         pending.removeValue(forKey: id)?.resume(throwing: CancellationError())
     }
 
-    private func resolve(_ id: JSON, _ result: Result<JSON, RPCError>) {
-        guard let number = id.int else { return }
-        if let waiter = pending.removeValue(forKey: number) {
+    private func resolve(_ id: Int, _ result: Result<JSON, RPCError>) {
+        if let waiter = pending.removeValue(forKey: id) {
             waiter.resume(with: result.mapError { $0 as any Error })
         } else {
-            early[number] = result
+            early[id] = result
         }
     }
 
-    func daemonLine(_ line: [UInt8]) async throws {
-        switch RPC.parse(line) {
-        case .success(.response(let id, let result)):
-            resolve(id, .success(result))
-        case .success(.errorResponse(let id, let error)):
-            if id.isNull { throw Close.page(code: 1011, reason: "confabd refused the gateway: \(error.message)") }
-            resolve(id, .failure(error))
-        case .success(.notification(let method, let params)):
-            guard let notification = ServerNotification(method: method, params: params) else { return }
+    /// Bytes from the daemon, as they were read.
+    func daemonBytes(_ bytes: [UInt8]) async throws {
+        for event in try core.receive(bytes) {
+            switch event {
+            case .answer(let id, let result): resolve(id, result)
+            case .fatal(let error): throw Close.page(code: 1011, reason: "confabd refused the gateway: \(error.message)")
+            case .send(let frame): try await daemonOut.write(ByteBuffer(bytes: frame))
+            case .notification(let notification): try await daemon(notification)
+            }
+        }
+    }
+
+    private func daemon(_ notification: ServerNotification) async throws {
             switch notification {
             case .serverStopping:
                 throw Close.page(code: 1012, reason: "confabd is restarting")
@@ -203,9 +211,6 @@ actor BrowserSession {
                 if case .conversationDeleted = event { throw Close.page(code: 4410, reason: "The conversation was deleted.") }
                 if case .conversationUnshared = event { throw Close.page(code: 4410, reason: "The conversation is no longer shared.") }
             }
-        case .success(.request), .failure:
-            return
-        }
     }
 
     private func show(_ event: JSON) async {
@@ -219,17 +224,17 @@ actor BrowserSession {
     // MARK: The page
 
     func start(name: String) async throws {
-        let hello = try await call(.hello, DaemonHello.params(access: access, name: name))
+        let hello = try await call(HelloCall.self, DaemonHello.params(access: access, name: name))
         if let problem = DaemonHello.problem(with: hello, access: access) { throw Close.page(code: 1011, reason: problem) }
         if let conversation {
-            let result: JSON
+            let result: AttachResult
             do {
-                result = try await call(.conversationAttach, ["conversation": .string(conversation), "history": 200])
+                result = try await call(AttachCall.self, AttachParams(conversation: conversation, history: 200))
             } catch let error as RPCError where error.code == RPCError.notFound {
                 throw Close.page(code: 4404, reason: "No such conversation.")
             }
             var view = ConversationView(role: roleName)
-            let state = view.load(AttachResult(json: result))
+            let state = view.load(result)
             self.view = view
             await show(state)
         } else {
@@ -245,18 +250,17 @@ actor BrowserSession {
     }
 
     private func refreshList() async throws {
-        let result = try await call(.conversationList, ["limit": 200])
-        listed = (result["conversations"]?.array ?? []).compactMap(ConversationInfo.init(json:))
+        listed = try await call(ListCall.self, ListParams(limit: 200)).conversations
         // The most recent ones are followed (attached quietly: history 0, and nobody is
         // told); one that left the list, or was deleted, is let go.
         let followed = Set(listed.prefix(Self.followedConversations).map(\.id))
         for id in activity.keys where !followed.contains(id) {
             activity[id] = nil
-            _ = try? await call(.conversationDetach, ["conversation": .string(id)])
+            _ = try? await call(DetachCall.self, ConversationTarget(conversation: id))
         }
         for info in listed.prefix(Self.followedConversations) where activity[info.id] == nil {
-            if let attached = try? await call(.conversationAttach, ["conversation": .string(info.id), "history": 0, "quiet": true]) {
-                activity[info.id] = ListActivity(AttachResult(json: attached))
+            if let attached = try? await call(AttachCall.self, AttachParams(conversation: info.id, history: 0, quiet: true)) {
+                activity[info.id] = ListActivity(attached)
             }
         }
         await showList()
@@ -292,17 +296,16 @@ actor BrowserSession {
         // The link is checked again at every action, not only at the upgrade.
         guard store.access(for: token) != nil else { throw Close.page(code: 4403, reason: "This link no longer works.") }
         guard let conversation else { return try await listAction(op, action) }
-        let target: JSON = .string(conversation)
-        let method: RPCMethod
-        var params: JSON = ["conversation": target]
+        let target = ConversationTarget(conversation: conversation)
+        // Each action's typed params; its result is not read.
+        let (method, params): (RPCMethod, JSON)
         switch op {
         case "send":
             guard let content = action["text"]?.string, !content.isEmpty else { return }
-            method = .messageSend
-            params = ["conversation": target, "content": .string(content)]
-        case "cancel": method = .generationCancel
-        case "retry": method = .messageRegenerate
-        case "continue": method = .messageContinue
+            (method, params) = (SendCall.method, SendParams(conversation: conversation, content: content).json)
+        case "cancel": (method, params) = (CancelCall.method, CancelParams(conversation: conversation).json)
+        case "retry": (method, params) = (RegenerateCall.method, target.json)
+        case "continue": (method, params) = (ContinueCall.method, target.json)
         case "download":
             // A one-use address for one file of this conversation (Gateway, `/d/`): the page
             // cannot send its token with a download, and no cookie carries it.
@@ -318,8 +321,7 @@ actor BrowserSession {
                 return
             }
             guard let call = action["call"]?.string, let allow = action["allow"]?.bool else { return }
-            method = .toolApprove
-            params = ["conversation": target, "call": .string(call), "allow": .bool(allow)]
+            (method, params) = (ApproveCall.method, ApproveParams(conversation: conversation, call: call, allow: allow).json)
         case "rename":
             // The owner's, as in the terminal (`conversation.rename` is an owner's method).
             guard access.isOwner else {
@@ -328,8 +330,9 @@ actor BrowserSession {
                 return
             }
             guard let title = action["title"]?.string, !title.isEmpty else { return }
-            method = .conversationRename
-            params = ["conversation": target, "title": .string(title)]
+            var rename = RenameParams()
+            (rename.conversation, rename.title) = (conversation, title)
+            (method, params) = (RenameCall.method, rename.json)
         default:
             return
         }
@@ -339,7 +342,7 @@ actor BrowserSession {
             return
         }
         do {
-            _ = try await call(method, params)
+            _ = try await send(core.request(method, params))
         } catch let error as RPCError {
             await notice(error.message)
         }
@@ -356,16 +359,18 @@ actor BrowserSession {
         do {
             switch op {
             case "create":
-                let result = try await call(.conversationCreate, [:])
-                guard let id = result["conversation"]?["id"]?.string, ConversationID.isValid(id) else { return }
+                let id = try await call(CreateCall.self, CreateParams()).conversation.id
+                guard ConversationID.isValid(id) else { return }
                 await show(["type": "created", "conversation": .string(id)])
             case "rename":
                 guard let id = action["conversation"]?.string, ConversationID.isValid(id),
                       let title = action["title"]?.string, !title.isEmpty else { return }
-                _ = try await call(.conversationRename, ["conversation": .string(id), "title": .string(title)])
+                var params = RenameParams()
+                (params.conversation, params.title) = (id, title)
+                try await call(RenameCall.self, params)
             case "delete":
                 guard let id = action["conversation"]?.string, ConversationID.isValid(id) else { return }
-                _ = try await call(.conversationDelete, ["conversation": .string(id)])
+                try await call(DeleteCall.self, ConversationTarget(conversation: id))
             default:
                 return
             }

@@ -8,21 +8,24 @@ import WebGateway
 /// role on its one conversation, every tool call held for the owner's yes, and `link:ID` as the
 /// author of what it sends (docs/protocol.md, "Share links and the gateway").
 enum DaemonHello {
-    static func params(access: WebAccess, name: String) -> JSON {
-        var params: [String: JSON] = ["client": "confab-web", "name": .string(name), "gateway": true]
+    static func params(access: WebAccess, name: String) -> HelloParams {
+        var params = HelloParams(client: "confab-web", name: name, gateway: true)
         if case .share(let share) = access {
-            params["link"] = ["id": .string(share.id), "conversation": .string(share.conversation),
-                              "role": .string(share.role.rawValue)]
+            let role: ConfabProtocol.ShareRole = switch share.role {
+            case .read: .read
+            case .write: .write
+            }
+            params.link = LinkDeclaration(id: share.id, conversation: share.conversation, role: role)
         }
-        return .object(params)
+        return params
     }
 
     /// Why a daemon's answer to that `hello` must not be relied on, or nil: a daemon that did not
     /// take a link's declaration (one from before share links were its to know) would treat the
     /// page as the owner, so the page is not served.
-    static func problem(with answer: JSON, access: WebAccess) -> String? {
+    static func problem(with answer: HelloResult, access: WebAccess) -> String? {
         guard case .share(let share) = access else { return nil }
-        guard answer["user"]?["link"]?["id"]?.string == share.id else {
+        guard answer.user.link?.id == share.id else {
             return "confabd did not take the share link's declaration (upgrade confabd)"
         }
         return nil

@@ -199,29 +199,24 @@ struct New: ClientCommand {
 
 /// `conversation.create`; the new conversation.
 func createConversation(_ connection: Connection, title: String?, system: String?, model: String?,
-                        profile: String? = nil, provider: String? = nil) throws(Failure) -> (id: String, json: JSON) {
-    var params: [String: JSON] = [:]
+                        profile: String? = nil, provider: String? = nil) throws(Failure) -> ConversationInfo {
+    var params = CreateParams()
     if let provider {
-        params["provider"] = .string(provider)
+        params.provider = provider
         if let model { try checkModel(model, of: provider, connection) }
     }
-    if let profile { params["profile"] = .string(profile) }
-    if let title { params["title"] = .string(title) }
-    if let system { params["system"] = .string(system) }
-    if let model { params["model"] = .string(model) }
-    let result = try connection.call(.conversationCreate, .object(params))
-    guard let conversation = result["conversation"], let id = conversation["id"]?.string else {
-        throw .message("confabd's answer to conversation.create has no conversation id")
-    }
-    return (id, conversation)
+    params.profile = profile
+    params.title = title
+    params.system = system
+    params.model = model
+    return try connection.call(CreateCall.self, params).conversation
 }
 
 /// A model named with `--provider` must be one `confab models --provider NAME` lists: a typo
 /// would otherwise only show when the first reply fails. A provider whose listing cannot be had
 /// (unreachable, or a server with no listing) lets any name through.
 func checkModel(_ model: String, of provider: String, _ connection: Connection) throws(Failure) {
-    let result = try connection.call(.modelsList, ["provider": .string(provider)])
-    let listed = (result["models"]?.array ?? []).compactMap { $0["id"]?.string }
+    let listed = try connection.call(ModelsListCall.self, ModelsListParams(provider: provider)).models.map(\.id)
     guard !listed.isEmpty, !listed.contains(model) else { return }
     let shown = listed.count > 8 ? listed.prefix(8).joined(separator: ", ") + ", …" : listed.joined(separator: ", ")
     throw .message(SafeText.singleLine("provider \(provider) has no model \(model): it lists \(shown) (confab models --provider \(provider))"))

@@ -5,7 +5,8 @@ import ConfabProtocol
 import Posix
 import Terminal
 
-/// Something the daemon sent, in arrival order.
+/// Something the daemon sent, in arrival order: `RPCClientCore`'s events, less the frames the
+/// connection sends back itself.
 enum Event {
     /// A notification this version knows, decoded; others are dropped as they arrive.
     case notification(ServerNotification)
@@ -15,15 +16,15 @@ enum Event {
     case fatal(RPCError)
 }
 
-/// One blocking connection to confabd. Requests get integer ids; responses are matched by
-/// id, and whatever else arrives meanwhile waits in `events`, in order, for the caller.
+/// One blocking connection to confabd: `RPCClientCore` frames the requests and reads what
+/// comes back; this reads and writes the socket. An answer is taken by its id, and whatever
+/// else arrives meanwhile waits in `events`, in order, for the caller.
 final class Connection {
     let fd: Int32
     let path: String
-    private var framer = LineFramer(maxLineBytes: 64 << 20)
+    private var core = RPCClientCore(maxLineBytes: 64 << 20)
     private var events: [Event] = []
     private var head = 0
-    private var nextID = 1
     private var buffer = [UInt8](repeating: 0, count: 1 << 16)
     private(set) var isClosed = false
     /// A `hello` sent without waiting (see `start`): the first answer waited for settles it.
@@ -57,9 +58,8 @@ final class Connection {
     /// Sends a request and returns its id without waiting for the answer.
     @discardableResult
     func send(_ method: RPCMethod, _ params: JSON = [:]) throws(Failure) -> Int {
-        let id = nextID
-        nextID += 1
-        try write(RPC.request(id: .int(id), method: method, params: params))
+        let (id, frame) = core.request(method, params)
+        try write(frame)
         return id
     }
 
@@ -81,7 +81,9 @@ final class Connection {
 
     /// Sends a method's typed params without waiting; the answer comes as an event.
     func send<Call: RPCCall>(_: Call.Type, _ params: Call.Params) throws(Failure) -> Int {
-        try send(Call.method, params.json)
+        let (id, frame) = core.request(Call.self, params)
+        try write(frame)
+        return id
     }
 
     /// A method's typed call: its params written and its answer read by their types.
@@ -91,11 +93,16 @@ final class Connection {
 
     /// The typed answer to `Call`, from its raw result (kept too, by a command's `--json`).
     static func read<Call: RPCCall>(_: Call.Type, _ result: JSON) throws(Failure) -> Call.Result {
-        do throws(RPCError) {
-            return try Call.Result(decoding: result)
+        do throws(RPCClientCore.UnreadableAnswer) {
+            return try RPCClientCore.decode(Call.self, result)
         } catch {
-            throw .message("confabd's answer to \(Call.method.rawValue) is not one this confab reads: \(error.message)")
+            throw .message("confabd's answer to \(Call.method.rawValue) is not one this confab reads: \(error.problem.message)")
         }
+    }
+
+    /// Waits for the typed answer to a request sent earlier with `send(Call.self, …)`.
+    func answer<Call: RPCCall>(_ call: Call.Type, to id: Int) throws(Failure) -> Call.Result {
+        try Self.read(call, answer(to: id))
     }
 
     /// Waits for the answer to a request sent earlier with `send`, so that several requests
@@ -106,7 +113,7 @@ final class Connection {
             var index = head
             while index < events.count {
                 switch events[index] {
-                case .response(let responseID, let result) where responseID == id:
+                case .response(let answered, let result) where answered == id:
                     events.remove(at: index)
                     switch result {
                     case .success(let value): return value
@@ -148,38 +155,27 @@ final class Connection {
             isClosed = true
             return false
         }
-        var failure: LineFramer.Failure?
+        var received: Result<[RPCClientCore.Event], LineFramer.Failure> = .success([])
         buffer.withUnsafeBytes { raw in
             do throws(LineFramer.Failure) {
-                try framer.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { line in self.take(line) }
+                received = .success(try core.receive(UnsafeRawBufferPointer(rebasing: raw[0..<count])))
             } catch {
-                failure = error
+                received = .failure(error)
             }
         }
-        if failure != nil {
+        guard case .success(let arrived) = received else {
             isClosed = true
-            throw .message("confabd sent a line longer than \(framer.maxLineBytes) bytes")
+            throw .message("confabd sent a line longer than \(core.maxLineBytes) bytes")
+        }
+        for event in arrived {
+            switch event {
+            case .notification(let notification): events.append(.notification(notification))
+            case .answer(let id, let result): events.append(.response(id: id, result: result))
+            case .fatal(let error): events.append(.fatal(error))
+            case .send(let frame): try? write(frame)
+            }
         }
         return true
-    }
-
-    private func take(_ line: ArraySlice<UInt8>) {
-        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
-        switch RPC.parse(line) {
-        case .success(.notification(let method, let params)):
-            if let notification = ServerNotification(method: method, params: params) { events.append(.notification(notification)) }
-        case .success(.response(let id, let result)):
-            if let id = id.int { events.append(.response(id: id, result: .success(result))) }
-        case .success(.errorResponse(let id, let error)):
-            if let id = id.int { events.append(.response(id: id, result: .failure(error))) }
-            else if id.isNull { events.append(.fatal(error)) }
-        case .success(.request(let id, let method, _)):
-            // The protocol has no requests from the daemon; say so politely.
-            let error = RPCError(code: RPCError.methodNotFound, message: "method not found: \(method)")
-            try? write(RPC.response(id: id, error: error))
-        case .failure:
-            break  // Not a frame we can use; the protocol gives us no way to complain.
-        }
     }
 
     // MARK: The usual opening

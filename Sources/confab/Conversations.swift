@@ -32,25 +32,25 @@ struct List: ClientCommand {
     func run() throws {
         let connection = try Connection.start(socketPath, command: "ls")
         let shown = all ? 10000 : (limit ?? 50)
-        let listing = try connection.send(.conversationList, ["limit": .int(shown)])
+        let listing = try connection.send(ListCall.self, ListParams(limit: shown))
         // The count behind "… and N more" is asked for with the listing, not after it.
-        let counting = json ? nil : try connection.send(.status)
+        let counting = json ? nil : try connection.send(StatusCall.self, NoParams())
         // What each cost, where the config gives prices: only the owner may ask.
-        let pricing = long && !json ? try connection.send(.usageSummary, UsageParams(by: .conversation).json) : nil
+        let pricing = long && !json ? try connection.send(UsageCall.self, UsageParams(by: .conversation)) : nil
         let result = try connection.answer(to: listing)
-        let conversations = result["conversations"]?.array ?? []
         if json {
             Out.json(result["conversations"] ?? .array([]))
             return
         }
+        let conversations = try Connection.read(ListCall.self, result).conversations
         if conversations.isEmpty {
             Out.errorLine("no conversations yet: ask something with `confab ask 'a question'`, or start one with `confab new --title TITLE`")
             return
         }
         var total = conversations.count
-        if let counting { total = try connection.answer(to: counting)["conversations"]?.int ?? total }
+        if let counting { total = try connection.answer(StatusCall.self, to: counting).conversations }
         var costs: [String: String]?
-        if let pricing, let answer = try? connection.answer(to: pricing), let usage = try? UsageResult(decoding: answer), usage.total.cost != nil {
+        if let pricing, let usage = try? connection.answer(UsageCall.self, to: pricing), usage.total.cost != nil {
             costs = Dictionary(usage.rows.map { ($0.key, UsageCommand.costCell($0)) }, uniquingKeysWith: { a, _ in a })
         }
         Out.stdout(Self.table(conversations, now: Timestamp.now(), width: TerminalSize.of(1)?.columns, long: long, costs: costs))
@@ -63,21 +63,21 @@ struct List: ClientCommand {
     /// The listing: a header and one line per conversation, titles cut to `width` columns
     /// (by display width) when writing to a terminal; `long` adds the provider and the tokens.
     /// `costs`, by conversation id, adds a COST column (`-` for one without a priced reply).
-    static func table(_ conversations: [JSON], now: Timestamp, width: Int?, long: Bool = false, costs: [String: String]? = nil) -> String {
+    static func table(_ conversations: [ConversationInfo], now: Timestamp, width: Int?, long: Bool = false, costs: [String: String]? = nil) -> String {
         // Who else sees a conversation, in a column of its own once any listed one is shared.
-        let sharing = long && conversations.contains { $0["shared_with"]?.array?.isEmpty == false }
+        let sharing = long && conversations.contains { !$0.sharedWith.isEmpty }
         let rows = conversations.map { conversation in
-            var cells = [conversation["id"]?.string ?? "?",
-                         RelativeTime.describe(LocalTime.parse(conversation["updated"]), now: now),
-                         Words.count(conversation["message_count"]?.int ?? 0, "message"),
-                         SafeText.singleLine(conversation["model"]?.string ?? "")]
+            var cells = [conversation.id,
+                         RelativeTime.describe(conversation.updated, now: now),
+                         Words.count(conversation.messageCount, "message"),
+                         SafeText.singleLine(conversation.model)]
             if long {
-                cells.append(SafeText.singleLine(conversation["provider"]?.string ?? "default"))
-                cells.append(tokens(conversation["usage"]))
-                if let costs { cells.append(costs[conversation["id"]?.string ?? ""] ?? "-") }
-                if sharing { cells.append(SharedUser.cell(conversation["shared_with"]?.array?.compactMap(ConversationShare.init(json:)) ?? [])) }
+                cells.append(SafeText.singleLine(conversation.provider))
+                cells.append(tokens(conversation.usage))
+                if let costs { cells.append(costs[conversation.id] ?? "-") }
+                if sharing { cells.append(SharedUser.cell(conversation.sharedWith)) }
             }
-            cells.append(SafeText.singleLine(conversation["title"]?.string ?? ""))
+            cells.append(SafeText.singleLine(conversation.title))
             return cells
         }
         let header = long ? ["ID", "UPDATED", "MESSAGES", "MODEL", "PROVIDER", "TOKENS"] + (costs == nil ? [] : ["COST"])
@@ -114,10 +114,10 @@ struct List: ClientCommand {
     /// `12,345`, `~800` when any reply's count was estimated, `-` before any reply.
     /// With reasoning or cache counts reported, the whole usage:
     /// `in 2,125 (2,000 cached) · out 300 (200 thinking)`.
-    static func tokens(_ usage: JSON?) -> String {
-        guard let total = usage?["total_tokens"]?.int, total > 0 else { return "-" }
-        if let parts = usage.flatMap(Usage.init(json:)), UsageText.hasParts(parts) { return UsageText.line(parts) }
-        return (usage?["estimated"]?.bool == true ? "~" : "") + UsageText.grouped(total)
+    static func tokens(_ usage: Usage) -> String {
+        guard usage.totalTokens > 0 else { return "-" }
+        if UsageText.hasParts(usage) { return UsageText.line(usage) }
+        return (usage.isEstimated ? "~" : "") + UsageText.grouped(usage.totalTokens)
     }
 }
 

@@ -66,7 +66,7 @@ final class MethodTableTests: XCTestCase {
         XCTAssertThrowsError(try b.call(.mcpRestart, ["server": "other"])) { error in
             XCTAssertEqual((error as? InProcessBroker.Refused)?.code, RPCError.invalidParams, "\(error)")
         }
-        XCTAssertEqual(b.broker.toolsListing(offeredBy: nil).servers.map(\.state), [.stopped], "nothing was started")
+        XCTAssertEqual(b.broker.replies.toolSources.listing(for: nil).servers.map(\.state), [.stopped], "nothing was started")
     }
 
     func testEveryMethodOnAConversationWithoutOneAnswersTheSameInvalidParams() throws {

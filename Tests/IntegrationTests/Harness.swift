@@ -194,16 +194,15 @@ final class Harness {
 
     func client(name: String = "tester") throws -> RPCClient {
         let client = try RPCClient(path: socketPath)
-        _ = try client.call("hello", ["client": "integration-test", "name": .string(name)])
+        try client.call(HelloCall.self, HelloParams(client: "integration-test", name: name))
         return client
     }
 
     func createConversation(_ client: RPCClient, title: String = "test", system: String? = nil) throws -> String {
-        var params: [String: JSON] = ["title": .string(title)]
-        if let system { params["system"] = .string(system) }
-        let result = try client.call("conversation.create", .object(params))
-        guard let id = result["conversation"]?["id"]?.string else { throw HarnessError(description: "no id in \(result)") }
-        return id
+        var params = CreateParams()
+        params.title = title
+        params.system = system
+        return try client.call(CreateCall.self, params).conversation.id
     }
 
     /// Requests the fake upstream received, one JSON object each.
@@ -369,6 +368,14 @@ final class RPCClient {
         let frame = try request(method, params, timeout: timeout)
         if let error = frame["error"].flatMap(RPCError.init(json:)) { throw error }
         return frame["result"] ?? .null
+    }
+
+    /// A method's typed call, its result read as a client reads it (`RPCClientCore.decode`);
+    /// an error answer is thrown as an `RPCError`. The frames themselves are read raw here, so
+    /// that a test sees every frame, in order, as the daemon sent it.
+    @discardableResult
+    func call<Call: RPCCall>(_: Call.Type, _ params: Call.Params, timeout: Double = 10) throws -> Call.Result {
+        try RPCClientCore.decode(Call.self, call(Call.method.rawValue, params.json, timeout: timeout))
     }
 
     /// Takes notifications until one matches; returns everything taken, the match last.
