@@ -26,6 +26,9 @@ extension AttachSession {
         /edit-last       change your last message in $EDITOR and get a new reply
         /continue        continue a reply cut off at the model's length limit
         /fork [MSG]      copy the conversation (up to message MSG) into a new one
+        /compact [FOCUS] summarise the conversation so far: replies are sent the summary instead
+        /summary         print the summary in force
+        /uncompact       undo the summary: replies are sent every message again
         /thinking [ID]   the thought of the reply in flight (or of reply ID, such as m4)
         /tool [ID]       all a tool answered (ID: a call id or a message id such as m2.1; default the latest)
         /tools           the tools models can call and their MCP servers (/tools --restart SERVER starts one again)
@@ -140,6 +143,8 @@ extension AttachSession {
             outstanding[try name == "share"
                 ? connection.send(ShareCall.self, ShareParams(conversation: conversation, uid: user.uid, login: user.login, role: readOnly ? .read : .write))
                 : connection.send(UnshareCall.self, UnshareParams(conversation: conversation, uid: user.uid, login: user.login))] = .share
+        case "compact", "summary", "uncompact":
+            try compactCommand(name, argument)
         case "attach":
             attachFiles(argument)
         case "detach":
@@ -230,8 +235,11 @@ extension AttachSession {
         // A reply replaced is replaced whole, whether or not each of its steps says so.
         let replacedReplies = Set(messages.filter { $0.supersededBy != nil && !ToolLines.isStep($0.id) }.map(head))
         let shown = messages.filter { $0.supersededBy == nil && !(ToolLines.isStep($0.id) && replacedReplies.contains(head($0))) }
+        let summaryAfter = compaction.flatMap { MessageID.order(of: $0.last) }
+        if let summaryAfter, let compaction, let first = shown.first, first.order > summaryAfter { transcript.rule(compaction.line) }
         for (index, message) in shown.enumerated() {
             transcript.message(message)
+            if let compaction, message.id == compaction.last { transcript.rule(compaction.line) }
             // Offered only under the newest message: once answered they are history.
             if newest, index == shown.count - 1, let replies = message.quickReplies, !replies.isEmpty {
                 offered = replies

@@ -163,6 +163,7 @@ struct Show: ClientCommand {
         let conversation = try connection.resolveConversation(id)
         let info = try connection.call(GetCall.self, ConversationTarget(conversation: conversation)).conversation
         let messages = try wholeMessages(connection, conversation)
+        let compaction = try compactionInForce(connection, conversation)
         var out = "\(SafeText.singleLine(info.title)) (\(conversation)) · "
             + Words.count(messages.count, "message") + "\n"
         if let shared = SharedUser.list(info.sharedWith) {
@@ -180,6 +181,7 @@ struct Show: ClientCommand {
             if message.role == .assistant, message.status == .complete, message.isCutAtLengthLimit, message.supersededBy == nil {
                 out += Transcript.lengthLimitMarker(conversation: conversation, mayContinue: mayContinue) + "\n"
             }
+            if let compaction, message.id == compaction.last { out += "\n" + compaction.line + "\n" }
         }
         Out.stdout(out)
     }
@@ -255,6 +257,7 @@ struct Export: ClientCommand {
         let conversation = try connection.resolveConversation(id)
         let info = try connection.call(GetCall.self, ConversationTarget(conversation: conversation)).conversation
         let messages = try wholeHistory(connection, conversation)
+        let compaction = format == .markdown ? try compactionInForce(connection, conversation) : nil
         var out: String
         switch format {
         case .json:
@@ -289,6 +292,7 @@ struct Export: ClientCommand {
                 if !calls.isEmpty {
                     out += "\n" + calls.map { "- " + ToolCallFormat.call(name: $0.name, arguments: $0.arguments, width: Int.max / 2) + "\n" }.joined()
                 }
+                if let compaction, message.id == compaction.last { out += "\n" + compaction.line + "\n" }
             }
         }
         // Into a file or a pipe, exactly the data; on a terminal, nothing that drives it.
