@@ -126,12 +126,12 @@ final class CompactionTests: XCTestCase {
             "system: Be brief.", "user: Summary of the earlier conversation (m1…m4):\n\nS1\n\n[[reply:three]] q3", "assistant: three",
             "user: " + compactionPrompt + "\n\nAbove all, keep what concerns: [[reply:S2]]",
         ])
-        _ = try send(client, id, "[[reply:four]] q4")
-        XCTAssertEqual(try lastRequest(), ["system: Be brief.", "user: Summary of the earlier conversation (m1…m6):\n\nS2\n\n[[reply:four]] q4"])
         // Nothing new since: nothing to compact.
         XCTAssertThrowsError(try compact(client, id, focus: "")) { error in
             XCTAssertEqual((error as? RPCError)?.code, RPCError.conflict)
         }
+        _ = try send(client, id, "[[reply:four]] q4")
+        XCTAssertEqual(try lastRequest(), ["system: Be brief.", "user: Summary of the earlier conversation (m1…m6):\n\nS2\n\n[[reply:four]] q4"])
     }
 
     func testAFailedOrCancelledSummaryLeavesTheLogAsItWas() throws {
@@ -293,7 +293,8 @@ final class AutomaticCompactionTests: XCTestCase {
         // The summary first, with the profile's prompt, then the reply with it.
         let started = try XCTUnwrap(notes.first { $0.method == "compaction.started" })
         XCTAssertEqual(started.params["automatic"]?.bool, true)
-        let order = notes.map(\.method).filter { $0 == "compaction.completed" || $0 == "message.created" }
+        let order = notes.filter { $0.method == "compaction.completed" || ($0.method == "message.created" && $0.params["message"]?["role"]?.string == "assistant") }
+            .map(\.method)
         XCTAssertEqual(order.first, "compaction.completed", "the reply waited for the summary: \(order)")
         let requests = harness.upstreamRequests()
         XCTAssertEqual(requests.count, 5)
@@ -330,8 +331,9 @@ final class AutomaticCompactionTests: XCTestCase {
     func testToolCallsAndTheirResultsAreSummarisedTogether() throws {
         let client = try harness.client()
         let id = try conversation(client, profile: "tools")
-        let final = try send(client, id, #"q1 [[tool:echo {"a":1}]]"#).final
-        XCTAssertEqual(final["id"]?.string, "m2.2")
+        let first = try send(client, id, #"q1 [[tool:echo {"a":1}]]"#).final
+        XCTAssertEqual(first["id"]?.string, "m2")
+        _ = try client.collect(until: { method, params in method == "message.completed" && params["message"]?["id"]?.string == "m2.2" })
         let result = try client.call("conversation.compact", ["conversation": .string(id), "focus": "[[reply:S]]"], timeout: 20)
         XCTAssertEqual(result["compaction"]?["last"]?.string, "m2.2")
         let summaryRequest = try XCTUnwrap(harness.upstreamRequests().last?["body"]?["messages"]?.array)
