@@ -30,8 +30,10 @@ final class CompactionScreenTests: TmuxTestCase {
     func testCompactSummaryAndUncompactOnTwoScreens() throws {
         let id = try harness.runClient(["new", "--title", "chat"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let client = try harness.client()
+        try client.call("conversation.attach", ["conversation": .string(id)])
         let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:one]] q1"])
         _ = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
+        try client.call("conversation.detach", ["conversation": .string(id)])
         let ana = try attach(id, name: "ana")
         let bob = try attach(id, name: "bob")
 
@@ -42,7 +44,7 @@ final class CompactionScreenTests: TmuxTestCase {
             try waitForScrollback(pane, "── m1…m2 summarised (")
             try waitForScrollback(pane, line)
         }
-        try waitForScrollback(bob, "being summarised (asked by ana)")
+        try waitForScrollback(bob, "being summarised (asked by ana")
 
         try tmux.type(bob, "/summary")
         try tmux.send(bob, ["Enter"])
