@@ -48,11 +48,14 @@ final class CompactionJob {
 enum CompactionFailure: Error {
     case failed(MessageError)
     case cancelled(by: ClientInfo?)
+    /// The conversation was deleted meanwhile.
+    case deleted
 
     var reason: String {
         switch self {
         case .failed(let error): error.logText
         case .cancelled: "the summary was cancelled"
+        case .deleted: "the conversation was deleted"
         }
     }
 }
@@ -211,6 +214,14 @@ extension ReplyRunner {
         return true
     }
 
+    /// The conversation is deleted: the summary stops, and whoever asked for it is answered.
+    func abandonCompaction(in conversation: Conversation) {
+        guard let job = conversation.compacting else { return }
+        conversation.compacting = nil
+        job.stop()
+        job.done(.failure(.deleted))
+    }
+
     /// Stores the summary if the messages it covers are still the conversation's.
     private func store(_ compaction: Compaction, of job: CompactionJob, in conversation: Conversation) {
         let replaced = job.covered.filter { id in conversation.messages.first { $0.id == id }?.supersededBy != nil }
@@ -247,6 +258,8 @@ extension ReplyRunner {
         case .failure(.failed(let error)):
             logger.warning("conversation=\(conversation.id) compaction failed: \(error.logText)")
             conversation.broadcast(.compactionFailed(error: error, cancelledBy: nil))
+        case .failure(.deleted):
+            break
         }
         job.done(result)
     }
@@ -301,6 +314,7 @@ extension Broker {
             switch result {
             case .success(let compaction): respond(.success(CompactResult(compaction: compaction).json))
             case .failure(.cancelled): respond(.failure(.conflict("the summary was cancelled: nothing was stored")))
+            case .failure(.deleted): respond(.failure(.notFound("no conversation \(conversation.id): it was deleted while its summary was written")))
             case .failure(.failed(let error)):
                 respond(.failure(RPCError(code: RPCError.upstreamFailed, message: "no summary was stored: " + error.message, data: error.json)))
             }

@@ -288,7 +288,7 @@ final class ReplyRunner {
     /// A deleted conversation: its reply stops without an ending, its queue goes, its stream is free.
     func forget(_ conversation: Conversation) {
         if let reply = conversation.active { release(reply, from: conversation) }
-        conversation.compacting?.stop()
+        abandonCompaction(in: conversation)
         waitingForStream.removeAll { $0 === conversation }
         imageRefusals.forget(conversation: conversation.id)
         waitingForToolSources.remove(conversation.id)

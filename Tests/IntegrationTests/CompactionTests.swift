@@ -167,6 +167,21 @@ final class CompactionTests: XCTestCase {
         XCTAssertEqual(try lastRequest().count, 6, "the whole history: system, four messages and the new one")
     }
 
+    func testDeletingTheConversationAnswersTheSummaryItWaitedFor() throws {
+        let client = try harness.client()
+        let id = try twoTurns(client)
+        try client.sendRaw(RPC.request(id: .int(901), method: "conversation.compact",
+                                       params: ["conversation": .string(id), "focus": "[[hold:1 gone]]"]))
+        try harness.waitUntilUpstreamHolds("gone")
+        let other = try harness.client(name: "other")
+        try other.call("conversation.delete", ["conversation": .string(id)])
+        let answer = try client.response(to: .int(901))
+        XCTAssertEqual(answer["error"]?["code"]?.int, RPCError.notFound, "\(answer)")
+        XCTAssertEqual(answer["error"]?["message"]?.string, "no conversation \(id): it was deleted while its summary was written")
+        try harness.releaseUpstream("gone")
+        XCTAssertEqual(try other.call("status")["conversations"]?.int, 0)
+    }
+
     func testAForkBeforeTheSummaryCopiesNoneAndOneAfterItKeepsIt() throws {
         let client = try harness.client()
         let id = try twoTurns(client)
