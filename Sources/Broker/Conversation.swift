@@ -42,6 +42,10 @@ final class Conversation {
     /// Reported over estimated prompt tokens of its last reply whose upstream reported usage:
     /// corrects the context budget's estimate. In memory only; nil until such a reply.
     var contextRatio: Double?
+    /// The summary in force (`Compaction.swift`), when the messages are in memory.
+    var compaction: Compaction?
+    /// The summary being written, if one is.
+    var compacting: CompactionJob?
 
     enum Contents {
         /// Only the summary is in memory.
@@ -85,6 +89,7 @@ final class Conversation {
     func take(_ replayed: ReplayedConversation) {
         title = replayed.title
         messages = replayed.messages
+        compaction = replayed.compaction
         contents = .inMemory
         // A user message reserved the id after it for its reply, and clients were told that
         // id; a reply that never got a record (a crash, a full disk) must not hand it on.
@@ -115,7 +120,7 @@ final class Conversation {
 
     /// Nothing in flight, nobody attached, nothing waiting: its messages can leave memory.
     var isIdle: Bool {
-        contents == .inMemory && attached.isEmpty && active == nil && queue.isEmpty && sendsBeingStored == 0 && continuing == nil
+        contents == .inMemory && attached.isEmpty && active == nil && compacting == nil && queue.isEmpty && sendsBeingStored == 0 && continuing == nil
             && waitingForMessages.isEmpty && !log.isSyncing && !isDeleted
     }
 
@@ -125,6 +130,7 @@ final class Conversation {
         messages = []
         queue = []
         continuing = nil
+        compaction = nil
         contents = .onDisk
     }
 
@@ -225,7 +231,7 @@ final class Conversation {
     /// the APIs require: a call whose result was never stored (a crash, a turn over the round
     /// limit) is given as not made, and a result that answers no call before it is left out.
     func context(before reply: String) -> [ChatMessage] {
-        Self.context(of: messages, system: system, before: reply, provider: provider, model: model)
+        compactedContext(before: reply)
     }
 
     /// An assistant turn carries its reasoning (`ChatMessage.reasoning`) only when `provider` and

@@ -131,6 +131,12 @@ extension MethodRow {
         // restart ends calls in flight in every conversation.
         case .toolsList:
             return MethodRow(.needs(.owner), answer: .inPlace, .plain { b, call throws(RPCError) in try b.listTools(ToolsListParams(call.params), call.respond) })
+        case .conversationCompact:
+            return MethodRow(.needs(.write), refusedWhileStopping: true, answer: .inPlace,
+                             .on(.messages) { b, c, call throws(RPCError) in try b.compact(c, CompactParams(call.params), call.client, call.respond) })
+        case .conversationUncompact:
+            return MethodRow(.needs(.write), answer: .inPlace,
+                             .on(.messages) { b, c, call throws(RPCError) in try b.uncompact(c, call.client, call.respond) })
         case .mcpRestart:
             return MethodRow(.needs(.owner), answer: .inPlace, .plain { b, call throws(RPCError) in try b.restartMCPServer(MCPRestartParams(call.params), call.client, call.respond) })
         case .usageSummary:

@@ -371,7 +371,7 @@ extension Broker {
             // While its tool calls run, the reply's last turn is stored; the calls are in `tools`.
             pending: conversation.active.flatMap { $0.isRunningTools ? nil : $0.message },
             tools: conversation.active?.toolRuns.filter { !$0.isStored }.map { $0.ending ?? $0.message } ?? [],
-            clients: conversation.present.filter { $0 !== client }.map(\.info))
+            clients: conversation.present.filter { $0 !== client }.map(\.info), compaction: conversation.compaction)
         if !quiet, !conversation.attached.contains(where: { $0 === client }) { try spendPresence(of: client) }
         if conversation.attach(client, quiet: quiet) {
             client.attached.insert(conversation.id)
@@ -399,7 +399,7 @@ extension Broker {
             before = order
         }
         let page = conversation.lastMessages(limit, before: before)
-        return HistoryResult(messages: page.messages, more: page.more)
+        return HistoryResult(messages: page.messages, more: page.more, compaction: conversation.compaction)
     }
 
     func send(_ conversation: Conversation, _ params: SendParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
@@ -444,6 +444,8 @@ extension Broker {
         let only = params.message
         if let only, MessageID.sequence(of: only) == nil { throw .invalidParams("parameter \"message\" is not a message id") }
         let chain = only.flatMap(MessageID.sequence(of:))
+        // A summary being written is what is stopped first (a reply waiting for it goes on without it).
+        if only == nil, replies.cancelCompaction(in: conversation, by: client.info) { return CancelResult(cancelled: "compaction") }
         return CancelResult(cancelled: replies.cancel(in: conversation, chain: chain, by: client))
     }
 }

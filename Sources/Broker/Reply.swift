@@ -53,6 +53,9 @@ final class Reply {
     var requestedBy: Author?
     /// The calls of the turn that asked for tools, while any has not been stored.
     var toolRuns: [ToolRun] = []
+    /// A summary was asked for before its first turn (`compact_at`), and why none was made, if it failed.
+    var compactionTried = false
+    var compactionFailure: String?
     var isRunningTools: Bool { !toolRuns.isEmpty }
 
     init(message: Message, request: ChatRequest, now: UInt64) {

@@ -167,6 +167,7 @@ final class ReplyRunner {
         }
         if continued != nil { request.continuing = message.content }
         request.toolCallTurnContent = toolCallTurnContent[conversation.provider] ?? .empty
+        if compactsFirst(reply, in: conversation, request: request) { return }
         reply.refusedToolCallTurnContent = nil
         reply.withdrawnImages = nil
         var tooLarge: MessageError?
@@ -177,6 +178,7 @@ final class ReplyRunner {
             case .success(let fitted):
                 request.messages = fitted.messages
                 message.context = fitted.info
+                noteCompaction(in: &message.context, of: reply, in: conversation)
             case .failure(.tooLarge(let needed, let available)):
                 tooLarge = MessageError(code: .contextTooLarge, message: "the system prompt, the newest message"
                     + (continued == nil ? "" : ", the reply so far") + " and \(budget.maxTokens) tokens for the reply need about \(needed) tokens;"
@@ -229,7 +231,7 @@ final class ReplyRunner {
     }
 
     /// A profile's `context_tokens` over its provider's; nil when neither sets one.
-    private func contextTokens(of conversation: Conversation) -> Int? {
+    func contextTokens(of conversation: Conversation) -> Int? {
         conversation.profile.flatMap { profiles[$0]?.contextTokens } ?? providers[conversation.provider]?.config.contextTokens
     }
 
@@ -256,6 +258,7 @@ final class ReplyRunner {
     /// A deleted conversation: its reply stops without an ending, its queue goes, its stream is free.
     func forget(_ conversation: Conversation) {
         if let reply = conversation.active { release(reply, from: conversation) }
+        abandonCompaction(in: conversation)
         waitingForStream.removeAll { $0 === conversation }
         imageRefusals.forget(conversation: conversation.id)
         waitingForToolSources.remove(conversation.id)

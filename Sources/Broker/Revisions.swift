@@ -17,14 +17,17 @@ extension Broker {
         let replaced = current.filter { $0.role != .user && $0.sequence == previous.sequence }
         let replyID = conversation.reserveReply()
         let replacedID = MessageID.make(previous.sequence)
+        // A summary covering the reply replaced described it: it ends with it.
+        let uncompaction = uncompactionRecords(revising: replacedID, in: conversation)
         conversation.sendsBeingStored += 1
-        conversation.log.append(replaced.map { .superseded(message: $0.id, by: replyID) }) { [unowned self] error in
+        conversation.log.append(uncompaction + replaced.map { .superseded(message: $0.id, by: replyID) }) { [unowned self] error in
             conversation.sendsBeingStored -= 1
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store regenerate: \(error)")
                 return respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, nothing was regenerated: \(error)")))
             }
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
+            uncompacted(by: uncompaction, in: conversation)
             for old in replaced { conversation.markSuperseded(old.id, by: replyID) }
             logger.info("conversation=\(conversation.id) reply=\(replacedID) regenerated as \(replyID) client=\(client.id)")
             respond(.success(RegenerateResult(reply: replyID, replaces: replacedID).json))
@@ -63,17 +66,20 @@ extension Broker {
                               status: .complete, created: .now(), author: client.author(), attachments: original.attachments)
         message.otherAttachments = original.otherAttachments
         let superseded = [original] + replaced
+        // An edit inside the summary's range ends the summary.
+        let uncompaction = uncompactionRecords(revising: id, in: conversation)
         conversation.sendsBeingStored += 1
         // The new message first: should a crash keep only part of this append, what survives
         // is a message and perhaps some of its superseded records, never a `by` that names
         // a message the log does not hold (which would read as a regenerated reply owed).
-        conversation.log.append([.message(message)] + superseded.map { .superseded(message: $0.id, by: ids.message) }) { [unowned self] error in
+        conversation.log.append([.message(message)] + superseded.map { .superseded(message: $0.id, by: ids.message) } + uncompaction) { [unowned self] error in
             conversation.sendsBeingStored -= 1
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store edit: \(error)")
                 return respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, the message was not changed: \(error)")))
             }
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
+            uncompacted(by: uncompaction, in: conversation)
             for old in superseded { conversation.markSuperseded(old.id, by: ids.message) }
             conversation.insert(message)
             logger.info("conversation=\(conversation.id) message=\(id) edited as \(ids.message) client=\(client.id)")
@@ -101,6 +107,15 @@ extension Broker {
         guard last.finishReason == "length" else {
             throw .conflict("nothing to continue: the last reply ended with finish_reason \(last.finishReason ?? "none") "
                 + "(only one cut off for length, finish_reason \"length\", can be continued)")
+        }
+        // Going on with a reply the summary covers: the summary ends (written before the reply's
+        // start, which syncs it).
+        let uncompaction = uncompactionRecords(revising: last.id, in: conversation)
+        if !uncompaction.isEmpty {
+            do { try conversation.log.write(uncompaction) } catch {
+                throw RPCError(code: RPCError.storageFailed, message: "storage failed, nothing was continued: \(error)")
+            }
+            uncompacted(by: uncompaction, in: conversation)
         }
         conversation.continuing = last.id
         conversation.enqueueReply(last.id, requestedBy: client.author())
@@ -151,11 +166,15 @@ extension Broker {
         // Until the fork is listed, only its log names the files it copies: a delete of the
         // original meanwhile must not collect them.
         let held = holdBlobs(of: messages)
-        store.create(header, records: messages.map { $0.role == .user ? .message($0) : .replyFinished($0) }) { [unowned self] result in
+        // A fork after the summary's range keeps it; one before or inside it copies none.
+        let compaction = Self.forkedCompaction(conversation.compaction, at: last, renumbered: renumbered)
+        let records: [LogRecord] = messages.map { $0.role == .user ? .message($0) : .replyFinished($0) } + (compaction.map { [.compaction($0)] } ?? [])
+        store.create(header, records: records) { [unowned self] result in
             releaseBlobs(held)
             switch result {
             case .success(let log):
                 let fork = adopt(log, header: header, messages: messages)
+                fork.compaction = compaction.map { var kept = $0; kept.created = .now(); return kept }
                 logger.info("conversation=\(id) forked from \(conversation.id) at \(last.id) messages=\(messages.count) client=\(client.id)")
                 respond(.success(ForkResult(conversation: fork.info, reply: fork.queue.first).json))
                 replies.startNext(in: fork)

@@ -41,6 +41,8 @@ extension RPCMethod {
         case .toolsList: ToolsListCall.self
         case .mcpRestart: MCPRestartCall.self
         case .usageSummary: UsageCall.self
+        case .conversationCompact: CompactCall.self
+        case .conversationUncompact: UncompactCall.self
         }
     }
 }
@@ -323,9 +325,13 @@ public struct AttachResult: RPCObject {
     public var tools: [Message] = []
     /// The other clients attached.
     public var clients: [ClientInfo] = []
+    /// The summary in force (`conversation.compact`), if any: where it stands among the messages.
+    public var compaction: Compaction?
     public init() {}
 
-    public init(conversation: ConversationInfo, messages: [Message], pending: Message?, tools: [Message], clients: [ClientInfo]) {
+    public init(conversation: ConversationInfo, messages: [Message], pending: Message?, tools: [Message], clients: [ClientInfo],
+                compaction: Compaction? = nil) {
+        self.compaction = compaction
         self.conversation = conversation
         self.messages = messages
         self.pending = pending
@@ -342,6 +348,7 @@ public struct AttachResult: RPCObject {
         try f.nullableValue("pending", &pending)
         try f.knownValues("tools", &tools)
         try f.knownValues("clients", &clients)
+        try f.value("compaction", &compaction)
     }
 }
 
@@ -375,14 +382,18 @@ public struct HistoryResult: RPCObject {
     public var messages: [Message] = []
     /// Older ones exist.
     public var more = false
+    /// The summary in force (`conversation.compact`), if any.
+    public var compaction: Compaction?
     public init() {}
-    public init(messages: [Message], more: Bool) {
+    public init(messages: [Message], more: Bool, compaction: Compaction? = nil) {
         self.messages = messages
         self.more = more
+        self.compaction = compaction
     }
     public mutating func fields(_ f: inout RPCFields) throws(RPCError) {
         try f.knownValues("messages", &messages)
         try f.bool("more", &more)
+        try f.value("compaction", &compaction)
     }
 }
 

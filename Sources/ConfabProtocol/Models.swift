@@ -362,21 +362,32 @@ public struct ContextInfo: Equatable, Sendable {
     public var messages: Int
     public var dropped: Int
     public var estimatedTokens: Int
+    /// The messages a summary stands for in the request (`m1…m40`), when one is in force.
+    public var summarised: String?
+    /// Why the summary this reply waited for (`compact_at`) was not made: the request was
+    /// trimmed as without one.
+    public var compactionFailed: String?
 
-    public init(messages: Int, dropped: Int, estimatedTokens: Int) {
+    public init(messages: Int, dropped: Int, estimatedTokens: Int, summarised: String? = nil, compactionFailed: String? = nil) {
         self.messages = messages
         self.dropped = dropped
         self.estimatedTokens = estimatedTokens
+        self.summarised = summarised
+        self.compactionFailed = compactionFailed
     }
 
     public var json: JSON {
-        ["messages": .int(messages), "dropped": .int(dropped), "estimated_tokens": .int(estimatedTokens)]
+        var object: [String: JSON] = ["messages": .int(messages), "dropped": .int(dropped), "estimated_tokens": .int(estimatedTokens)]
+        if let summarised { object["summarised"] = .string(summarised) }
+        if let compactionFailed { object["compaction_failed"] = .string(compactionFailed) }
+        return .object(object)
     }
 
     public init?(json: JSON) {
         guard let messages = json["messages"]?.int, let dropped = json["dropped"]?.int,
               let estimated = json["estimated_tokens"]?.int else { return nil }
-        self.init(messages: messages, dropped: dropped, estimatedTokens: estimated)
+        self.init(messages: messages, dropped: dropped, estimatedTokens: estimated, summarised: json["summarised"]?.string,
+                  compactionFailed: json["compaction_failed"]?.string)
     }
 }
 

@@ -43,6 +43,16 @@ public enum ConversationEvent: Equatable, Sendable {
     case conversationUnshared(by: ClientInfo?)
     /// A call in flight reported how far it is; its `tool.completed` follows.
     case toolProgress(ToolProgress)
+    /// A summary is being written; `by` asked for it (nil: the daemon, before a reply).
+    case compactionStarted(by: ClientInfo?, automatic: Bool)
+    /// A piece of the summary's text (the model's: shown through the terminal-safe path).
+    case compactionDelta(content: String)
+    /// The summary is stored and in force from now on.
+    case compactionCompleted(Compaction)
+    /// The summary failed (`error`) or was cancelled (`cancelledBy`): nothing was stored.
+    case compactionFailed(error: MessageError?, cancelledBy: ClientInfo?)
+    /// The summary in force ended: `by` undid it, or (nil) an edit inside its range did.
+    case compactionUndone(Compaction, by: ClientInfo?)
 
     public var kind: RPCNotification {
         switch self {
@@ -66,6 +76,11 @@ public enum ConversationEvent: Equatable, Sendable {
         case .clientDetached: .clientDetached
         case .conversationUnshared: .conversationUnshared
         case .toolProgress: .toolProgress
+        case .compactionStarted: .compactionStarted
+        case .compactionDelta: .compactionDelta
+        case .compactionCompleted: .compactionCompleted
+        case .compactionFailed: .compactionFailed
+        case .compactionUndone: .compactionUndone
         }
     }
 
@@ -106,6 +121,16 @@ public enum ConversationEvent: Equatable, Sendable {
             return ["by": by?.json ?? .null]
         case .toolProgress(let progress):
             return progress.params
+        case .compactionStarted(let by, let automatic):
+            return ["by": by?.json ?? .null, "automatic": .bool(automatic)]
+        case .compactionDelta(let content):
+            return ["content": .string(content)]
+        case .compactionCompleted(let compaction):
+            return ["compaction": compaction.json]
+        case .compactionFailed(let error, let by):
+            return ["error": error?.json ?? .null, "cancelled": .bool(error == nil), "by": by?.json ?? .null]
+        case .compactionUndone(let compaction, let by):
+            return ["compaction": compaction.json, "by": by?.json ?? .null]
         }
     }
 
@@ -171,6 +196,19 @@ public enum ConversationEvent: Equatable, Sendable {
         case .toolProgress:
             guard let progress = ToolProgress(params: params) else { return nil }
             self = .toolProgress(progress)
+        case .compactionStarted:
+            self = .compactionStarted(by: client("by"), automatic: params["automatic"]?.bool ?? false)
+        case .compactionDelta:
+            guard let content = params["content"]?.string else { return nil }
+            self = .compactionDelta(content: content)
+        case .compactionCompleted:
+            guard let compaction = params["compaction"].flatMap(Compaction.init(json:)) else { return nil }
+            self = .compactionCompleted(compaction)
+        case .compactionFailed:
+            self = .compactionFailed(error: error(), cancelledBy: client("by"))
+        case .compactionUndone:
+            guard let compaction = params["compaction"].flatMap(Compaction.init(json:)) else { return nil }
+            self = .compactionUndone(compaction, by: client("by"))
         case .serverStopping:
             return nil
         }
@@ -190,7 +228,7 @@ public enum ConversationEvent: Equatable, Sendable {
         case .toolProgress(let progress):
             return progress.message
         case .toolApproved, .toolDenied, .conversationUpdated, .conversationDeleted, .clientAttached, .clientDetached,
-             .conversationUnshared:
+             .conversationUnshared, .compactionStarted, .compactionDelta, .compactionCompleted, .compactionFailed, .compactionUndone:
             return nil
         }
     }

@@ -34,6 +34,9 @@ public struct RPCError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The caller's role on the conversation (or its being another user) does not allow the
     /// method; `data` says which role it has and which one the method needs.
     public static let notPermitted = -32007
+    /// The model server did not give what the method asked it for (`conversation.compact`'s
+    /// summary); `data` is the reply error (`code`, `message`, `status`).
+    public static let upstreamFailed = -32008
 
     public static func invalidParams(_ message: String) -> RPCError { RPCError(code: invalidParams, message: message) }
     public static func notFound(_ message: String) -> RPCError { RPCError(code: notFound, message: message) }

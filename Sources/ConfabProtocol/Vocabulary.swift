@@ -31,6 +31,8 @@ public enum RPCMethod: String, CaseIterable, Sendable {
     case toolsList = "tools.list"
     case mcpRestart = "mcp.restart"
     case usageSummary = "usage.summary"
+    case conversationCompact = "conversation.compact"
+    case conversationUncompact = "conversation.uncompact"
 }
 
 /// A notification the daemon sends.
@@ -59,6 +61,16 @@ public enum RPCNotification: String, CaseIterable, Sendable {
     case toolProgress = "tool.progress"
     /// A piece of a reply's reasoning (the model's thinking before or between its answers).
     case messageReasoning = "message.reasoning"
+    /// A summary of the conversation is being written (`conversation.compact`, or before a reply).
+    case compactionStarted = "compaction.started"
+    /// A piece of the summary's text.
+    case compactionDelta = "compaction.delta"
+    /// The summary is stored and in force.
+    case compactionCompleted = "compaction.completed"
+    /// The summary failed or was cancelled: nothing was stored.
+    case compactionFailed = "compaction.failed"
+    /// The summary in force ended (`conversation.uncompact`, or an edit inside its range).
+    case compactionUndone = "compaction.undone"
 }
 
 /// Who wrote a message. Logs hold `user`, `assistant` and `tool` (a tool's result); `system`

@@ -81,6 +81,27 @@ extension Settings {
                               contextTokens: section.context_tokens, tools: toolNames)
         profile.takesImages = section.vision
         profile.options = options
+        profile.compaction = try compactionSettings(section, provider: provider)
         return profile
+    }
+}
+
+extension Settings {
+    /// `compact_model`, `compact_prompt` and `compact_at`: a summary before a reply needs a budget to measure against.
+    static func compactionSettings(_ section: ConfigFile.ProfileSection, provider: Provider) throws(ConfigError) -> CompactionSettings {
+        let table = section.table
+        if let model = section.compact_model, model.isEmpty || model.count > 200 || model.contains(where: \.isWhitespace) {
+            throw table.error("compact_model", "must be 1 to 200 characters without spaces")
+        }
+        if let prompt = section.compact_prompt, prompt.trimmingWhitespace.isEmpty {
+            throw table.error("compact_prompt", "must not be empty")
+        }
+        if let at = section.compact_at {
+            guard at > 0, at < 1 else { throw table.error("compact_at", "must be a fraction of context_tokens, above 0 and below 1, not \(at)") }
+            guard section.context_tokens ?? provider.config.contextTokens != nil else {
+                throw table.error("compact_at", "needs context_tokens (in the profile or its provider): it is a fraction of it")
+            }
+        }
+        return CompactionSettings(model: section.compact_model, prompt: section.compact_prompt, at: section.compact_at)
     }
 }

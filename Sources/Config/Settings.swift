@@ -102,6 +102,9 @@ struct ConfigFile {
         var tools: [String]?
         var vision: Bool?
         var reasoning: ReasoningKeys
+        var compact_model: String?
+        var compact_prompt: String?
+        var compact_at: Double?
     }
     /// One `[tools.NAME]` table, with the table itself for errors at its keys' lines.
     struct ToolSection {
@@ -229,7 +232,10 @@ struct ConfigFile {
                 context_tokens: try table.contextTokens(),
                 tools: try table.strings("tools"),
                 vision: try table.boolean("vision"),
-                reasoning: try table.reasoningKeys())
+                reasoning: try table.reasoningKeys(),
+                compact_model: try table.string("compact_model"),
+                compact_prompt: try table.string("compact_prompt"),
+                compact_at: try table.number("compact_at"))
         } ?? []
         default_profile = try root.string("default_profile")
         tools = try root.tables("tools") { (name: String, table: inout ConfigTable) throws(ConfigError) in

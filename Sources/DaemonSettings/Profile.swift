@@ -29,6 +29,10 @@ public struct Profile: Sendable, Equatable {
     /// `reasoning_format`, `thinking_budget`, `thinking`, `max_tokens_field` and `extra_body`,
     /// over its provider's.
     public var options = RequestOptions()
+    /// Summaries (`conversation.compact`): the model that writes them (nil: the conversation's),
+    /// the prompt that asks for them (nil: confab's own), and the share of `context_tokens` a
+    /// reply's request may reach before a summary is made first (nil: never by itself).
+    public var compaction = CompactionSettings()
 
     public init(name: String, provider: String, model: String? = nil, system: String? = nil,
                 params: SamplingParameters = SamplingParameters(), welcome: [String] = [], quickReplies: [String] = [],
@@ -63,4 +67,18 @@ public struct ProfileTable: Sendable, Equatable {
 
     /// Sorted by name, for listings.
     public var sorted: [Profile] { profiles.values.sorted { $0.name < $1.name } }
+}
+
+/// A profile's `compact_model`, `compact_prompt` and `compact_at`.
+public struct CompactionSettings: Sendable, Equatable {
+    public var model: String?
+    public var prompt: String?
+    /// A fraction of `context_tokens`, above 0 and below 1.
+    public var at: Double?
+
+    public init(model: String? = nil, prompt: String? = nil, at: Double? = nil) {
+        self.model = model
+        self.prompt = prompt
+        self.at = at
+    }
 }

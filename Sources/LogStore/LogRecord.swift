@@ -28,6 +28,11 @@ public enum LogRecord: Equatable, Sendable {
     case shared(ConversationShare)
     /// The owner takes a user's share away.
     case unshared(uid: UInt32)
+    /// A summary stands for a range of messages in what the model is sent from now on
+    /// (`conversation.compact`); the messages stay. Replaces any compaction in force.
+    case compaction(Compaction)
+    /// The compaction in force ends: the model is sent the whole history again.
+    case uncompaction
 
     public static let formatVersion = 1
 
@@ -61,6 +66,8 @@ public enum LogRecord: Equatable, Sendable {
         case .shared(let share):
             object = ["type": "share", "uid": .int(Int(share.uid)), "login": .string(share.login), "role": .string(share.role.rawValue)]
         case .unshared(let uid): object = ["type": "unshare", "uid": .int(Int(uid))]
+        case .compaction(let compaction): object = Self.compactionRecord(compaction)
+        case .uncompaction: object = ["type": "uncompaction"]
         }
         object["v"] = .int(Self.formatVersion)
         object["at"] = .string(time.description)
@@ -143,6 +150,9 @@ public enum LogRecord: Equatable, Sendable {
         case "unshare":
             guard let uid = json["uid"]?.int, let id = UInt32(exactly: uid) else { return nil }
             self = .unshared(uid: id)
+        case "compaction", "uncompaction":
+            guard let record = Self.compactionRecord(type: type, json) else { return nil }
+            self = record
         default:
             return nil
         }
@@ -232,6 +242,8 @@ public struct ReplayedConversation: Sendable {
     public var interruptedReplies: [Message]
     /// Regenerated replies recorded (`superseded` … `by`) that never started: they are owed.
     public var owedReplies: [String] = []
+    /// The summary in force: the last `compaction` record not ended by an `uncompaction`.
+    public var compaction: Compaction? = nil
     /// The same records folded for the conversation list.
     public var summary: LogSummary
 }
@@ -304,6 +316,10 @@ public enum Replay {
             case .title(let title): state.title = title
             case .settings(let settings): state.header.apply(settings)
             case .shared, .unshared: continue  // folded by the summary: the list needs them without the messages
+            case .compaction(var compaction):
+                compaction.created = compaction.created ?? at
+                state.compaction = compaction
+            case .uncompaction: state.compaction = nil
             case .superseded(let id, let by):
                 if let position = index[id] { state.messages[position].supersededBy = by }
                 if index[by] == nil { owed.insert(by) }

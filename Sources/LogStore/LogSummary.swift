@@ -69,7 +69,7 @@ public struct LogSummary: Equatable, Sendable {
         self.fold = nil
         if let time, time > updated { updated = time }
         switch record {
-        case .header, .replyText, .replyReasoning: break
+        case .header, .replyText, .replyReasoning, .compaction, .uncompaction: break
         case .title(let title): self.title = title
         case .settings(let settings): header.apply(settings)
         case .shared(let share): shares = shares.sharing(share)

@@ -144,6 +144,9 @@ public struct ConversationView: Sendable {
         case .toolProgress:
             // The page shows a call's result once it ends.
             return []
+        case .compactionStarted, .compactionDelta, .compactionCompleted, .compactionFailed, .compactionUndone:
+            // The page does not show summaries yet: every message stays on it as it is.
+            return []
         }
     }
 

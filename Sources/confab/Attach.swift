@@ -121,6 +121,8 @@ final class AttachSession {
     var newestTool: String?
     /// Replies whose replacement was said already: a whole chain is replaced at once.
     var announcedReplaced: Set<String> = []
+    /// The summary in force, shown as one line where it stands (`/summary` prints it).
+    var compaction: Compaction?
     /// Files `/attach` read, which the next message sent carries (`AttachFiles.swift`).
     var pendingFiles: [FileAttachment] = [] {
         // The input line's prompt says the next message carries files.
@@ -248,6 +250,7 @@ final class AttachSession {
         toolMessageOfCall = [:]
         newestTool = nil
         announcedReplaced = []
+        compaction = result.compaction
         showHistory(result.messages, newest: result.pending == nil)
         followInFlight(result)
     }
@@ -401,6 +404,7 @@ final class AttachSession {
         noteMessages(of: event)
         // How far a running call is: its line on the status row, nothing in the transcript.
         if case .toolProgress(let progress) = event { return transcript.toolProgress(progress) }
+        if compactionEvent(event) { return }
         // A reply's own events go to its follower, which says what to show.
         if let sequence = follow(event) {
             for step in followers[sequence]?.take(event) ?? [] { show(step, of: sequence) }

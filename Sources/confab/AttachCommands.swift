@@ -77,6 +77,15 @@ extension AttachSession {
         SlashCommand(["fork"], "/fork [MSG]", "copy the conversation (up to message MSG) into a new one") { session, _, argument throws(Failure) in
             try session.forkCommand(argument)
         },
+        SlashCommand(["compact"], "/compact [FOCUS]", "summarise the conversation so far: replies are sent the summary instead") { session, name, argument throws(Failure) in
+            try session.compactCommand(name, argument)
+        },
+        SlashCommand(["summary"], "/summary", "print the summary in force") { session, name, argument throws(Failure) in
+            try session.compactCommand(name, argument)
+        },
+        SlashCommand(["uncompact"], "/uncompact", "undo the summary: replies are sent every message again") { session, name, argument throws(Failure) in
+            try session.compactCommand(name, argument)
+        },
         SlashCommand(["thinking"], "/thinking [ID]", "the thought of the reply in flight (or of reply ID, such as m4)") { session, _, argument throws(Failure) in
             try session.showThought(argument.isEmpty ? nil : argument)
         },
@@ -282,8 +291,11 @@ extension AttachSession {
         // A reply replaced is replaced whole, whether or not each of its steps says so.
         let replacedReplies = Set(messages.filter { $0.supersededBy != nil && !ToolLines.isStep($0.id) }.map(head))
         let shown = messages.filter { $0.supersededBy == nil && !(ToolLines.isStep($0.id) && replacedReplies.contains(head($0))) }
+        let summaryAfter = compaction.flatMap { MessageID.order(of: $0.last) }
+        if let summaryAfter, let compaction, let first = shown.first, first.order > summaryAfter { transcript.rule(compaction.line) }
         for (index, message) in shown.enumerated() {
             transcript.message(message)
+            if let compaction, message.id == compaction.last { transcript.rule(compaction.line) }
             // Offered only under the newest message: once answered they are history.
             if newest, index == shown.count - 1, let replies = message.quickReplies, !replies.isEmpty {
                 offered = replies

@@ -51,7 +51,7 @@ struct Confab: ParsableCommand {
             """,
         version: ProtocolVersion.confabVersion,
         subcommands: [New.self, List.self, Ask.self, Attach.self, Show.self, Export.self, AttachmentCommand.self, Rename.self, Configure.self, Remove.self, Cancel.self, Status.self,
-                      Retry.self, ContinueReply.self, Fork.self, Search.self, ModelsCommand.self, Profiles.self, ToolsCommand.self, Share.self, Unshare.self,
+                      Retry.self, ContinueReply.self, Fork.self, Compact.self, Uncompact.self, Search.self, ModelsCommand.self, Profiles.self, ToolsCommand.self, Share.self, Unshare.self,
                       ShellInit.self, ShellKey.self, Completions.self, Web.self, Wait.self, UsageCommand.self])
 
     static func main() {

@@ -175,6 +175,7 @@ struct Show: ClientCommand {
         // Each reply's cost where the config gives prices (the owner's to ask; others see none).
         let usage = try? connection.call(UsageCall.self, UsageParams(by: .message, conversation: conversation))
         let costs = Dictionary((usage?.rows ?? []).compactMap { row in row.cost.map { (row.key, $0) } }, uniquingKeysWith: { a, _ in a })
+        let compaction = try compactionInForce(connection, conversation)
         var out = "\(SafeText.singleLine(info.title)) (\(conversation)) · "
             + Words.count(messages.count, "message")
             + (usage.map { $0.total.cost == nil ? "" : " · cost " + UsageCommand.costCell($0.total) } ?? "") + "\n"
@@ -196,6 +197,7 @@ struct Show: ClientCommand {
             if message.role == .assistant, message.status == .complete, message.isCutAtLengthLimit, message.supersededBy == nil {
                 out += Transcript.lengthLimitMarker(conversation: conversation, mayContinue: mayContinue) + "\n"
             }
+            if let compaction, message.id == compaction.last { out += "\n" + compaction.line + "\n" }
         }
         Out.stdout(out)
     }
@@ -271,6 +273,7 @@ struct Export: ClientCommand {
         let conversation = try connection.resolveConversation(id)
         let info = try connection.call(GetCall.self, ConversationTarget(conversation: conversation)).conversation
         let messages = try wholeHistory(connection, conversation)
+        let compaction = format == .markdown ? try compactionInForce(connection, conversation) : nil
         var out: String
         switch format {
         case .json:
@@ -305,6 +308,7 @@ struct Export: ClientCommand {
                 if !calls.isEmpty {
                     out += "\n" + calls.map { "- " + ToolCallFormat.call(name: $0.name, arguments: $0.arguments, width: Int.max / 2) + "\n" }.joined()
                 }
+                if let compaction, message.id == compaction.last { out += "\n" + compaction.line + "\n" }
             }
         }
         // Into a file or a pipe, exactly the data; on a terminal, nothing that drives it.

@@ -308,6 +308,12 @@ final class Transcript {
         whenFree(text) { [weak self] in self?.notice(text) }
     }
 
+    /// A line of ours across the transcript (where a summary stands), quietly.
+    func rule(_ text: String) {
+        breakLine()
+        emit(styled(TextRows.wrapped(SafeText.singleLine(text), width: width, indent: 3), .quiet) + "\n")
+    }
+
     /// `-- text --`, quietly.
     func notice(_ text: String) {
         breakLine()

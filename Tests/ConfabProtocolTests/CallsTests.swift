@@ -20,6 +20,11 @@ final class CallsTests: XCTestCase {
                 attachments: [Attachment(name: "a.txt", type: .text, size: 3, sha256: String(repeating: "a", count: 64))])
     }
 
+    private var compaction: Compaction {
+        Compaction(first: "m1", last: "m4.2", summary: "they \"agreed\"\n", model: "m", provider: "default",
+                   usage: Usage(promptTokens: 10, completionTokens: 4, totalTokens: 14), focus: "f", automatic: true, created: time)
+    }
+
     private var server: ListedServer { ListedServer(name: "files", transport: .stdio, state: .failed, error: "gone", pid: 42, tools: 1) }
 
     /// A params value and a result value of the method, every optional field set.
@@ -54,10 +59,11 @@ final class CallsTests: XCTestCase {
         case .conversationAttach:
             let clients = [ClientInfo(id: "c2", uid: 1001, login: "bob", name: "Bob", client: "confab-attach", link: "l1")]
             return (AttachParams(conversation: id, history: 200, quiet: true),
-                    AttachResult(conversation: info, messages: [message], pending: message, tools: [message], clients: clients))
+                    AttachResult(conversation: info, messages: [message], pending: message, tools: [message], clients: clients,
+                                 compaction: compaction))
         case .conversationDetach: return (ConversationTarget(conversation: id), DetachResult(detached: true))
         case .conversationHistory:
-            return (HistoryParams(conversation: id, before: "m9", limit: 10), HistoryResult(messages: [message], more: true))
+            return (HistoryParams(conversation: id, before: "m9", limit: 10), HistoryResult(messages: [message], more: true, compaction: compaction))
         case .messageSend:
             return (SendParams(conversation: id, content: "hello", attachments: [AttachmentRef(name: "a.txt", sha256: String(repeating: "b", count: 64))]),
                     SendResult(message: message, reply: "m2"))
@@ -76,6 +82,8 @@ final class CallsTests: XCTestCase {
         case .profilesList:
             return (NoParams(), ProfilesListResult(profiles: [ListedProfile(name: "p", provider: "default", model: "m", system: "s",
                                                                             params: SamplingParameters(seed: 1), isDefault: true)]))
+        case .conversationCompact: return (CompactParams(conversation: id, focus: "the plan"), CompactResult(compaction: compaction))
+        case .conversationUncompact: return (ConversationTarget(conversation: id), UncompactResult(uncompacted: compaction))
         case .toolApprove: return (ApproveParams(conversation: id, call: "call_1", allow: true), ApproveResult(call: "call_1", allowed: true))
         case .conversationShare:
             return (ShareParams(conversation: id, uid: 1001, login: "bob", role: .write), ShareResult(conversation: info, allowed: true))

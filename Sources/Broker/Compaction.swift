@@ -1,0 +1,377 @@
+import ConfabProtocol
+import DaemonSettings
+import LogStore
+import ServiceSettings
+import Upstream
+
+/// Compaction: a summary, written by a model, stands for the older messages in what the model is
+/// sent, while the log, the history, export and search keep every message. It is a record
+/// (`compaction`) naming the range it covers, ended by another (`uncompaction`); nothing is
+/// rewritten. One summary is written at a time per conversation, as a job every attached client
+/// follows (`compaction.started`, `.delta`, `.completed`, `.failed`); a job that fails or is
+/// cancelled stores nothing.
+final class CompactionJob {
+    /// The range it covers, and the messages of it that were current when it started: should any
+    /// of them be replaced before it ends, its summary would describe another conversation.
+    let first: String
+    let last: String
+    let covered: [String]
+    let model: String
+    let focus: String?
+    let automatic: Bool
+    var text = ""
+    var stream: (any UpstreamCall)?
+    /// Where it ends: `Result` of a stored summary, or why there is none.
+    let done: (Result<Compaction, CompactionFailure>) -> Void
+    private(set) var isOver = false
+
+    init(first: String, last: String, covered: [String], model: String, focus: String?, automatic: Bool,
+         done: @escaping (Result<Compaction, CompactionFailure>) -> Void) {
+        self.first = first
+        self.last = last
+        self.covered = covered
+        self.model = model
+        self.focus = focus
+        self.automatic = automatic
+        self.done = done
+    }
+
+    /// Stops the request; its handler hears nothing more.
+    func stop() {
+        isOver = true
+        stream?.cancel()
+        stream = nil
+    }
+}
+
+/// Why no summary was stored.
+enum CompactionFailure: Error {
+    case failed(MessageError)
+    case cancelled(by: ClientInfo?)
+    /// The conversation was deleted meanwhile.
+    case deleted
+
+    var reason: String {
+        switch self {
+        case .failed(let error): error.logText
+        case .cancelled: "the summary was cancelled"
+        case .deleted: "the conversation was deleted"
+        }
+    }
+}
+
+extension Compaction {
+    /// confab's own summary prompt; a profile's `compact_prompt` replaces it. The focus hint
+    /// goes after either.
+    static let defaultPrompt = """
+        Summarise the conversation above so that it can go on from your summary alone: the messages \
+        it covers will not be sent again. Keep every decision made, every fact established (names, \
+        numbers, paths, code that matters) and every question still open. Be brief. Write the summary \
+        only, with no preamble.
+        """
+
+    /// How the summary is sent to the model: a user turn of its own, before the messages after
+    /// the range (joined to the first of them when that is a user turn, as any two user turns
+    /// in a row are).
+    var contextText: String { "Summary of the earlier conversation (\(first)…\(last)):\n\n\(summary)" }
+
+    /// `m1…m40`, as a reply's `context.summarised` names it.
+    var rangeName: String { "\(first)…\(last)" }
+}
+
+extension Conversation {
+    /// The request's turns for a reply: with a summary in force whose range ends before the
+    /// reply, the system prompt, the summary, then the turns after the range.
+    func compactedContext(before reply: String) -> [ChatMessage] {
+        guard let compaction, let replyOrder = MessageID.order(of: reply), let lastOrder = MessageID.order(of: compaction.last),
+              replyOrder > lastOrder
+        else { return Self.context(of: messages, system: system, before: reply, provider: provider, model: model) }
+        let after = messages.filter { $0.order > lastOrder }
+        var context = Self.context(of: after, system: system, before: reply, provider: provider, model: model)
+        let position = context.first?.role == .system ? 1 : 0
+        let summary = compaction.contextText
+        if position < context.count, context[position].role == .user {
+            let next = context[position]
+            context[position] = ChatMessage(role: .user, content: next.content.isEmpty ? summary : summary + "\n\n" + next.content,
+                                            attachments: next.attachments)
+        } else {
+            context.insert(ChatMessage(role: .user, content: summary), at: position)
+        }
+        return context
+    }
+
+    /// The messages a new summary would cover: the current ones before `limit` (all when nil),
+    /// ending where the next current message is a user message or nothing follows, so a tool
+    /// call and its result are never on two sides of it. A summary in force is folded in: the
+    /// new one starts where it started. Nil when nothing lies past the summary in force.
+    func compactionRange(before limit: MessageOrder? = nil) -> (first: String, last: String, covered: [Message])? {
+        let current = self.current
+        var candidates = current.filter { limit == nil || $0.order < limit! }
+        while let last = candidates.last {
+            let next = current.first { $0.order > last.order }
+            if next == nil || next?.role == .user { break }
+            candidates.removeLast()
+        }
+        guard let last = candidates.last, let first = candidates.first else { return nil }
+        if let compaction, compaction.covers(last.id) { return nil }
+        return (compaction?.first ?? first.id, last.id, candidates)
+    }
+
+    /// Whether a summary is in force that covers `id`.
+    func compactionCovers(_ id: String) -> Bool { compaction?.covers(id) ?? false }
+}
+
+extension ReplyRunner {
+    /// The model a conversation's summaries are written by: its profile's `compact_model`, else its own.
+    func compactionModel(of conversation: Conversation) -> String {
+        conversation.profile.flatMap { profiles[$0]?.compaction.model } ?? conversation.model
+    }
+
+    /// The summary request: the context up to the end of the range as a reply there would be sent
+    /// it (a summary in force included), then the summary prompt as a user turn.
+    func compactionRequest(in conversation: Conversation, last: String, focus: String?) -> ChatRequest {
+        let lastOrder = MessageID.order(of: last) ?? MessageOrder(sequence: 0)
+        var context = conversation.compactedContext(before: MessageID.make(lastOrder.sequence + 1))
+        // Files are named, not sent: the summary is of what was said.
+        for index in context.indices {
+            for file in context[index].attachments.indices {
+                context[index].attachments[file].content = .line("[file \(context[index].attachments[file].name)]")
+            }
+        }
+        var prompt = conversation.profile.flatMap { profiles[$0]?.compaction.prompt } ?? Compaction.defaultPrompt
+        if let focus, !focus.isEmpty { prompt += "\n\nAbove all, keep what concerns: \(focus)" }
+        if let lastTurn = context.last, lastTurn.role == .user, lastTurn.toolCalls.isEmpty {
+            context[context.count - 1] = ChatMessage(role: .user, content: lastTurn.content + "\n\n" + prompt, attachments: lastTurn.attachments)
+        } else {
+            context.append(ChatMessage(role: .user, content: prompt))
+        }
+        var request = ChatRequest(model: compactionModel(of: conversation), messages: context)
+        let provider = providers[conversation.provider]
+        request.reasoningPassBack = provider?.config.reasoningPassBack ?? .toolCalls
+        request.params = SamplingParameters(temperature: provider?.config.temperature, maxTokens: provider?.config.maxTokens,
+                                            reasoningEffort: provider?.config.reasoningEffort)
+            .overridden(by: conversation.params)
+        request.options = (provider?.config.options ?? RequestOptions())
+            .overridden(by: conversation.profile.flatMap { profiles[$0]?.options } ?? RequestOptions())
+        request.toolCallTurnContent = .empty
+        return request
+    }
+
+    /// Writes a summary of `range` for the conversation, as a job every attached client follows,
+    /// and stores it; `done` hears how it ended (nothing is stored unless it succeeded).
+    func startCompaction(in conversation: Conversation, range: (first: String, last: String, covered: [Message]), focus: String?,
+                         automatic: Bool, by client: ClientInfo?, done: @escaping (Result<Compaction, CompactionFailure>) -> Void) {
+        let model = compactionModel(of: conversation)
+        let job = CompactionJob(first: range.first, last: range.last, covered: range.covered.map(\.id), model: model, focus: focus,
+                                automatic: automatic, done: done)
+        conversation.compacting = job
+        conversation.broadcast(.compactionStarted(by: client, automatic: automatic))
+        logger.info("conversation=\(conversation.id) compaction of \(range.first)…\(range.last) started" + (automatic ? " (compact_at)" : "")
+            + " model=\(model)")
+        guard let provider = providers[conversation.provider] else {
+            return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .notConfigured,
+                message: "no provider \"\(conversation.provider)\" in the config: this conversation's replies come from it"))))
+        }
+        var request = compactionRequest(in: conversation, last: range.last, focus: focus)
+        if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
+        if let contextTokens = contextTokens(of: conversation) {
+            let budget = ContextBudget(contextTokens: contextTokens, maxTokens: request.params.maxTokens, ratio: conversation.contextRatio ?? 1)
+            switch budget.fit(request.messages, sendsReasoning: request.reasoningPassBack != .none) {
+            case .success(let fitted): request.messages = fitted.messages
+            case .failure(.tooLarge(let needed, let available)):
+                return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .contextTooLarge,
+                    message: "the summary request needs about \(needed) tokens; this conversation's context_tokens is \(available)"))))
+            }
+        }
+        job.stream = upstream.startReply(request, from: provider) { [unowned self] event in
+            guard !job.isOver else { return }
+            switch event {
+            case .text(let text):
+                job.text += text
+                conversation.broadcast(.compactionDelta(content: text))
+            case .reasoning, .reasoningItem: break
+            case .finished(_, let usage, let serverError, _, _):
+                job.stream = nil
+                if let error = serverError.map(secrets.redacting) {
+                    return endCompaction(job, in: conversation, .failure(.failed(error)))
+                }
+                let summary = job.text.trimmingBlankEnds
+                guard !summary.isEmpty else {
+                    return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .upstreamProtocol,
+                        message: "the model wrote no summary"))))
+                }
+                let used = usage ?? Usage.estimate(prompt: request.messages.map(\.estimatedText), completion: job.text)
+                store(Compaction(first: job.first, last: job.last, summary: summary, model: job.model, provider: conversation.provider,
+                                 usage: used, focus: focus, automatic: automatic), of: job, in: conversation)
+            }
+        }
+    }
+
+    /// `generation.cancel` while a summary is written: it stops, and nothing is stored.
+    func cancelCompaction(in conversation: Conversation, by client: ClientInfo?) -> Bool {
+        guard let job = conversation.compacting, !job.isOver, job.stream != nil else { return false }
+        endCompaction(job, in: conversation, .failure(.cancelled(by: client)))
+        return true
+    }
+
+    /// The conversation is deleted: the summary stops, and whoever asked for it is answered.
+    func abandonCompaction(in conversation: Conversation) {
+        guard let job = conversation.compacting else { return }
+        conversation.compacting = nil
+        job.stop()
+        job.done(.failure(.deleted))
+    }
+
+    /// Stores the summary if the messages it covers are still the conversation's.
+    private func store(_ compaction: Compaction, of job: CompactionJob, in conversation: Conversation) {
+        let replaced = job.covered.filter { id in conversation.messages.first { $0.id == id }?.supersededBy != nil }
+        guard replaced.isEmpty else {
+            return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .storage,
+                message: "\(replaced[0]) was replaced while its summary was written: nothing was stored"))))
+        }
+        conversation.log.append([.compaction(compaction)]) { [unowned self] error in
+            guard !job.isOver else { return }
+            if let error {
+                logger.error("conversation=\(conversation.id) cannot store compaction: \(error)")
+                return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .storage,
+                    message: "cannot write the log: \(error)"))))
+            }
+            var stored = compaction
+            stored.created = .now()
+            conversation.compaction = stored
+            endCompaction(job, in: conversation, .success(stored))
+        }
+    }
+
+    /// The job is over: clients are told, and whoever waited for it hears.
+    private func endCompaction(_ job: CompactionJob, in conversation: Conversation, _ result: Result<Compaction, CompactionFailure>) {
+        job.stop()
+        if conversation.compacting === job { conversation.compacting = nil }
+        guard !conversation.isDeleted else { return }
+        switch result {
+        case .success(let compaction):
+            logger.info("conversation=\(conversation.id) compaction of \(compaction.rangeName) stored tokens=\(compaction.tokens)")
+            conversation.broadcast(.compactionCompleted(compaction))
+        case .failure(.cancelled(let by)):
+            logger.info("conversation=\(conversation.id) compaction cancelled")
+            conversation.broadcast(.compactionFailed(error: nil, cancelledBy: by))
+        case .failure(.failed(let error)):
+            logger.warning("conversation=\(conversation.id) compaction failed: \(error.logText)")
+            conversation.broadcast(.compactionFailed(error: error, cancelledBy: nil))
+        case .failure(.deleted):
+            break
+        }
+        job.done(result)
+    }
+
+    /// Before a new reply whose request would pass its profile's `compact_at`: a summary is
+    /// written first and the reply waits for it (true). Its outcome is kept on the reply, which
+    /// then starts again: with the summary, or trimmed as without one, saying why.
+    func compactsFirst(_ reply: Reply, in conversation: Conversation, request: ChatRequest) -> Bool {
+        guard reply.continued == nil, reply.toolRounds == 0, !reply.compactionTried, conversation.compacting == nil,
+              let at = conversation.profile.flatMap({ profiles[$0]?.compaction.at }), let contextTokens = contextTokens(of: conversation)
+        else { return false }
+        let budget = ContextBudget(contextTokens: contextTokens, maxTokens: request.params.maxTokens, ratio: conversation.contextRatio ?? 1)
+        let estimated = budget.estimate(request.messages, sendsReasoning: request.reasoningPassBack != .none)
+        guard Double(estimated) > at * Double(contextTokens),
+              let question = conversation.current.last(where: { $0.role == .user && $0.order < reply.message.order }),
+              let range = conversation.compactionRange(before: question.order)
+        else { return false }
+        reply.compactionTried = true
+        logger.info("conversation=\(conversation.id) reply=\(reply.message.id) context of about \(estimated) tokens passes compact_at"
+            + " \(at) of \(contextTokens): summarising first")
+        startCompaction(in: conversation, range: range, focus: nil, automatic: true, by: nil) { [unowned self] result in
+            guard !reply.isOver, conversation.active === reply else { return }
+            if case .failure(let failure) = result { reply.compactionFailure = failure.reason }
+            startTurn(of: reply, in: conversation)
+        }
+        return true
+    }
+
+    /// What the reply's `context` says of a summary: the range it stands for, or why the one it
+    /// waited for was not made.
+    func noteCompaction(in context: inout ContextInfo?, of reply: Reply, in conversation: Conversation) {
+        guard context != nil else { return }
+        if let compaction = conversation.compaction, !compaction.covers(reply.message.id) { context?.summarised = compaction.rangeName }
+        context?.compactionFailed = reply.compactionFailure
+    }
+}
+
+extension Broker {
+    /// `conversation.compact`: answered once the summary is stored (or failed).
+    func compact(_ conversation: Conversation, _ params: CompactParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        guard conversation.compacting == nil else { throw .conflict("a summary of this conversation is being written already") }
+        guard conversation.isSettled else {
+            throw .conflict("cannot compact while a reply is in progress or queued: wait for it or cancel it (generation.cancel)")
+        }
+        if let focus = params.focus, focus.utf8.count > 4096 { throw .invalidParams("parameter \"focus\" is over 4096 bytes") }
+        guard let range = conversation.compactionRange() else {
+            throw .conflict(conversation.compaction == nil ? "nothing to compact: the conversation has no messages yet"
+                            : "nothing to compact: no message came after the summary in force")
+        }
+        let focus = params.focus.flatMap { $0.trimmingBlankEnds.isEmpty ? nil : $0.trimmingBlankEnds }
+        replies.startCompaction(in: conversation, range: range, focus: focus, automatic: false, by: client.info) { result in
+            switch result {
+            case .success(let compaction): respond(.success(CompactResult(compaction: compaction).json))
+            case .failure(.cancelled): respond(.failure(.conflict("the summary was cancelled: nothing was stored")))
+            case .failure(.deleted): respond(.failure(.notFound("no conversation \(conversation.id): it was deleted while its summary was written")))
+            case .failure(.failed(let error)):
+                respond(.failure(RPCError(code: RPCError.upstreamFailed, message: "no summary was stored: " + error.message, data: error.json)))
+            }
+        }
+    }
+
+    /// `conversation.uncompact`: the summary in force ends; the model is sent every message again.
+    func uncompact(_ conversation: Conversation, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+        guard let compaction = conversation.compaction else { throw .conflict("nothing to undo: no summary is in force") }
+        guard conversation.compacting == nil else { throw .conflict("a summary is being written: cancel it (generation.cancel) first") }
+        conversation.log.append([.uncompaction]) { [unowned self] error in
+            if let error {
+                return respond(.failure(RPCError(code: RPCError.storageFailed, message: "storage failed, the summary stays: \(error)")))
+            }
+            guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
+            guard conversation.compaction == compaction else { return respond(.failure(.conflict("the summary changed meanwhile"))) }
+            conversation.compaction = nil
+            logger.info("conversation=\(conversation.id) compaction of \(compaction.rangeName) undone client=\(client.id)")
+            respond(.success(UncompactResult(uncompacted: compaction).json))
+            conversation.broadcast(.compactionUndone(compaction, by: client.info))
+        }
+    }
+
+    /// A revision of a message the summary in force covers (an edit, a regenerated or continued
+    /// reply) ends the summary: the record to write with it, if so.
+    func uncompactionRecords(revising id: String, in conversation: Conversation) -> [LogRecord] {
+        conversation.compactionCovers(id) ? [.uncompaction] : []
+    }
+
+    /// After such records are stored: the summary is no longer in force, and clients are told.
+    func uncompacted(by records: [LogRecord], in conversation: Conversation) {
+        guard records.contains(.uncompaction), let compaction = conversation.compaction else { return }
+        conversation.compaction = nil
+        logger.info("conversation=\(conversation.id) compaction of \(compaction.rangeName) ended by a revision inside it")
+        conversation.broadcast(.compactionUndone(compaction, by: nil))
+    }
+
+    /// The summary a fork copies: the one in force, when the fork ends after its range, with its
+    /// ids renumbered as the fork's messages are.
+    static func forkedCompaction(_ compaction: Compaction?, at last: Message, renumbered: [Int: Int]) -> Compaction? {
+        guard var compaction, !compaction.covers(last.id) || compaction.last == last.id,
+              let firstOrder = MessageID.order(of: compaction.first), let lastOrder = MessageID.order(of: compaction.last) else { return nil }
+        guard let first = renumbered.filter({ $0.key >= firstOrder.sequence }).min(by: { $0.key < $1.key })?.value,
+              let lastSequence = renumbered[lastOrder.sequence] else { return nil }
+        compaction.first = MessageID.make(first)
+        compaction.last = MessageID.make(lastSequence, step: lastOrder.step)
+        compaction.created = nil
+        return compaction
+    }
+}
+
+extension String {
+    /// Without the white space at either end.
+    var trimmingBlankEnds: String {
+        let scalars = unicodeScalars
+        guard let start = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+              let end = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        return String(scalars[start...end])
+    }
+}
