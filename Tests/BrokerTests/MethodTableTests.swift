@@ -40,7 +40,7 @@ final class MethodTableTests: XCTestCase {
         defer { b.broker.isStopping = false }
         let refused = RPCMethod.allCases.filter { MethodRow.of($0).refusedWhileStopping }
         XCTAssertEqual(Set(refused), [.conversationCreate, .messageSend, .messageRegenerate, .messageEdit, .messageContinue,
-                                      .conversationFork, .conversationSearch, .modelsList, .blobPut])
+                                      .conversationFork, .conversationSearch, .modelsList, .blobPut, .conversationCompact])
         for method in refused {
             XCTAssertThrowsError(try b.call(method, params(method, conversation: id)), method.rawValue) { error in
                 XCTAssertEqual((error as? InProcessBroker.Refused)?.code, RPCError.shuttingDown, "\(method.rawValue): \(error)")
@@ -71,7 +71,7 @@ final class MethodTableTests: XCTestCase {
 
     func testEveryMethodOnAConversationWithoutOneAnswersTheSameInvalidParams() throws {
         let targeted = RPCMethod.allCases.filter { MethodRow.of($0).isAboutOneConversation }
-        XCTAssertEqual(targeted.count, 17)
+        XCTAssertEqual(targeted.count, 19)
         for method in targeted {
             var params = params(method, conversation: "")
             params = .object((params.object ?? [:]).filter { $0.key != "conversation" })

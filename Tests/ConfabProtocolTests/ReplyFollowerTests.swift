@@ -219,6 +219,7 @@ final class ReplyFollowerTests: XCTestCase {
         let call = ToolCall(id: "call_1", name: "weather", arguments: "{}")
         let info = ConversationInfo(id: conversation, title: "t", created: created, updated: created, model: "m", system: nil, messageCount: 2)
         let error = MessageError(code: .rateLimited, message: "slow down", status: 429)
+        let summary = Compaction(first: "m1", last: "m2", summary: "They said hi.", model: "m")
         let events: [ConversationEvent] = [
             .messageCreated(message("m1", .user, "hi", .complete)), .messageDelta(message: "m2", content: "x"),
             .messageReasoning(message: "m2", content: "hmm"),
@@ -234,6 +235,8 @@ final class ReplyFollowerTests: XCTestCase {
             .conversationUpdated(info), .conversationDeleted, .clientAttached(client), .clientDetached(client),
             .conversationUnshared(by: client),
             .toolProgress(ToolProgress(message: "m2.1", call: "call_1", tool: "weather", progress: 1, total: 2, text: "half")),
+            .compactionStarted(by: client, automatic: false), .compactionDelta(content: "so far"),
+            .compactionCompleted(summary), .compactionFailed(error: error, cancelledBy: nil), .compactionUndone(summary, by: client),
         ]
         XCTAssertEqual(Set(events.map(\.kind)).count + 1, RPCNotification.allCases.count, "every notification but server.stopping")
         for notification in events.map({ ServerNotification.conversation(conversation, $0) }) + [.serverStopping(reason: "SIGTERM")] {
