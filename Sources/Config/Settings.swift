@@ -169,144 +169,17 @@ struct ConfigFile {
     /// Unknown keys are errors: a typo should not silently leave a default in place.
     init(_ document: TOMLTable, file: String) throws(ConfigError) {
         var root = ConfigTable(file: file, table: document)
-        upstream = try root.table("upstream") { (table: inout ConfigTable) throws(ConfigError) in
-            // Read by the provider reader as [providers.NAME] is (Settings.provider): the same
-            // checks, messages and lines. Only these keys: the rest are unknown keys here.
-            let base_url = try table.string("base_url"), model = try table.string("model")
-            let api_key = try table.string("api_key"), api_key_file = try table.string("api_key_file")
-            let timeout_seconds = try table.integer("timeout_seconds")
-            let connect_timeout_seconds = try table.integer("connect_timeout_seconds")
-            let temperature = try table.number("temperature"), max_tokens = try table.integer("max_tokens")
-            let max_retries = try table.integer("max_retries"), context_tokens = try table.contextTokens()
-            let vision = try table.boolean("vision"), prices = try table.prices()
-            return ProviderSection(
-                name: Provider.defaultName, table: table, base_url: base_url, api_key: api_key, api_key_file: api_key_file,
-                timeout_seconds: timeout_seconds, connect_timeout_seconds: connect_timeout_seconds, max_retries: max_retries,
-                model: model, max_tokens: max_tokens, context_tokens: context_tokens, vision: vision,
-                reasoning: ReasoningKeys(), prices: prices, temperature: temperature, isUpstream: true)
-        }
-        providers = try root.tables("providers") { (name: String, table: inout ConfigTable) throws(ConfigError) in
-            ProviderSection(
-                name: name, table: table,
-                api: try table.string("api"),
-                base_url: try table.string("base_url"),
-                api_key: try table.string("api_key"),
-                api_key_file: try table.string("api_key_file"),
-                api_key_env: try table.string("api_key_env"),
-                timeout_seconds: try table.integer("timeout_seconds"),
-                connect_timeout_seconds: try table.integer("connect_timeout_seconds"),
-                max_retries: try table.integer("max_retries"),
-                headers: try table.stringTable("headers"),
-                model: try table.string("model"),
-                max_tokens: try table.integer("max_tokens"),
-                user_label: try table.string("user_label"),
-                assistant_label: try table.string("assistant_label"),
-                stop: try table.strings("stop"),
-                anthropic_version: try table.string("anthropic_version"),
-                prompt_cache: try table.boolean("prompt_cache"),
-                context_tokens: try table.contextTokens(),
-                vision: try table.boolean("vision"),
-                reasoning_pass_back: try table.string("reasoning_pass_back"),
-                reasoning_effort: try table.string("reasoning_effort"),
-                reasoning: try table.reasoningKeys(),
-                prices: try table.prices())
-        } ?? []
+        upstream = try root.table("upstream", Self.upstreamSection)
+        providers = try root.tables("providers", Self.providerSection) ?? []
         default_provider = try root.string("default_provider")
-        profiles = try root.tables("profiles") { (name: String, table: inout ConfigTable) throws(ConfigError) in
-            ProfileSection(
-                name: name, table: table,
-                provider: try table.string("provider"),
-                model: try table.string("model"),
-                system: try table.string("system"),
-                params: SamplingParameters(
-                    temperature: try table.number("temperature"),
-                    topP: try table.number("top_p"),
-                    maxTokens: try table.integer("max_tokens"),
-                    presencePenalty: try table.number("presence_penalty"),
-                    frequencyPenalty: try table.number("frequency_penalty"),
-                    stop: try table.strings("stop"),
-                    seed: try table.integer("seed"),
-                    reasoningEffort: try table.string("reasoning_effort")),
-                welcome: try table.strings("welcome"),
-                quick_replies: try table.strings("quick_replies"),
-                context_tokens: try table.contextTokens(),
-                tools: try table.strings("tools"),
-                vision: try table.boolean("vision"),
-                reasoning: try table.reasoningKeys(),
-                compact_model: try table.string("compact_model"),
-                compact_prompt: try table.string("compact_prompt"),
-                compact_at: try table.number("compact_at"))
-        } ?? []
+        profiles = try root.tables("profiles", Self.profileSection) ?? []
         default_profile = try root.string("default_profile")
-        tools = try root.tables("tools") { (name: String, table: inout ConfigTable) throws(ConfigError) in
-            ToolSection(
-                name: name, table: table,
-                description: try table.string("description"),
-                parameters: table.untyped("parameters"),
-                parameters_file: try table.string("parameters_file"),
-                approval: try table.string("approval"),
-                request: try table.table("request") { (request: inout ConfigTable) throws(ConfigError) in
-                    ToolRequestSection(
-                        table: request,
-                        method: try request.string("method"),
-                        url: try request.string("url"),
-                        headers: try request.stringTable("headers"),
-                        header_env: try request.stringTable("header_env"),
-                        header_file: try request.stringTable("header_file"),
-                        timeout_seconds: try request.integer("timeout_seconds"),
-                        max_response_bytes: try request.integer("max_response_bytes"))
-                })
-        } ?? []
-        mcp = try root.tables("mcp") { (name: String, table: inout ConfigTable) throws(ConfigError) in
-            MCPSection(
-                name: name, table: table,
-                command: try table.string("command"),
-                args: try table.strings("args"),
-                env: try table.stringTable("env"),
-                cwd: try table.string("cwd"),
-                approval: try table.string("approval"),
-                tools: try table.strings("tools"),
-                timeout_seconds: try table.integer("timeout_seconds"),
-                startup_timeout_seconds: try table.integer("startup_timeout_seconds"),
-                url: try table.string("url"),
-                headers: try table.stringTable("headers"),
-                header_env: try table.stringTable("header_env"),
-                header_file: try table.stringTable("header_file"),
-                bearer_token_env: try table.string("bearer_token_env"),
-                bearer_token_file: try table.string("bearer_token_file"),
-                start: try table.string("start"),
-                tool_approval: try table.stringTable("tool_approval"))
-        } ?? []
+        tools = try root.tables("tools", Self.toolSection) ?? []
+        mcp = try root.tables("mcp", Self.mcpSection) ?? []
         mcp_servers_file = try root.string("mcp_servers_file")
-        limits = try root.table("limits") { (table: inout ConfigTable) throws(ConfigError) in
-            LimitsSection(
-                table: table,
-                max_line_bytes: try table.integer("max_line_bytes"),
-                max_client_buffer_bytes: try table.integer("max_client_buffer_bytes"),
-                max_clients: try table.integer("max_clients"),
-                max_queued_sends: try table.integer("max_queued_sends"),
-                max_streams: try table.integer("max_streams"),
-                unload_idle_seconds: try table.integer("unload_idle_seconds"),
-                max_tool_rounds: try table.integer("max_tool_rounds"),
-                tool_approval_timeout_seconds: try table.integer("tool_approval_timeout_seconds"),
-                max_unanswered_requests: try table.integer("max_unanswered_requests"),
-                upload_idle_seconds: try table.integer("upload_idle_seconds"),
-                attachment_room_mib: try table.integer("attachment_room_mib"))
-        }
+        limits = try root.table("limits", Self.limitsSection)
         fsync = try root.table("storage") { (table: inout ConfigTable) throws(ConfigError) in try table.boolean("fsync") } ?? nil
-        allow_uids = try root.table("access") { (table: inout ConfigTable) throws(ConfigError) in
-            guard let uids = try table.integers("allow_uids") else { return nil }
-            let overflow = UserAccount.overflowUID
-            for uid in uids {
-                guard uid >= 0, uid < Int(UInt32.max) else { throw table.error("allow_uids", "holds \(uid), which is not a uid") }
-                // Under PrivateUsers=yes every user the daemon cannot map arrives as this uid:
-                // listing it would let every local user in.
-                guard uid != Int(overflow) else {
-                    throw table.error("allow_uids", "holds \(uid), the overflow uid (/proc/sys/kernel/overflowuid): under systemd's PrivateUsers=yes every other local user arrives as it, so it would let them all in; run confabd without PrivateUsers=yes and list the real uids")
-                }
-            }
-            return uids
-        } ?? nil
+        allow_uids = try root.table("access", Self.allowedUIDs) ?? nil
         web = try root.table("web") { (table: inout ConfigTable) throws(ConfigError) in
             table.readEveryKey()
             do throws(WebSettings.Problem) {
@@ -322,6 +195,154 @@ struct ConfigFile {
     }
 
     init() {}
+
+    /// `[upstream]`.
+    private static func upstreamSection(_ table: inout ConfigTable) throws(ConfigError) -> ProviderSection {
+        // Read by the provider reader as [providers.NAME] is (Settings.provider): the same
+        // checks, messages and lines. Only these keys: the rest are unknown keys here.
+        let base_url = try table.string("base_url"), model = try table.string("model")
+        let api_key = try table.string("api_key"), api_key_file = try table.string("api_key_file")
+        let timeout_seconds = try table.integer("timeout_seconds")
+        let connect_timeout_seconds = try table.integer("connect_timeout_seconds")
+        let temperature = try table.number("temperature"), max_tokens = try table.integer("max_tokens")
+        let max_retries = try table.integer("max_retries"), context_tokens = try table.contextTokens()
+        let vision = try table.boolean("vision"), prices = try table.prices()
+        return ProviderSection(
+            name: Provider.defaultName, table: table, base_url: base_url, api_key: api_key, api_key_file: api_key_file,
+            timeout_seconds: timeout_seconds, connect_timeout_seconds: connect_timeout_seconds, max_retries: max_retries,
+            model: model, max_tokens: max_tokens, context_tokens: context_tokens, vision: vision,
+            reasoning: ReasoningKeys(), prices: prices, temperature: temperature, isUpstream: true)
+    }
+
+    /// `[providers.NAME]`.
+    private static func providerSection(_ name: String, _ table: inout ConfigTable) throws(ConfigError) -> ProviderSection {
+        return ProviderSection(
+            name: name, table: table,
+            api: try table.string("api"),
+            base_url: try table.string("base_url"),
+            api_key: try table.string("api_key"),
+            api_key_file: try table.string("api_key_file"),
+            api_key_env: try table.string("api_key_env"),
+            timeout_seconds: try table.integer("timeout_seconds"),
+            connect_timeout_seconds: try table.integer("connect_timeout_seconds"),
+            max_retries: try table.integer("max_retries"),
+            headers: try table.stringTable("headers"),
+            model: try table.string("model"),
+            max_tokens: try table.integer("max_tokens"),
+            user_label: try table.string("user_label"),
+            assistant_label: try table.string("assistant_label"),
+            stop: try table.strings("stop"),
+            anthropic_version: try table.string("anthropic_version"),
+            prompt_cache: try table.boolean("prompt_cache"),
+            context_tokens: try table.contextTokens(),
+            vision: try table.boolean("vision"),
+            reasoning_pass_back: try table.string("reasoning_pass_back"),
+            reasoning_effort: try table.string("reasoning_effort"),
+            reasoning: try table.reasoningKeys(),
+            prices: try table.prices())
+    }
+
+    /// `[profiles.NAME]`.
+    private static func profileSection(_ name: String, _ table: inout ConfigTable) throws(ConfigError) -> ProfileSection {
+        return ProfileSection(
+            name: name, table: table,
+            provider: try table.string("provider"),
+            model: try table.string("model"),
+            system: try table.string("system"),
+            params: SamplingParameters(
+                temperature: try table.number("temperature"),
+                topP: try table.number("top_p"),
+                maxTokens: try table.integer("max_tokens"),
+                presencePenalty: try table.number("presence_penalty"),
+                frequencyPenalty: try table.number("frequency_penalty"),
+                stop: try table.strings("stop"),
+                seed: try table.integer("seed"),
+                reasoningEffort: try table.string("reasoning_effort")),
+            welcome: try table.strings("welcome"),
+            quick_replies: try table.strings("quick_replies"),
+            context_tokens: try table.contextTokens(),
+            tools: try table.strings("tools"),
+            vision: try table.boolean("vision"),
+            reasoning: try table.reasoningKeys(),
+            compact_model: try table.string("compact_model"),
+            compact_prompt: try table.string("compact_prompt"),
+            compact_at: try table.number("compact_at"))
+    }
+
+    /// `[tools.NAME]` and its `request`.
+    private static func toolSection(_ name: String, _ table: inout ConfigTable) throws(ConfigError) -> ToolSection {
+        return ToolSection(
+            name: name, table: table,
+            description: try table.string("description"),
+            parameters: table.untyped("parameters"),
+            parameters_file: try table.string("parameters_file"),
+            approval: try table.string("approval"),
+            request: try table.table("request") { (request: inout ConfigTable) throws(ConfigError) in
+                ToolRequestSection(
+                    table: request,
+                    method: try request.string("method"),
+                    url: try request.string("url"),
+                    headers: try request.stringTable("headers"),
+                    header_env: try request.stringTable("header_env"),
+                    header_file: try request.stringTable("header_file"),
+                    timeout_seconds: try request.integer("timeout_seconds"),
+                    max_response_bytes: try request.integer("max_response_bytes"))
+            })
+    }
+
+    /// `[mcp.NAME]`.
+    private static func mcpSection(_ name: String, _ table: inout ConfigTable) throws(ConfigError) -> MCPSection {
+        return MCPSection(
+            name: name, table: table,
+            command: try table.string("command"),
+            args: try table.strings("args"),
+            env: try table.stringTable("env"),
+            cwd: try table.string("cwd"),
+            approval: try table.string("approval"),
+            tools: try table.strings("tools"),
+            timeout_seconds: try table.integer("timeout_seconds"),
+            startup_timeout_seconds: try table.integer("startup_timeout_seconds"),
+            url: try table.string("url"),
+            headers: try table.stringTable("headers"),
+            header_env: try table.stringTable("header_env"),
+            header_file: try table.stringTable("header_file"),
+            bearer_token_env: try table.string("bearer_token_env"),
+            bearer_token_file: try table.string("bearer_token_file"),
+            start: try table.string("start"),
+            tool_approval: try table.stringTable("tool_approval"))
+    }
+
+    /// `[limits]`.
+    private static func limitsSection(_ table: inout ConfigTable) throws(ConfigError) -> LimitsSection {
+        return LimitsSection(
+            table: table,
+            max_line_bytes: try table.integer("max_line_bytes"),
+            max_client_buffer_bytes: try table.integer("max_client_buffer_bytes"),
+            max_clients: try table.integer("max_clients"),
+            max_queued_sends: try table.integer("max_queued_sends"),
+            max_streams: try table.integer("max_streams"),
+            unload_idle_seconds: try table.integer("unload_idle_seconds"),
+            max_tool_rounds: try table.integer("max_tool_rounds"),
+            tool_approval_timeout_seconds: try table.integer("tool_approval_timeout_seconds"),
+            max_unanswered_requests: try table.integer("max_unanswered_requests"),
+            upload_idle_seconds: try table.integer("upload_idle_seconds"),
+            attachment_room_mib: try table.integer("attachment_room_mib"))
+    }
+
+    /// `[access] allow_uids`: uids, never the overflow uid.
+    private static func allowedUIDs(_ table: inout ConfigTable) throws(ConfigError) -> [Int]? {
+        guard let uids = try table.integers("allow_uids") else { return nil }
+        let overflow = UserAccount.overflowUID
+        for uid in uids {
+            guard uid >= 0, uid < Int(UInt32.max) else { throw table.error("allow_uids", "holds \(uid), which is not a uid") }
+            // Under PrivateUsers=yes every user the daemon cannot map arrives as this uid:
+            // listing it would let every local user in.
+            guard uid != Int(overflow) else {
+                throw table.error("allow_uids", "holds \(uid), the overflow uid (/proc/sys/kernel/overflowuid): under systemd's PrivateUsers=yes every other local user arrives as it, so it would let them all in; run confabd without PrivateUsers=yes and list the real uids")
+            }
+        }
+        return uids
+    }
 
     /// What kind of secret the file holds written out, for the warning a file others can read
     /// gets; nil when it holds none: an API key, an MCP server's credential-named `env`

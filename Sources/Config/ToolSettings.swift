@@ -26,6 +26,57 @@ extension Settings {
         }
         guard !description.trimmingWhitespace.isEmpty else { throw table.error("description", "must not be empty") }
 
+        let parameters = try toolParameters(section)
+
+        let approval: ToolApproval
+        if let text = section.approval {
+            guard let value = ToolApproval(rawValue: text) else {
+                throw table.error("approval", "must be \"never\" or \"always\", not \"\(text)\"")
+            }
+            approval = value
+        } else {
+            approval = .never
+        }
+
+        guard let request = section.request else {
+            throw tableError(table, "needs a request table with a url: [\(table.path).request]")
+        }
+        let requestTable = request.table
+        let method: ToolHTTPMethod
+        if let text = request.method {
+            guard let value = ToolHTTPMethod(rawValue: text.uppercased()) else {
+                let names = ToolHTTPMethod.allCases.map(\.rawValue)
+                throw requestTable.error("method", "must be \(names.dropLast().joined(separator: ", ")) or \(names.last!), not \"\(text)\"")
+            }
+            method = value
+        } else {
+            method = .GET
+        }
+        guard let url = request.url else { throw tableError(requestTable, "needs a url") }
+        try checkURL(url, of: requestTable, against: parameters)
+
+        let headers = try Self.headers(in: requestTable, from: [
+            ("headers", request.headers), ("header_env", request.header_env), ("header_file", request.header_file),
+        ], environment: environment, warnings: &warnings)
+
+        var timeout = ToolDefinition.defaultTimeoutSeconds
+        if let seconds = request.timeout_seconds {
+            guard (1...300).contains(seconds) else { throw requestTable.error("timeout_seconds", "must be between 1 and 300") }
+            timeout = seconds
+        }
+        var maxResponseBytes = ToolDefinition.defaultMaxResponseBytes
+        if let bytes = request.max_response_bytes {
+            guard (1...16_777_216).contains(bytes) else { throw requestTable.error("max_response_bytes", "must be between 1 and 16777216") }
+            maxResponseBytes = bytes
+        }
+        return ToolDefinition(name: name, description: description, parameters: parameters, method: method, url: url,
+                              headers: headers, timeoutSeconds: timeout, maxResponseBytes: maxResponseBytes, approval: approval)
+    }
+
+    /// `parameters` (a TOML table) or `parameters_file` (JSON), one of them at most: a schema
+    /// the daemon can check arguments against; none means the tool takes no arguments.
+    private static func toolParameters(_ section: ConfigFile.ToolSection) throws(ConfigError) -> JSON {
+        let table = section.table
         var parameters = ToolDefinition.noParameters
         if section.parameters != nil, section.parameters_file != nil {
             throw table.error("parameters_file", "cannot be given with parameters: the schema comes from one place")
@@ -54,32 +105,11 @@ extension Settings {
                 throw table.error("parameters_file", "names a file that is not a usable schema: \(problem)")
             }
         }
+        return parameters
+    }
 
-        let approval: ToolApproval
-        if let text = section.approval {
-            guard let value = ToolApproval(rawValue: text) else {
-                throw table.error("approval", "must be \"never\" or \"always\", not \"\(text)\"")
-            }
-            approval = value
-        } else {
-            approval = .never
-        }
-
-        guard let request = section.request else {
-            throw tableError(table, "needs a request table with a url: [\(table.path).request]")
-        }
-        let requestTable = request.table
-        let method: ToolHTTPMethod
-        if let text = request.method {
-            guard let value = ToolHTTPMethod(rawValue: text.uppercased()) else {
-                let names = ToolHTTPMethod.allCases.map(\.rawValue)
-                throw requestTable.error("method", "must be \(names.dropLast().joined(separator: ", ")) or \(names.last!), not \"\(text)\"")
-            }
-            method = value
-        } else {
-            method = .GET
-        }
-        guard let url = request.url else { throw tableError(requestTable, "needs a url") }
+    /// The request's URL template: well formed, and each placeholder a required property.
+    private static func checkURL(_ url: String, of requestTable: ConfigTable, against parameters: JSON) throws(ConfigError) {
         if let problem = ToolURLTemplate.problem(in: url) {
             throw requestTable.error("url", problem)
         }
@@ -94,23 +124,6 @@ extension Settings {
                 throw requestTable.error("url", "has the placeholder {\(placeholder)}, which the parameters do not list as required")
             }
         }
-
-        let headers = try Self.headers(in: requestTable, from: [
-            ("headers", request.headers), ("header_env", request.header_env), ("header_file", request.header_file),
-        ], environment: environment, warnings: &warnings)
-
-        var timeout = ToolDefinition.defaultTimeoutSeconds
-        if let seconds = request.timeout_seconds {
-            guard (1...300).contains(seconds) else { throw requestTable.error("timeout_seconds", "must be between 1 and 300") }
-            timeout = seconds
-        }
-        var maxResponseBytes = ToolDefinition.defaultMaxResponseBytes
-        if let bytes = request.max_response_bytes {
-            guard (1...16_777_216).contains(bytes) else { throw requestTable.error("max_response_bytes", "must be between 1 and 16777216") }
-            maxResponseBytes = bytes
-        }
-        return ToolDefinition(name: name, description: description, parameters: parameters, method: method, url: url,
-                              headers: headers, timeoutSeconds: timeout, maxResponseBytes: maxResponseBytes, approval: approval)
     }
 
     /// A TOML table as a JSON object: tables are objects, and arrays, strings, integers,
