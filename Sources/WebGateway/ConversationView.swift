@@ -13,6 +13,8 @@ import Terminal
 /// - `info`: `{conversation}`, renamed or reconfigured;
 /// - `retrying`: `{message, attempt, delay_ms}`;
 /// - a reply that thought has `reasoning`: `{text, seconds, thinking}` (drawn as a folded block);
+/// - `summary`: `{summary}`, the summary in force (`{after, line, text}`: drawn as one line
+///   after message `after`, its text folded under it) or null once undone; also in `state`;
 /// - `gone`: `{reason}`, deleted or no longer shared;
 /// - `created`: `{conversation}`, on the list, the conversation its "New" made.
 ///
@@ -27,6 +29,8 @@ public struct ConversationView: Sendable {
     private var answers: [String: String] = [:]
     /// Calls by id, from the replies that made them and from approval requests.
     private var calls: [String: ToolCall] = [:]
+    /// The summary in force: every message stays on the page, and one line says where it stands.
+    private var compaction: Compaction?
     public let role: String
     /// What tells the time (when thinking began and ended, as this gateway saw it).
     private let now: @Sendable () -> Timestamp
@@ -43,6 +47,7 @@ public struct ConversationView: Sendable {
             store(message)
         }
         clients = attach.clients
+        compaction = attach.compaction
         return state
     }
 
@@ -53,7 +58,16 @@ public struct ConversationView: Sendable {
             "messages": .array(orderedMessages.map(view)),
             "clients": clientNames,
             "role": .string(role),
+            "summary": compaction.map(Self.summaryView) ?? .null,
         ]
+    }
+
+    /// A summary as the page's line shows it: after its last message, `m1…m40 summarised
+    /// (1,234 tokens)`, and its text (set as text) to unfold.
+    static func summaryView(_ compaction: Compaction) -> JSON {
+        ["after": .string(compaction.last),
+         "line": .string("\(compaction.first)…\(compaction.last) summarised (\(Compaction.grouped(compaction.tokens)) tokens)"),
+         "text": .string(compaction.summary)]
     }
 
     private var orderedMessages: [Message] {
@@ -144,8 +158,14 @@ public struct ConversationView: Sendable {
         case .toolProgress:
             // The page shows a call's result once it ends.
             return []
-        case .compactionStarted, .compactionDelta, .compactionCompleted, .compactionFailed, .compactionUndone:
-            // The page does not show summaries yet: every message stays on it as it is.
+        case .compactionCompleted(let done):
+            compaction = done
+            return [["type": "summary", "summary": Self.summaryView(done)]]
+        case .compactionUndone:
+            compaction = nil
+            return [["type": "summary", "summary": .null]]
+        case .compactionStarted, .compactionDelta, .compactionFailed:
+            // A summary being written changes nothing on the page until it is stored.
             return []
         }
     }

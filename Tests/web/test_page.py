@@ -103,6 +103,47 @@ def test_rename_from_the_conversation_page(world, owner):
     terminal.close()
 
 
+def test_a_summary_is_one_line_where_it_stands_and_goes_when_undone(world, owner):
+    terminal = world.terminal()
+    conversation = new_conversation(terminal, "long")
+    terminal.call("conversation.attach", {"conversation": conversation})
+    page = open_conversation(owner, world, conversation)
+    replies = []
+    for text in ("[[reply:one]] q1", "[[reply:two]] q2"):
+        reply = terminal.call("message.send", {"conversation": conversation, "content": text})["reply"]
+        terminal.wait_event(lambda e: e["method"] == "message.completed" and e["params"]["message"]["id"] == reply, "a reply")
+        replies.append(reply)
+    summary = "They said <b>one</b> and two."
+    done = terminal.call("conversation.compact", {"conversation": conversation, "focus": "[[reply:%s]]" % summary})
+    assert done["compaction"]["last"] == replies[-1]
+    # One line after the summary's last message, its text folded under it, as text.
+    page.wait_for_selector("#summary-line summary:text('summarised (')")
+    line = page.text_content("#summary-line summary")
+    assert line.startswith("m1…%s summarised (" % replies[-1]) and line.endswith(" tokens)"), line
+    after = page.evaluate("() => document.getElementById('summary-line').previousElementSibling.id")
+    assert after == "msg-" + replies[-1], after
+    assert not page.is_visible("#summary-line .summary-text")
+    page.click("#summary-line summary")
+    assert page.text_content("#summary-line .summary-text") == summary
+    assert page.query_selector("#summary-line b") is None
+    # Every message stays; a later one goes after the line; a page opened now shows it too.
+    later = terminal.call("message.send", {"conversation": conversation, "content": "[[reply:three]] q3"})["reply"]
+    page.wait_for_selector("#msg-%s.complete" % later)
+    order = page.evaluate("() => Array.from(document.getElementById('messages').children).map(e => e.id)")
+    assert order.index("summary-line") == order.index("msg-" + replies[-1]) + 1, order
+    assert order.index("msg-" + later) > order.index("summary-line"), order
+    assert all(("msg-" + r) in order for r in replies)
+    other = open_conversation(owner, world, conversation)
+    other.wait_for_selector("#summary-line summary:text('summarised (')")
+    # Undone: the line goes from every page.
+    terminal.call("conversation.uncompact", {"conversation": conversation})
+    for p in (page, other):
+        p.wait_for_selector("#summary-line", state="detached")
+    page.close()
+    other.close()
+    terminal.close()
+
+
 def test_a_share_link_page_has_no_list_controls_and_the_gateway_refuses_them(world, browser):
     terminal = world.terminal()
     conversation = new_conversation(terminal, "shared, not to be deleted")

@@ -183,6 +183,7 @@
       case "message": attention(event.message); drawMessage(event.message); updateControls(); break;
       case "clients": drawPresence(event.clients || []); break;
       case "info": if (event.conversation) showTitle(event.conversation.title); break;
+      case "summary": drawSummary(event.summary); break;
       case "retrying": notice("The model server refused; trying again (attempt " + event.attempt + ")."); break;
       case "notice": notice(event.text); break;
       case "download":
@@ -330,10 +331,26 @@
     box.replaceChildren();
     views.clear();
     for (const m of event.messages) drawMessage(m);
+    drawSummary(event.summary);
     drawPresence(event.clients || []);
     notice("");
     updateControls();
     box.scrollTop = box.scrollHeight;
+  }
+
+  // Where a summary stands for the messages before it (the model is sent it instead of them;
+  // every message stays here): one line after its last message, its text folded under it.
+  function drawSummary(s) {
+    const old = document.getElementById("summary-line");
+    if (old) old.remove();
+    if (!s) return;
+    const line = element("details", "summary-line");
+    line.id = "summary-line";
+    line.appendChild(element("summary", "", s.line));
+    line.appendChild(element("div", "summary-text", s.text)); // the model's text, as text
+    const box = document.getElementById("messages");
+    const anchor = document.getElementById("msg-" + s.after);
+    box.insertBefore(line, anchor ? anchor.nextSibling : box.firstChild);
   }
 
   function drawMessage(m) {
@@ -359,6 +376,7 @@
       views.set(m.id, el);
       let next = null;
       for (const child of box.children) {
+        if (!child.dataset.id) continue; // the summary's line
         if (before(m.id, child.dataset.id)) { next = child; break; }
       }
       box.insertBefore(el, next);
