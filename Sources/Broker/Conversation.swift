@@ -83,22 +83,37 @@ final class Conversation {
     /// Takes the messages its log holds. The title and time are the log's too.
     func take(_ replayed: ReplayedConversation) {
         title = replayed.title
-        entries = replayed.messages.map(StoredEntry.held) + replayed.stored.map(StoredEntry.stored)
+        var entries: [StoredEntry] = []
+        entries.reserveCapacity(replayed.messages.count + replayed.stored.count)
+        for message in replayed.messages { entries.append(.held(message)) }
+        for place in replayed.stored { entries.append(.stored(place)) }
+        self.entries = entries
         let messages = entries
         contents = .inMemory
+        // One pass over what may be tens of thousands of entries, on the loop.
         // A user message reserved the id after it for its reply, and clients were told that
         // id; a reply that never got a record (a crash, a full disk) must not hand it on.
-        nextSequence = messages.map { $0.sequence + ($0.role == .user ? 2 : 1) }.max() ?? 1
         // Sends stored after the last reply whose own replies never started were waiting their
         // turn when the daemon stopped or died: they are owed, in order. (A reply that could not
         // start for a full disk is owed too if nothing came after it; once a later reply exists,
         // running it would answer out of order, so it is left.)
-        let lastReply = messages.filter { $0.role == .assistant }.map(\.sequence).max() ?? 0
-        let present = Set(messages.map(\.sequence))
+        var next = 1
+        var lastReply = 0
+        var present: Set<Int> = []
+        for entry in messages {
+            let sequence = entry.sequence, role = entry.role
+            next = max(next, sequence + (role == .user ? 2 : 1))
+            if role == .assistant { lastReply = max(lastReply, sequence) }
+            present.insert(sequence)
+        }
+        nextSequence = next
         // Regenerated replies recorded and never started are owed too, in id order.
-        let owedSends = messages
-            .filter { $0.role == .user && $0.supersededBy == nil && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
-            .map { $0.sequence + 1 }
+        var owedSends: [Int] = []
+        for entry in messages.reversed() {
+            let sequence = entry.sequence
+            guard sequence > lastReply else { break }
+            if entry.role == .user, entry.supersededBy == nil, !present.contains(sequence + 1) { owedSends.append(sequence + 1) }
+        }
         let owed = replayed.owedReplies.compactMap(MessageID.sequence(of:))
         queue = Set(owedSends + owed).sorted().map(MessageID.make)
         nextSequence = max(nextSequence, (owed.max() ?? 0) + 1)
