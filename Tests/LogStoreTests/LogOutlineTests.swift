@@ -121,7 +121,7 @@ final class LogOutlineTests: XCTestCase {
             #"{"type":"message","v":1,"message":{\#(message),"content":"bad \u12"}}"#,
             #"{"type":"message","v":1,"message":{\#(message),"content":"trailing"}} x"#,
             #"{"type":"reply.finished","v":1.0,"at":"2026-11-19T10:17:00.000Z","message":{"id":"m4","conversation":"c","role":"assistant","content":"paid","status":"complete","created":"2026-11-19T10:15:31.123Z","superseded_by":"nope","usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7},"attachments":[{"sha256":"\#(digest)"}]}}"#,
-            #"{"v":1,"message":{"id":"m5","conversation":"c","role":"user","content":"late type","status":"complete","created":"2026-11-19T10:15:31.123Z"},"type":"message","at":"2026-11-19T10:18:00.000Z"}"#,
+            #"{"v":1,"message":{"id":"m5","conversation":"c","role":"user","content":"late type","status":"complete","created":"2026-11-19T10:15:31.123Z","attachments":[{"sha256":"\#(digest)"}]},"type":"message","at":"2026-11-19T10:18:00.000Z"}"#,
         ] {
             Files.append(log.path, line + "\n")
         }
