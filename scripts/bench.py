@@ -19,8 +19,10 @@ Sections (all by default; pick some with --only):
 - startup:  exec to first answered `status`, RSS, conversation.list and the first attach of a
             100-message conversation, on data directories written by confab-loggen
 - long:     one conversation of 20,000 messages of 1,000 bytes: its first conversation.history
-            {limit: 20} and confabd's RSS with it loaded, beside Python's json module parsing the
-            same log in the same run.
+            {limit: 20}, confabd's RSS with it attached and idle, and `confab export --format jsonl`
+            of it, beside Python's json module parsing the same log in the same run.
+- coldstart: (only with --only coldstart) the first start on 10,000 x 100 messages written
+            without an index (every log read), beside Python's json module parsing the same logs
 - cache:    input tokens billed at full price over a 50-turn conversation with an Anthropic
             provider, with the prompt cache's breakpoints and without, counted by the fake
             upstream by Anthropic's caching rules.
@@ -662,7 +664,7 @@ def bench_long(ctx):
                        check=True, stdout=subprocess.DEVNULL, timeout=900)
         log = os.path.join(data, "conversations", os.listdir(os.path.join(data, "conversations"))[0])
         size = os.path.getsize(log)
-        firsts, pythons, before, after = [], [], [], []
+        firsts, pythons, before, after, idle, exports = [], [], [], [], [], []
         for _ in range(3):
             with tempfile.TemporaryDirectory(prefix="run-", dir=tmp) as run_dir:
                 daemon = Daemon(run_dir, ctx.fake.port, data=data)
@@ -675,6 +677,16 @@ def bench_long(ctx):
                     firsts.append((time.perf_counter() - t) * 1000)
                     assert len(page["messages"]) == 20, "history returned %d messages" % len(page["messages"])
                     after.append(daemon.rss_kib())
+                    # Attached (as a screen is) and idle: what it holds to serve the conversation.
+                    client.call("conversation.attach", {"conversation": cid, "history": 50})
+                    time.sleep(0.5)
+                    idle.append(daemon.rss_kib())
+                    # The whole conversation through the client, as a user exports it.
+                    t = time.perf_counter()
+                    exported = subprocess.run([CONFAB, "--socket", daemon.socket, "export", "--format", "jsonl", cid],
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True, timeout=300).stdout
+                    exports.append((time.perf_counter() - t) * 1000)
+                    assert exported.count(b"\n") == messages, "export wrote %d lines" % exported.count(b"\n")
                     client.close()
                 finally:
                     daemon.stop()
@@ -683,15 +695,58 @@ def bench_long(ctx):
                 for line in f:
                     json.loads(line)
             pythons.append((time.perf_counter() - t) * 1000)
-        first, python = statistics.median(firsts), statistics.median(pythons)
+        first, python, export = statistics.median(firsts), statistics.median(pythons), statistics.median(exports)
         print("long conversation, %s messages (%.1f MB log), median of 3: first history {limit: 20} %.0f ms "
-              "(Python's json parses the file in %.0f ms); RSS %.1f MiB before, %.1f MiB loaded" % (
-                  format(messages, ","), size / 1e6, first, python, statistics.median(before) / 1024, statistics.median(after) / 1024))
+              "(Python's json parses the file in %.0f ms); RSS %.1f MiB before, %.1f MiB loaded, %.1f MiB attached and idle; "
+              "confab export --format jsonl %.0f ms" % (
+                  format(messages, ","), size / 1e6, first, python, statistics.median(before) / 1024, statistics.median(after) / 1024,
+                  statistics.median(idle) / 1024, export))
         record("first `history {limit: 20}`, %s-message conversation" % format(messages, ","), "%.0f ms" % first,
                "Python json %.0f ms" % python, "%.2fx" % (first / python), "≤ 50 ms", first <= 50)
-        loaded = statistics.median(after) / 1024
+        loaded = statistics.median(idle) / 1024
         bound = 12 + 0.3 * size / 2**20
-        record("RSS with it loaded", "%.1f MiB" % loaded, None, None, "≤ 12 MB + 0.3× the log (%.1f MiB)" % bound, loaded <= bound)
+        record("RSS with it attached and idle", "%.1f MiB" % loaded, None, None, "≤ 12 MB + 0.3× the log (%.1f MiB)" % bound, loaded <= bound)
+        record("`confab export --format jsonl` of it", "%.0f ms" % export, "Python json %.0f ms" % python, "%.2fx" % (export / python),
+               "≤ 2× Python", export <= 2 * python)
+
+
+def bench_coldstart(ctx):
+    """The first start on --cold-conversations × 100 messages written without an index (every log
+    read, as after an upgrade from before the index), beside Python's json module parsing every
+    line of the same logs, in the same run."""
+    conversations = ctx.cold_conversations
+    with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
+        data = os.path.join(tmp, "data")
+        subprocess.run([LOGGEN, "--data-dir", data, "--conversations", str(conversations), "--messages", "100", "--no-index"],
+                       check=True, stdout=subprocess.DEVNULL, timeout=900)
+        logs = os.path.join(data, "conversations")
+        size = sum(e.stat().st_size for e in os.scandir(logs))
+        readies, pythons = [], []
+        for _ in range(3):
+            # Each run on a copy without an index: a run's daemon writes one when it stops.
+            copy = os.path.join(tmp, "copy")
+            shutil.copytree(data, copy)
+            assert not os.path.exists(os.path.join(copy, "index.jsonl"))
+            subprocess.run(["sync"], check=False)
+            with tempfile.TemporaryDirectory(prefix="run-", dir=tmp) as run_dir:
+                daemon = Daemon(run_dir, ctx.fake.port, data=copy)
+                try:
+                    readies.append(daemon.ready_seconds * 1000)
+                finally:
+                    daemon.stop()
+            shutil.rmtree(copy)
+            t = time.perf_counter()
+            for entry in os.scandir(logs):
+                with open(entry.path, "rb") as f:
+                    for line in f:
+                        json.loads(line)
+            pythons.append((time.perf_counter() - t) * 1000)
+        ready, python = statistics.median(readies), statistics.median(pythons)
+        label = "%s × 100" % format(conversations, ",")
+        print("first start without an index, %s (%d MB of logs), median of 3: ready %.0f ms (Python's json parses the logs in %.0f ms)" % (
+            label, size / 1e6, ready, python))
+        record("first start without an index, %s" % label, "%.0f ms" % ready, "Python json %.0f ms" % python,
+               "%.2fx" % (ready / python), "≤ Python", ready <= python)
 
 
 def bench_cache(ctx):
@@ -1042,9 +1097,9 @@ def bench_mcptrace(ctx):
     record("confabd's own part of an MCP call, under strace (medians: turn end → request + answer → tool.completed)",
            "%.0f + %.0f µs" % (statistics.median(outgoing), statistics.median(incoming)), goal="≤ 1 ms", met=both <= 1000)
 
-SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "long", "cache", "search", "profile", "web", "mcp", "mcptrace"]
-# The search needs a 660 MB data directory written first: only when named.
-DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search", "mcptrace")]
+SECTIONS = ["idle", "client", "complete", "fanout", "latency", "cpu", "allocs", "reuse", "startup", "long", "coldstart", "cache", "search", "profile", "web", "mcp", "mcptrace"]
+# The search and the cold start need data directories of hundreds of MB written first: only when named.
+DEFAULT_SECTIONS = [name for name in SECTIONS if name not in ("profile", "search", "mcptrace", "coldstart")]
 
 
 def bench_web(ctx):
@@ -1088,6 +1143,7 @@ def main():
     big.add_argument("--no-big", dest="big", action="store_const", const="no", help="never measure start-up with 10,000 x 100")
     parser.set_defaults(big="auto")
     parser.add_argument("--long-messages", type=int, default=20_000, help="messages in the long conversation")
+    parser.add_argument("--cold-conversations", type=int, default=10_000, help="conversations of 100 messages for --only coldstart")
     parser.add_argument("--search-conversations", type=int, default=10_000, help="conversations of 100 messages to search")
     parser.add_argument("--search-runs", type=int, default=5, help="searches of each query")
     parser.add_argument("--search-latency-count", type=int, default=3000, help="stamped deltas streamed while searching")

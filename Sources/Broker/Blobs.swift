@@ -211,7 +211,7 @@ extension Broker {
     func attachmentGet(_ conversation: Conversation, _ params: AttachmentGetParams, _ respond: @escaping Respond) throws(RPCError) {
         let id = params.message
         guard MessageID.order(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
-        guard let message = conversation.messages.first(where: { $0.id == id }) else {
+        guard let message = try conversation.message(id) else {
             throw .notFound("no message \(id) in conversation \(conversation.id)")
         }
         let attachments = message.attachments ?? []

@@ -82,11 +82,16 @@ extension Compaction {
 extension Conversation {
     /// The request's turns for a reply: with a summary in force whose range ends before the
     /// reply, the system prompt, the summary, then the turns after the range.
-    func compactedContext(before reply: String) -> [ChatMessage] {
+    func compactedContext(before reply: String) throws(RPCError) -> [ChatMessage] {
+        let limit = MessageID.order(of: reply) ?? MessageOrder(sequence: Int.max)
         guard let compaction, let replyOrder = MessageID.order(of: reply), let lastOrder = MessageID.order(of: compaction.last),
               replyOrder > lastOrder
-        else { return Self.context(of: messages, system: system, before: reply, provider: provider, model: model) }
-        let after = messages.filter { $0.order > lastOrder }
+        else {
+            // Only what goes: the messages before the reply that nothing replaced, read from the log.
+            let sent = try messages(entries.filter { $0.order < limit && $0.supersededBy == nil })
+            return Self.context(of: sent, system: system, before: reply, provider: provider, model: model)
+        }
+        let after = try messages(entries.filter { $0.order > lastOrder && $0.order < limit && $0.supersededBy == nil })
         var context = Self.context(of: after, system: system, before: reply, provider: provider, model: model)
         let position = context.first?.role == .system ? 1 : 0
         let summary = compaction.contextText
@@ -104,7 +109,7 @@ extension Conversation {
     /// ending where the next current message is a user message or nothing follows, so a tool
     /// call and its result are never on two sides of it. A summary in force is folded in: the
     /// new one starts where it started. Nil when nothing lies past the summary in force.
-    func compactionRange(before limit: MessageOrder? = nil) -> (first: String, last: String, covered: [Message])? {
+    func compactionRange(before limit: MessageOrder? = nil) -> (first: String, last: String, covered: [StoredEntry])? {
         let current = self.current
         var candidates = current.filter { limit == nil || $0.order < limit! }
         while let last = candidates.last {
@@ -129,9 +134,9 @@ extension ReplyRunner {
 
     /// The summary request: the context up to the end of the range as a reply there would be sent
     /// it (a summary in force included), then the summary prompt as a user turn.
-    func compactionRequest(in conversation: Conversation, last: String, focus: String?) -> ChatRequest {
+    func compactionRequest(in conversation: Conversation, last: String, focus: String?) throws(RPCError) -> ChatRequest {
         let lastOrder = MessageID.order(of: last) ?? MessageOrder(sequence: 0)
-        var context = conversation.compactedContext(before: MessageID.make(lastOrder.sequence + 1))
+        var context = try conversation.compactedContext(before: MessageID.make(lastOrder.sequence + 1))
         // Files are named, not sent: the summary is of what was said.
         for index in context.indices {
             for file in context[index].attachments.indices {
@@ -159,7 +164,7 @@ extension ReplyRunner {
 
     /// Writes a summary of `range` for the conversation, as a job every attached client follows,
     /// and stores it; `done` hears how it ended (nothing is stored unless it succeeded).
-    func startCompaction(in conversation: Conversation, range: (first: String, last: String, covered: [Message]), focus: String?,
+    func startCompaction(in conversation: Conversation, range: (first: String, last: String, covered: [StoredEntry]), focus: String?,
                          automatic: Bool, by client: ClientInfo?, done: @escaping (Result<Compaction, CompactionFailure>) -> Void) {
         let model = compactionModel(of: conversation)
         let job = CompactionJob(first: range.first, last: range.last, covered: range.covered.map(\.id), model: model, focus: focus,
@@ -172,7 +177,13 @@ extension ReplyRunner {
             return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .notConfigured,
                 message: "no provider \"\(conversation.provider)\" in the config: this conversation's replies come from it"))))
         }
-        var request = compactionRequest(in: conversation, last: range.last, focus: focus)
+        var request: ChatRequest
+        do throws(RPCError) {
+            request = try compactionRequest(in: conversation, last: range.last, focus: focus)
+        } catch {
+            // The log could not be read back: nothing is asked, nothing stored.
+            return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .storage, message: error.message))))
+        }
         if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
         if let contextTokens = contextTokens(of: conversation) {
             let budget = ContextBudget(contextTokens: contextTokens, maxTokens: request.params.maxTokens, ratio: conversation.contextRatio ?? 1)
@@ -224,7 +235,7 @@ extension ReplyRunner {
 
     /// Stores the summary if the messages it covers are still the conversation's.
     private func store(_ compaction: Compaction, of job: CompactionJob, in conversation: Conversation) {
-        let replaced = job.covered.filter { id in conversation.messages.first { $0.id == id }?.supersededBy != nil }
+        let replaced = job.covered.filter { id in conversation.entries.first { $0.id == id }?.supersededBy != nil }
         guard replaced.isEmpty else {
             return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .storage,
                 message: "\(replaced[0]) was replaced while its summary was written: nothing was stored"))))

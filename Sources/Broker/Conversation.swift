@@ -29,7 +29,9 @@ final class Conversation {
     var params: SamplingParameters
     let log: ConversationLog
     /// Stored messages in id order, when in memory; the reply in flight is in `active`, not here.
-    private(set) var messages: [Message] = []
+    /// Those read from the log are known by where they are in it, and their texts read from it
+    /// when needed (`messages(_:)`); those written since are held whole.
+    private(set) var entries: [StoredEntry] = []
     private var nextSequence = 1
     /// Attached clients, in attach order: everybody gets every notification in one order.
     private(set) var attached: [ClientSession] = []
@@ -88,22 +90,38 @@ final class Conversation {
     /// Takes the messages its log holds. The title and time are the log's too.
     func take(_ replayed: ReplayedConversation) {
         title = replayed.title
-        messages = replayed.messages
+        var entries: [StoredEntry] = []
+        entries.reserveCapacity(replayed.messages.count + replayed.stored.count)
+        for message in replayed.messages { entries.append(.held(message)) }
+        for place in replayed.stored { entries.append(.stored(place)) }
+        self.entries = entries
         compaction = replayed.compaction
+        let messages = entries
         contents = .inMemory
+        // One pass over what may be tens of thousands of entries, on the loop.
         // A user message reserved the id after it for its reply, and clients were told that
         // id; a reply that never got a record (a crash, a full disk) must not hand it on.
-        nextSequence = messages.map { $0.sequence + ($0.role == .user ? 2 : 1) }.max() ?? 1
         // Sends stored after the last reply whose own replies never started were waiting their
         // turn when the daemon stopped or died: they are owed, in order. (A reply that could not
         // start for a full disk is owed too if nothing came after it; once a later reply exists,
         // running it would answer out of order, so it is left.)
-        let lastReply = messages.filter { $0.role == .assistant }.map(\.sequence).max() ?? 0
-        let present = Set(messages.map(\.sequence))
+        var next = 1
+        var lastReply = 0
+        var present: Set<Int> = []
+        for entry in messages {
+            let sequence = entry.sequence, role = entry.role
+            next = max(next, sequence + (role == .user ? 2 : 1))
+            if role == .assistant { lastReply = max(lastReply, sequence) }
+            present.insert(sequence)
+        }
+        nextSequence = next
         // Regenerated replies recorded and never started are owed too, in id order.
-        let owedSends = messages
-            .filter { $0.role == .user && $0.supersededBy == nil && $0.sequence > lastReply && !present.contains($0.sequence + 1) }
-            .map { $0.sequence + 1 }
+        var owedSends: [Int] = []
+        for entry in messages.reversed() {
+            let sequence = entry.sequence
+            guard sequence > lastReply else { break }
+            if entry.role == .user, entry.supersededBy == nil, !present.contains(sequence + 1) { owedSends.append(sequence + 1) }
+        }
         let owed = replayed.owedReplies.compactMap(MessageID.sequence(of:))
         queue = Set(owedSends + owed).sorted().map(MessageID.make)
         nextSequence = max(nextSequence, (owed.max() ?? 0) + 1)
@@ -113,7 +131,8 @@ final class Conversation {
         requesters = [:]
         for id in queue {
             guard let sequence = MessageID.sequence(of: id),
-                  let asker = messages.last(where: { $0.role == .user && $0.sequence < sequence })?.author else { continue }
+                  let entry = messages.last(where: { $0.role == .user && $0.sequence < sequence }),
+                  let asker = try? self.messages([entry]).first?.author else { continue }
             requesters[id] = asker
         }
     }
@@ -127,7 +146,7 @@ final class Conversation {
     /// Lets the messages go; the summary (kept by the log) stays for the list.
     func unload() {
         precondition(isIdle)
-        messages = []
+        entries = []
         queue = []
         continuing = nil
         compaction = nil
@@ -136,7 +155,7 @@ final class Conversation {
 
     var info: ConversationInfo {
         ConversationInfo(id: id, title: title, created: created, updated: updated, model: model, system: system,
-                         messageCount: contents == .inMemory ? messages.count + (active?.continued == nil ? 0 : 1) : log.messageCount,
+                         messageCount: contents == .inMemory ? entries.count + (active?.continued == nil ? 0 : 1) : log.messageCount,
                          forkedFrom: forkedFrom, provider: provider, usage: log.summary.usage.usage,
                          profile: profile, params: params, sharedWith: log.shares).withModelDefault(modelIsDefault)
     }
@@ -167,25 +186,58 @@ final class Conversation {
     /// Puts a message in its place by id, replacing the one with the same id (a continued reply).
     func insert(_ message: Message) {
         let order = message.order
-        if let last = messages.last, last.order >= order {
-            let position = messages.firstIndex { $0.order >= order }!
-            if messages[position].order == order {
-                messages[position] = message
+        if let last = entries.last, last.order >= order {
+            let position = entries.firstIndex { $0.order >= order }!
+            if entries[position].order == order {
+                entries[position] = .held(message)
             } else {
-                messages.insert(message, at: position)
+                entries.insert(.held(message), at: position)
             }
         } else {
-            messages.append(message)
+            entries.append(.held(message))
         }
     }
 
     func markSuperseded(_ id: String, by newer: String) {
-        guard let position = messages.firstIndex(where: { $0.id == id }) else { return }
-        messages[position].supersededBy = newer
+        guard let position = entries.firstIndex(where: { $0.id == id }) else { return }
+        entries[position].supersededBy = newer
     }
 
-    /// The messages that make the conversation now: none that a newer one took the place of.
-    var current: [Message] { messages.filter { $0.supersededBy == nil } }
+    /// The stored messages that make the conversation now, without their texts: none that a
+    /// newer one took the place of.
+    var current: [StoredEntry] { entries.filter { $0.supersededBy == nil } }
+
+    /// The given entries as messages, those known by place read from the log.
+    func messages(_ wanted: some Collection<StoredEntry>) throws(RPCError) -> [Message] {
+        let places = wanted.compactMap { entry -> StoredMessage? in
+            if case .stored(let place) = entry { return place }
+            return nil
+        }
+        var read: [Message] = []
+        if !places.isEmpty {
+            do {
+                read = try log.readMessages(places)
+            } catch {
+                throw RPCError(code: RPCError.storageFailed, message: "storage failed: cannot read the conversation's log: \(error)")
+            }
+        }
+        var next = read.makeIterator()
+        return wanted.map { entry in
+            switch entry {
+            case .held(let message): return message
+            case .stored: return next.next()!
+            }
+        }
+    }
+
+    /// Every stored message, read from the log as needed.
+    func allMessages() throws(RPCError) -> [Message] { try messages(entries) }
+
+    /// One stored message by id, or nil.
+    func message(_ id: String) throws(RPCError) -> Message? {
+        guard let entry = entries.first(where: { $0.id == id }) else { return nil }
+        return try messages([entry]).first
+    }
 
     /// Nothing in flight, queued or being stored: history can be rewritten by adding records.
     var isSettled: Bool { active == nil && queue.isEmpty && sendsBeingStored == 0 && continuing == nil }
@@ -194,10 +246,12 @@ final class Conversation {
     /// `messages` when it starts, as any reply in flight is only in `active`.
     var continuing: String?
 
-    /// Takes a stored reply out of `messages` to continue it.
+    /// Takes a stored reply out of `entries` to continue it.
     func takeForContinuing(_ id: String) -> Message? {
-        guard let position = messages.firstIndex(where: { $0.id == id }) else { return nil }
-        return messages.remove(at: position)
+        guard let position = entries.firstIndex(where: { $0.id == id }),
+              let message = try? messages([entries[position]]).first else { return nil }
+        entries.remove(at: position)
+        return message
     }
 
     /// Who asked for each queued reply (sent the message, regenerated, edited, continued).
@@ -230,8 +284,8 @@ final class Conversation {
     /// An assistant turn that asked for tools is followed by exactly one tool turn per call, as
     /// the APIs require: a call whose result was never stored (a crash, a turn over the round
     /// limit) is given as not made, and a result that answers no call before it is left out.
-    func context(before reply: String) -> [ChatMessage] {
-        compactedContext(before: reply)
+    func context(before reply: String) throws(RPCError) -> [ChatMessage] {
+        try compactedContext(before: reply)
     }
 
     /// An assistant turn carries its reasoning (`ChatMessage.reasoning`) only when `provider` and
@@ -288,10 +342,10 @@ final class Conversation {
         return context
     }
 
-    func lastMessages(_ count: Int, before: MessageOrder? = nil) -> (messages: [Message], more: Bool) {
-        let eligible = before.map { limit in messages.prefix { $0.order < limit } } ?? messages[...]
+    func lastMessages(_ count: Int, before: MessageOrder? = nil) throws(RPCError) -> (messages: [Message], more: Bool) {
+        let eligible = before.map { limit in entries.prefix { $0.order < limit } } ?? entries[...]
         let slice = eligible.suffix(count)
-        return (Array(slice), slice.startIndex > eligible.startIndex)
+        return (try messages(slice), slice.startIndex > eligible.startIndex)
     }
 
     /// Clients attached only to follow a reply they asked for (`quiet`): they get every
@@ -358,4 +412,54 @@ final class Conversation {
 
     /// Only allocated once a reply streams to someone; a delta frame is a few hundred bytes.
     private var deltaFrame: [UInt8] = []
+}
+
+/// A stored message of a conversation in memory: held whole (written since its log was read, or
+/// read in full), or known by where its record is in the log.
+enum StoredEntry {
+    /// Boxed: a message is large, and an entry known by place should not hold room for one.
+    indirect case held(Message)
+    case stored(StoredMessage)
+
+    var id: String {
+        switch self {
+        case .held(let message): message.id
+        case .stored(let place): place.id
+        }
+    }
+
+    var order: MessageOrder {
+        switch self {
+        case .held(let message): message.order
+        case .stored(let place): place.order
+        }
+    }
+
+    var sequence: Int { order.sequence }
+
+    var role: Role {
+        switch self {
+        case .held(let message): message.role
+        case .stored(let place): place.role
+        }
+    }
+
+    var supersededBy: String? {
+        get {
+            switch self {
+            case .held(let message): message.supersededBy
+            case .stored(let place): place.supersededBy
+            }
+        }
+        set {
+            switch self {
+            case .held(var message):
+                message.supersededBy = newValue
+                self = .held(message)
+            case .stored(var place):
+                place.supersededBy = newValue
+                self = .stored(place)
+            }
+        }
+    }
 }

@@ -40,7 +40,7 @@ extension Broker {
             var failure: RPCError?
             if let replayed {
                 conversation.take(replayed)
-                logger.debug("conversation=\(conversation.id) read: \(replayed.messages.count) messages")
+                logger.debug("conversation=\(conversation.id) read: \(replayed.messages.count + replayed.stored.count) messages")
             } else {
                 conversation.loadFailed()
                 let reason = problems.last.map { "\($0)" } ?? "unknown"

@@ -367,7 +367,7 @@ extension Broker {
         let quiet = (params.quiet ?? false) && isOwner(client)
         let result = AttachResult(
             conversation: conversation.info,
-            messages: conversation.lastMessages(count).messages,
+            messages: try conversation.lastMessages(count).messages,
             // While its tool calls run, the reply's last turn is stored; the calls are in `tools`.
             pending: conversation.active.flatMap { $0.isRunningTools ? nil : $0.message },
             tools: conversation.active?.toolRuns.filter { !$0.isStored }.map { $0.ending ?? $0.message } ?? [],
@@ -398,7 +398,7 @@ extension Broker {
             guard let order = MessageID.order(of: id) else { throw .invalidParams("parameter \"before\" is not a message id") }
             before = order
         }
-        let page = conversation.lastMessages(limit, before: before)
+        let page = try conversation.lastMessages(limit, before: before)
         return HistoryResult(messages: page.messages, more: page.more, compaction: conversation.compaction)
     }
 

@@ -136,7 +136,17 @@ final class ReplyRunner {
     func startTurn(of reply: Reply, in conversation: Conversation) {
         var message = reply.message
         let continued = reply.continued
-        var request = ChatRequest(model: conversation.model, messages: conversation.context(before: message.id))
+        // The texts of earlier turns are read from the log; should that fail, the reply fails
+        // as one whose start cannot be stored does, once it is announced.
+        var unreadable: MessageError?
+        var context: [ChatMessage] = []
+        do {
+            context = try conversation.context(before: message.id)
+        } catch {
+            logger.error("conversation=\(conversation.id) reply=\(message.id) cannot read its context: \(error.message)")
+            unreadable = MessageError(code: .storage, message: error.message)
+        }
+        var request = ChatRequest(model: conversation.model, messages: context)
         request.reasoningPassBack = providers[conversation.provider]?.config.reasoningPassBack ?? .toolCalls
         if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
         let refusedBefore = imageRefusals.refused(in: conversation.id, provider: conversation.provider, model: conversation.model)
@@ -208,6 +218,10 @@ final class ReplyRunner {
             return
         }
         conversation.broadcast(announcement)
+        if let unreadable {
+            finish(in: conversation, status: .failed, error: unreadable)
+            return
+        }
         if let tooLarge {
             // Refused before any request: the upstream would only cut the context itself or fail.
             logger.warning("conversation=\(conversation.id) reply=\(message.id) context too large: \(tooLarge.message)")

@@ -45,7 +45,7 @@ extension Broker {
         let id = params.message
         guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
         let content = params.content
-        guard let original = conversation.messages.first(where: { $0.id == id }) else {
+        guard let original = try conversation.message(id) else {
             throw .notFound("no message \(id) in conversation \(conversation.id)")
         }
         // A message that carries files may, as when it was sent, have no text of its own.
@@ -65,14 +65,14 @@ extension Broker {
         var message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
                               status: .complete, created: .now(), author: client.author(), attachments: original.attachments)
         message.otherAttachments = original.otherAttachments
-        let superseded = [original] + replaced
+        let superseded = [original.id] + replaced.map(\.id)
         // An edit inside the summary's range ends the summary.
         let uncompaction = uncompactionRecords(revising: id, in: conversation)
         conversation.sendsBeingStored += 1
         // The new message first: should a crash keep only part of this append, what survives
         // is a message and perhaps some of its superseded records, never a `by` that names
         // a message the log does not hold (which would read as a regenerated reply owed).
-        conversation.log.append([.message(message)] + superseded.map { .superseded(message: $0.id, by: ids.message) } + uncompaction) { [unowned self] error in
+        conversation.log.append([.message(message)] + superseded.map { .superseded(message: $0, by: ids.message) } + uncompaction) { [unowned self] error in
             conversation.sendsBeingStored -= 1
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store edit: \(error)")
@@ -80,12 +80,12 @@ extension Broker {
             }
             guard !conversation.isDeleted else { return respond(.failure(.notFound("no conversation \(conversation.id)"))) }
             uncompacted(by: uncompaction, in: conversation)
-            for old in superseded { conversation.markSuperseded(old.id, by: ids.message) }
+            for old in superseded { conversation.markSuperseded(old, by: ids.message) }
             conversation.insert(message)
             logger.info("conversation=\(conversation.id) message=\(id) edited as \(ids.message) client=\(client.id)")
             respond(.success(EditResult(message: message, reply: ids.reply, replaces: id).json))
             for old in superseded {
-                conversation.broadcast(.messageSuperseded(message: old.id, by: ids.message))
+                conversation.broadcast(.messageSuperseded(message: old, by: ids.message))
             }
             conversation.broadcast(.messageCreated(message))
             conversation.enqueueReply(ids.reply, requestedBy: client.author())
@@ -97,7 +97,8 @@ extension Broker {
     /// same message.
     func continueReply(_ conversation: Conversation, _ client: ClientSession) throws(RPCError) -> ContinueResult {
         try refuseUnlessSettled(conversation, doing: "continue a reply")
-        guard let last = conversation.current.last, last.role == .assistant else {
+        guard let lastEntry = conversation.current.last, lastEntry.role == .assistant,
+              let last = try conversation.messages([lastEntry]).first else {
             throw .conflict("nothing to continue: the last message is not a reply")
         }
         // A budget spent thinking left no text to go on from: continuing would only think again.
@@ -136,12 +137,12 @@ extension Broker {
         var at: Message?
         if let id = params.at {
             guard MessageID.order(of: id) != nil else { throw .invalidParams("parameter \"at\" is not a message id") }
-            guard let message = conversation.messages.first(where: { $0.id == id }) else {
+            guard let message = try conversation.message(id) else {
                 throw .notFound("no message \(id) in conversation \(conversation.id)")
             }
             at = message
         }
-        let copied = Self.forkedHistory(conversation.messages, at: at)
+        let copied = Self.forkedHistory(try conversation.allMessages(), at: at)
         guard let last = copied.last else { throw .conflict("nothing to fork: the conversation has no stored messages yet") }
         var title = String(("fork of " + conversation.title).prefix(200))
         if let given = params.title { title = try self.title(given) }

@@ -120,16 +120,19 @@ extension Broker {
             // Reply by reply: the conversation's messages themselves.
             whenReady(conversation, needsMessages: true) { [unowned self] error in
                 if let error { return respond(.failure(error)) }
-                respond(.success(messageRows(conversation, since: params.since).json))
+                do throws(RPCError) {
+                    respond(.success(try messageRows(conversation, since: params.since).json))
+                } catch {
+                    respond(.failure(error))
+                }
             }
             return
         }
         var pending: [(id: String, path: String, updated: Timestamp)] = []
         for conversation in scope where !conversation.isDeleted {
-            if conversation.contents == .inMemory {
-                let replies = ReplyUsage.of(conversation.messages, conversation: conversation.id, provider: conversation.provider, model: conversation.model)
-                usageLedger.entries[conversation.id] = UsageLedger.Entry(updated: conversation.updated, buckets: UsageLedger.buckets(replies))
-            } else if usageLedger.entries[conversation.id]?.updated != conversation.updated {
+            // Loaded or not, a conversation's replies are read from its log off the loop: a loaded
+            // one holds where its messages are, not their usage.
+            if usageLedger.entries[conversation.id]?.updated != conversation.updated {
                 pending.append((conversation.id, conversation.log.path, conversation.updated))
             }
         }
@@ -182,11 +185,11 @@ extension Broker {
     }
 
     /// One row per reply of a conversation in memory, in message order.
-    private func messageRows(_ conversation: Conversation, since: Timestamp?) -> UsageResult {
+    private func messageRows(_ conversation: Conversation, since: Timestamp?) throws(RPCError) -> UsageResult {
         let prices = settings.prices
         var rows: [UsageRow] = []
         var total = UsageRow(key: "total")
-        let replies = ReplyUsage.of(conversation.messages, conversation: conversation.id, provider: conversation.provider, model: conversation.model)
+        let replies = ReplyUsage.of(try conversation.allMessages(), conversation: conversation.id, provider: conversation.provider, model: conversation.model)
         for reply in replies {
             if let since, reply.created < since { continue }
             let cost = prices.price(provider: reply.provider, model: reply.model)?.cost(of: reply.usage)

@@ -139,27 +139,51 @@ extension JSON {
 
     private static func writeTerminalSafeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case "\\": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case "\n": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case "\r": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case "\t": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            default:
-                if escapesForTerminal(scalar) {
-                    let value = Int(scalar.value)
-                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"),
-                                            hex[(value >> 12) & 15], hex[(value >> 8) & 15], hex[(value >> 4) & 15], hex[value & 15]])
-                } else if scalar.isASCII {
-                    out.append(UInt8(truncatingIfNeeded: scalar.value))
-                } else {
-                    UTF8.encode(scalar) { out.append($0) }
+        var string = string
+        // Runs of bytes that stand for themselves (printable ASCII but `"` and `\\`) are copied
+        // whole; anything else is looked at scalar by scalar. A history page is megabytes of text.
+        string.withUTF8 { bytes in
+            var run = 0
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
+                    index += 1
+                    continue
                 }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+                let length = byte < 0x80 ? 1 : byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : 2
+                var value = length == 1 ? UInt32(byte) : UInt32(byte) & (0x7F >> UInt32(length))
+                for next in bytes[(index + 1)..<(index + length)] { value = value << 6 | UInt32(next & 0x3F) }
+                writeTerminalSafe(Unicode.Scalar(value)!, bytes: UnsafeBufferPointer(rebasing: bytes[index..<(index + length)]), into: &out)
+                index += length
+                run = index
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<bytes.count]))
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// One scalar of a string written terminal-safe; `bytes` is its UTF-8.
+    private static func writeTerminalSafe(_ scalar: Unicode.Scalar, bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        switch scalar {
+        case "\"": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+        case "\\": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+        case "\n": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+        case "\r": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+        case "\t": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+        default:
+            if escapesForTerminal(scalar) {
+                let hex: StaticString = "0123456789abcdef"
+                let value = Int(scalar.value)
+                hex.withUTF8Buffer { hex in
+                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"),
+                                            hex[(value >> 12) & 15], hex[(value >> 8) & 15], hex[(value >> 4) & 15], hex[value & 15]])
+                }
+            } else {
+                out.append(contentsOf: bytes)
+            }
+        }
     }
 }
 

@@ -114,19 +114,29 @@ public enum MessageID {
 
     /// Where the message stands in its conversation; nil for anything that is not a message id.
     public static func order(of id: String) -> MessageOrder? {
+        // `m`, then a number of 1 to 15 digits without a leading zero, then optionally `.` and
+        // another such number. Read byte by byte: a long log reads one for every record.
         let bytes = id.utf8
         guard bytes.count >= 2, bytes.count <= 24, bytes.first == UInt8(ascii: "m") else { return nil }
-        let body = bytes.dropFirst()
-        let parts = body.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
-        func number(_ digits: Substring.UTF8View) -> Int? {
-            guard !digits.isEmpty, digits.count <= 15, digits.first != UInt8(ascii: "0"),
-                  digits.allSatisfy({ (48...57).contains($0) }) else { return nil }
-            return digits.reduce(0) { $0 * 10 + Int($1 - 48) }
+        var sequence = 0
+        var value = 0
+        var digits = 0
+        var inStep = false
+        for byte in bytes.dropFirst() {
+            if byte == UInt8(ascii: ".") {
+                guard !inStep, digits > 0 else { return nil }
+                inStep = true
+                sequence = value
+                value = 0
+                digits = 0
+                continue
+            }
+            guard (48...57).contains(byte), digits > 0 || byte != 48, digits < 15 else { return nil }
+            digits += 1
+            value = value * 10 + Int(byte - 48)
         }
-        guard let sequence = number(parts[0]) else { return nil }
-        if parts.count == 1 { return MessageOrder(sequence: sequence, step: 0) }
-        guard let step = number(parts[1]) else { return nil }
-        return MessageOrder(sequence: sequence, step: step)
+        guard digits > 0 else { return nil }
+        return inStep ? MessageOrder(sequence: sequence, step: value) : MessageOrder(sequence: value, step: 0)
     }
 }
 

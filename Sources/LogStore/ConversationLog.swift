@@ -108,6 +108,15 @@ public final class ConversationLog {
         return seen
     }
 
+    /// Bytes of the log from `offset` (`pread`), for messages known by where they are.
+    func read(offset: Int, count: Int) throws(StoreError) -> [UInt8] {
+        do {
+            return try Files.read(fd, offset: offset, count: count)
+        } catch {
+            throw StoreError(errno: error.code, operation: "read \(path)")
+        }
+    }
+
     /// Writes records now. A failed or short write leaves the file as it was.
     public func write(_ records: [LogRecord], at time: Timestamp = .now()) throws(StoreError) {
         guard fd >= 0 else { throw StoreError(errno: EBADF, operation: "append to \(path)") }

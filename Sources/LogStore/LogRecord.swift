@@ -246,6 +246,9 @@ public struct ReplayedConversation: Sendable {
     public var compaction: Compaction? = nil
     /// The same records folded for the conversation list.
     public var summary: LogSummary
+    /// The messages by where they are in the log, in id order, when it was read for them alone
+    /// (`messages` is then empty): their texts stay in the log until needed.
+    public var stored: [StoredMessage] = []
 }
 
 public enum Replay {

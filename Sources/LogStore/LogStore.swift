@@ -236,7 +236,7 @@ public final class LogStore {
         if opened.fromIndex != index.count { indexChanged() }
         progress(0, toRead.count)
         for (number, (id, position)) in toRead.enumerated() {
-            if let loaded = load(id: id, problems: &opened.problems) {
+            if let loaded = load(id: id, problems: &opened.problems, outline: true) {
                 if loaded.log.summary.needsResume {
                     items[position] = Opened.Item(log: loaded.log, conversation: loaded.conversation)
                 } else {
@@ -279,8 +279,10 @@ public final class LogStore {
     }
 
 
-    func load(id: String, problems: inout [LoadProblem]) -> Loaded? {
-        let read = Self.read(id: id, path: path(of: id))
+    /// Reads and settles one log; `outline` reads it for where its messages are, not for them
+    /// (in full all the same when it has work to resume: start-up hands those over whole).
+    func load(id: String, problems: inout [LoadProblem], outline: Bool = false) -> Loaded? {
+        let read = Self.read(id: id, path: path(of: id), outline: outline ? .unlessResuming : .never)
         problems += read.problems
         guard let (log, conversation) = settle(read, into: nil, problems: &problems) else { return nil }
         return Loaded(conversation: conversation, log: log)
@@ -300,8 +302,15 @@ public final class LogStore {
         var problems: [LoadProblem] = []
     }
 
+    /// Whether a read keeps the messages or only where they are (`StoredMessage`).
+    enum Outline {
+        case never, always
+        /// Only where they are, unless the log has replies to resume.
+        case unlessResuming
+    }
+
     /// Opens, reads and folds a log. Touches nothing but the file, so it can run on the thread pool.
-    static func read(id: String, path: String) -> Read {
+    static func read(id: String, path: String, outline: Outline = .never) -> Read {
         var result = Read(id: id, path: path)
         let fd: Int32
         do {
@@ -320,6 +329,17 @@ public final class LogStore {
         }
         result.fd = fd
         result.fileSize = bytes.count
+        if outline != .never {
+            var problems: [LoadProblem] = []
+            var goodSize = 0
+            if case .outlined(let conversation) = Replay.outline(bytes, path: path, problems: &problems, goodSize: &goodSize),
+               outline == .always || !conversation.summary.needsResume {
+                result.problems += problems
+                result.goodSize = goodSize
+                result.conversation = conversation
+                return result
+            }
+        }
         var records: [(record: LogRecord, at: Timestamp?)] = []
         var lineNumber = 0
         var start = 0
@@ -402,10 +422,11 @@ public final class LogStore {
     }
 
     /// Reads a closed log again, on the thread pool, and opens it for appending. `done` runs on
-    /// the loop with the conversation, or nil and what made the log unusable.
+    /// the loop with the conversation (its messages by where they are in the log, `stored`, save
+    /// when the log had replies left streaming), or nil and what made the log unusable.
     public func read(_ log: ConversationLog, done: @escaping (_ conversation: ReplayedConversation?, _ problems: [LoadProblem]) -> Void) {
         let id = log.id, path = log.path
-        loop.queueWork({ Self.read(id: id, path: path) }, done: { [weak self] read in
+        loop.queueWork({ Self.read(id: id, path: path, outline: .always) }, done: { [weak self] read in
             guard let self else { return }
             var problems = read.problems
             let settled = settle(read, into: log, problems: &problems)

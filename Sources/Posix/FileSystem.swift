@@ -279,6 +279,12 @@ extension Files {
     public static func read(path: String, offset: Int, count: Int) throws(Errno) -> [UInt8] {
         let fd = try open(path, O_RDONLY)
         defer { Glibc.close(fd) }
+        return try read(fd, offset: offset, count: count)
+    }
+
+    /// Up to `count` bytes of the file open as `fd` from byte `offset` (`pread(2)`, through short
+    /// reads and EINTR; the descriptor's position is left alone): fewer only at the end of the file.
+    public static func read(_ fd: Int32, offset: Int, count: Int) throws(Errno) -> [UInt8] {
         var failure: Errno?
         let bytes = [UInt8](unsafeUninitializedCapacity: max(count, 0)) { buffer, filled in
             while filled < buffer.count {

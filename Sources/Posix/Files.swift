@@ -7,7 +7,44 @@ public enum Files {
     /// Everything `fd` yields up to end of file. Fails with EFBIG past `limit` bytes, so
     /// a file that should be small (a config, a key) cannot make the caller hold gigabytes.
     public static func readAll(_ fd: Int32, limit: Int = .max) throws(Errno) -> [UInt8] {
+        // A regular file is read straight into one array of its size: growing it chunk by chunk
+        // copies a long log several times over.
+        if let seen = try? status(of: fd), seen.kind == .regular, seen.size > 0, seen.size <= Int64(min(limit, Int.max / 2)) {
+            return try readRegular(fd, expected: Int(seen.size), limit: limit)
+        }
         var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Errno.current
+            }
+            if count == 0 { return bytes }
+            bytes.append(contentsOf: chunk[0..<count])
+            if bytes.count > limit { throw Errno(EFBIG) }
+        }
+    }
+
+    /// A file expected to hold `expected` bytes: read into an array of that size, then on to the
+    /// end should it have grown meanwhile.
+    private static func readRegular(_ fd: Int32, expected: Int, limit: Int) throws(Errno) -> [UInt8] {
+        var failure: Errno?
+        var bytes = [UInt8](unsafeUninitializedCapacity: expected) { buffer, filled in
+            while filled < buffer.count {
+                let count = Glibc.read(fd, buffer.baseAddress! + filled, buffer.count - filled)
+                if count > 0 {
+                    filled += count
+                } else if count == 0 {
+                    return
+                } else if errno != EINTR {
+                    failure = .current
+                    return
+                }
+            }
+        }
+        if let failure { throw failure }
+        guard bytes.count == expected else { return bytes }
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }

@@ -554,6 +554,41 @@ final class JSONTerminalSafeTests: XCTestCase {
         XCTAssertEqual(try JSON.parse(written), value)
     }
 
+    /// Written in runs of plain bytes between the characters looked at one by one: every mix of
+    /// the two, at every position, comes out as a scalar-by-scalar writer makes it.
+    func testRunsAndSingleCharactersMixAtEveryPosition() throws {
+        let pieces = ["a", "plain text ", "\"", "\\", "\n", "\u{1B}", "\u{7F}", "\u{9B}", "é", "日本", "😀", "\u{202E}", "\u{2028}", "~", " "]
+        func expected(_ text: String) -> String {
+            var out = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                default:
+                    if JSON.escapesForTerminal(scalar) {
+                        out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value & 0xFFFF, radix: 16).count)
+                            + String(scalar.value & 0xFFFF, radix: 16)
+                    } else {
+                        out.unicodeScalars.append(scalar)
+                    }
+                }
+            }
+            return out + "\""
+        }
+        for first in pieces {
+            for second in pieces {
+                for third in pieces {
+                    let text = first + second + third
+                    XCTAssertEqual(JSON.string(text).terminalSafeText, expected(text), text.debugDescription)
+                }
+            }
+        }
+        XCTAssertEqual(JSON.string("").terminalSafeText, "\"\"")
+    }
+
     func testOrdinaryTextIsAsItIs() throws {
         let value = JSON.object(["title": .string("Grüße \"quoted\" \\ 日本 😀"), "n": .double(1.5), "ok": .bool(true)])
         XCTAssertEqual(value.terminalSafeText, value.text)

@@ -314,7 +314,8 @@ final class LogIndexTests: XCTestCase {
         }
         loop.run()
         XCTAssertTrue(problems.isEmpty, "\(problems)")
-        XCTAssertEqual(conversation?.messages.count, 2)
+        XCTAssertEqual(conversation?.stored.count, 2, "read for where its messages are")
+        XCTAssertEqual(try log.readMessages(conversation?.stored ?? []).map(\.content), ["hello", "hi"])
         XCTAssertTrue(log.isOpen)
         try log.write([.message(Fixture.user(3, "more", conversation: id(0)))], at: Fixture.at(30_000))
         XCTAssertEqual(log.summary.messageCount, 3, "the summary goes on folding after the read")
