@@ -386,7 +386,9 @@ final class ReasoningTests: XCTestCase {
         let first = try XCTUnwrap(saved.first.flatMap(Timestamp.init(rfc3339:)))
         let moved = try XCTUnwrap(restored["reasoning"]?["started"]?.string.flatMap(Timestamp.init(rfc3339:)))
         XCTAssertEqual(restored["reasoning"]?["started"]?.string, saved.last, "the last record's start, not the first")
-        XCTAssertGreaterThanOrEqual(moved.milliseconds - first.milliseconds, 300, "moved on by at least the 300 ms pause")
+        // Later by the pause as the daemon saw it (no lower bound: a loaded machine may deliver
+        // the first text late, which shortens the pause the daemon measures).
+        XCTAssertGreaterThan(moved.milliseconds, first.milliseconds, "moved on by the pause")
     }
 
     func testAReplyCancelledWhileThinkingRecordsAnEstimateOfTheThought() throws {
