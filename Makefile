@@ -83,6 +83,7 @@ $(MCP_VENV)/.installed: $(MCP_REQUIREMENTS)
 test: deps $(POWERCUT_SHIM) $(MCP_VENV)/.installed
 	scripts/check-syscalls.sh
 	scripts/check-typed-params.sh
+	scripts/check-function-length.py
 	SWIFT=$(SWIFT) scripts/check-modules.py
 	@# The page's script is parsed where node is at hand (it is not required).
 	@if command -v node >/dev/null 2>&1; then node --check Sources/WebGateway/page/app.js; fi

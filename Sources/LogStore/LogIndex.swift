@@ -181,40 +181,8 @@ extension LogStore {
     /// One line of the index as `decode(JSON.parse(line))` reads it, straight from the bytes:
     /// no tree of values is built for the fields that are plain strings, numbers and nulls.
     static func decode(line: UnsafeBufferPointer<UInt8>) -> IndexEntry? {
-        struct Fields {
-            var count = 0
-            var valid = true
-            var id = "", model = "", headerTitle = "", title = ""
-            var size = 0, inode = 0, modified = 0, created = 0, updated = 0, messages = 0
-            var resume = false
-            var system: String?, provider: String?, profile: String?
-            var forkedFrom: ForkOrigin?
-            var usage = UsageTotals()
-            var params = SamplingParameters()
-            var shares: [ConversationShare] = []
-            var blobs: Set<String> = []
-            var modelIsDefault = false
-        }
-        func string(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> String {
-            guard let text = try scanner.readString() else {
-                valid = false
-                return ""
-            }
-            return text
-        }
-        func int(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> Int {
-            guard let value = try scanner.readInt() else {
-                valid = false
-                return 0
-            }
-            return value
-        }
-        func optionalString(_ scanner: inout JSONScanner, _ valid: inout Bool) throws(JSONParseError) -> String? {
-            if try scanner.readNull() { return nil }
-            return try string(&scanner, &valid)
-        }
-        let read = try? JSONScanner.read(line) { (scanner) throws(JSONParseError) -> Fields in
-            var f = Fields()
+        let read = try? JSONScanner.read(line) { (scanner) throws(JSONParseError) -> IndexLineFields in
+            var f = IndexLineFields()
             guard try scanner.kind() == .array else {
                 f.valid = false
                 try scanner.skipValue()
@@ -223,71 +191,7 @@ extension LogStore {
             try scanner.elements { (index, scanner) throws(JSONParseError) in
                 f.count = index + 1
                 guard f.valid else { return }
-                switch index {
-                case 0: f.id = try string(&scanner, &f.valid)
-                case 1: f.size = try int(&scanner, &f.valid)
-                case 2: f.inode = try int(&scanner, &f.valid)
-                case 3: f.modified = try int(&scanner, &f.valid)
-                case 4: f.created = try int(&scanner, &f.valid)
-                case 5: f.model = try string(&scanner, &f.valid)
-                case 6: f.headerTitle = try string(&scanner, &f.valid)
-                case 7: f.title = try string(&scanner, &f.valid)
-                case 8: f.updated = try int(&scanner, &f.valid)
-                case 9: f.messages = try int(&scanner, &f.valid)
-                case 10:
-                    guard let resume = try scanner.readValue().bool else {
-                        f.valid = false
-                        return
-                    }
-                    f.resume = resume
-                case 11: f.system = try optionalString(&scanner, &f.valid)
-                case 12:
-                    if try scanner.readNull() { return }
-                    guard let origin = ForkOrigin(json: try scanner.readValue()) else {
-                        f.valid = false
-                        return
-                    }
-                    f.forkedFrom = origin
-                case 13: f.provider = try optionalString(&scanner, &f.valid)
-                case 14:
-                    guard let usage = Self.usageTotals(try scanner.readValue()) else {
-                        f.valid = false
-                        return
-                    }
-                    f.usage = usage
-                case 15: f.profile = try optionalString(&scanner, &f.valid)
-                case 16:
-                    guard let params = try? SamplingParameters(json: try scanner.readValue()) else {
-                        f.valid = false
-                        return
-                    }
-                    f.params = params
-                case 17:
-                    guard let shares = Self.shares(try scanner.readValue()) else {
-                        f.valid = false
-                        return
-                    }
-                    f.shares = shares
-                case 18:
-                    guard case .array(let digests) = try scanner.readValue() else {
-                        f.valid = false
-                        return
-                    }
-                    for digest in digests {
-                        guard let digest = digest.string, Attachment.isDigest(digest) else {
-                            f.valid = false
-                            return
-                        }
-                        f.blobs.insert(digest)
-                    }
-                case 19:
-                    guard let flag = try scanner.readValue().bool else {
-                        f.valid = false
-                        return
-                    }
-                    f.modelIsDefault = flag
-                default: f.valid = false
-                }
+                if index < 14 { try f.readPlain(index, &scanner) } else { try f.readValue(index, &scanner) }
             }
             return f
         }
@@ -301,6 +205,96 @@ extension LogStore {
                           summary: LogSummary(header: header, title: f.title, updated: Timestamp(milliseconds: Int64(f.updated)),
                                               messageCount: f.messages, needsResume: f.resume, usage: f.usage, shares: f.shares,
                                               blobs: f.blobs))
+    }
+
+    /// An index line's fields as they are read, in `indexFields` order; `valid` false once one
+    /// is not what its place holds (the line is then not taken).
+    private struct IndexLineFields {
+        var count = 0
+        var valid = true
+        var id = "", model = "", headerTitle = "", title = ""
+        var size = 0, inode = 0, modified = 0, created = 0, updated = 0, messages = 0
+        var resume = false
+        var system: String?, provider: String?, profile: String?
+        var forkedFrom: ForkOrigin?
+        var usage = UsageTotals()
+        var params = SamplingParameters()
+        var shares: [ConversationShare] = []
+        var blobs: Set<String> = []
+        var modelIsDefault = false
+
+        /// Fields 0 to 13: strings, numbers, a flag, nulls, the fork's origin.
+        mutating func readPlain(_ index: Int, _ scanner: inout JSONScanner) throws(JSONParseError) {
+            switch index {
+            case 0: id = try string(&scanner)
+            case 1: size = try int(&scanner)
+            case 2: inode = try int(&scanner)
+            case 3: modified = try int(&scanner)
+            case 4: created = try int(&scanner)
+            case 5: model = try string(&scanner)
+            case 6: headerTitle = try string(&scanner)
+            case 7: title = try string(&scanner)
+            case 8: updated = try int(&scanner)
+            case 9: messages = try int(&scanner)
+            case 10:
+                guard let flag = try scanner.readValue().bool else { return valid = false }
+                resume = flag
+            case 11: system = try optionalString(&scanner)
+            case 12:
+                if try scanner.readNull() { return }
+                guard let origin = ForkOrigin(json: try scanner.readValue()) else { return valid = false }
+                forkedFrom = origin
+            default: provider = try optionalString(&scanner)
+            }
+        }
+
+        /// Fields 14 on: the usage totals, the profile, the parameters, the shares, the blobs and
+        /// whether the model follows the default; anything after them is not an index line.
+        mutating func readValue(_ index: Int, _ scanner: inout JSONScanner) throws(JSONParseError) {
+            switch index {
+            case 14:
+                guard let totals = LogStore.usageTotals(try scanner.readValue()) else { return valid = false }
+                usage = totals
+            case 15: profile = try optionalString(&scanner)
+            case 16:
+                guard let read = try? SamplingParameters(json: try scanner.readValue()) else { return valid = false }
+                params = read
+            case 17:
+                guard let read = LogStore.shares(try scanner.readValue()) else { return valid = false }
+                shares = read
+            case 18:
+                guard case .array(let digests) = try scanner.readValue() else { return valid = false }
+                for digest in digests {
+                    guard let digest = digest.string, Attachment.isDigest(digest) else { return valid = false }
+                    blobs.insert(digest)
+                }
+            case 19:
+                guard let flag = try scanner.readValue().bool else { return valid = false }
+                modelIsDefault = flag
+            default: valid = false
+            }
+        }
+
+        private mutating func string(_ scanner: inout JSONScanner) throws(JSONParseError) -> String {
+            guard let text = try scanner.readString() else {
+                valid = false
+                return ""
+            }
+            return text
+        }
+
+        private mutating func int(_ scanner: inout JSONScanner) throws(JSONParseError) -> Int {
+            guard let value = try scanner.readInt() else {
+                valid = false
+                return 0
+            }
+            return value
+        }
+
+        private mutating func optionalString(_ scanner: inout JSONScanner) throws(JSONParseError) -> String? {
+            if try scanner.readNull() { return nil }
+            return try string(&scanner)
+        }
     }
 
     /// The `shared` field: every entry a whole share, or the line is not taken.
