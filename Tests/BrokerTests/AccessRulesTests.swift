@@ -11,10 +11,11 @@ final class AccessRulesTests: XCTestCase {
     func testEachMethodNeedsWhatTheProtocolSays() {
         let anyone: Set<RPCMethod> = [.hello, .status, .conversationList, .conversationSearch, .blobPut]
         let read: Set<RPCMethod> = [.conversationGet, .conversationAttach, .conversationDetach, .conversationHistory, .attachmentGet]
-        let write: Set<RPCMethod> = [.messageSend, .generationCancel, .messageRegenerate, .messageEdit, .messageContinue]
+        let write: Set<RPCMethod> = [.messageSend, .generationCancel, .messageRegenerate, .messageEdit, .messageContinue,
+                                     .conversationCompact, .conversationUncompact]
         let ownerOnly: Set<RPCMethod> = [.conversationCreate, .conversationConfigure, .conversationRename, .conversationDelete,
                                          .conversationFork, .toolApprove, .conversationShare, .conversationUnshare,
-                                         .modelsList, .profilesList, .toolsList, .mcpRestart]
+                                         .modelsList, .profilesList, .toolsList, .mcpRestart, .usageSummary]
         XCTAssertEqual(anyone.union(read).union(write).union(ownerOnly), Set(RPCMethod.allCases), "every method is in the table once")
         XCTAssertEqual(anyone.count + read.count + write.count + ownerOnly.count, RPCMethod.allCases.count)
         for method in anyone { XCTAssertEqual(MethodAccess.of(method), .anyone, method.rawValue) }
