@@ -425,7 +425,7 @@ class Worker(threading.Thread):
     daemon wrote before dying, since all of it was sent before the kill."""
 
     def __init__(self, name, path, convs, create, rng, tracker, round_no, stop, admin=False, max_delay=1.5, attach_rate=0.15,
-                 mcp=False, compactions=0.05):
+                 mcp=False, compactions=0.08):
         super().__init__(daemon=True, name=name)
         self.compactions = compactions   # share of turns that ask for a summary (half as many undo one)
         self.mcp = mcp
@@ -540,11 +540,13 @@ class Worker(threading.Thread):
         """A summary of the conversation asked for, its text fixed by the focus (the fake upstream
         answers the summary request like any other, from the directives of its last user turn, where
         the focus is), recorded before it is sent: the compaction oracle's list of summaries the
-        load asked for. The send after it may be stored while it is written, after its range."""
+        load asked for. The send after it may be stored while it is written, after its range. Half
+        are written slowly (about 0.6 s), so that kills and cancels come while one is written."""
         summary = "summary %s" % self.tag()
         with self.tracker.lock:
             self.tracker.summaries.add(summary)
-        self.request("conversation.compact", {"conversation": conv, "focus": "[[reply:%s]] the numbers" % summary},
+        slow = " [[delay:100]]" if self.rng.random() < 0.5 else ""
+        self.request("conversation.compact", {"conversation": conv, "focus": "[[reply:%s]]%s the numbers" % (summary, slow)},
                      "compact", (conv, summary))
 
     def uncompact(self, conv):
@@ -1991,9 +1993,9 @@ def arguments():
                              "or listing changed, or that were written to (default 25)")
     parser.add_argument("--attach-rate", type=float, default=0.15,
                         help="share of sends that carry files, uploaded with blob.put first (default 0.15)")
-    parser.add_argument("--compact-rate", type=float, default=0.05,
+    parser.add_argument("--compact-rate", type=float, default=0.08,
                         help="share of the turns after a reply that ask for a summary (conversation.compact), with a "
-                             "send after it; half as many undo one (conversation.uncompact) (default 0.05)")
+                             "send after it; half as many undo one (conversation.uncompact) (default 0.08)")
     parser.add_argument("--plant-faults", action="store_true",
                         help="self-test: after the last kill, damage the data directory once per oracle (a reply's byte, a user "
                              "message's byte, an accepted send's record, a blob) and pass only if every oracle reports its fault")
