@@ -41,7 +41,12 @@ of the `mcp` profile call its `note`, which answers with a receipt of random byt
 to a call log of the loop's own before answering; the round's check also makes two such calls
 (one turn) and needs them to complete. Every stored tool call has its result right after its turn, unless the kill cut
 the chain there, and every complete MCP result is a receipt the server wrote for that call
-(`check_tool_calls`). `--plant-faults` is their self-test: after the last kill it damages the
+(`check_tool_calls`). A few turns ask for a summary (`conversation.compact`, its text fixed by the
+focus) or undo the one in force, and every check does both in a conversation of its own; every
+stored `compaction` record holds a summary the load asked for, over messages stored before it, the
+first current message after its `last` being a user message or none; an `uncompaction` comes only
+while one is in force; every summary answered is stored (`check_compactions`, from the log files).
+`--plant-faults` is their self-test: after the last kill it damages the
 data directory once per oracle and passes only if each oracle reports its fault.
 
 Loopback and Unix sockets only; bounded in kills and time; every process it starts is
@@ -1998,7 +2003,9 @@ def arguments():
                              "send after it; half as many undo one (conversation.uncompact) (default 0.08)")
     parser.add_argument("--plant-faults", action="store_true",
                         help="self-test: after the last kill, damage the data directory once per oracle (a reply's byte, a user "
-                             "message's byte, an accepted send's record, a blob) and pass only if every oracle reports its fault")
+                             "message's byte, an accepted send's record, a blob, a summary's text, an answered summary's record, "
+                             "an uncompaction written twice; with MCP a tool result's byte and a tool result) and pass only if "
+                             "every oracle reports its fault")
     parser.add_argument("--mcp-python", default=DEFAULT_MCP_PYTHON,
                         help="the Python of the MCP virtual environment (make .build/venv-mcp/.installed), which runs "
                              "scripts/mcp-test-server.py as the load's MCP server; 'none' to run without MCP calls "
