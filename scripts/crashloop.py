@@ -1400,7 +1400,7 @@ class Loop:
             if name.endswith(".jsonl"):
                 with open(os.path.join(directory, name), "rb") as f:
                     logs[name[:-6]] = f.read().split(b"\n")
-        used = set()
+        used = {self.summary_conv}   # the compaction faults' own (plant_compaction_faults)
 
         def records(conv):
             for number, line in enumerate(logs[conv]):
