@@ -1136,6 +1136,7 @@ class Loop:
         stored = []
         if b'compaction"' in data:
             roles, superseded, in_force = {}, set(), False
+            covered, revised = set(), None   # what the summary in force covers; a covered message superseded since
             # Whole lines only: the daemon may be appending (a resumed reply) while this reads.
             for line in data.split(b"\n")[:-1]:
                 try:
@@ -1148,11 +1149,16 @@ class Loop:
                     roles.setdefault(message["id"], message.get("role"))
                 elif kind == "superseded":
                     superseded.add(record.get("message"))
+                    if in_force and record.get("message") in covered and revised is None:
+                        revised = record.get("message")
                 elif kind == "compaction":
+                    if revised is not None:
+                        fail("oracle compaction: %s: %s, which the summary in force covered, was superseded, and no uncompaction "
+                             "ended that summary before the next" % (conv, revised))
                     s["oracle_compactions_checked"] = s.get("oracle_compactions_checked", 0) + 1
                     first, last, summary = record.get("first"), record.get("last"), record.get("summary")
                     stored.append((first, last, summary))
-                    in_force = True
+                    in_force, revised = True, None
                     if summary not in summaries:
                         fail("oracle compaction: %s holds a summary of %s…%s the load never asked for: %r" % (conv, first, last, summary))
                     if first not in roles or last not in roles:
@@ -1161,6 +1167,8 @@ class Loop:
                         continue
                     if sequence_key(first) > sequence_key(last):
                         fail("oracle compaction: %s summarises %s…%s, which ends before it starts" % (conv, first, last))
+                    covered = {mid for mid in roles if mid not in superseded
+                               and sequence_key(first) <= sequence_key(mid) <= sequence_key(last)}
                     after = sorted((mid for mid in roles if mid not in superseded and sequence_key(mid) > sequence_key(last)),
                                    key=sequence_key)
                     if after and roles[after[0]] != "user":
@@ -1170,7 +1178,10 @@ class Loop:
                     s["oracle_uncompactions_checked"] = s.get("oracle_uncompactions_checked", 0) + 1
                     if not in_force:
                         fail("oracle uncompaction: %s holds an uncompaction while no compaction is in force" % conv)
-                    in_force = False
+                    in_force, revised = False, None
+            if revised is not None:
+                fail("oracle compaction: %s: %s, which the summary in force covers, was superseded, and no uncompaction "
+                     "ended that summary" % (conv, revised))
         for compaction in compacted:
             s["oracle_compactions_answered"] = s.get("oracle_compactions_answered", 0) + 1
             if (compaction.get("first"), compaction.get("last"), compaction.get("summary")) not in stored:
