@@ -41,7 +41,12 @@ of the `mcp` profile call its `note`, which answers with a receipt of random byt
 to a call log of the loop's own before answering; the round's check also makes two such calls
 (one turn) and needs them to complete. Every stored tool call has its result right after its turn, unless the kill cut
 the chain there, and every complete MCP result is a receipt the server wrote for that call
-(`check_tool_calls`). `--plant-faults` is their self-test: after the last kill it damages the
+(`check_tool_calls`). A few turns ask for a summary (`conversation.compact`, its text fixed by the
+focus) or undo the one in force, and every check does both in a conversation of its own; every
+stored `compaction` record holds a summary the load asked for, over messages stored before it, the
+first current message after its `last` being a user message or none; an `uncompaction` comes only
+while one is in force; every summary answered is stored (`check_compactions`, from the log files).
+`--plant-faults` is their self-test: after the last kill it damages the
 data directory once per oracle and passes only if each oracle reports its fault.
 
 Loopback and Unix sockets only; bounded in kills and time; every process it starts is
@@ -258,6 +263,11 @@ class Tracker:
         self.shares = {}           # conv -> [{uid: role} as last acknowledged or read, [ops asked since]]
         self.deleted = {}          # conv -> "asked" or "acked": deletes the load made
         self.continues = {}        # conv -> the round its last message.continue was sent in
+        # Compaction, as the load asked for it: the summary every conversation.compact asked the
+        # fake upstream to write (the text of its focus's [[reply:…]] directive), and the
+        # summaries answered with a result, (conv, compaction as answered).
+        self.summaries = set()
+        self.compacted = []
 
     def announce(self, message):
         key = (message["conversation"], message["id"])
@@ -420,8 +430,9 @@ class Worker(threading.Thread):
     daemon wrote before dying, since all of it was sent before the kill."""
 
     def __init__(self, name, path, convs, create, rng, tracker, round_no, stop, admin=False, max_delay=1.5, attach_rate=0.15,
-                 mcp=False):
+                 mcp=False, compactions=0.08):
         super().__init__(daemon=True, name=name)
+        self.compactions = compactions   # share of turns that ask for a summary (half as many undo one)
         self.mcp = mcp
         self.attach_rate = attach_rate
         self.abandoned = False
@@ -521,8 +532,31 @@ class Worker(threading.Thread):
             self.tracker.system_asked(conv, system)
             self.request("conversation.configure", {"conversation": conv, "system": system}, "configure", (conv, system))
             self.send_message(conv)
+        elif roll < 0.26 + self.compactions:
+            self.compact(conv)
+            self.send_message(conv)
+        elif roll < 0.26 + 1.5 * self.compactions:
+            self.uncompact(conv)
+            self.send_message(conv)
         else:
             self.send_message(conv)
+
+    def compact(self, conv):
+        """A summary of the conversation asked for, its text fixed by the focus (the fake upstream
+        answers the summary request like any other, from the directives of its last user turn, where
+        the focus is), recorded before it is sent: the compaction oracle's list of summaries the
+        load asked for. The send after it may be stored while it is written, after its range. Half
+        are written slowly (about 0.6 s), so that kills and cancels come while one is written."""
+        summary = "summary %s" % self.tag()
+        with self.tracker.lock:
+            self.tracker.summaries.add(summary)
+        slow = " [[delay:100]]" if self.rng.random() < 0.5 else ""
+        self.request("conversation.compact", {"conversation": conv, "focus": "[[reply:%s]]%s the numbers" % (summary, slow)},
+                     "compact", (conv, summary))
+
+    def uncompact(self, conv):
+        """The summary in force ended (refused when there is none, or one is being written)."""
+        self.request("conversation.uncompact", {"conversation": conv}, "uncompact", conv)
 
     def rename(self, conv):
         title = "%s r%d %d" % (self.name, self.round_no, self.rng.randrange(10 ** 6))
@@ -565,6 +599,13 @@ class Worker(threading.Thread):
                     return
                 if kind == "delete" and code == -32001:
                     return          # already gone
+                if kind in ("compact", "uncompact") and code in (-32006, -32008, -32001):
+                    # A reply in flight or queued, a summary being written or cancelled (the load
+                    # cancels), nothing new to summarise, none in force to undo; the model server
+                    # failed the request; the conversation deleted meanwhile: nothing was stored.
+                    with t.lock:
+                        t.asked["%s refused (%d)" % ("conversation." + kind, code)] += 1
+                    return
                 if kind == "approve" and code == -32006:
                     return          # the call ended before the answer (the conversation's reply was cancelled)
                 raise RuntimeError("%s failed: %s" % (kind, frame["error"]))
@@ -650,6 +691,13 @@ class Worker(threading.Thread):
                         t.deleted[info["id"]] = "asked"
                         t.conversations.discard(info["id"])
                     self.request("conversation.delete", {"conversation": info["id"]}, "delete", info["id"])
+            elif kind == "compact":
+                conv, summary = data
+                with t.lock:
+                    t.compacted.append((conv, result["compaction"]))
+                    if result["compaction"].get("summary") != summary:
+                        t.problems.append("oracle compaction-stored: conversation.compact of %s asked for the summary %r and was answered %r"
+                                          % (conv, summary, result["compaction"].get("summary")))
             elif kind == "configure":
                 t.system_acked(data[0], result["conversation"].get("system"))
             elif kind == "rename":
@@ -765,6 +813,8 @@ class Loop:
         self.mcp_call_log = os.path.join(self.tmp, "mcp-calls.jsonl")
         self.mcp_calls = (None, {})  # (the call log's size when read, text -> [results])
         self.mcp_health = None       # the conversation of the MCP call every check makes
+        self.summary_conv = None     # the conversation the checks summarise (check_health_compaction)
+        self.planted_in = {}         # oracle -> the conversation its fault must be reported in, when it matters
 
     # --- processes -------------------------------------------------------------
 
@@ -1069,6 +1119,107 @@ class Loop:
             elif got["content"] != content:
                 fail("oracle accepted-send: %s/%s is stored with %r, the load sent %r" % (conv, mid, got["content"][-80:], content[-80:]))
 
+    def check_compactions(self, conv, summaries, compacted, fail):
+        """The compaction oracle, from the conversation's log file read directly and what the load
+        asked for: every `compaction` record's summary is one the load asked the fake upstream to
+        write; its `first` and `last` are messages stored before it, in order, and the first current
+        message after `last` there is a user message or none (the range never ends between a tool
+        call and its result, nor mid-reply); an `uncompaction` comes only while a compaction is in
+        force; every summary answered with a result is stored, with its range and text."""
+        s = self.stats
+        path = os.path.join(self.data, "conversations", conv + ".jsonl")
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            data = b""
+        stored = []
+        if b'compaction"' in data:
+            roles, superseded, in_force = {}, set(), False
+            covered, revised = set(), None   # what the summary in force covers; a covered message superseded since
+            # Whole lines only: the daemon may be appending (a resumed reply) while this reads.
+            for line in data.split(b"\n")[:-1]:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                kind = record.get("type") if isinstance(record, dict) else None
+                message = record.get("message") if kind else None
+                if isinstance(message, dict) and isinstance(message.get("id"), str):
+                    roles.setdefault(message["id"], message.get("role"))
+                elif kind == "superseded":
+                    superseded.add(record.get("message"))
+                    if in_force and record.get("message") in covered and revised is None:
+                        revised = record.get("message")
+                elif kind == "compaction":
+                    if revised is not None:
+                        fail("oracle compaction: %s: %s, which the summary in force covered, was superseded, and no uncompaction "
+                             "ended that summary before the next" % (conv, revised))
+                    s["oracle_compactions_checked"] = s.get("oracle_compactions_checked", 0) + 1
+                    first, last, summary = record.get("first"), record.get("last"), record.get("summary")
+                    stored.append((first, last, summary))
+                    in_force, revised = True, None
+                    if summary not in summaries:
+                        fail("oracle compaction: %s holds a summary of %s…%s the load never asked for: %r" % (conv, first, last, summary))
+                    if first not in roles or last not in roles:
+                        fail("oracle compaction: %s summarises %s…%s, but %s is no message stored before it"
+                             % (conv, first, last, first if first not in roles else last))
+                        continue
+                    if sequence_key(first) > sequence_key(last):
+                        fail("oracle compaction: %s summarises %s…%s, which ends before it starts" % (conv, first, last))
+                    covered = {mid for mid in roles if mid not in superseded
+                               and sequence_key(first) <= sequence_key(mid) <= sequence_key(last)}
+                    after = sorted((mid for mid in roles if mid not in superseded and sequence_key(mid) > sequence_key(last)),
+                                   key=sequence_key)
+                    if after and roles[after[0]] != "user":
+                        fail("oracle compaction: %s summarises %s…%s, but %s (%s) came after %s when it was stored"
+                             % (conv, first, last, after[0], roles[after[0]], last))
+                elif kind == "uncompaction":
+                    s["oracle_uncompactions_checked"] = s.get("oracle_uncompactions_checked", 0) + 1
+                    if not in_force:
+                        fail("oracle uncompaction: %s holds an uncompaction while no compaction is in force" % conv)
+                    in_force, revised = False, None
+            if revised is not None:
+                fail("oracle compaction: %s: %s, which the summary in force covers, was superseded, and no uncompaction "
+                     "ended that summary" % (conv, revised))
+        for compaction in compacted:
+            s["oracle_compactions_answered"] = s.get("oracle_compactions_answered", 0) + 1
+            if (compaction.get("first"), compaction.get("last"), compaction.get("summary")) not in stored:
+                fail("oracle compaction-stored: %s: the summary of %s…%s %r was answered, but no compaction record holds it"
+                     % (conv, compaction.get("first"), compaction.get("last"), compaction.get("summary")))
+
+    def check_health_compaction(self, client, round_no, fail):
+        """After every restart, in a conversation of the checks' own (one exchange, left out of the
+        load): the summary in force undone, and a new one asked for, its text fixed by its focus.
+        So every log of it holds compactions and uncompactions, some in force across a kill; each
+        answered one is checked like the load's at the next restart."""
+        t = self.tracker
+        if self.summary_conv is None:
+            self.summary_conv = client.call("conversation.create", {"title": "summaries"})["conversation"]["id"]
+            with t.lock:
+                t.conversations.add(self.summary_conv)
+                t.titles[self.summary_conv] = ("summaries", [])
+                t.sent["[[reply:ok]] q1"] = []
+            client.call("conversation.attach", {"conversation": self.summary_conv, "history": 0})
+            sent = client.call("message.send", {"conversation": self.summary_conv, "content": "[[reply:ok]] q1"})
+            t.announce(sent["message"])
+            with t.lock:
+                t.accepted.append((self.summary_conv, sent["message"]["id"], "[[reply:ok]] q1"))
+            t.announce(client.await_note(lambda n: n.get("method") in ("message.completed", "message.failed")
+                                         and n["params"]["message"]["id"] == sent["reply"], CALL_GUARD_SECONDS)["params"]["message"])
+        elif "compaction" in client.call("conversation.history", {"conversation": self.summary_conv, "limit": 1}):
+            client.call("conversation.uncompact", {"conversation": self.summary_conv})
+        summary = "checked summary r%d" % round_no
+        with t.lock:
+            t.summaries.add(summary)
+        compaction = client.call("conversation.compact", {"conversation": self.summary_conv,
+                                                          "focus": "[[reply:%s]]" % summary})["compaction"]
+        with t.lock:
+            t.compacted.append((self.summary_conv, compaction))
+        if compaction.get("summary") != summary:
+            fail("summary after restart: asked for %r, answered %r" % (summary, compaction.get("summary")))
+        self.stats["health_compactions"] = self.stats.get("health_compactions", 0) + 1
+
     def mcp_results(self):
         """text -> [results] of the MCP server's call log, read again when it grew."""
         size = os.path.getsize(self.mcp_call_log) if os.path.exists(self.mcp_call_log) else 0
@@ -1260,7 +1411,7 @@ class Loop:
             if name.endswith(".jsonl"):
                 with open(os.path.join(directory, name), "rb") as f:
                     logs[name[:-6]] = f.read().split(b"\n")
-        used = set()
+        used = {self.summary_conv}   # the compaction faults' own (plant_compaction_faults)
 
         def records(conv):
             for number, line in enumerate(logs[conv]):
@@ -1321,6 +1472,52 @@ class Loop:
         plant("blob", "a blob a message names removed", remove_blob)
         if self.mcp_python is not None:
             self.plant_tool_faults(logs, records, rewrite)
+        self.plant_compaction_faults(logs, rewrite, used)
+
+    def plant_compaction_faults(self, logs, rewrite, used):
+        """The self-test's faults for the compaction oracles, each in a conversation of its own: a
+        stored summary's text changed (compaction), a summary answered with a result dropped from
+        its log (compaction-stored), and an uncompaction written twice (uncompaction)."""
+        with self.tracker.lock:
+            answered = {(conv, c.get("summary")) for conv, c in self.tracker.compacted}
+        found = collections.defaultdict(list)    # conv -> [(line number, record)] of compaction and uncompaction records
+        for conv, lines in logs.items():
+            for number, line in enumerate(lines):
+                if b'compaction"' not in line:
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and record.get("type") in ("compaction", "uncompaction"):
+                    found[conv].append((number, record))
+        # The checks' own conversation holds answered summaries and uncompactions in every run:
+        # the last summary dropped, the first uncompaction written twice. A summary's text is
+        # changed in another conversation if one holds a compaction (the load's), so that the
+        # drop is what the compaction-stored oracle must find.
+        mine = found.get(self.summary_conv, [])
+        hits = [(n, r) for n, r in mine if r["type"] == "uncompaction"]
+        if hits:
+            number, record = hits[0]
+            logs[self.summary_conv].insert(number + 1, logs[self.summary_conv][number])
+            rewrite(self.summary_conv, number, record)
+            self.planted["uncompaction"] = "an uncompaction written twice (%s)" % self.summary_conv
+            self.planted_in["uncompaction"] = self.summary_conv
+            mine = [(n + 1 if n > number else n, r) for n, r in mine]
+        hits = [(n, r) for n, r in mine if r["type"] == "compaction" and (self.summary_conv, r.get("summary")) in answered]
+        if hits:
+            rewrite(self.summary_conv, hits[-1][0], None)
+            self.planted["compaction-stored"] = "an answered summary's record dropped (%s, %r)" % (self.summary_conv, hits[-1][1]["summary"])
+            self.planted_in["compaction-stored"] = self.summary_conv
+            mine = [(n, r) for n, r in mine if n != hits[-1][0]]
+        for conv in sorted(found, key=lambda c: c == self.summary_conv):
+            hits = [(n, r) for n, r in (mine if conv == self.summary_conv else found[conv]) if r["type"] == "compaction"]
+            if (conv not in used or conv == self.summary_conv) and hits:
+                number, record = hits[0]
+                rewrite(conv, number, dict(record, summary=record["summary"] + " (changed)"))
+                self.planted["compaction"] = "a stored summary's text changed (%s, %r)" % (conv, record["summary"])
+                self.planted_in["compaction"] = conv
+                break
 
     def check(self, round_no, log_path, last_started):
         fail = lambda text: self.failures.add(round_no, text)
@@ -1353,8 +1550,12 @@ class Loop:
             shares = {conv: (entry[0], list(entry[1])) for conv, entry in t.shares.items()}
             deleted = dict(t.deleted)
             continues = dict(t.continues)
+            summaries = set(t.summaries)
+            compacted = collections.defaultdict(list)
+            for conv, compaction in t.compacted:
+                compacted[conv].append(compaction)
         for problem in problems:
-            fail("oracle upload: " + problem)
+            fail(problem if problem.startswith("oracle ") else "oracle upload: " + problem)
         for conv, state in deleted.items():
             if state == "acked" and (conv in listed or os.path.exists(os.path.join(self.data, "conversations", conv + ".jsonl"))):
                 fail("oracle delete: %s was deleted (answered) but is %s" % (conv, "listed" if conv in listed else "on disk"))
@@ -1393,6 +1594,9 @@ class Loop:
                     and not any(key[0] == conv for key in last_started)):
                 self.stats["unchanged_skipped"] += 1
                 self.check_blobs(conv, known.values(), uploaded, fail)
+                if compacted.get(conv):
+                    # A summary answered but never written leaves the log as it was.
+                    self.check_compactions(conv, summaries, compacted[conv], fail)
                 continue
             messages = self.history(client, conv)
             for _ in range(50):
@@ -1413,6 +1617,7 @@ class Loop:
             check_thoughts(conv, messages, self.stats, fail)
             self.check_oracles(conv, messages, sent, refused, accepted.get(conv, []), uploaded, fail)
             self.check_tool_calls(conv, messages, fail)
+            self.check_compactions(conv, summaries, compacted.get(conv, []), fail)
             self.check_shares(conv, info, shares.get(conv), fail)
             self.stats["tool_messages"] = self.stats.get("tool_messages", 0) + sum(1 for m in messages if m["role"] == "tool")
             self.stats["superseded_messages"] = self.stats.get("superseded_messages", 0) + sum(1 for m in messages if m.get("superseded_by"))
@@ -1549,6 +1754,7 @@ class Loop:
         t.announce(final)
         if final["status"] != "complete" or final["content"] != "alive %d" % round_no:
             fail("fresh send after restart ended %s %r" % (final["status"], final["content"]))
+        self.check_health_compaction(client, round_no, fail)
         client.close()
 
     # --- the loop ---------------------------------------------------------------
@@ -1584,7 +1790,7 @@ class Loop:
         """Starts the load; returns (workers, stop event)."""
         stop = threading.Event()
         with self.tracker.lock:
-            left_out = {self.health, self.mcp_health} | (set() if self.mcp_round(round_no) else self.tracker.mcp_convs)
+            left_out = {self.health, self.mcp_health, self.summary_conv} | (set() if self.mcp_round(round_no) else self.tracker.mcp_convs)
         pool = [c for c in self.pool if c not in left_out]
         if len(pool) < self.args.streams + 10:
             # Enough conversations that every round has about `streams` replies going.
@@ -1609,7 +1815,7 @@ class Loop:
                 mine = mine[:-1]
             workers.append(Worker("w%d" % n, self.socket, mine, create, random.Random(self.rng.random()),
                                   self.tracker, round_no, stop, max_delay=self.args.max_delay, attach_rate=self.args.attach_rate,
-                                  mcp=self.mcp_round(round_no)))
+                                  mcp=self.mcp_round(round_no), compactions=self.args.compact_rate))
         # The admin renames only conversations no worker has, so rename answers for one
         # conversation all come back on one connection, in the daemon's order.
         admin_convs = pool[:10]
@@ -1734,6 +1940,13 @@ class Loop:
                  s.get("oracle_replies_unknown", 0), s.get("oracle_accepted_checked", 0), s.get("oracle_blob_references", 0),
                  s.get("oracle_blobs_hashed", 0), s.get("oracle_shares_checked", 0), s.get("deletes_acked", 0), s.get("deletes_asked", 0)))
         print("  files uploaded by the load: %d distinct" % len(self.tracker.uploaded))
+        print("  oracles: %d compaction records checked (summary asked for, range of stored messages ending before a user "
+              "message or nothing), %d uncompaction records checked (each after a compaction in force); %d answered summaries "
+              "checked for their record; summaries answered %d (%d of them the checks' own), refused %s"
+              % (s.get("oracle_compactions_checked", 0), s.get("oracle_uncompactions_checked", 0),
+                 s.get("oracle_compactions_answered", 0), len(self.tracker.compacted), s.get("health_compactions", 0),
+                 ", ".join("%s %d" % (k.split(" ", 2)[-1], v) for k, v in sorted(self.tracker.asked.items())
+                           if k.startswith("conversation.compact refused")) or "0"))
         if self.mcp_python is not None:
             print("  oracles: %d tool calls checked for their results (%d cut with the chain, no result); %d complete MCP "
                   "results found in the server's own call log, %d MCP calls unfinished; %d MCP calls after restarts; "
@@ -1766,9 +1979,9 @@ class Loop:
         if args.plant_faults:
             # The self-test: every oracle a fault was planted for must have reported it.
             missed = []
-            for oracle in ("reply", "user-message", "accepted-send", "blob") + (("mcp-result", "tool-result") if self.mcp_python else ()):
+            for oracle in ("reply", "user-message", "accepted-send", "blob", "compaction", "compaction-stored", "uncompaction") + (("mcp-result", "tool-result") if self.mcp_python else ()):
                 what = self.planted.get(oracle)
-                caught = any(("oracle %s:" % oracle) in item for item in self.failures.items)
+                caught = any(("oracle %s:" % oracle) in item and self.planted_in.get(oracle, "") in item for item in self.failures.items)
                 print("  self-test: oracle %s: %s" % (oracle, "not planted (nothing to damage)" if what is None
                                                       else "%s: %s" % (what, "caught" if caught else "MISSED")))
                 if what is None or not caught:
@@ -1796,9 +2009,14 @@ def arguments():
                              "or listing changed, or that were written to (default 25)")
     parser.add_argument("--attach-rate", type=float, default=0.15,
                         help="share of sends that carry files, uploaded with blob.put first (default 0.15)")
+    parser.add_argument("--compact-rate", type=float, default=0.08,
+                        help="share of the turns after a reply that ask for a summary (conversation.compact), with a "
+                             "send after it; half as many undo one (conversation.uncompact) (default 0.08)")
     parser.add_argument("--plant-faults", action="store_true",
                         help="self-test: after the last kill, damage the data directory once per oracle (a reply's byte, a user "
-                             "message's byte, an accepted send's record, a blob) and pass only if every oracle reports its fault")
+                             "message's byte, an accepted send's record, a blob, a summary's text, an answered summary's record, "
+                             "an uncompaction written twice; with MCP a tool result's byte and a tool result) and pass only if "
+                             "every oracle reports its fault")
     parser.add_argument("--mcp-python", default=DEFAULT_MCP_PYTHON,
                         help="the Python of the MCP virtual environment (make .build/venv-mcp/.installed), which runs "
                              "scripts/mcp-test-server.py as the load's MCP server; 'none' to run without MCP calls "
