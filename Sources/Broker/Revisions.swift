@@ -72,7 +72,9 @@ extension Broker {
         // The new message first: should a crash keep only part of this append, what survives
         // is a message and perhaps some of its superseded records, never a `by` that names
         // a message the log does not hold (which would read as a regenerated reply owed).
-        conversation.log.append([.message(message)] + superseded.map { .superseded(message: $0, by: ids.message) } + uncompaction) { [unowned self] error in
+        // The uncompaction first, as a regenerate writes it: a torn write that keeps a superseded
+        // record of a message the summary covers then keeps its end too.
+        conversation.log.append(uncompaction + [.message(message)] + superseded.map { .superseded(message: $0, by: ids.message) }) { [unowned self] error in
             conversation.sendsBeingStored -= 1
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store edit: \(error)")
