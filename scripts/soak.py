@@ -941,7 +941,11 @@ class Soak:
                 result, error = c.call("message.continue", {"conversation": cid}, expect=refused)
                 reply = None if error else result["reply"]
             elif op == "fork":
-                result, error = c.call("conversation.fork", {"conversation": cid, "title": "fork " + self.tag()}, expect=refused)
+                # Up to its own reply: a fork of everything would copy another scenario's send still
+                # in flight and answer it in the fork, a second request with the same text, which
+                # spends a [[fail-first:N]] directive's failures and lets the original succeed.
+                result, error = c.call("conversation.fork", {"conversation": cid, "at": key[1], "title": "fork " + self.tag()},
+                                       expect=refused)
             else:
                 result, error = c.call("conversation.configure", {"conversation": cid, "system": "soak system " + self.tag()},
                                        expect={"result", -32001})
