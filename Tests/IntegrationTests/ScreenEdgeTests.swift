@@ -153,7 +153,9 @@ final class ScreenEdgeTests: TmuxTestCase {
         try tmux.type(other, "/switch ")
         try tmux.send(other, ["Tab"])
         try tmux.waitForText(other, "-- \(latest)  the latest one --")
-        let listed = try tmux.waitForText(other, "-- \(shells)  shell ")
-        XCTAssertEqual(listed.split(separator: "\n").last.map { $0.hasSuffix("> /switch") }, true, listed)
+        // The list is written first and the input line drawn again after it: wait for both.
+        _ = try tmux.waitForScreen(other, "the list, then the line as typed") { screen in
+            screen.contains("-- \(shells)  shell ") && screen.split(separator: "\n").last.map { $0.hasSuffix("> /switch") } == true
+        }
     }
 }
