@@ -206,7 +206,7 @@ extension ReplyRunner {
                 if let error = serverError.map(secrets.redacting) {
                     return endCompaction(job, in: conversation, .failure(.failed(error)))
                 }
-                let summary = job.text.trimmingBlankEnds
+                let summary = job.text.trimmingWhitespace
                 guard !summary.isEmpty else {
                     return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .upstreamProtocol,
                         message: "the model wrote no summary"))))
@@ -320,7 +320,7 @@ extension Broker {
             throw .conflict(conversation.compaction == nil ? "nothing to compact: the conversation has no messages yet"
                             : "nothing to compact: no message came after the summary in force")
         }
-        let focus = params.focus.flatMap { $0.trimmingBlankEnds.isEmpty ? nil : $0.trimmingBlankEnds }
+        let focus = params.focus.flatMap { $0.trimmingWhitespace.isEmpty ? nil : $0.trimmingWhitespace }
         replies.startCompaction(in: conversation, range: range, focus: focus, automatic: false, by: client.info) { result in
             switch result {
             case .success(let compaction): respond(.success(CompactResult(compaction: compaction).json))
@@ -374,15 +374,5 @@ extension Broker {
         compaction.last = MessageID.make(lastSequence, step: lastOrder.step)
         compaction.created = nil
         return compaction
-    }
-}
-
-extension String {
-    /// Without the white space at either end.
-    var trimmingBlankEnds: String {
-        let scalars = unicodeScalars
-        guard let start = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let end = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
-        return String(scalars[start...end])
     }
 }

@@ -40,3 +40,14 @@ public enum PersonName {
         return "\(name) (\(login))"
     }
 }
+
+extension String {
+    /// Without white space or line breaks at either end (a key file usually ends in a newline;
+    /// a model's summary often does).
+    public var trimmingWhitespace: String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        return String(scalars[first...last])
+    }
+}

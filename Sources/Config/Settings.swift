@@ -549,15 +549,6 @@ extension Settings {
     }
 }
 
-extension String {
-    /// Without white space or line breaks at either end: a key file usually ends in a newline.
-    var trimmingWhitespace: String {
-        let scalars = unicodeScalars
-        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
-        return String(scalars[first...last])
-    }
-}
 
 extension ConfigTable {
     /// A provider's `prices`: one table per model, its keys numbers per million tokens.

@@ -13,17 +13,7 @@ public enum Files {
             return try readRegular(fd, expected: Int(seen.size), limit: limit)
         }
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Errno.current
-            }
-            if count == 0 { return bytes }
-            bytes.append(contentsOf: chunk[0..<count])
-            if bytes.count > limit { throw Errno(EFBIG) }
-        }
+        return try readRest(fd, after: &bytes, limit: limit)
     }
 
     /// A file expected to hold `expected` bytes: read into an array of that size, then on to the
@@ -45,6 +35,11 @@ public enum Files {
         }
         if let failure { throw failure }
         guard bytes.count == expected else { return bytes }
+        return try readRest(fd, after: &bytes, limit: limit)
+    }
+
+    /// `bytes`, then what `fd` yields up to end of file, in 64 KiB reads; EFBIG past `limit`.
+    private static func readRest(_ fd: Int32, after bytes: inout [UInt8], limit: Int) throws(Errno) -> [UInt8] {
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
