@@ -63,7 +63,7 @@ $(POWERCUT_SHIM): scripts/powercut/shim.c
 # graph as Package.swift declares it, as docs/architecture.md's map says, and as its rules
 # want it (scripts/check-modules.py: values below behaviour, the imports declared). One debug build
 # serves every test target; XCTest is the runner. Then the short runs of the
-# long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop and its 2-kill self-test, 10 power cuts,
+# long checks on the same build (scripts/long-checks.sh: a 20-kill crash loop, its 2-kill self-test and one per daemon fault mode, 10 power cuts,
 # a 1-minute soak; a few minutes together), each one line unless it fails. Last, confab-web
 # in a real browser: Debian's chromium driven by Playwright for Python (Tests/web, pytest).
 # The MCP servers the integration tests run (MCPServerTests.swift, MCPHTTPTests.swift,

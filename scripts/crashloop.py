@@ -48,6 +48,11 @@ first current message after its `last` being a user message or none; an `uncompa
 while one is in force; every summary answered is stored (`check_compactions`, from the log files).
 `--plant-faults` is their self-test: after the last kill it damages the
 data directory once per oracle and passes only if each oracle reports its fault.
+`--daemon-fault MODE` is their self-test against the daemon itself: a debug confabd run with
+CONFAB_DEBUG_FAULT=MODE misbehaves as a bug would (a user message's record left out of a write
+reported whole, a letter of a complete reply's or of a user message's stored text changed, a send
+answered and announced but never appended, a blob unlinked once its message is stored), and the
+run passes only if the oracle named for that mode in DAEMON_FAULTS reports it.
 
 Loopback and Unix sockets only; bounded in kills and time; every process it starts is
 ended by PID; the temporary directory is removed. Exit status 1 on any failure.
@@ -56,6 +61,16 @@ import argparse, base64, collections, hashlib, json, os, random, re, select, shu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.environ.get("CONFAB_BIN_DIR", os.path.join(HERE, "..", ".build", "release"))
+
+
+# The daemon's debug-only fault modes (LogStore's DebugFault) and the oracle each must be caught by.
+DAEMON_FAULTS = {
+    "drop-record": "accepted-send",
+    "unstored-announce": "accepted-send",
+    "reply-byte": "reply",
+    "user-byte": "user-message",
+    "blob-removed": "blob",
+}
 
 
 def sequence(mid):
@@ -856,6 +871,8 @@ class Loop:
 
     def daemon_environment(self, round_no):
         """The environment confabd starts with (a subclass adds to it)."""
+        if self.args.daemon_fault:
+            return dict(os.environ, CONFAB_DEBUG_FAULT=self.args.daemon_fault)
         return None
 
     def after_kill(self, round_no):
@@ -2003,6 +2020,15 @@ class Loop:
                     missed.append(oracle)
             print("  self-test: %s" % ("every planted fault caught" if not missed else "FAILED: %s" % ", ".join(missed)))
             return 1 if missed else 0
+        if args.daemon_fault:
+            # The self-test against the daemon: the oracle named for its fault must have reported it.
+            oracle = DAEMON_FAULTS[args.daemon_fault]
+            reports = collections.Counter(m.group(1) for item in self.failures.items
+                                          for m in [re.search(r"oracle ([a-z-]+):", item)] if m)
+            print("  self-test: daemon fault %s: oracle %s %s (oracle reports: %s)"
+                  % (args.daemon_fault, oracle, "caught it" if reports[oracle] else "MISSED it",
+                     ", ".join("%s %d" % kv for kv in sorted(reports.items())) or "none"))
+            return 0 if reports[oracle] and s["kills"] > 0 else 1
         return 1 if self.failures.items or s["kills"] == 0 else 0
 
 
@@ -2032,6 +2058,9 @@ def arguments():
                              "message's byte, an accepted send's record, a blob, a summary's text, an answered summary's record, "
                              "an uncompaction written twice; with MCP a tool result's byte and a tool result) and pass only if "
                              "every oracle reports its fault")
+    parser.add_argument("--daemon-fault", choices=sorted(DAEMON_FAULTS), default=None,
+                        help="self-test: run a debug confabd with CONFAB_DEBUG_FAULT set to this mode and pass only if its "
+                             "oracle reports the fault (%s)" % ", ".join("%s: %s" % kv for kv in sorted(DAEMON_FAULTS.items())))
     parser.add_argument("--mcp-python", default=DEFAULT_MCP_PYTHON,
                         help="the Python of the MCP virtual environment (make .build/venv-mcp/.installed), which runs "
                              "scripts/mcp-test-server.py as the load's MCP server; 'none' to run without MCP calls "
@@ -2050,6 +2079,8 @@ def main():
         args.seed = int.from_bytes(os.urandom(4), "big")
     if args.kills < 1 or args.max_seconds <= 0 or args.clients < 1 or args.streams < args.clients:
         parser.error("need --kills >= 1, --max-seconds > 0, --clients >= 1, --streams >= --clients")
+    if args.daemon_fault and args.plant_faults:
+        parser.error("--daemon-fault and --plant-faults are separate self-tests")
     if args.mcp_every < 1:
         parser.error("need --mcp-every >= 1")
     if args.mcp_python != "none":

@@ -275,6 +275,8 @@ class PowerCutLoop(crashloop.Loop):
         environment = dict(os.environ)
         environment.update(LD_PRELOAD=self.shim, CONFAB_POWERCUT_DIR=os.path.realpath(self.data),
                            CONFAB_POWERCUT_JOURNAL=self.journal)
+        if self.args.daemon_fault:
+            environment["CONFAB_DEBUG_FAULT"] = self.args.daemon_fault
         return environment
 
     def after_kill(self, round_no):

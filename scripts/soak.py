@@ -43,6 +43,17 @@ MAX_STREAMS = 16
 LIBCURL_SOCKET_PAIR = 2
 
 
+# The daemon's debug-only fault modes (LogStore's DebugFault) and what the oracle that must
+# catch each reports (`compare_with_sources`, `check_files_and_shares`).
+DAEMON_FAULTS = {
+    "drop-record": "accepted (a result came) but not stored",
+    "unstored-announce": "accepted (a result came) but not stored",
+    "reply-byte": "complete, but not the text the upstream sent",
+    "user-byte": "a stored user message the soak never sent",
+    "blob-removed": "is named by a stored message but not on disk",
+}
+
+
 def log(text):
     print(text, flush=True)
 
@@ -1521,6 +1532,8 @@ class Soak:
         asan = is_asan(args.confabd)
         if asan:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=0")
+        if args.daemon_fault:
+            env["CONFAB_DEBUG_FAULT"] = args.daemon_fault
             symbolizer = shutil.which("llvm-symbolizer")
             if symbolizer:
                 env.setdefault("ASAN_SYMBOLIZER_PATH", symbolizer)
@@ -1616,6 +1629,13 @@ class Soak:
                     if os.path.exists(os.path.join(tmp, name)):
                         shutil.copy(os.path.join(tmp, name), os.path.join(args.save_logs, name))
             ok = self.summary(load_seconds, first, end if alive else None, failures, findings, asan, restart)
+            if args.daemon_fault:
+                # The self-test against the daemon: the oracle named for its fault must have reported it.
+                what = DAEMON_FAULTS[args.daemon_fault]
+                caught = sum(what in violation for violation in self.stats.violations)
+                log("self-test: daemon fault %s: %s (\"%s\": %d reports; %d violations in all)"
+                    % (args.daemon_fault, "caught" if caught else "MISSED", what, caught, len(self.stats.violations)))
+                return 0 if caught else 1
             return 0 if ok else 1
         finally:
             self.stop.set()
@@ -1725,10 +1745,11 @@ class Soak:
                 run.insert(0, earlier)
         return run
 
-    def compare_with_sources(self, histories, failures, convs=None):
+    def compare_with_sources(self, histories, failures, convs=None, when=""):
         """Every stored send holds the prompt it was sent with, and its reply the text the fake
         upstream was asked to send for the user turn it answered: all of it when complete, a
-        prefix of it otherwise."""
+        prefix of it otherwise. Run before the stop on what the daemon holds and again after the
+        restart on what it read back from its logs (`when`, which names the second run's counts)."""
         with self.sources_lock:
             sources = set(self.sources)
             prompts = set(self.prompts)
@@ -1741,7 +1762,7 @@ class Soak:
             if cid not in histories:
                 continue          # deleted since
             stored = next((m for m in histories[cid] if m["id"] == mid), None)
-            self.stats.bump("accepted sends found stored")
+            self.stats.bump("accepted sends found stored" + when)
             if stored is None or stored["content"] != text:
                 wrong.append("%s/%s: accepted (a result came) but %s" % (cid, mid, "not stored" if stored is None else
                                                                          "stored with another text: %r" % stored["content"][:80]))
@@ -1750,7 +1771,7 @@ class Soak:
             by_id = {m["id"]: m for m in messages}
             for m in messages:
                 if m["role"] == "user":
-                    self.stats.bump("stored user messages compared with what the soak sent")
+                    self.stats.bump("stored user messages compared with what the soak sent" + when)
                     if m["content"] not in prompts:
                         wrong.append("%s/%s: a stored user message the soak never sent: %r" % (cid, m["id"], m["content"][:80]))
             for index, m in enumerate(messages):
@@ -1766,7 +1787,7 @@ class Soak:
                 if any(earlier["content"] not in sources for earlier in run):
                     continue          # joined with a tool call's prompt: its text depends on the tool's answer
                 turn = "\n\n".join(earlier["content"] for earlier in run)
-                if len(run) > 1:
+                if len(run) > 1 and not when:
                     self.stats.bump("stored replies that answered several copied sends as one turn")
                 # A reply cut by the token limit may be continued: then it starts with the text.
                 source, continued = self.upstream_script(turn)
@@ -1791,8 +1812,8 @@ class Soak:
         for line in wrong[:20]:
             self.stats.violation(line)
         if wrong:
-            failures.append("%d stored messages differ from what the soak sent or the upstream was asked to send" % len(wrong))
-        self.stats.bump("stored replies compared with the upstream's text", compared)
+            failures.append("%d stored messages differ from what the soak sent or the upstream was asked to send%s" % (len(wrong), when))
+        self.stats.bump("stored replies compared with the upstream's text" + when, compared)
         return compared
 
     def restart(self, args, tmp, config, env, before, before_histories, failures):
@@ -1832,6 +1853,7 @@ class Soak:
                                     % (cid, len(old_messages), len(messages), changed[:3] or "(a message added or lost)"))
                 self.stats.bump("messages compared before and after the restart", len(messages))
             self.check_files_and_shares(after, after_histories, failures, os.path.join(tmp, "data"), collected=True)
+            self.compare_with_sources(after_histories, failures, after, when=" after the restart")
         except Disconnected:
             failures.append("restart: lost the connection while verifying")
         finally:
@@ -1924,6 +1946,11 @@ class Soak:
         log("stored replies compared with the text the upstream was asked to send: %d; messages compared "
             "before and after the restart: %d" % (st.events["stored replies compared with the upstream's text"],
                                                   st.events["messages compared before and after the restart"]))
+        log("after the restart, read back from the logs: %d stored replies compared with the upstream's text, %d stored user "
+            "messages with what the soak sent, %d accepted sends found stored"
+            % (st.events["stored replies compared with the upstream's text after the restart"],
+               st.events["stored user messages compared with what the soak sent after the restart"],
+               st.events["accepted sends found stored after the restart"]))
 
         # Descriptors: every kind back where it started, except one log per live conversation,
         # idle upstream connections in libcurl's cache, and libcurl's own wake-up socket pair:
@@ -2014,6 +2041,9 @@ def main():
     parser.add_argument("--slow-every", type=float, default=120, help="seconds between clients that never read (default 120)")
     parser.add_argument("--save-logs", default=None, help="copy confabd's and the upstream's logs to this directory")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--daemon-fault", choices=sorted(DAEMON_FAULTS), default=None,
+                        help="self-test: run a debug confabd with CONFAB_DEBUG_FAULT set to this mode and pass only if the "
+                             "soak's oracle for it reports the fault")
     args = parser.parse_args()
     if args.seed is None:
         args.seed = int(time.time() * 1000) % 1_000_000

@@ -417,7 +417,12 @@ extension Broker {
         let message = Message(id: ids.message, conversation: conversation.id, role: .user, content: content,
                               status: .complete, created: .now(), author: client.author(), attachments: attachments.isEmpty ? nil : attachments)
         conversation.sendsBeingStored += 1
-        conversation.log.append([.message(message)]) { [unowned self] error in
+        #if DEBUG
+        let records: [LogRecord] = DebugFault.strikes(.unstoredAnnounce) ? [] : [.message(message)]  // CONFAB_DEBUG_FAULT
+        #else
+        let records: [LogRecord] = [.message(message)]
+        #endif
+        conversation.log.append(records) { [unowned self] error in
             conversation.sendsBeingStored -= 1
             if let error {
                 logger.error("conversation=\(conversation.id) cannot store message: \(error)")
@@ -430,6 +435,9 @@ extension Broker {
             }
             conversation.insert(message)
             markSent(attachments, by: client)
+            #if DEBUG
+            if !attachments.isEmpty, DebugFault.strikes(.blobRemoved) { store.blobs.remove(attachments.map(\.sha256)) }  // CONFAB_DEBUG_FAULT
+            #endif
             logger.info("conversation=\(conversation.id) message=\(message.id) stored client=\(client.id) chars=\(content.count)"
                 + (attachments.isEmpty ? "" : " attachments=\(attachments.count)"))
             logger.debug("conversation=\(conversation.id) message=\(message.id) content=\(content)")

@@ -121,7 +121,12 @@ public final class ConversationLog {
     public func write(_ records: [LogRecord], at time: Timestamp = .now()) throws(StoreError) {
         guard fd >= 0 else { throw StoreError(errno: EBADF, operation: "append to \(path)") }
         var bytes: [UInt8] = []
-        for record in records {
+        #if DEBUG
+        let stored = DebugFault.stored(records)  // CONFAB_DEBUG_FAULT: the file may not get what was asked
+        #else
+        let stored = records
+        #endif
+        for record in stored {
             record.json(at: time).write(into: &bytes)
             bytes.append(0x0A)
         }

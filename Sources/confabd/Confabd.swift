@@ -102,6 +102,13 @@ struct Confabd: ParsableCommand {
         if environment["CONFAB_DEBUG_CRASH_WHEN_READY"] == "1" {
             fatalError("crash asked for by CONFAB_DEBUG_CRASH_WHEN_READY")
         }
+        // And a misbehaviour of its own for the long checks' self-tests (LogStore's DebugFault).
+        if let name = environment[DebugFault.variable] {
+            guard let fault = DebugFault(rawValue: name) else {
+                throw StartupError(description: "\(DebugFault.variable)=\(name): none such; one of \(DebugFault.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            logger.warning("debug fault \(fault.rawValue) on: this daemon misbehaves on purpose")
+        }
         #endif
 
         // The socket accepts from here on (bound and listening, or systemd's), so READY=1 is true.
