@@ -74,6 +74,11 @@ extension Broker {
 
     typealias Respond = (Result<JSON, RPCError>) -> Void
 
+    /// Whether a request waiting for its conversation has been answered (from the log's end).
+    private final class Answered {
+        var done = false
+    }
+
     /// Runs a method on the conversation the params name once it is ready for it (see
     /// `whenReady`): at once, answering through `now()`, or after the requests before it,
     /// answering in a place in the client's outbox held by `later()` meanwhile. One that waited
@@ -93,7 +98,24 @@ extension Broker {
             return
         }
         let answer = later()
+        // The first page of a conversation not in memory is read from its log's end while the
+        // whole log is outlined for everything else (`LogTail`): a long conversation's first page
+        // does not wait for the rest. The requests after it still wait for the full read.
+        let early = known == .conversationHistory && conversation.contents == .onDisk
+            ? (try? HistoryParams(params, bounds: bounds)).flatMap { $0.before == nil ? $0.limit ?? 50 : nil } : nil
+        let answered = Answered()
+        if let early {
+            store.readTail(conversation.log, limit: early) { [unowned self] page in
+                guard let page, !answered.done, !conversation.isDeleted else { return }
+                if case .needs(let needed) = row.access, (try? permit(known, needs: needed, on: conversation, client)) == nil { return }
+                answered.done = true
+                logger.debug("conversation=\(conversation.id) first page read from the log's end")
+                answer(.success(HistoryResult(messages: page.messages, more: page.more, compaction: page.compaction).json))
+            }
+        }
         whenReady(conversation, needsMessages: needsMessages) { [unowned self] error in
+            guard !answered.done else { return }
+            answered.done = true
             if let error { return answer(.failure(error)) }
             guard !conversation.isDeleted else { return answer(.failure(.notFound("no conversation \(conversation.id)"))) }
             do throws(RPCError) {
