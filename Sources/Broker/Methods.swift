@@ -98,22 +98,14 @@ extension Broker {
             return
         }
         let answer = later()
-        // The first page of a conversation not in memory is read from its log's end while the
-        // whole log is outlined for everything else (`LogTail`): a long conversation's first page
-        // does not wait for the rest. The requests after it still wait for the full read.
+        // The first page of a conversation not in memory is read from its log's end (`LogTail`),
+        // then the whole log is outlined for everything else, as for any request: a long
+        // conversation's first page waits neither for the rest nor beside it. The requests that
+        // come meanwhile wait for the full read, as ever.
         let early = known == .conversationHistory && conversation.contents == .onDisk
             ? (try? HistoryParams(params, bounds: bounds)).flatMap { $0.before == nil ? $0.limit ?? 50 : nil } : nil
         let answered = Answered()
-        if let early {
-            store.readTail(conversation.log, limit: early) { [unowned self] page in
-                guard let page, !answered.done, !conversation.isDeleted else { return }
-                if case .needs(let needed) = row.access, (try? permit(known, needs: needed, on: conversation, client)) == nil { return }
-                answered.done = true
-                logger.debug("conversation=\(conversation.id) first page read from the log's end")
-                answer(.success(HistoryResult(messages: page.messages, more: page.more, compaction: page.compaction).json))
-            }
-        }
-        whenReady(conversation, needsMessages: needsMessages) { [unowned self] error in
+        let resume: (RPCError?) -> Void = { [unowned self] error in
             guard !answered.done else { return }
             answered.done = true
             if let error { return answer(.failure(error)) }
@@ -127,6 +119,17 @@ extension Broker {
                 answer(.failure(error))
             }
         }
+        guard let early else { return whenReady(conversation, needsMessages: needsMessages, resume) }
+        whenReady(conversation, after: { [unowned self] then in
+            store.readTail(conversation.log, limit: early) { [unowned self] page in
+                defer { then() }
+                guard let page, !answered.done, !conversation.isDeleted else { return }
+                if case .needs(let needed) = row.access, (try? permit(known, needs: needed, on: conversation, client)) == nil { return }
+                answered.done = true
+                logger.debug("conversation=\(conversation.id) first page read from the log's end")
+                answer(.success(HistoryResult(messages: page.messages, more: page.more, compaction: page.compaction).json))
+            }
+        }, resume)
     }
 
     // MARK: - Parameters
