@@ -34,9 +34,9 @@ final class LogTailTests: XCTestCase {
         }
         for line in raw { bytes += Array(line.utf8) + [0x0A] }
         bytes += Array(tail.utf8)
-        let fd = try Files.open(path, O_WRONLY | O_CREAT | O_TRUNC)
-        defer { Files.close(fd) }
-        XCTAssertEqual(Files.writeAll(fd, bytes).written, bytes.count)
+        let fd = try Posix.Files.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+        defer { Posix.Files.close(fd) }
+        XCTAssertEqual(Posix.Files.writeAll(fd, bytes).written, bytes.count)
         return path
     }
 
@@ -44,7 +44,7 @@ final class LogTailTests: XCTestCase {
     /// message in id order.
     private func fullPage(_ path: String, limit: Int) throws -> TailPage {
         let read = LogStore.read(id: Fixture.conversation, path: path, outline: .never)
-        if read.fd >= 0 { Files.close(read.fd) }
+        if read.fd >= 0 { Posix.Files.close(read.fd) }
         let conversation = try XCTUnwrap(read.conversation)
         XCTAssertTrue(conversation.stored.isEmpty)
         let messages = conversation.messages
