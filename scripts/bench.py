@@ -655,8 +655,10 @@ def bench_startup(ctx):
 
 def bench_long(ctx):
     """One long conversation (--long-messages messages of 1,000 bytes, written by confab-loggen):
-    its first `conversation.history {limit: 20}` (the log read whole today), confabd's RSS with
-    it loaded, beside Python's json module parsing the same file, in the same run."""
+    its first `conversation.history {limit: 20}` (read from the log's end), the page before it
+    (which waits for the whole log's outline), the longest another client waited for `status`
+    meanwhile, confabd's RSS with it loaded, and `confab export --format jsonl` of it, beside
+    Python's json module parsing the same file, in the same run."""
     messages = ctx.long_messages
     with tempfile.TemporaryDirectory(prefix="confab-bench-") as tmp:
         data = os.path.join(tmp, "data")
@@ -664,7 +666,7 @@ def bench_long(ctx):
                        check=True, stdout=subprocess.DEVNULL, timeout=900)
         log = os.path.join(data, "conversations", os.listdir(os.path.join(data, "conversations"))[0])
         size = os.path.getsize(log)
-        firsts, pythons, before, after, idle, exports = [], [], [], [], [], []
+        firsts, seconds, status_waits, pythons, before, after, idle, exports = [], [], [], [], [], [], [], []
         for _ in range(3):
             with tempfile.TemporaryDirectory(prefix="run-", dir=tmp) as run_dir:
                 daemon = Daemon(run_dir, ctx.fake.port, data=data)
@@ -672,10 +674,30 @@ def bench_long(ctx):
                     client = Client(daemon.socket)
                     cid = client.call("conversation.list")["conversations"][0]["id"]
                     before.append(daemon.rss_kib())
+                    # Another client asks for `status` all through the reads: the loop must answer it meanwhile.
+                    other, waits, stop = Client(daemon.socket), [], threading.Event()
+
+                    def poll():
+                        while not stop.is_set():
+                            t0 = time.perf_counter()
+                            other.call("status")
+                            waits.append((time.perf_counter() - t0) * 1000)
+                            time.sleep(0.002)
+                    poller = threading.Thread(target=poll)
+                    poller.start()
                     t = time.perf_counter()
                     page = client.call("conversation.history", {"conversation": cid, "limit": 20})
                     firsts.append((time.perf_counter() - t) * 1000)
                     assert len(page["messages"]) == 20, "history returned %d messages" % len(page["messages"])
+                    # The page before it waits for the whole log's outline.
+                    t = time.perf_counter()
+                    older = client.call("conversation.history", {"conversation": cid, "limit": 20, "before": page["messages"][0]["id"]})
+                    seconds.append((time.perf_counter() - t) * 1000)
+                    assert len(older["messages"]) == 20, "history returned %d messages" % len(older["messages"])
+                    stop.set()
+                    poller.join()
+                    other.close()
+                    status_waits.append(max(waits) if waits else 0)
                     after.append(daemon.rss_kib())
                     # Attached (as a screen is) and idle: what it holds to serve the conversation.
                     client.call("conversation.attach", {"conversation": cid, "history": 50})
@@ -697,12 +719,15 @@ def bench_long(ctx):
             pythons.append((time.perf_counter() - t) * 1000)
         first, python, export = statistics.median(firsts), statistics.median(pythons), statistics.median(exports)
         print("long conversation, %s messages (%.1f MB log), median of 3: first history {limit: 20} %.0f ms "
-              "(Python's json parses the file in %.0f ms); RSS %.1f MiB before, %.1f MiB loaded, %.1f MiB attached and idle; "
+              "(Python's json parses the file in %.0f ms), the page before it %.0f ms (after the whole outline), "
+              "another client's status waited at most %.0f ms; RSS %.1f MiB before, %.1f MiB loaded, %.1f MiB attached and idle; "
               "confab export --format jsonl %.0f ms" % (
-                  format(messages, ","), size / 1e6, first, python, statistics.median(before) / 1024, statistics.median(after) / 1024,
-                  statistics.median(idle) / 1024, export))
+                  format(messages, ","), size / 1e6, first, python, statistics.median(seconds), max(status_waits),
+                  statistics.median(before) / 1024, statistics.median(after) / 1024, statistics.median(idle) / 1024, export))
         record("first `history {limit: 20}`, %s-message conversation" % format(messages, ","), "%.0f ms" % first,
                "Python json %.0f ms" % python, "%.2fx" % (first / python), "≤ 50 ms", first <= 50)
+        record("the page before it (after the whole outline)", "%.0f ms" % statistics.median(seconds))
+        record("another client's `status` during those reads, longest wait", "%.0f ms" % max(status_waits))
         loaded = statistics.median(idle) / 1024
         bound = 12 + 0.3 * size / 2**20
         record("RSS with it attached and idle", "%.1f MiB" % loaded, None, None, "≤ 12 MB + 0.3× the log (%.1f MiB)" % bound, loaded <= bound)

@@ -31,10 +31,23 @@ extension Broker {
         if conversation.contents == .onDisk { read(conversation) }
     }
 
+    /// As `whenReady` for a conversation whose messages are not in memory, but its log is read
+    /// only once `first` has called back (the first page read from the log's end, which then
+    /// does not share the machine with the whole log's read). Requests that come meanwhile wait
+    /// behind `resume`, as they would behind the read.
+    func whenReady(_ conversation: Conversation, after first: (_ then: @escaping () -> Void) -> Void,
+                   _ resume: @escaping (RPCError?) -> Void) {
+        precondition(conversation.contents == .onDisk)
+        conversation.lastUsed = loop.now
+        conversation.waitingForMessages.append((true, resume))
+        conversation.startLoading()
+        first { [unowned self] in read(conversation, started: true) }
+    }
+
     /// Reads the log on the thread pool: a long conversation's log takes milliseconds to parse,
     /// which would otherwise stall every other client and reply for that long.
-    private func read(_ conversation: Conversation) {
-        conversation.startLoading()
+    private func read(_ conversation: Conversation, started: Bool = false) {
+        if !started { conversation.startLoading() }
         store.read(conversation.log) { [unowned self] replayed, problems in
             for problem in problems { logger.warning("log problem: \(problem)") }
             var failure: RPCError?

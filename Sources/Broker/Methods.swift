@@ -74,6 +74,11 @@ extension Broker {
 
     typealias Respond = (Result<JSON, RPCError>) -> Void
 
+    /// Whether a request waiting for its conversation has been answered (from the log's end).
+    private final class Answered {
+        var done = false
+    }
+
     /// Runs a method on the conversation the params name once it is ready for it (see
     /// `whenReady`): at once, answering through `now()`, or after the requests before it,
     /// answering in a place in the client's outbox held by `later()` meanwhile. One that waited
@@ -93,7 +98,16 @@ extension Broker {
             return
         }
         let answer = later()
-        whenReady(conversation, needsMessages: needsMessages) { [unowned self] error in
+        // The first page of a conversation not in memory is read from its log's end (`LogTail`),
+        // then the whole log is outlined for everything else, as for any request: a long
+        // conversation's first page waits neither for the rest nor beside it. The requests that
+        // come meanwhile wait for the full read, as ever.
+        let early = known == .conversationHistory && conversation.contents == .onDisk
+            ? (try? HistoryParams(params, bounds: bounds)).flatMap { $0.before == nil ? $0.limit ?? 50 : nil } : nil
+        let answered = Answered()
+        let resume: (RPCError?) -> Void = { [unowned self] error in
+            guard !answered.done else { return }
+            answered.done = true
             if let error { return answer(.failure(error)) }
             guard !conversation.isDeleted else { return answer(.failure(.notFound("no conversation \(conversation.id)"))) }
             do throws(RPCError) {
@@ -105,6 +119,17 @@ extension Broker {
                 answer(.failure(error))
             }
         }
+        guard let early else { return whenReady(conversation, needsMessages: needsMessages, resume) }
+        whenReady(conversation, after: { [unowned self] then in
+            store.readTail(conversation.log, limit: early) { [unowned self] page in
+                defer { then() }
+                guard let page, !answered.done, !conversation.isDeleted else { return }
+                if case .needs(let needed) = row.access, (try? permit(known, needs: needed, on: conversation, client)) == nil { return }
+                answered.done = true
+                logger.debug("conversation=\(conversation.id) first page read from the log's end")
+                answer(.success(HistoryResult(messages: page.messages, more: page.more, compaction: page.compaction).json))
+            }
+        }, resume)
     }
 
     // MARK: - Parameters

@@ -142,10 +142,15 @@ func wholeHistory(_ connection: Connection, _ conversation: String) throws(Failu
     var before: String?
     while true {
         let raw = try connection.call(.conversationHistory, HistoryParams(conversation: conversation, before: before, limit: 1000).json)
-        let page = try Connection.read(HistoryCall.self, raw)
         // The messages as they came: `export --format json` writes them as confabd stored them.
-        pages.append(raw["messages"]?.array ?? [])
-        guard page.more, let first = page.messages.first?.id else { break }
+        // Only the paging fields are read here: decoding every message of a long conversation
+        // just to find the first id was a fifth of an export's time; those who need messages
+        // decode them (`wholeMessages`).
+        guard let messages = raw["messages"]?.array, let more = raw["more"]?.bool else {
+            throw Failure.message("confabd's answer to conversation.history is not a page of messages")
+        }
+        pages.append(messages)
+        guard more, let first = messages.first?["id"]?.string else { break }
         before = first
     }
     return pages.reversed().flatMap { $0 }
@@ -279,7 +284,19 @@ struct Export: ClientCommand {
         case .json:
             out = JSON.array(messages).terminalSafeText + "\n"
         case .jsonl:
-            out = messages.map { $0.terminalSafeText + "\n" }.joined()
+            // One buffer for the whole conversation, written as it is made: no line joined
+            // into a string of every line, none copied again.
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(messages.count * 256)
+            for message in messages {
+                bytes.append(contentsOf: message.terminalSafeText.utf8)
+                bytes.append(0x0A)
+            }
+            if isatty(1) == 0 {
+                Out.stdout(bytes)
+                return
+            }
+            out = String(decoding: bytes, as: UTF8.self)
         case .markdown:
             out = "# \(info.title)\n"
             for message in messages.compactMap(Message.init(json:)) {
