@@ -133,7 +133,10 @@ final class NotificationTests: TmuxTestCase {
         let id = try new("chat")
         var pane = ""
         let recording = try attach(id, environment: "unset TMUX CONFAB_NOTIFY; export CONFAB_NOTIFY_IDLE=0;", in: &pane)
-        try waitForRecording(recording, toContain: "/confab/config.toml: unknown keys: client.notfy (line 2; did you mean client.notify?)")
+        // The line is wrapped at the terminal's width, as every error line is.
+        let recorded = try waitForRecording(recording, toContain: "/confab/config.toml: unknown keys: client.notfy (line 2; did you mean")
+        XCTAssertTrue(recorded.replacingOccurrences(of: "\r\n  ", with: " ").contains("(line 2; did you mean client.notify?)"),
+                      recorded.debugDescription)
     }
 
     func testNoNotificationWhereTheTerminalIsNotKnownToTakeOne() throws {
