@@ -89,7 +89,7 @@ let package = Package(
         .target(name: "Broker", dependencies: [
             "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "ConfabLog", "Tools", "DaemonSettings", "ServiceSettings", "MCP",
         ], swiftSettings: strict),
-        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "ServiceSettings", "ConfabProtocol", "Posix", "Tools", "WebConfig"], swiftSettings: strict),
+        .target(name: "Config", dependencies: ["TOML", "DaemonSettings", "ServiceSettings", "ConfabProtocol", "Posix", "Tools", "WebConfig", "ClientConfig"], swiftSettings: strict),
 
         .executableTarget(name: "confabd", dependencies: [
             "Broker", "Config", "DaemonSettings", "ServiceSettings", "EventLoop", "Posix", "Upstream", "LogStore", "ConfabProtocol", "ConfabLog",
@@ -110,7 +110,7 @@ let package = Package(
         // which crashes a static executable for users those modules serve: the client makes
         // none (PasswdFile in Posix; `$USER` for its own name).
         .executableTarget(name: "confab", dependencies: [
-            "ConfabProtocol", "Posix", "Terminal", "LineEditor", "ShellIntegration",
+            "ConfabProtocol", "Posix", "Terminal", "LineEditor", "ShellIntegration", "ClientConfig",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict, linkerSettings: [
             .unsafeFlags(["-static-executable", "-static-stdlib"], .when(platforms: [.linux], configuration: .release)),
@@ -136,6 +136,8 @@ let package = Package(
         // links, the [web] settings) in WebGateway, the server in confab-web.
         // `[web]` of the config file: read by confabd (which keeps and checks it) and by confab-web.
         .target(name: "WebConfig", dependencies: ["TOML"], swiftSettings: strict),
+        // `[client]` of the config file: checked by confabd, read by `confab attach` alone.
+        .target(name: "ClientConfig", dependencies: ["TOML"], swiftSettings: strict),
         // The page's script and stylesheet are files (Sources/WebGateway/page), embedded in the
         // binary as byte arrays at build time: docs/architecture.md, "The browser gateway".
         .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "Terminal"],
@@ -156,7 +158,7 @@ let package = Package(
         .testTarget(name: "ShellIntegrationTests", dependencies: ["ShellIntegration"], swiftSettings: strict),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "EventLoop"], swiftSettings: strict),
         .testTarget(name: "BrokerTests", dependencies: ["Broker", "DaemonSettings", "ServiceSettings", "ConfabProtocol", "ConfabLog", "Upstream"], swiftSettings: strict),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "ServiceSettings", "TOML", "Tools", "ConfabProtocol", "Posix", "WebConfig"], swiftSettings: strict),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "DaemonSettings", "ServiceSettings", "TOML", "Tools", "ConfabProtocol", "Posix", "WebConfig", "ClientConfig"], swiftSettings: strict),
         .testTarget(name: "ToolsTests", dependencies: ["Tools", "ConfabProtocol"], swiftSettings: strict),
         .testTarget(name: "MCPTests", dependencies: ["MCP", "ServiceSettings", "ConfabProtocol", "ConfabLog", "EventLoop", "Curl", "Tools"], swiftSettings: strict),
         .testTarget(name: "LogStoreTests", dependencies: ["LogStore", "EventLoop"], swiftSettings: strict),

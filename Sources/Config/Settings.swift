@@ -1,3 +1,4 @@
+import ClientConfig
 import ConfabProtocol
 import DaemonSettings
 import Posix
@@ -188,6 +189,16 @@ struct ConfigFile {
                 // "config: web.listen (3:1): …" as the gateway says it, here with the file's name.
                 let problem = error.description.hasPrefix("config: ") ? String(error.description.dropFirst(8)) : error.description
                 throw ConfigError(description: "\(file): \(problem)")
+            }
+        }
+        // `[client]`, confab's own: checked here (errors at start-up and on SIGHUP, as every
+        // table's are), read by `confab attach`, used by nothing in the daemon.
+        _ = try root.table("client") { (table: inout ConfigTable) throws(ConfigError) in
+            table.readEveryKey()
+            do throws(ClientSettings.Problem) {
+                return try ClientSettings(client: table.table, file: file)
+            } catch {
+                throw ConfigError(description: error.description)
             }
         }
         try root.rejectUnknownKeys()

@@ -307,6 +307,32 @@ public struct ConversationView: Sendable {
     }
 }
 
+/// What the list page tells the person of a conversation it follows: a call waiting for the
+/// owner's approval (a share link's holder cannot give it), or a reply chain's end (the last
+/// reply, not one that only asks for tools). The page counts these in its title while it is
+/// hidden and shows a notification naming the conversation once the person allowed them.
+public enum ListAttention {
+    /// `{"type": "attention", conversation, message, title, text}`, or nil when the event
+    /// needs nobody.
+    public static func event(_ event: ConversationEvent, conversation: String, title: String, owner: Bool) -> JSON? {
+        let message: String
+        let text: String
+        switch event {
+        case .toolApprovalRequested(_, let call) where owner:
+            message = call.id
+            text = "A tool call waits for your approval: " + call.name
+        case .messageCompleted(let reply) where reply.role == .assistant && (reply.toolCalls ?? []).isEmpty,
+             .messageFailed(let reply, _) where reply.role == .assistant:
+            message = reply.id
+            text = reply.status == .complete ? "The reply is ready" : "The reply ended: " + reply.status.rawValue
+        default:
+            return nil
+        }
+        return ["type": "attention", "conversation": .string(conversation), "message": .string(message),
+                "title": .string(title), "text": .string(text)]
+    }
+}
+
 /// What the list shows of a conversation beyond its summary: who is attached, and whether a
 /// reply (or one of its tool calls) is in flight. Followed with a quiet attach, so the list
 /// page itself is in nobody's presence list.

@@ -35,7 +35,7 @@ public enum Pages {
     }
 
     public static let list = shell(title: "confab", body: """
-        <header><div class="bar"><h1>confab</h1><button id="new" class="new" type="button" hidden>New conversation</button><span id="status" class="status">connecting…</span></div></header>
+        <header><div class="bar"><h1>confab</h1><button id="new" class="new" type="button" hidden>New conversation</button><button id="notify" type="button" hidden>Notify me</button><span id="status" class="status">connecting…</span></div></header>
         <main><div class="column"><div id="notice" class="notice" role="status"></div><ul id="conversations" class="conversations"></ul><p id="empty" class="empty" hidden>No conversations yet.</p></div></main>
         """, attributes: "data-page=\"list\"")
 

@@ -199,6 +199,12 @@ actor BrowserSession {
                 throw Close.page(code: 1012, reason: "confabd is restarting")
             case .conversation(let id, let event) where conversation == nil:
                 guard var entry = activity[id] else { return }
+                // Only conversations this page lists are followed: the daemon lists a page
+                // only what its link may see.
+                if let title = listed.first(where: { $0.id == id })?.title,
+                   let attention = ListAttention.event(event, conversation: id, title: title, owner: access == .owner) {
+                    await show(attention)
+                }
                 if entry.apply(event) {
                     activity[id] = entry
                     await showList()

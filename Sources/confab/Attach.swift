@@ -131,7 +131,7 @@ final class AttachSession {
     /// The files of sends not yet answered, by request id: dropped once the message is
     /// stored, pending again when it is not.
     var filesInFlight: [Int: [FileAttachment]] = [:]
-    /// The terminal's notification, on a chat screen when the environment asks for one (`AttachNotify.swift`).
+    /// The terminal's notification, on a chat screen when the config or the environment asks for one (`AttachNotify.swift`).
     var notifier: AttachNotifier?
     /// When a key was last pressed here: a reply that ends long after is worth a notification.
     var lastKey = Timestamp.now()
@@ -167,7 +167,7 @@ final class AttachSession {
     }
 
     func startScreen() {
-        notifier = AttachNotifier.fromEnvironment { Out.errorLine("confab: " + $0) }
+        notifier = AttachNotifier.fromConfig { Out.errorLine("confab: " + $0) }
         let screen = ChatScreen()
         self.screen = screen
         transcript.screen = screen

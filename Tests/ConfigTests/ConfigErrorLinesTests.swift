@@ -34,6 +34,8 @@ final class ConfigErrorLinesTests: XCTestCase {
         ("[tools.t]\ndescription = \"d\"\n[tools.t.request]\nurl = \"nope\"\n", 4),
         ("[mcp.s]\ncommand = \"\"\n", 2),
         ("[web]\nlisten = 3\n", 2),
+        ("[client]\n\nnotify = \"loud\"\n", 3),
+        ("[client]\nnotify_idle_seconds = -1\n", 2),
         ("[upstream.prices.m]\ninput = -1\noutput = 1\n", 2),
     ]
 

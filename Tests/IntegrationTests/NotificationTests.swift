@@ -25,11 +25,21 @@ final class NotificationTests: TmuxTestCase {
         try harness.restartDaemon()
     }
 
+    /// The client's config directory (`XDG_CONFIG_HOME`): the test's own, so that no file of
+    /// the machine's decides; `[client]` is written there by the tests that need it.
+    private var configHome: String { harness.directory + "/client-config" }
+
+    private func writeClientConfig(_ text: String) throws {
+        try FileManager.default.createDirectory(atPath: configHome + "/confab", withIntermediateDirectories: true)
+        try text.write(toFile: configHome + "/confab/config.toml", atomically: true, encoding: .utf8)
+    }
+
     /// attach in `script`, which records every byte it writes; the recording's path.
     private func attach(_ id: String, environment: String, in pane: inout String) throws -> String {
         let recording = harness.directory + "/recording-\(UUID().uuidString.prefix(8))"
         let command = harness.confabCommand(["attach", id, "--name", "ana"])
-        pane = try tmux.start("export NO_COLOR=1; \(environment) script -q -f -e -c \(Tmux.quoted(command)) \(Tmux.quoted(recording))",
+        let home = "export XDG_CONFIG_HOME=\(Tmux.quoted(configHome));"
+        pane = try tmux.start("export NO_COLOR=1; \(home) \(environment) script -q -f -e -c \(Tmux.quoted(command)) \(Tmux.quoted(recording))",
                               width: 120, height: 30)
         try tmux.waitForText(pane, "here: ana (you)")
         return recording
@@ -90,6 +100,43 @@ final class NotificationTests: TmuxTestCase {
         try tmux.send(pane, ["Enter"])
         let recorded = try waitForRecording(recording, toContain: "]9;confab: guarded waits for your approval in “chat”")
         XCTAssertFalse(recorded.contains("the reply is complete"), recorded.debugDescription)
+    }
+
+    /// `[client]` of the config file chooses the kind and the idle time when the environment
+    /// says nothing.
+    func testTheConfigFilesChoiceReachesTheScreen() throws {
+        try writeClientConfig("[client]\nnotify = \"osc777\"\nnotify_idle_seconds = 0\n")
+        let id = try new("chat")
+        var pane = ""
+        let recording = try attach(id, environment: "unset TMUX CONFAB_NOTIFY CONFAB_NOTIFY_IDLE;", in: &pane)
+        let client = try harness.client()
+        _ = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:done here]]"])
+        let recorded = try waitForRecording(recording, toContain: "\u{1B}]777;notify;confab;the reply is complete in “chat”\u{07}")
+        XCTAssertFalse(recorded.contains("]9;"), recorded.debugDescription)
+    }
+
+    /// The environment wins over the file: its kind, and its idle time.
+    func testTheEnvironmentOverridesTheConfigFile() throws {
+        try writeClientConfig("[client]\nnotify = \"osc777\"\nnotify_idle_seconds = 600\n")
+        let id = try new("chat")
+        var pane = ""
+        let recording = try attach(id, environment: "unset TMUX; export CONFAB_NOTIFY=osc9 CONFAB_NOTIFY_IDLE=0;", in: &pane)
+        let client = try harness.client()
+        _ = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:done here]]"])
+        let recorded = try waitForRecording(recording, toContain: "\u{1B}]9;confab: the reply is complete in “chat”\u{07}")
+        XCTAssertFalse(recorded.contains("]777;"), recorded.debugDescription)
+    }
+
+    /// A mistake in `[client]` is said with the file and line, and attach goes on without it.
+    func testAMistakeInTheFileIsSaidWithItsLine() throws {
+        try writeClientConfig("[client]\nnotfy = \"osc9\"\n")
+        let id = try new("chat")
+        var pane = ""
+        let recording = try attach(id, environment: "unset TMUX CONFAB_NOTIFY; export CONFAB_NOTIFY_IDLE=0;", in: &pane)
+        // The line is wrapped at the terminal's width, as every error line is.
+        let recorded = try waitForRecording(recording, toContain: "/confab/config.toml: unknown keys: client.notfy (line 2; did you mean")
+        XCTAssertTrue(recorded.replacingOccurrences(of: "\r\n  ", with: " ").contains("(line 2; did you mean client.notify?)"),
+                      recorded.debugDescription)
     }
 
     func testNoNotificationWhereTheTerminalIsNotKnownToTakeOne() throws {

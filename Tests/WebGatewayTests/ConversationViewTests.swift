@@ -130,4 +130,31 @@ final class ConversationViewTests: XCTestCase {
         XCTAssertEqual(activity.clients.map(\.name), ["terminal"])
         XCTAssertTrue(activity.apply(.clientDetached(client)))
     }
+
+    /// The list page is told of a call waiting for the owner's yes and of a reply chain's
+    /// end, naming the conversation; a reply that only asks for tools, or a share's page
+    /// asked for an approval it cannot give, is told nothing.
+    func testListAttentionNamesTheConversation() {
+        let call = ToolCall(id: "call_1", name: "guarded", arguments: "{}")
+        let waiting = ListAttention.event(.toolApprovalRequested(message: nil, call: call), conversation: "k3v9q2m8x7ad",
+                                          title: "trip", owner: true)
+        XCTAssertEqual(waiting, ["type": "attention", "conversation": "k3v9q2m8x7ad", "message": "call_1", "title": "trip",
+                                 "text": "A tool call waits for your approval: guarded"])
+        XCTAssertNil(ListAttention.event(.toolApprovalRequested(message: nil, call: call), conversation: "k3v9q2m8x7ad",
+                                         title: "trip", owner: false))
+        let done = ListAttention.event(.messageCompleted(reply("m4", "ok", status: .complete)), conversation: "k3v9q2m8x7ad",
+                                       title: "trip", owner: true)
+        XCTAssertEqual(done?["text"]?.string, "The reply is ready")
+        XCTAssertEqual(done?["message"]?.string, "m4")
+        let cut = ListAttention.event(.messageCompleted(reply("m4", "ok", status: .cancelled)), conversation: "k3v9q2m8x7ad",
+                                      title: "trip", owner: false)
+        XCTAssertEqual(cut?["text"]?.string, "The reply ended: cancelled")
+        let failed = ListAttention.event(.messageFailed(reply("m4", "", status: .failed), error: nil), conversation: "k3v9q2m8x7ad",
+                                         title: "trip", owner: true)
+        XCTAssertEqual(failed?["text"]?.string, "The reply ended: failed")
+        XCTAssertNil(ListAttention.event(.messageCompleted(reply("m3", "", status: .complete, calls: [call])),
+                                         conversation: "k3v9q2m8x7ad", title: "trip", owner: true), "the chain goes on")
+        XCTAssertNil(ListAttention.event(.messageCreated(reply("m5", "", status: .streaming)), conversation: "k3v9q2m8x7ad",
+                                         title: "trip", owner: true))
+    }
 }

@@ -301,6 +301,66 @@ def test_the_title_and_a_notification_say_when_a_call_waits_or_a_reply_ends(worl
     terminal.close()
 
 
+LIST_NOTIFICATION_STUB = NOTIFICATION_STUB.replace(
+    "window.__notes.push([title, (options || {}).body]); return {close() {}};",
+    "const note = {close() {}}; window.__notes.push([title, (options || {}).body]); (window.__made = window.__made || []).push(note); return note;")
+
+
+def test_the_list_page_tells_of_any_conversation_it_lists(world, browser):
+    terminal = world.terminal()
+    asking = new_conversation(terminal, "asks for a tool", profile="helper")
+    replying = new_conversation(terminal, "answers later")
+    terminal.call("conversation.attach", {"conversation": asking})
+    terminal.call("conversation.attach", {"conversation": replying})
+    context = browser.new_context()
+    sign_in(context, world.owner_url, world.base).close()
+    context.grant_permissions(["notifications"], origin=world.base)
+    context.add_init_script(LIST_NOTIFICATION_STUB)
+    page = context.new_page()
+    page.goto(world.base + "/")
+    page.wait_for_selector("#conversations li[data-id='%s']" % replying)
+    assert page.evaluate("Notification.permission") == "granted"
+    base_title = page.title()
+    # Seen while the list is in front: nothing counted, nothing shown.
+    reply = terminal.call("message.send", {"conversation": replying, "content": "[[reply:in front]]"})["reply"]
+    terminal.wait_event(lambda e: e["method"] == "message.completed" and e["params"]["message"]["id"] == reply, "the reply")
+    wait_for(lambda: "2 messages" in page.text_content("#conversations li[data-id='%s']" % replying), "the list's update")
+    assert page.title() == base_title
+    assert page.evaluate("window.__notes") == []
+    # Hidden: a call waiting in one conversation, a reply ending in another.
+    page.evaluate("window.__hidden = true")
+    terminal.call("message.send", {"conversation": asking, "content": "[[tool:guarded {\"city\":\"Oslo\"}]]"})
+    wait_for(lambda: page.title() == "(1) " + base_title, "the title's count")
+    notes = page.evaluate("window.__notes")
+    assert notes == [["asks for a tool · confab", "A tool call waits for your approval: guarded"]], notes
+    terminal.call("message.send", {"conversation": replying, "content": "[[reply:done while away]]"})
+    wait_for(lambda: page.title() == "(2) " + base_title, "the count after the reply's end")
+    notes = page.evaluate("window.__notes")
+    assert notes[1] == ["answers later · confab", "The reply is ready"], notes
+    # A click on a notification opens its conversation.
+    page.evaluate("window.__made[1].onclick()")
+    page.wait_for_url(world.base + "/c/" + replying)
+    page.wait_for_selector("#status:text('live')")
+    context.close()
+    terminal.close()
+
+
+def test_the_list_page_offers_to_notify(world, browser):
+    context = browser.new_context()
+    sign_in(context, world.owner_url, world.base).close()
+    context.add_init_script("""window.__asked = 0; const ask = Notification.requestPermission.bind(Notification);
+        Notification.requestPermission = () => { window.__asked += 1; return ask(); };""")
+    page = context.new_page()
+    page.goto(world.base + "/")
+    page.wait_for_selector("#status:text('live')")
+    assert page.evaluate("window.__asked") == 0
+    if page.evaluate("Notification.permission") == "default":
+        assert page.is_visible("#notify")
+        page.click("#notify")
+        wait_for(lambda: page.evaluate("window.__asked") == 1, "the question")
+    context.close()
+
+
 def test_the_notify_button_asks_only_when_clicked(world, browser):
     terminal = world.terminal()
     conversation = new_conversation(terminal, "ask first")

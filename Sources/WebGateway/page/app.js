@@ -174,6 +174,7 @@
         document.getElementById("new").hidden = false;
         setStatus("live");
         break;
+      case "attention": listAttention(event); break;
       case "created":
         if (typeof event.conversation === "string" && /^[a-z0-9]{12}$/.test(event.conversation)) {
           location.href = "/c/" + encodeURIComponent(event.conversation);
@@ -675,12 +676,34 @@
     if (!what || announced.has(key)) return;
     announced.add(key);
     if (!hidden()) return;
+    tell(baseTitle, what, "confab-" + conversation + "-" + m.id, null);
+  }
+
+  // The list page: a conversation it follows has a call waiting for approval, or a reply
+  // that ended (the gateway says which, for conversations this link may see); a click on
+  // the notification opens that conversation.
+  function listAttention(event) {
+    if (page !== "list" || typeof event.conversation !== "string" || !/^[a-z0-9]{12}$/.test(event.conversation)) return;
+    const key = event.conversation + ":" + String(event.message) + ":" + String(event.text);
+    if (announced.has(key)) return;
+    announced.add(key);
+    if (!hidden()) return;
+    tell(String(event.title || "confab") + " · confab", String(event.text || ""),
+      "confab-" + event.conversation + "-" + String(event.message), "/c/" + encodeURIComponent(event.conversation));
+  }
+
+  // One more thing unseen in the title, and the browser's notification once allowed.
+  function tell(title, body, tag, opens) {
     unseen += 1;
     retitle();
     if ("Notification" in window && Notification.permission === "granted") {
       try {
-        const note = new Notification(baseTitle, { body: what, tag: "confab-" + conversation + "-" + m.id });
-        note.onclick = function () { window.focus(); note.close(); };
+        const note = new Notification(title, { body: body, tag: tag });
+        note.onclick = function () {
+          window.focus();
+          note.close();
+          if (opens) location.href = opens;
+        };
       } catch (e) { /* a browser that allows notifications only from a service worker */ }
     }
   }
@@ -761,6 +784,7 @@
   if (page === "list") {
     const start = document.getElementById("new");
     start.addEventListener("click", function () { send({ op: "create" }); });
+    offerNotifications();
   }
   if (location.hash.startsWith("#token=")) {
     enter(decodeURIComponent(location.hash.slice("#token=".length)));
