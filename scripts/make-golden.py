@@ -21,6 +21,9 @@ Levels (what the version has):
   6  + files and shares: blobs (a text file, an image, one uploaded in two chunks), messages that
        carry them, an edit that keeps them, a fork that shares them, a deleted conversation whose
        blob is collected, and a conversation shared with two uids and unshared from one
+  7  + compaction: a summary (conversation.compact, with a focus) and a reply sent it, a fork
+       after it that carries it, one undone (conversation.uncompact), one ended by an edit inside
+       its range, and one made before a reply that would pass a profile's compact_at
 """
 import argparse
 import base64
@@ -165,6 +168,15 @@ tools = ["echo"]
 [profiles.reason]
 max_tokens = 64
 """
+    if level >= 7:
+        text += """
+[profiles.auto]
+system = "Be brief."
+max_tokens = 100
+context_tokens = 400
+compact_at = 0.5
+compact_prompt = "Summarise it. [[reply:AUTO SUMMARY]]"
+"""
     return text
 
 
@@ -280,6 +292,33 @@ def drive(client, data, port, level, sock):
         client.call("conversation.share", conversation=shared, uid=4243, role="write")
         client.call("conversation.unshare", conversation=shared, uid=4242)
 
+    if level >= 7:
+        def compact(conversation, focus):
+            return client.call("conversation.compact", conversation=conversation, focus=focus)
+
+        compacted = create("compacted", system="Be brief.")
+        send(compacted, "q1 [[reply:one]]")
+        send(compacted, "q2 [[reply:two]]")
+        compact(compacted, "[[reply:They said one and two.]] the numbers")
+        send(compacted, "q3 [[reply:three]]")
+        fork = client.call("conversation.fork", conversation=compacted, at="m6", title="compacted, forked")["conversation"]["id"]
+        client.call("conversation.attach", conversation=fork)
+        undone = create("uncompacted")
+        send(undone, "q1 [[reply:one]]")
+        compact(undone, "[[reply:S1]]")
+        client.call("conversation.uncompact", conversation=undone)
+        send(undone, "q2 [[reply:two]]")
+        ended = create("compaction ended by an edit")
+        send(ended, "q1 [[reply:one]]")
+        send(ended, "q2 [[reply:two]]")
+        compact(ended, "[[reply:S1]]")
+        edited = client.call("message.edit", conversation=ended, message="m3", content="q2 changed [[reply:changed]]")
+        client.reply_ends(edited["reply"])
+        # About 54 estimated tokens a question, no usage: the fourth passes compact_at.
+        automatic = create("automatic compaction", profile="auto")
+        for label in ["q1", "q2", "q3", "q4"]:
+            send(automatic, "[[no-usage]][[reply:ok]] " + label + " " + "x" * 170)
+
     # The crash: a reply streaming (some of its text saved), and from level 3 a tool call running.
     crash = create("crash")
     # Slow pieces: the daemon saves a streaming reply's text with the first piece a quarter
@@ -319,7 +358,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--confabd", required=True)
     parser.add_argument("--fake", required=True)
-    parser.add_argument("--level", type=int, choices=[1, 2, 3, 4, 5, 6], required=True)
+    parser.add_argument("--level", type=int, choices=[1, 2, 3, 4, 5, 6, 7], required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 

@@ -336,6 +336,7 @@ public final class Broker {
         for listener in listeners { listener.close() }
         listeners = []
         replies.interruptAll(in: conversations.values)
+        replies.abandonCompactions(in: conversations.values)
         abandonSearches()
         models.abandonAll(RPCError(code: RPCError.shuttingDown, message: "confabd is shutting down"))
         // Done once the clients have gone and every MCP server has exited (each bounded by

@@ -50,12 +50,16 @@ enum CompactionFailure: Error {
     case cancelled(by: ClientInfo?)
     /// The conversation was deleted meanwhile.
     case deleted
+    /// confabd is stopping; `storing` when the summary was written and its record on its way
+    /// to the log, which may then hold it after all.
+    case stopping(storing: Bool)
 
     var reason: String {
         switch self {
         case .failed(let error): error.logText
         case .cancelled: "the summary was cancelled"
         case .deleted: "the conversation was deleted"
+        case .stopping: "confabd is shutting down"
         }
     }
 }
@@ -233,6 +237,16 @@ extension ReplyRunner {
         job.done(.failure(.deleted))
     }
 
+    /// confabd stops: every summary still being written stops, and whoever asked for it is
+    /// answered now, before `server.stopping` goes out and the clients are closed. Called after
+    /// the replies are interrupted, so an automatic summary's reply hears nothing more.
+    func abandonCompactions(in conversations: some Sequence<Conversation>) {
+        for conversation in conversations {
+            guard let job = conversation.compacting, !job.isOver else { continue }
+            endCompaction(job, in: conversation, .failure(.stopping(storing: job.stream == nil)))
+        }
+    }
+
     /// Stores the summary if the messages it covers are still the conversation's.
     private func store(_ compaction: Compaction, of job: CompactionJob, in conversation: Conversation) {
         let replaced = job.covered.filter { id in conversation.entries.first { $0.id == id }?.supersededBy != nil }
@@ -271,6 +285,9 @@ extension ReplyRunner {
             conversation.broadcast(.compactionFailed(error: error, cancelledBy: nil))
         case .failure(.deleted):
             break
+        case .failure(.stopping):
+            // Every client hears `server.stopping` next.
+            logger.info("conversation=\(conversation.id) compaction of \(job.first)…\(job.last) stopped: confabd is shutting down")
         }
         job.done(result)
     }
@@ -326,6 +343,10 @@ extension Broker {
             case .success(let compaction): respond(.success(CompactResult(compaction: compaction).json))
             case .failure(.cancelled): respond(.failure(.conflict("the summary was cancelled: nothing was stored")))
             case .failure(.deleted): respond(.failure(.notFound("no conversation \(conversation.id): it was deleted while its summary was written")))
+            case .failure(.stopping(let storing)):
+                respond(.failure(RPCError(code: RPCError.shuttingDown, message: storing
+                    ? "confabd is shutting down while the summary was being stored: conversation.history shows whether it was, once it runs again"
+                    : "confabd is shutting down: no summary was stored")))
             case .failure(.failed(let error)):
                 respond(.failure(RPCError(code: RPCError.upstreamFailed, message: "no summary was stored: " + error.message, data: error.json)))
             }

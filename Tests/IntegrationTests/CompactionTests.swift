@@ -182,6 +182,77 @@ final class CompactionTests: XCTestCase {
         XCTAssertEqual(try other.call("status")["conversations"]?.int, 0)
     }
 
+    /// confabd told to stop (SIGTERM) while a summary is written still answers the call that
+    /// asked for it, before `server.stopping`: the summary stops and nothing is stored.
+    func testStoppingWhileASummaryIsWrittenAnswersTheCompactCall() throws {
+        let client = try harness.client()
+        let id = try twoTurns(client)
+        let before = try logText(id)
+        try client.sendRaw(RPC.request(id: .int(902), method: "conversation.compact",
+                                       params: ["conversation": .string(id), "focus": "[[hold:2 stopping]]"]))
+        try harness.waitUntilUpstreamHolds("stopping")
+        harness.daemon?.signal(SIGTERM)
+        let answer = try client.response(to: .int(902))
+        XCTAssertEqual(answer["error"]?["code"]?.int, RPCError.shuttingDown, "\(answer)")
+        XCTAssertEqual(answer["error"]?["message"]?.string, "confabd is shutting down: no summary was stored")
+        XCTAssertFalse(client.notificationsBeforeLastResponse.contains { $0.method == "server.stopping" }, "answered before the goodbye")
+        XCTAssertEqual(try client.collect(until: { method, _ in method == "server.stopping" }).last?.method, "server.stopping")
+        XCTAssertEqual(harness.daemon?.wait(seconds: 10), 0)
+        try harness.releaseUpstream("stopping")
+        XCTAssertEqual(try logText(id), before)
+        XCTAssertTrue(harness.log().contains("stopped: confabd is shutting down"), harness.log())
+    }
+
+    /// The summary request as an Anthropic provider receives it, whole: the system prompt and
+    /// the turns as a reply there would be sent them, with the prompt cache's breakpoints (the
+    /// system prompt, the newest turn and the one two before it), and the summary prompt with
+    /// its focus as the last user turn; then the next reply's, the summary in place of its range.
+    func testTheSummaryRequestAnAnthropicProviderReceivesWhole() throws {
+        harness.tearDown()
+        harness = try Harness(config: TestConfig.claudeProvider + "\nmax_tokens = 321\n")
+        let client = try harness.client()
+        let created = try client.call("conversation.create", ["title": "claude", "provider": "claude", "system": "Be brief."])
+        let id = try XCTUnwrap(created["conversation"]?["id"]?.string)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        _ = try send(client, id, "[[reply:one]] q1")
+        _ = try send(client, id, "[[reply:two]] q2")
+        let focus = "[[reply:They said one and two.]] the numbers"
+        XCTAssertEqual(try compact(client, id, focus: focus)["compaction"]?["summary"]?.string, "They said one and two.")
+
+        let marker: JSON = ["type": "ephemeral"]
+        let summaryRequest = try XCTUnwrap(harness.upstreamRequests().last)
+        XCTAssertEqual(summaryRequest["path"]?.string, "/anthropic/v1/messages")
+        let expected: JSON = [
+            "model": "fake-claude",
+            "max_tokens": 321,
+            "system": [["type": "text", "text": "Be brief.", "cache_control": marker]],
+            "messages": [
+                ["role": "user", "content": "[[reply:one]] q1"],
+                ["role": "assistant", "content": "one"],
+                ["role": "user", "content": [["type": "text", "text": "[[reply:two]] q2", "cache_control": marker]]],
+                ["role": "assistant", "content": "two"],
+                ["role": "user", "content": [["type": "text", "text": .string(compactionPrompt + "\n\nAbove all, keep what concerns: " + focus),
+                                               "cache_control": marker]]],
+            ],
+            "stream": true,
+        ]
+        XCTAssertEqual(summaryRequest["body"], expected, summaryRequest["body"]?.text ?? "")
+
+        _ = try send(client, id, "[[reply:three]] q3")
+        let next: JSON = [
+            "model": "fake-claude",
+            "max_tokens": 321,
+            "system": [["type": "text", "text": "Be brief.", "cache_control": marker]],
+            "messages": [
+                ["role": "user", "content": [["type": "text", "text": "Summary of the earlier conversation (m1…m4):\n\nThey said one and two.\n\n[[reply:three]] q3",
+                                               "cache_control": marker]]],
+            ],
+            "stream": true,
+        ]
+        let nextBody = harness.upstreamRequests().last?["body"]
+        XCTAssertEqual(nextBody, next, nextBody?.text ?? "")
+    }
+
     func testAForkBeforeTheSummaryCopiesNoneAndOneAfterItKeepsIt() throws {
         let client = try harness.client()
         let id = try twoTurns(client)

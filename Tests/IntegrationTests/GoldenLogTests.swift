@@ -143,7 +143,10 @@ final class GoldenLogTests: XCTestCase {
             let conversation = try XCTUnwrap(client.call("conversation.get", ["conversation": .string(id)])["conversation"])
             let history = try client.call("conversation.history", ["conversation": .string(id), "limit": 1000])
             XCTAssertEqual(history["more"]?.bool, false)
-            entries.append(["conversation": conversation, "messages": history["messages"] ?? .null])
+            var entry: [String: JSON] = ["conversation": conversation, "messages": history["messages"] ?? .null]
+            // The summary in force, where one is: what the model is sent in place of its range.
+            if let compaction = history["compaction"] { entry["compaction"] = compaction }
+            entries.append(.object(entry))
             for message in history["messages"]?.array ?? [] {
                 for (index, attachment) in (message["attachments"]?.array ?? []).enumerated() {
                     try checkAttachment(attachment, of: message, index: index, conversation: id, client)
@@ -185,7 +188,8 @@ final class GoldenLogTests: XCTestCase {
         let entries = history["conversations"]?.array ?? []
         let conversations = entries.map { entry in
             let messages = (entry["messages"]?.array ?? []).map { "    " + $0.text }.joined(separator: ",\n")
-            return "  {\"conversation\": \(entry["conversation"]?.text ?? "null"),\n   \"messages\": [\n\(messages)\n  ]}"
+            let compaction = entry["compaction"].map { "   \"compaction\": \($0.text),\n" } ?? ""
+            return "  {\"conversation\": \(entry["conversation"]?.text ?? "null"),\n\(compaction)   \"messages\": [\n\(messages)\n  ]}"
         }
         return "{\"conversations\": [\n" + conversations.joined(separator: ",\n") + "\n]}\n"
     }
