@@ -39,6 +39,8 @@ final class ReplyRunner {
     /// Replies started and not yet ended, across conversations.
     private(set) var activeReplies = 0
     private(set) var isStopping = false
+    /// Reads of a reply's context from the log that have come back from the thread pool.
+    var contextReadsAnswered = 0
     /// The configured MCP servers, started as conversations first offer their tools.
     let mcp: MCPServers
     /// Every kind of tool, asked what a profile offers by a reply and by `tools.list` alike.
@@ -131,17 +133,21 @@ final class ReplyRunner {
     /// the next turn after tool calls): the request from the context before it, the budget, the
     /// start record, the announcement, then the stream.
     func startTurn(of reply: Reply, in conversation: Conversation) {
+        readContext(of: reply, in: conversation) { [unowned self] read in startTurn(of: reply, in: conversation, context: read) }
+    }
+
+    /// The turn once its context is read: should that have failed, the reply fails as one whose
+    /// start cannot be stored does, once it is announced.
+    private func startTurn(of reply: Reply, in conversation: Conversation, context read: Result<[ChatMessage], MessageError>) {
         var message = reply.message
         let continued = reply.continued
-        // The texts of earlier turns are read from the log; should that fail, the reply fails
-        // as one whose start cannot be stored does, once it is announced.
         var unreadable: MessageError?
         var context: [ChatMessage] = []
-        do {
-            context = try conversation.context(before: message.id)
-        } catch {
+        switch read {
+        case .success(let turns): context = turns
+        case .failure(let error):
             logger.error("conversation=\(conversation.id) reply=\(message.id) cannot read its context: \(error.message)")
-            unreadable = MessageError(code: .storage, message: error.message)
+            unreadable = error
         }
         var request = ChatRequest(model: conversation.model, messages: context)
         request.reasoningPassBack = providers[conversation.provider]?.config.reasoningPassBack ?? .toolCalls
