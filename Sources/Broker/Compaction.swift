@@ -84,29 +84,11 @@ extension Compaction {
 }
 
 extension Conversation {
-    /// The request's turns for a reply: with a summary in force whose range ends before the
-    /// reply, the system prompt, the summary, then the turns after the range.
+    /// The request's turns for a reply (`contextPlan`), its messages read from the log here, on
+    /// the loop: a summary's request reads so; a reply's reads off the loop (`readContext`).
     func compactedContext(before reply: String) throws(RPCError) -> [ChatMessage] {
-        let limit = MessageID.order(of: reply) ?? MessageOrder(sequence: Int.max)
-        guard let compaction, let replyOrder = MessageID.order(of: reply), let lastOrder = MessageID.order(of: compaction.last),
-              replyOrder > lastOrder
-        else {
-            // Only what goes: the messages before the reply that nothing replaced, read from the log.
-            let sent = try messages(entries.filter { $0.order < limit && $0.supersededBy == nil })
-            return Self.context(of: sent, system: system, before: reply, provider: provider, model: model)
-        }
-        let after = try messages(entries.filter { $0.order > lastOrder && $0.order < limit && $0.supersededBy == nil })
-        var context = Self.context(of: after, system: system, before: reply, provider: provider, model: model)
-        let position = context.first?.role == .system ? 1 : 0
-        let summary = compaction.contextText
-        if position < context.count, context[position].role == .user {
-            let next = context[position]
-            context[position] = ChatMessage(role: .user, content: next.content.isEmpty ? summary : summary + "\n\n" + next.content,
-                                            attachments: next.attachments)
-        } else {
-            context.insert(ChatMessage(role: .user, content: summary), at: position)
-        }
-        return context
+        let plan = contextPlan(before: reply)
+        return context(plan, messages: try messages(plan.entries), before: reply)
     }
 
     /// The messages a new summary would cover: the current ones before `limit` (all when nil),

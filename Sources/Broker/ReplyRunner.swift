@@ -23,11 +23,9 @@ final class ReplyRunner {
     /// there and says so through `settingsReplaced`).
     let settings: CurrentSettings
     var providers: ProviderTable { settings.providers }
-    /// By provider name, the form of a textless tool-call turn its server took after refusing
-    /// the usual one: sent first from then on, until the config is loaded again.
-    private var toolCallTurnContent: [String: ToolCallTurnContent] = [:]
-    /// The images each provider's model refused, and those it took, until the config is loaded again.
-    private var imageRefusals = ImageRefusals()
+    /// What was learnt of each provider's server (the tool-call turn form it takes, the images
+    /// its models refused), until the config is loaded again.
+    private(set) var quirks = ProviderQuirks()
     /// For each reply's context budget and tools, looked up by the conversation's profile name.
     var profiles: ProfileTable { settings.profiles }
     /// The configured tools; a conversation offers those its profile lists.
@@ -41,6 +39,8 @@ final class ReplyRunner {
     /// Replies started and not yet ended, across conversations.
     private(set) var activeReplies = 0
     private(set) var isStopping = false
+    /// Reads of a reply's context from the log that have come back from the thread pool.
+    var contextReadsAnswered = 0
     /// The configured MCP servers, started as conversations first offer their tools.
     let mcp: MCPServers
     /// Every kind of tool, asked what a profile offers by a reply and by `tools.list` alike.
@@ -70,8 +70,7 @@ final class ReplyRunner {
     /// The config was loaded again: what was learnt about the old providers is forgotten, and
     /// a higher `maxStreams` lets waiting replies start now.
     func settingsReplaced() {
-        toolCallTurnContent = [:]
-        imageRefusals.forgetAll()
+        quirks.forgetAll()
         mcp.update()
         admitWaiting()
     }
@@ -134,24 +133,28 @@ final class ReplyRunner {
     /// the next turn after tool calls): the request from the context before it, the budget, the
     /// start record, the announcement, then the stream.
     func startTurn(of reply: Reply, in conversation: Conversation) {
+        readContext(of: reply, in: conversation) { [unowned self] read in startTurn(of: reply, in: conversation, context: read) }
+    }
+
+    /// The turn once its context is read: should that have failed, the reply fails as one whose
+    /// start cannot be stored does, once it is announced.
+    private func startTurn(of reply: Reply, in conversation: Conversation, context read: Result<[ChatMessage], MessageError>) {
         var message = reply.message
         let continued = reply.continued
-        // The texts of earlier turns are read from the log; should that fail, the reply fails
-        // as one whose start cannot be stored does, once it is announced.
         var unreadable: MessageError?
         var context: [ChatMessage] = []
-        do {
-            context = try conversation.context(before: message.id)
-        } catch {
+        switch read {
+        case .success(let turns): context = turns
+        case .failure(let error):
             logger.error("conversation=\(conversation.id) reply=\(message.id) cannot read its context: \(error.message)")
-            unreadable = MessageError(code: .storage, message: error.message)
+            unreadable = error
         }
         var request = ChatRequest(model: conversation.model, messages: context)
         request.reasoningPassBack = providers[conversation.provider]?.config.reasoningPassBack ?? .toolCalls
         if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
-        let refusedBefore = imageRefusals.refused(in: conversation.id, provider: conversation.provider, model: conversation.model)
+        let refusedBefore = quirks.imageRefusals.refused(in: conversation.id, provider: conversation.provider, model: conversation.model)
         if !refusedBefore.isEmpty {
-            let takesNone = imageRefusals.takesNoImages(in: conversation.id, provider: conversation.provider, model: conversation.model)
+            let takesNone = quirks.imageRefusals.takesNoImages(in: conversation.id, provider: conversation.provider, model: conversation.model)
             let named = ImageRefusals.replacingImages(in: &request.messages, reason: ImageRefusals.refusedReason, only: takesNone ? nil : refusedBefore)
             if named > 0 {
                 logger.info("conversation=\(conversation.id) reply=\(message.id) \(named) image\(named == 1 ? "" : "s") sent as a line:"
@@ -176,7 +179,7 @@ final class ReplyRunner {
             ToolDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
         }
         if continued != nil { request.continuing = message.content }
-        request.toolCallTurnContent = toolCallTurnContent[conversation.provider] ?? .empty
+        request.toolCallTurnContent = quirks.toolCallTurnContent(for: conversation.provider)
         if compactsFirst(reply, in: conversation, request: request) { return }
         reply.refusedToolCallTurnContent = nil
         reply.withdrawnImages = nil
@@ -274,7 +277,7 @@ final class ReplyRunner {
         if let reply = conversation.active { release(reply, from: conversation) }
         abandonCompaction(in: conversation)
         waitingForStream.removeAll { $0 === conversation }
-        imageRefusals.forget(conversation: conversation.id)
+        quirks.forget(conversation: conversation.id)
         waitingForToolSources.remove(conversation.id)
         toolSourcesSettled.remove(conversation.id)
         conversation.dropQueue()
@@ -312,159 +315,61 @@ final class ReplyRunner {
                 }
                 reply.stream = nil
                 // A server's error body may quote the key it was sent (`Incorrect API key provided: sk-…`).
-                var error = serverError.map(secrets.redacting)
-                if let error, mayTryOtherToolCallTurnContent(after: error, reply, api: provider.api) {
-                    let refused = reply.request.toolCallTurnContent
-                    reply.refusedToolCallTurnContent = refused
-                    reply.request.toolCallTurnContent = refused.other
-                    logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) provider=\(provider.name) refused a tool-call turn sent"
-                        + " \(refused) (\(error.logText)): sending it \(refused.other)")
-                    scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
-                    return
-                }
-                if let error, mayTryWithoutImages(after: error, reply) {
-                    let withdrawn = ImageRefusals.imageDigests(in: reply.request.messages)
-                    reply.withdrawnImages = withdrawn
-                    ImageRefusals.replacingImages(in: &reply.request.messages, reason: ImageRefusals.refusedReason)
-                    logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) provider=\(provider.name) model=\(reply.request.model)"
-                        + " refused a request with \(withdrawn.count) image\(withdrawn.count == 1 ? "" : "s") (\(error.logText)): sending it with each as a line naming it")
-                    var announced = error
-                    announced.message = ImageRefusals.refusedReason + ": " + error.message
-                    scheduleRetry(of: reply, in: conversation, after: announced, retryAfterSeconds: nil)
-                    return
-                }
-                if let error, shouldRetry(error, reply, maxRetries: provider.config.maxRetries) {
-                    scheduleRetry(of: reply, in: conversation, after: error, retryAfterSeconds: retryAfter)
-                    return
-                }
-                reply.message.finishReason = finishReason
-                error = error.map { explained($0, reply: reply, in: conversation) }
-                if error == nil, let refused = reply.refusedToolCallTurnContent, toolCallTurnContent[provider.name] != refused.other {
-                    toolCallTurnContent[provider.name] = refused.other
-                    logger.notice("provider=\(provider.name) took the tool-call turn \(refused.other): its requests carry it so from now on")
-                }
-                if error == nil {
-                    if let withdrawn = reply.withdrawnImages {
-                        let blamed = imageRefusals.refusedImages(withdrawn, in: conversation.id, provider: provider.name, model: reply.request.model)
-                        logger.notice("provider=\(provider.name) model=\(reply.request.model) took the request without its images:"
-                            + " \(blamed.count) of them go as a line naming them from now on")
-                    } else {
-                        imageRefusals.took(ImageRefusals.imageDigests(in: reply.request.messages), in: conversation.id,
-                                           provider: provider.name, model: reply.request.model)
-                    }
-                }
-                if error == nil, let exhausted = thinkingExhausted(reply, finishReason: finishReason, toolCalls: toolCalls,
-                                                                   usage: usage, in: conversation) {
-                    error = exhausted
-                }
-                if !toolCalls.isEmpty {
-                    reply.message.toolCalls = toolCalls
-                    if reply.toolRounds >= limits.maxToolRounds {
-                        error = MessageError(code: .toolRounds, message: "the model asked for tools again after \(reply.toolRounds) rounds"
-                            + " of tool calls; limits.max_tool_rounds is \(limits.maxToolRounds)")
-                    }
-                }
-                if let usage, !usage.isEstimated, let ratio = ContextBudget.calibrated(
-                    reported: usage.promptTokens, estimated: ContextBudget.rawEstimate(reply.request.chatMessages)) {
-                    conversation.contextRatio = ratio
-                }
-                reply.message.usage = Usage.sum(reply.continued?.usage, usage ?? estimatedUsage(of: reply))
-                finish(in: conversation, status: error == nil ? .complete : .failed, error: error)
+                let outcome = AttemptOutcome(error: serverError.map(secrets.redacting), retryAfterSeconds: retryAfter, finishReason: finishReason,
+                                             usage: usage, toolCalls: toolCalls,
+                                             streamedBytes: reply.message.content.utf8.count - (reply.continued?.bytes ?? 0),
+                                             reasoned: !(reply.message.reasoning?.text.isEmpty ?? true) || !reply.reasoningItems.isEmpty)
+                carryOut(policy(for: reply, provider: provider, in: conversation).decide(outcome), of: reply, from: provider, in: conversation)
             }
         }
     }
 
-    /// Whether a refusal could be the server's of the one shape servers disagree on: an answer
-    /// of 4xx or 5xx (not a missing model, a timeout, a body too large, nor a gateway's or an
-    /// overloaded server's passing refusal, which the usual retries are for) to a chat request
-    /// holding an assistant turn that asked for tools and said nothing, before any text came.
-    /// The other form is then tried, once a turn, so that no server's schema can leave a
-    /// conversation unusable for good.
-    private func mayTryOtherToolCallTurnContent(after error: MessageError, _ reply: Reply, api: ProviderAPI) -> Bool {
-        guard api == .chat, reply.refusedToolCallTurnContent == nil, reply.request.hasTextlessToolCallTurn, !isStopping,
-              error.code == .upstreamHTTP, let status = error.status, (400..<600).contains(status), ![404, 408, 413, 502, 503, 504, 529].contains(status),
-              // A server that names the reasoning as what it refused is taken at its word: another
-              // form of `content` would be refused the same.
-              !Self.isReasoningRefusal(error)
-        else { return false }
-        return reply.message.content.utf8.count == reply.continued?.bytes ?? 0
+    /// The rules the reply's attempt that just ended is judged by: the limits in force, the
+    /// reply's state, the request it sent, and what was learnt of its provider.
+    private func policy(for reply: Reply, provider: Provider, in conversation: Conversation) -> AttemptPolicy {
+        AttemptPolicy(maxRetries: provider.config.maxRetries, maxToolRounds: limits.maxToolRounds, isStopping: isStopping,
+                      attempts: reply.attempts, toolRounds: reply.toolRounds,
+                      refusedToolCallTurnContent: reply.refusedToolCallTurnContent, withdrawnImages: reply.withdrawnImages,
+                      api: provider.api, sentToolCallTurnContent: reply.request.toolCallTurnContent,
+                      hasTextlessToolCallTurn: reply.request.hasTextlessToolCallTurn,
+                      carriesImages: reply.request.messages.contains(where: { !$0.images.isEmpty }),
+                      maxTokens: reply.request.params.maxTokens, promptEstimate: ContextBudget.rawEstimate(reply.request.chatMessages),
+                      provider: provider.name, profile: conversation.profile, contextTokens: contextTokens(of: conversation),
+                      learnedToolCallTurnContent: quirks.toolCallTurnForms[provider.name])
     }
 
-    /// Whether to send the request once more with each image as a line naming it: it carried
-    /// images, the server refused it as a request it will not take (`ImageRefusals.isImageRefusal`),
-    /// before any text came, and this turn has not been sent so yet. Whatever `max_retries` says:
-    /// else one image would break the conversation for good.
-    /// A 2xx with no answer at all (`MessageError.noAnswer`) to a request holding images is taken
-    /// as a refusal of them too: llama-cpp-python answers so when an image went to a text-only
-    /// model (its data URL became prompt text past the window).
-    private func mayTryWithoutImages(after error: MessageError, _ reply: Reply) -> Bool {
-        guard reply.withdrawnImages == nil, !isStopping, ImageRefusals.isImageRefusal(error) || error == .noAnswer,
-              reply.request.messages.contains(where: { !$0.images.isEmpty })
-        else { return false }
-        return reply.message.content.utf8.count == reply.continued?.bytes ?? 0
-    }
-
-    /// Whether a server's refusal names the reasoning sent back (or not sent back) as its reason:
-    /// DeepSeek's "The reasoning_content in the thinking mode must be passed back to the API.",
-    /// Anthropic's "Expected 'thinking' or 'redacted_thinking', but found 'tool_use'", or a
-    /// server that takes no `reasoning_content` at all.
-    static func isReasoningRefusal(_ error: MessageError) -> Bool {
-        guard error.code == .upstreamHTTP else { return false }
-        let text = error.message.lowercased()
-        return text.contains("reasoning_content") || text.contains("redacted_thinking") || text.contains("thinking` block")
-            || text.contains("thinking block") || text.contains("'thinking'") || text.contains("`thinking`")
-    }
-
-    /// The model spent the whole token limit thinking: a reply cut for length (`length`,
-    /// Anthropic's `max_tokens`) with reasoning, no text of its own and no tool call. There is
-    /// nothing to continue; the message says how many tokens went and what to change.
-    private func thinkingExhausted(_ reply: Reply, finishReason: String?, toolCalls: [ToolCall], usage: Usage?,
-                                   in conversation: Conversation) -> MessageError? {
-        let ownText = reply.message.content.utf8.count - (reply.continued?.bytes ?? 0)
-        guard finishReason == "length", toolCalls.isEmpty, ownText == 0,
-              !(reply.message.reasoning?.text.isEmpty ?? true) || !reply.reasoningItems.isEmpty
-        else { return nil }
-        return MessageError(code: .thinkingExhausted, message: Self.thinkingExhaustedMessage(
-            maxTokens: reply.request.params.maxTokens ?? usage?.completionTokens, profile: conversation.profile))
-    }
-
-    /// "the model used all N tokens of max_tokens thinking and wrote no answer: raise max_tokens
-    /// (profile `NAME`) or lower reasoning_effort"; without a count (none sent, none reported),
-    /// the server's own limit is named; without a profile, none is.
-    static func thinkingExhaustedMessage(maxTokens: Int?, profile: String?) -> String {
-        let spent = maxTokens.map { "all \($0) tokens of max_tokens" } ?? "all of the server's token limit"
-        let whereToRaise = profile.map { " (profile `\($0)`)" } ?? ""
-        return "the model used \(spent) thinking and wrote no answer: raise max_tokens\(whereToRaise) or lower reasoning_effort"
-    }
-
-    /// A failure as the reply is to carry it: what the server refused, or what an empty answer
-    /// usually means and where to change it.
-    private func explained(_ error: MessageError, reply: Reply, in conversation: Conversation) -> MessageError {
-        if Self.isReasoningRefusal(error) {
-            // The server's own words first: they say what it wants. Then where the rule is set.
-            var explained = error
-            let setting = providers[conversation.provider]?.api == .chat
-                ? "; provider \"\(conversation.provider)\" sends it as its reasoning_pass_back says" : ""
-            explained.message = error.message + " (the server refused the reasoning sent back with the conversation's tool-call turns\(setting))"
-            return explained
+    /// Does what the policy decided: adjusts the request and tries again after the wait, or
+    /// learns what the turn taught of the provider and ends the turn.
+    private func carryOut(_ decision: AttemptDecision, of reply: Reply, from provider: Provider, in conversation: Conversation) {
+        switch decision {
+        case .retry(let announced, let retryAfter, let adjustment):
+            switch adjustment {
+            case .toolCallTurnContent(let refused):
+                reply.refusedToolCallTurnContent = refused
+                reply.request.toolCallTurnContent = refused.other
+                logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) provider=\(provider.name) refused a tool-call turn sent"
+                    + " \(refused) (\(announced.logText)): sending it \(refused.other)")
+            case .imagesAsLines:
+                let withdrawn = ImageRefusals.imageDigests(in: reply.request.messages)
+                reply.withdrawnImages = withdrawn
+                ImageRefusals.replacingImages(in: &reply.request.messages, reason: ImageRefusals.refusedReason)
+                logger.notice("conversation=\(conversation.id) reply=\(reply.message.id) provider=\(provider.name) model=\(reply.request.model)"
+                    + " refused a request with \(withdrawn.count) image\(withdrawn.count == 1 ? "" : "s") (\(announced.logText)): sending it with each as a line naming it")
+            case nil: break
+            }
+            scheduleRetry(of: reply, in: conversation, after: announced, retryAfterSeconds: retryAfter)
+        case .finish(let ending):
+            reply.message.finishReason = ending.finishReason
+            for lesson in ending.lessons {
+                let learnt = quirks.learn(lesson, conversation: conversation.id, provider: provider.name, model: reply.request.model,
+                                          sentImages: ImageRefusals.imageDigests(in: reply.request.messages))
+                if let learnt { logger.notice(learnt) }
+            }
+            if let calls = ending.toolCalls { reply.message.toolCalls = calls }
+            if let ratio = ending.contextRatio { conversation.contextRatio = ratio }
+            reply.message.usage = Usage.sum(reply.continued?.usage, ending.usage ?? estimatedUsage(of: reply))
+            finish(in: conversation, status: ending.status, error: ending.error)
         }
-        if error == .noAnswer {
-            let setting = conversation.profile.map { "in profile \"\($0)\" or provider \"\(conversation.provider)\"" }
-                ?? "in provider \"\(conversation.provider)\""
-            let current = contextTokens(of: conversation).map { " (it is \($0) now)" } ?? ""
-            return MessageError(code: error.code, message: error.message + ". Some servers (llama.cpp's) answer so when the context is"
-                + " longer than the model's window; this request's was about \(ContextBudget.rawEstimate(reply.request.chatMessages)) tokens."
-                + " Set context_tokens \(setting) to the model's window\(current), so that older turns are left out.")
-        }
-        var explained = error
-        if reply.withdrawnImages != nil, error.code == .upstreamHTTP {
-            explained.message = "the server refused the request with its images, and again with each image as a line naming it: " + explained.message
-        }
-        if let refused = reply.refusedToolCallTurnContent, error.code == .upstreamHTTP {
-            explained.message = "the server refused a context holding a tool-call turn without text, sent \(refused)"
-                + " and again \(refused.other): " + explained.message
-        }
-        return explained
     }
 
     /// A reply that got text but no usage from the upstream (llama.cpp's server sends none even
@@ -481,18 +386,6 @@ final class ReplyRunner {
         usage.promptTokens = ContextBudget.rawEstimate(reply.request.chatMessages)
         usage.totalTokens = usage.promptTokens + usage.completionTokens
         return usage
-    }
-
-    /// Only a refusal that streamed nothing is retried: then a second try cannot repeat text.
-    private func shouldRetry(_ error: MessageError, _ reply: Reply, maxRetries: Int) -> Bool {
-        // Nothing streamed in this attempt: a continuation starts with the text it had.
-        let streamed = reply.message.content.utf8.count - (reply.continued?.bytes ?? 0)
-        guard streamed == 0, reply.attempts <= maxRetries, !isStopping else { return false }
-        switch error.code {
-        case .rateLimited, .upstreamConnection, .upstreamTimeout: return true
-        case .upstreamHTTP: return (error.status ?? 0) >= 500
-        default: return false
-        }
     }
 
     /// How long to wait before trying again after failed attempt `attempt` (from 1): the

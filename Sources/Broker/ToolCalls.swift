@@ -12,35 +12,16 @@ extension ReplyRunner {
     /// Starts the calls a stored turn asked for.
     func runTools(_ calls: [ToolCall], of reply: Reply, in conversation: Conversation) {
         reply.toolRounds += 1
-        let offered = offeredTools(in: conversation)
         // Another user's message may steer the model into any offered tool: each call then
         // spends the owner's secrets only once the owner, told who asked, says yes.
-        let requester = reply.requestedBy.flatMap { $0.isOwner(ownUID) ? nil : $0 }
-        var runs: [ToolRun] = []
-        for call in calls {
-            let id = MessageID.make(reply.chain, step: reply.nextStep)
-            reply.nextStep += 1
-            let tool = offered.first { $0.name == call.name }
-            var result = ToolResult(callID: call.id, name: call.name, requestedBy: requester)
-            var refusal: MessageError?
-            var arguments: JSON?
-            if let tool {
-                switch tool.validate(arguments: call.arguments) {
-                case .success(let value): arguments = value
-                case .failure(let problem): refusal = MessageError(code: .toolArguments, message: problem.message)
-                }
-                if refusal == nil, tool.approval == .always || requester != nil { result.approval = .pending }
-            } else {
-                let names = offered.map(\.name)
-                refusal = MessageError(code: .toolUnavailable, message: "there is no tool \"\(call.name)\" here"
-                    + (names.isEmpty ? "" : "; the tools are: " + names.joined(separator: ", ")))
-            }
-            let message = Message(id: id, conversation: conversation.id, role: .tool, content: "", status: .streaming,
-                                  created: .now(), tool: result)
-            let run = ToolRun(call: call, message: message, tool: tool)
-            run.arguments = arguments
-            run.refusal = refusal
-            runs.append(run)
+        let planned = PlannedToolCall.plan(calls, offered: offeredTools(in: conversation), requestedBy: reply.requestedBy, ownUID: ownUID,
+                                           conversation: conversation.id, chain: reply.chain, firstStep: reply.nextStep, created: .now())
+        reply.nextStep += planned.count
+        let runs = planned.map { plan in
+            let run = ToolRun(call: plan.call, message: plan.message, tool: plan.tool)
+            run.arguments = plan.arguments
+            run.refusal = plan.refusal
+            return run
         }
         reply.toolRuns = runs
         do {
