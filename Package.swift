@@ -137,7 +137,7 @@ let package = Package(
         // `[web]` of the config file: read by confabd (which keeps and checks it) and by confab-web.
         .target(name: "WebConfig", dependencies: ["TOML"], swiftSettings: strict),
         // `[client]` of the config file: checked by confabd, read by `confab attach` alone.
-        .target(name: "ClientConfig", dependencies: ["TOML"], swiftSettings: strict),
+        .target(name: "ClientConfig", dependencies: ["TOML", "ConfabProtocol"], swiftSettings: strict),
         // The page's script and stylesheet are files (Sources/WebGateway/page), embedded in the
         // binary as byte arrays at build time: docs/architecture.md, "The browser gateway".
         .target(name: "WebGateway", dependencies: ["ConfabProtocol", "Markdown", "Posix", "Terminal"],

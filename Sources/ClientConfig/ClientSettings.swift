@@ -1,3 +1,4 @@
+import ConfabProtocol
 import TOML
 
 /// The `[client]` table of confab's config.toml: what the `confab` client itself is set to
@@ -68,7 +69,7 @@ public struct ClientSettings: Equatable, Sendable {
                 throw Problem("\(at) must be an integer, not \(member.value.kindDescription)")
             default:
                 let candidates = Self.keys.filter { !present.contains($0) }
-                let guess = Self.closest(to: member.key, among: candidates).map { "; did you mean client.\($0)?" } ?? ""
+                let guess = Typos.closest(to: member.key, among: candidates).map { "; did you mean client.\($0)?" } ?? ""
                 unknown.append("client.\(Self.shown(member.key)) (\(member.position)\(guess))")
             }
         }
@@ -86,31 +87,4 @@ public struct ClientSettings: Equatable, Sendable {
         return plain ? text : text.unicodeScalars.map { $0.escaped(asASCII: true) }.joined()
     }
 
-    /// The candidate nearest to `key` by edits (insert, delete, change, swap two neighbours)
-    /// when near enough to be a typo: one edit for keys of up to four characters, two for
-    /// longer ones, as the rest of the config suggests.
-    static func closest(to key: String, among candidates: [String]) -> String? {
-        let limit = key.count <= 4 ? 1 : 2
-        var best: (key: String, distance: Int)?
-        for candidate in candidates {
-            let distance = editDistance(Array(key.lowercased()), Array(candidate.lowercased()))
-            if distance <= limit, distance < (best?.distance ?? .max) { best = (candidate, distance) }
-        }
-        return best?.key
-    }
-
-    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
-        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
-        var rows = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
-        for i in 0...a.count { rows[i][0] = i }
-        for j in 0...b.count { rows[0][j] = j }
-        for i in 1...a.count {
-            for j in 1...b.count {
-                let cost = a[i - 1] == b[j - 1] ? 0 : 1
-                rows[i][j] = min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + cost)
-                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { rows[i][j] = min(rows[i][j], rows[i - 2][j - 2] + 1) }
-            }
-        }
-        return rows[a.count][b.count]
-    }
 }

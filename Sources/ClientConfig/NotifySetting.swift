@@ -1,3 +1,5 @@
+import ConfabProtocol
+
 /// How attach notifies, from `[client]` of the file and the client's environment, the
 /// environment winning: `CONFAB_NOTIFY` over `client.notify`, `CONFAB_NOTIFY_IDLE` over
 /// `client.notify_idle_seconds`. What neither says is `auto` and 30 seconds.
@@ -30,21 +32,12 @@ public struct NotifySetting: Equatable, Sendable {
             }
         }
         if let text = idleVariable {
-            let trimmed = text.trimmingSpaces
+            let trimmed = text.trimmingWhitespace
             if let seconds = Int(trimmed), seconds >= 0, seconds <= ClientSettings.maxIdleSeconds {
                 idleSeconds = seconds
             } else {
                 warnings.append("CONFAB_NOTIFY_IDLE=\(ClientSettings.shown(text)) is not a number of seconds from 0 to \(ClientSettings.maxIdleSeconds): \(idleSeconds) it is")
             }
         }
-    }
-}
-
-extension String {
-    fileprivate var trimmingSpaces: String {
-        var scalars = Substring(self).unicodeScalars[...]
-        while let first = scalars.first, first == " " || first == "\t" || first == "\n" || first == "\r" { scalars.removeFirst() }
-        while let last = scalars.last, last == " " || last == "\t" || last == "\n" || last == "\r" { scalars.removeLast() }
-        return String(String.UnicodeScalarView(scalars))
     }
 }

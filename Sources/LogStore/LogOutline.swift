@@ -143,14 +143,27 @@ extension ConversationLog {
     public func readMessages(_ stored: [StoredMessage]) throws(StoreError) -> [Message] {
         guard !stored.isEmpty else { return [] }
         guard isOpen else { throw StoreError(errno: EBADF, operation: "read \(path)") }
+        return try Self.messages(stored, path: path) { offset, count throws(StoreError) in try read(offset: offset, count: count) }
+    }
+
+    /// The messages `stored` names, with `read` giving the bytes at an offset: ranges close
+    /// together in one read, far apart one by one. Shared by the loop's read (the log's own
+    /// descriptor) and the thread pool's (a descriptor of its own, `MessageReads.swift`).
+    static func messages(_ stored: [StoredMessage], path: String,
+                         read: (_ offset: Int, _ count: Int) throws(StoreError) -> [UInt8]) throws(StoreError) -> [Message] {
+        guard !stored.isEmpty else { return [] }
+        func exactly(_ offset: Int, _ count: Int) throws(StoreError) -> [UInt8] {
+            let bytes = try read(offset, count)
+            guard bytes.count == count else { throw StoreError(errno: EIO, operation: "read \(path): shorter than its records") }
+            return bytes
+        }
         let first = stored.map(\.offset).min()!
         let end = stored.map { $0.offset + $0.length }.max()!
         let wanted = stored.reduce(0) { $0 + $1.length }
         var messages: [Message?] = []
         messages.reserveCapacity(stored.count)
         if end - first <= 2 * wanted + (1 << 20) {
-            let bytes = try read(offset: first, count: end - first)
-            guard bytes.count == end - first else { throw StoreError(errno: EIO, operation: "read \(path): shorter than its records") }
+            let bytes = try exactly(first, end - first)
             bytes.withUnsafeBufferPointer { buffer in
                 for entry in stored {
                     let line = UnsafeBufferPointer(rebasing: buffer[(entry.offset - first)..<(entry.offset - first + entry.length)])
@@ -159,9 +172,7 @@ extension ConversationLog {
             }
         } else {
             for entry in stored {
-                let bytes = try read(offset: entry.offset, count: entry.length)
-                guard bytes.count == entry.length else { throw StoreError(errno: EIO, operation: "read \(path): shorter than its records") }
-                messages.append(bytes.withUnsafeBufferPointer { Replay.message(in: $0, as: entry) })
+                messages.append(try exactly(entry.offset, entry.length).withUnsafeBufferPointer { Replay.message(in: $0, as: entry) })
             }
         }
         var read: [Message] = []

@@ -26,8 +26,7 @@ extension ConversationLog {
         }, done: done)
     }
 
-    /// As the log's own `readMessages`, from a descriptor of its own (ranges close together in
-    /// one `pread`), for the thread pool.
+    /// As the log's own `readMessages`, from a descriptor of its own, for the thread pool.
     static func readMessages(_ stored: [StoredMessage], path: String) throws(StoreError) -> [Message] {
         guard !stored.isEmpty else { return [] }
         let fd: Int32
@@ -37,43 +36,13 @@ extension ConversationLog {
             throw StoreError(errno: error.code, operation: "open \(path)")
         }
         defer { Files.close(fd) }
-        func read(_ offset: Int, _ count: Int) throws(StoreError) -> [UInt8] {
-            let bytes: [UInt8]
-            do {
-                bytes = try Files.read(fd, offset: offset, count: count)
+        return try messages(stored, path: path) { offset, count throws(StoreError) in
+            do throws(Errno) {
+                return try Files.read(fd, offset: offset, count: count)
             } catch {
                 throw StoreError(errno: error.code, operation: "read \(path)")
             }
-            guard bytes.count == count else { throw StoreError(errno: EIO, operation: "read \(path): shorter than its records") }
-            return bytes
         }
-        let first = stored.map(\.offset).min()!
-        let end = stored.map { $0.offset + $0.length }.max()!
-        let wanted = stored.reduce(0) { $0 + $1.length }
-        var messages: [Message?] = []
-        messages.reserveCapacity(stored.count)
-        if end - first <= 2 * wanted + (1 << 20) {
-            let bytes = try read(first, end - first)
-            bytes.withUnsafeBufferPointer { buffer in
-                for entry in stored {
-                    let line = UnsafeBufferPointer(rebasing: buffer[(entry.offset - first)..<(entry.offset - first + entry.length)])
-                    messages.append(Replay.message(in: line, as: entry))
-                }
-            }
-        } else {
-            for entry in stored {
-                messages.append(try read(entry.offset, entry.length).withUnsafeBufferPointer { Replay.message(in: $0, as: entry) })
-            }
-        }
-        var read: [Message] = []
-        read.reserveCapacity(stored.count)
-        for (message, entry) in zip(messages, stored) {
-            guard let message else {
-                throw StoreError(errno: EIO, operation: "read \(path): message \(entry.id) at byte \(entry.offset) is not where the log held it")
-            }
-            read.append(message)
-        }
-        return read
     }
 
     #if DEBUG

@@ -1,3 +1,4 @@
+import ConfabProtocol
 /// A reply's reasoning as terminals show it: folded into one status row while the model
 /// thinks (`thinking… 12 s · the newest line`), a one-line marker under a finished reply
 /// (`[thought for 12 s]`), or the thought itself as a dim block when asked for. The thought
@@ -7,7 +8,7 @@ public enum ThoughtText {
     public static func newestLine(_ text: String) -> String {
         let lines = text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" })
         let line = lines.last { $0.contains { !$0.isWhitespace } } ?? ""
-        return SafeText.singleLine(String(line)).trimmingSpaces
+        return SafeText.singleLine(String(line)).trimmingWhitespace
     }
 
     /// The folded row: `thinking… 12 s · newest line`, cut to `width` columns by display width.
@@ -42,13 +43,6 @@ public enum ThoughtText {
 }
 
 extension String {
-    fileprivate var trimmingSpaces: String {
-        var text = Substring(self)
-        while text.first?.isWhitespace == true { text.removeFirst() }
-        while text.last?.isWhitespace == true { text.removeLast() }
-        return String(text)
-    }
-
     fileprivate var replacingTabs: String {
         replacing("\t", with: "    ")
     }

@@ -128,7 +128,7 @@ public struct AccessStore: Sendable {
     /// The owner's token, made on first use.
     public func ownerToken() throws(Failure) -> String {
         if let existing = try? Files.readAll(path: ownerTokenPath, limit: 4096) {
-            let token = String(decoding: existing, as: UTF8.self).trimmingCharactersInWhitespace()
+            let token = String(decoding: existing, as: UTF8.self).trimmingWhitespace
             if token.count >= 32 { return token }
         }
         return try rotateOwnerToken()

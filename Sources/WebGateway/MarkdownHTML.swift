@@ -1,3 +1,4 @@
+import ConfabProtocol
 import Markdown
 
 /// Markdown as HTML for the browser, rendered here on the server from cmark-gfm's tree.
@@ -17,7 +18,7 @@ public enum MarkdownHTML {
     /// The destination when its scheme is one a page may follow, else nil. Relative links
     /// are refused too: they would point into the gateway itself.
     public static func safeDestination(_ destination: String) -> String? {
-        let trimmed = destination.trimmingCharactersInWhitespace()
+        let trimmed = destination.trimmingWhitespace
         guard let colon = trimmed.firstIndex(of: ":") else { return nil }
         let scheme = trimmed[..<colon].lowercased()
         guard allowedLinkSchemes.contains(scheme) else { return nil }
@@ -157,11 +158,3 @@ public enum MarkdownHTML {
     }
 }
 
-extension String {
-    func trimmingCharactersInWhitespace() -> String {
-        var scalars = Substring(self)
-        while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
-        while let last = scalars.last, last.isWhitespace { scalars.removeLast() }
-        return String(scalars)
-    }
-}

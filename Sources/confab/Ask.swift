@@ -218,13 +218,13 @@ struct Ask: ClientCommand {
             throw .usage("--last needs the previous command from the shell integration (see confab shell-init)", command: "ask")
         }
         let status = Environment.get("CONFAB_LAST_STATUS").flatMap { Int($0) }.map(String.init) ?? "unknown"
-        return Prompts.withLastCommand(prompt, command: command.trimmed, status: status)
+        return Prompts.withLastCommand(prompt, command: command.trimmingWhitespace, status: status)
     }
 
     /// The new conversation's title: the prompt's first non-blank line, at most 60 characters.
     static func title(from prompt: String) -> String? {
-        let line = prompt.split(whereSeparator: \.isNewline).map { String($0).trimmed }.first { !$0.isEmpty } ?? ""
+        let line = prompt.split(whereSeparator: \.isNewline).map { String($0).trimmingWhitespace }.first { !$0.isEmpty } ?? ""
         guard !line.isEmpty else { return nil }
-        return String(line.prefix(60)).trimmed
+        return String(line.prefix(60)).trimmingWhitespace
     }
 }

@@ -527,7 +527,7 @@ final class AskStream {
             _ = text.withUTF8 { Out.writeAll(terminal.output, UnsafeRawBufferPointer($0)) }
         }
         asking = nil
-        let answer = String(decoding: question.line, as: UTF8.self).trimmed.lowercased()
+        let answer = String(decoding: question.line, as: UTF8.self).trimmingWhitespace.lowercased()
         questions.removeAll { $0.id == question.call.id }
         try sendApproval(question.call, allow: answer == "y" || answer == "yes")
         flushDeferred()

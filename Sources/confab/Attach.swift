@@ -640,7 +640,7 @@ final class AttachSession {
         }
         // The number alone picks a quick reply, as /N does, but only while some are offered:
         // otherwise a number is a message like any other.
-        if !offered.isEmpty, let number = Int(text.trimmed), (1...offered.count).contains(number) {
+        if !offered.isEmpty, let number = Int(text.trimmingWhitespace), (1...offered.count).contains(number) {
             try send(offered[number - 1])
         } else if text.hasPrefix("//") {
             try send(String(text.dropFirst()))

@@ -125,7 +125,7 @@ extension AttachSession {
     func command(_ line: String) throws(Failure) {
         let words = line.dropFirst().split(separator: " ", maxSplits: 1).map(String.init)
         let name = words.first ?? ""
-        let argument = words.count > 1 ? words[1].trimmed : ""
+        let argument = words.count > 1 ? words[1].trimmingWhitespace : ""
         if let command = Self.commandsByName[name] {
             return try command.run(self, name, argument)
         }

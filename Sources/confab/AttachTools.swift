@@ -11,7 +11,7 @@ import Terminal
 extension AttachSession {
     /// `y` or `n` (either case) alone: an answer to the call waiting for one.
     static func yesOrNo(_ text: String) -> Bool? {
-        switch text.trimmed.lowercased() {
+        switch text.trimmingWhitespace.lowercased() {
         case "y": return true
         case "n": return false
         default: return nil

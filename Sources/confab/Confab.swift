@@ -135,7 +135,7 @@ struct Confab: ParsableCommand {
         let names = commandNames.filter { $0 != "shell-key" }
         var best: (name: String, distance: Int)?
         for name in names {
-            let distance = editDistance(typed, Array(name))
+            let distance = Typos.editDistance(typed, Array(name))
             if distance <= min(2, max(1, name.count / 3)), best == nil || distance < best!.distance { best = (name, distance) }
         }
         if let best { return best.name }
@@ -143,25 +143,6 @@ struct Confab: ParsableCommand {
         return starting.count == 1 ? starting[0] : nil
     }
 
-    /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of
-    /// neighbours each count one.
-    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
-        if a.isEmpty { return b.count }
-        if b.isEmpty { return a.count }
-        var table = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)
-        for i in 0...a.count { table[i][0] = i }
-        for j in 0...b.count { table[0][j] = j }
-        for i in 1...a.count {
-            for j in 1...b.count {
-                let cost = a[i - 1] == b[j - 1] ? 0 : 1
-                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
-                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
-                    table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
-                }
-            }
-        }
-        return table[a.count][b.count]
-    }
 
     /// argument-parser's own handling, except that usage errors exit 2.
     private static func exitForParseError(_ error: any Error) -> Never {

@@ -121,7 +121,7 @@ struct SessionStore {
 
     func conversation(for session: String) -> String? {
         guard problem == nil, let bytes = try? Files.readAll(path: directory + "/" + session, limit: 64) else { return nil }
-        let id = String(decoding: bytes, as: UTF8.self).trimmed
+        let id = String(decoding: bytes, as: UTF8.self).trimmingWhitespace
         return ConversationID.isValid(id) ? id : nil
     }
 

@@ -393,7 +393,7 @@ struct Remove: ClientCommand {
         var byte: UInt8 = 0
         while (try? withUnsafeMutableBytes(of: &byte) { (raw) throws(Errno) -> Int in try Files.read(0, into: raw) }) == 1,
               byte != 0x0A { bytes.append(byte) }
-        return String(decoding: bytes, as: UTF8.self).trimmed
+        return String(decoding: bytes, as: UTF8.self).trimmingWhitespace
     }
 }
 

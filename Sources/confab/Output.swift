@@ -145,13 +145,5 @@ enum Environment {
 }
 
 extension String {
-    /// Without white space (and line breaks) at either end.
-    var trimmed: String {
-        let scalars = unicodeScalars
-        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
-        return String(scalars[first...last])
-    }
-
     var isBlank: Bool { unicodeScalars.allSatisfy { $0.properties.isWhitespace } }
 }

@@ -42,7 +42,7 @@ enum Words {
 
     /// The first non-blank line of `text`, cut to `detailLimit` characters; `…` says more was left out.
     static func firstLine(_ text: String) -> String {
-        let lines = text.split(whereSeparator: \.isNewline).map { String($0).trimmed }.filter { !$0.isEmpty }
+        let lines = text.split(whereSeparator: \.isNewline).map { String($0).trimmingWhitespace }.filter { !$0.isEmpty }
         guard var line = lines.first else { return "" }
         var cut = lines.count > 1
         if line.count > detailLimit {
