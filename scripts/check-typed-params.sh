@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when the daemon reads a request's params by a string key instead of through the
 # method's typed params (ConfabProtocol/Calls.swift), where each field name is spelled once
-# for reading and writing; or when the method table (Broker/MethodTable.swift) or the access
+# for reading and writing; or when the method table (Broker/Methods/MethodTable.swift) or the access
 # table that reads it gains a `default:`, which would classify every future method silently.
 # Usage: scripts/check-typed-params.sh [source directory]   (default: Sources beside this script)
 set -euo pipefail
@@ -23,7 +23,12 @@ if [[ -n "$hits" ]]; then
     found=1
 fi
 
-for table in "$broker/MethodTable.swift" "$broker/Access.swift"; do
+for table in "$broker/Methods/MethodTable.swift" "$broker/Clients/Access.swift"; do
+    if [[ ! -f "$table" ]]; then
+        echo "check-typed-params: $table is not there; say where the table moved" >&2
+        found=1
+        continue
+    fi
     if grep -nE '^\s*default\s*:' "$table" >&2; then
         echo "check-typed-params: $table has a default: case; every method needs its own row" >&2
         found=1
