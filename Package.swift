@@ -31,7 +31,7 @@ let package = Package(
         // use, so an idle daemon maps no TLS stack: see Sources/CCurl/include/ccurl.h.
         .target(name: "CCurl", cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])]),
         .target(name: "Curl", dependencies: ["CCurl", "EventLoop"], swiftSettings: strict),
-        .target(name: "Posix", swiftSettings: strict),
+        .target(name: "Posix", dependencies: ["CBytes"], swiftSettings: strict),
         // glibc's memmem and memrchr, for the search over conversation logs.
         .target(name: "CBytes", cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Werror"])]),
         // toml++ (Debian's libtomlplusplus-dev, header-only here) behind a C API, and the

@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <string.h>
 #include "cbytes.h"
 
@@ -86,4 +87,8 @@ void cbytes_sha256(const void *bytes, size_t length, uint8_t digest[32]) {
         digest[4 * i + 2] = (uint8_t)(state[i] >> 8);
         digest[4 * i + 3] = (uint8_t)state[i];
     }
+}
+
+int cbytes_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
 }

@@ -43,6 +43,8 @@ struct Confabd: ParsableCommand {
     func run() throws {
         // Before anything is opened: a crash report must not dump memory the key may be in.
         CrashReport.restartWithoutRegisterDumps()
+        // A long log read once must not leave the heap holding what later large arrays freed.
+        LargeAllocations.alwaysMapped()
         let environment = ProcessEnvironment.current()
         // libuv leaves SIGPIPE alone; the first write to a vanished client would kill us.
         signal(SIGPIPE, SIG_IGN)

@@ -1,5 +1,6 @@
 // glibc's byte searches that Swift's Glibc module leaves out: they are GNU extensions,
-// declared only under _GNU_SOURCE, which that module is not built with. And SHA-256, which
+// declared only under _GNU_SOURCE, which that module is not built with; and the allocator's
+// mmap threshold (malloc.h, not in that module either). And SHA-256, which
 // names the blobs attachments are stored as: no crypto library is linked into the daemon.
 #ifndef CBYTES_H
 #define CBYTES_H
@@ -16,5 +17,9 @@ size_t cbytes_base64_encode(const unsigned char *bytes, size_t length, unsigned 
 
 /// SHA-256 (FIPS 180-4) of the `length` bytes at `bytes`, into the 32 bytes at `digest`.
 void cbytes_sha256(const void *bytes, size_t length, uint8_t digest[32]);
+
+/// mallopt(M_MMAP_THRESHOLD, bytes), which the Glibc module leaves out (malloc.h): blocks of
+/// `bytes` or more mapped on their own from now on. Returns 1 when glibc took it.
+int cbytes_mmap_threshold(int bytes);
 
 #endif
