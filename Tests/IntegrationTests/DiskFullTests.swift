@@ -268,8 +268,8 @@ final class DiskFullTests: XCTestCase {
         try daemon.setFileSizeLimit(nil)
         let id = try harness.createConversation(client, title: "room now")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: conversationsDirectory), ["\(id).jsonl"])
-        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:fine]]"])
         try client.call("conversation.attach", ["conversation": .string(id)])
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:fine]]"])
         XCTAssertEqual(try client.awaitReply(sent["reply"]!.string!).final["content"]?.string, "fine")
     }
 
@@ -299,8 +299,8 @@ final class DiskFullTests: XCTestCase {
         XCTAssertEqual(try fileSize(path), size)
 
         try daemon.setFileSizeLimit(nil)
-        let next = try reader.call("message.send", ["conversation": .string(id), "content": "[[reply:later]]"])
         try reader.call("conversation.attach", ["conversation": .string(id)])
+        let next = try reader.call("message.send", ["conversation": .string(id), "content": "[[reply:later]]"])
         _ = try reader.awaitReply(next["reply"]!.string!)
         reader.close()
         daemon.stop()

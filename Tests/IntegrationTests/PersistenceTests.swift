@@ -190,8 +190,8 @@ final class PersistenceTests: XCTestCase {
     func testTornLastLineIsReportedAndIgnored() throws {
         var client = try harness.client()
         let id = try harness.createConversation(client)
-        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:ok]]"])
         try client.call("conversation.attach", ["conversation": .string(id)])
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": "[[reply:ok]]"])
         _ = try? client.awaitReply(sent["reply"]!.string!)
         client.close()
         harness.stopDaemon()

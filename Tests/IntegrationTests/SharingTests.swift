@@ -95,9 +95,10 @@ final class SharingTests: XCTestCase {
         let owner = try harness.client()
         let shared = try harness.createConversation(owner, title: "shared")
         let secret = try harness.createConversation(owner, title: "private")
+        // Attached before sending: a reply that ends before the attach is never announced to it.
+        _ = try owner.call("conversation.attach", ["conversation": .string(shared), "history": 0])
         let sent = try owner.call("message.send", ["conversation": .string(shared), "content": "needle in shared [[reply:shared answer]]"])
         _ = try owner.call("message.send", ["conversation": .string(secret), "content": "needle in private [[reply:private answer]]"])
-        _ = try owner.call("conversation.attach", ["conversation": .string(shared), "history": 0])
         _ = try owner.awaitReply(sent["reply"]!.string!)
 
         _ = try share(owner, shared, uid: Self.reader, role: .read)
@@ -232,8 +233,8 @@ final class SharingTests: XCTestCase {
     func testAForkIsNotSharedAndSharesSurviveARestart() throws {
         let owner = try harness.client()
         let conversation = try harness.createConversation(owner, title: "kept")
-        let sent = try owner.call("message.send", ["conversation": .string(conversation), "content": "hi [[reply:hello]]"])
         _ = try owner.call("conversation.attach", ["conversation": .string(conversation), "history": 0])
+        let sent = try owner.call("message.send", ["conversation": .string(conversation), "content": "hi [[reply:hello]]"])
         _ = try owner.awaitReply(sent["reply"]!.string!)
         _ = try share(owner, conversation, uid: Self.reader, role: .write)
         // Sharing again changes the role; the other share stays.
