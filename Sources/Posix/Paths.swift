@@ -6,20 +6,32 @@ import Glibc
 /// the socket the same way so they meet without configuration.
 public struct ConfabPaths: Sendable {
     private let variable: @Sendable (String) -> String?
+    /// Where a home is found when `$HOME` is unset.
+    private let homeOf: @Sendable (UInt32) -> String?
 
-    public init(environment: [String: String]) { variable = { environment[$0] } }
+    /// The daemon's paths: without `$HOME`, the user database (NSS) gives the home.
+    public init(environment: [String: String]) {
+        variable = { environment[$0] }
+        homeOf = { UserAccount.homeDirectory(of: $0) }
+    }
 
-    private init(variable: @escaping @Sendable (String) -> String?) { self.variable = variable }
+    private init(variable: @escaping @Sendable (String) -> String?, homeOf: @escaping @Sendable (UInt32) -> String?) {
+        self.variable = variable
+        self.homeOf = homeOf
+    }
 
-    /// This process's paths, reading each variable with getenv when a path needs it: a
-    /// client's cold start should not copy the environment to find one socket.
+    /// A client's paths, reading each variable with getenv when a path needs it: a client's
+    /// cold start should not copy the environment to find one socket. Without `$HOME` the
+    /// home comes from /etc/passwd read as a file: the static release client must make no
+    /// NSS lookup (the modules it would load crash a static executable; see `PasswdFile`).
     public static func current() -> ConfabPaths {
-        ConfabPaths { name in getenv(name).map { String(cString: $0) } }
+        ConfabPaths(variable: { name in getenv(name).map { String(cString: $0) } },
+                    homeOf: { PasswdFile.homeDirectory(of: $0) })
     }
 
     private var home: String {
         if let home = variable("HOME"), !home.isEmpty { return home }
-        if let directory = UserAccount.homeDirectory(of: getuid()) { return directory }
+        if let directory = homeOf(getuid()) { return directory }
         return "/"
     }
 

@@ -185,19 +185,26 @@ public enum PasswdFile {
         entries(path: path).first { $0.login == login }?.uid
     }
 
-    /// `login:password:uid:…` lines; comments, NIS `+`/`-` entries and malformed lines skipped.
-    public static func entries(in text: [UInt8]) -> [(login: String, uid: UInt32)] {
-        var found: [(login: String, uid: UInt32)] = []
+    /// The home directory the file gives `uid`, if it lists one (absolute).
+    public static func homeDirectory(of uid: UInt32, path: String = defaultPath) -> String? {
+        entries(path: path).first { $0.uid == uid }?.home
+    }
+
+    /// `login:password:uid:gid:gecos:home:shell` lines; comments, NIS `+`/`-` entries and
+    /// malformed lines skipped. `home` is nil unless the line gives an absolute path.
+    public static func entries(in text: [UInt8]) -> [(login: String, uid: UInt32, home: String?)] {
+        var found: [(login: String, uid: UInt32, home: String?)] = []
         for line in text.split(separator: UInt8(ascii: "\n")) {
-            let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 3, omittingEmptySubsequences: false)
+            let fields = line.split(separator: UInt8(ascii: ":"), maxSplits: 6, omittingEmptySubsequences: false)
             guard fields.count >= 3, let first = fields[0].first, first != UInt8(ascii: "#"), first != UInt8(ascii: "+"),
                   first != UInt8(ascii: "-"), let uid = UInt32(String(decoding: fields[2], as: UTF8.self)) else { continue }
-            found.append((String(decoding: fields[0], as: UTF8.self), uid))
+            let home = fields.count > 5 && fields[5].first == UInt8(ascii: "/") ? String(decoding: fields[5], as: UTF8.self) : nil
+            found.append((String(decoding: fields[0], as: UTF8.self), uid, home))
         }
         return found
     }
 
-    private static func entries(path: String) -> [(login: String, uid: UInt32)] {
+    private static func entries(path: String) -> [(login: String, uid: UInt32, home: String?)] {
         guard let bytes = try? Files.readAll(path: path, limit: 16 << 20) else { return [] }
         return entries(in: bytes)
     }

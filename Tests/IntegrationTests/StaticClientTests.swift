@@ -8,7 +8,9 @@ import Glibc
 /// The client as a user the passwd file does not list (LDAP, SSSD, systemd-homed): glibc's
 /// user lookups would load NSS modules, which the static release client cannot do (it died
 /// with SIGSEGV in libnss_systemd). Run with setpriv as a uid without an entry, so root only.
-/// The debug client is always checked; the release one (the static executable) when built.
+/// The debug client is always checked, with every user or group lookup made to abort it
+/// (`Tests/Fixtures/no-user-lookups`, preloaded: it is dynamic and would not crash); the
+/// release one (the static executable) as it is, when it is built.
 final class StaticClientTests: XCTestCase {
     static let strangerUID: UInt32 = 4242
     static let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) }
@@ -23,10 +25,37 @@ final class StaticClientTests: XCTestCase {
 
     override func tearDown() { harness?.tearDown() }
 
-    /// The debug client, and the release client beside it in `.build/release` when it exists.
-    var clients: [String] {
+    override class func tearDown() {
+        if let shim = try? noUserLookups.get() { unlink(shim) }
+    }
+
+    /// The shim that aborts on any user or group lookup, compiled once for the class.
+    static let noUserLookups: Result<String, HarnessError> = {
+        let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent()  // Tests/IntegrationTests
+        let source = here.deletingLastPathComponent().appendingPathComponent("Fixtures/no-user-lookups/shim.c").path
+        let output = "/tmp/confab-no-user-lookups-\(getpid()).so"
+        for compiler in ["/usr/bin/cc", "/usr/bin/clang", "/usr/bin/gcc"] where FileManager.default.isExecutableFile(atPath: compiler) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: compiler)
+            process.arguments = ["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", output, source]
+            guard (try? process.run()) != nil else { continue }
+            process.waitUntilExit()
+            // Readable by the stranger the client runs as.
+            if process.terminationStatus == 0, chmod(output, 0o755) == 0 { return .success(output) }
+            return .failure(HarnessError(description: "\(compiler) could not build \(source)"))
+        }
+        return .failure(HarnessError(description: "no C compiler (cc) to build the no-user-lookups shim"))
+    }()
+
+    /// The debug client with the shim preloaded, and the release client beside it in
+    /// `.build/release` as it is, when it exists. Each is a command to run after setpriv:
+    /// the shim is given by env to the client alone (setpriv itself looks its uid up).
+    func clients() throws -> [[String]] {
+        let shim: String
+        do { shim = try Self.noUserLookups.get() } catch { throw unavailable(error.description) }
         let release = ((Binaries.directory as NSString).deletingLastPathComponent as NSString).appendingPathComponent("release/confab")
-        return [Binaries.path("confab")] + (FileManager.default.isExecutableFile(atPath: release) ? [release] : [])
+        return [["/usr/bin/env", "LD_PRELOAD=" + shim, Binaries.path("confab")]]
+            + (FileManager.default.isExecutableFile(atPath: release) ? [[release]] : [])
     }
 
     func testAUserWithoutAPasswdEntryCanUseEveryClient() throws {
@@ -34,7 +63,7 @@ final class StaticClientTests: XCTestCase {
         XCTAssertEqual(chmod(harness.directory, 0o711), 0)
         XCTAssertEqual(chmod(harness.socketPath, 0o666), 0)
         let id = try sharedConversation()
-        for client in clients {
+        for client in try clients() {
             let shared = ["CONFAB_DAEMON_USER": String(getuid())]
             let status = try runAsStranger(client, ["--socket", harness.socketPath, "status"], environment: shared)
             XCTAssertEqual(status.reason, .exit, "\(client) died of signal \(status.status): \(status.stderr)")
@@ -60,11 +89,11 @@ final class StaticClientTests: XCTestCase {
         let id = try sharedConversation()
         let tmux = ShellTmux(directory: harness.directory)
         defer { tmux.stop() }
-        for (index, client) in clients.enumerated() {
+        for (index, client) in try clients().enumerated() {
             let exitFile = harness.directory + "/attach-exit-\(index)"
             let script = "env -i PATH=/usr/bin:/bin TERM=xterm-256color LANG=C.UTF-8 CONFAB_DAEMON_USER=\(getuid()) "
                 + "\(Self.setpriv!) --reuid=\(Self.strangerUID) --regid=\(Self.strangerUID) --clear-groups -- "
-                + "'\(client)' --socket '\(harness.socketPath)' attach \(id); echo $? > '\(exitFile)'; sleep 30"
+                + client.map { "'\($0)'" }.joined(separator: " ") + " --socket '\(harness.socketPath)' attach \(id); echo $? > '\(exitFile)'; sleep 30"
             let window = "attach\(index)"
             try tmux.open(window, ["/bin/sh", "-c", script])
             var shown = ""
@@ -107,12 +136,12 @@ final class StaticClientTests: XCTestCase {
         throw HarnessError(description: "timed out waiting for \(what)")
     }
 
-    private func runAsStranger(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws
+    private func runAsStranger(_ command: [String], _ arguments: [String], environment: [String: String] = [:]) throws
         -> (reason: Process.TerminationReason, status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.setpriv!)
         let uid = Self.strangerUID
-        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", executable] + arguments
+        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--"] + command + arguments
         process.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(environment) { $1 }
         process.currentDirectoryURL = URL(fileURLWithPath: "/")
         let out = Pipe(), err = Pipe()

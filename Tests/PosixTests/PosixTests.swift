@@ -190,6 +190,8 @@ final class PasswdFileTests: XCTestCase {
         let entries = PasswdFile.entries(in: Array(text.utf8))
         XCTAssertEqual(entries.map(\.login), ["root", "alice"])
         XCTAssertEqual(entries.map(\.uid), [0, 1000])
+        XCTAssertEqual(entries.map(\.home), ["/root", "/home/alice"])
+        XCTAssertEqual(PasswdFile.entries(in: Array("x:x:7:7::relative:/bin/sh\ny:x:8:8\n".utf8)).map(\.home), [nil, nil])
     }
 
     func testLookupsInAFile() throws {
@@ -201,6 +203,8 @@ final class PasswdFileTests: XCTestCase {
         XCTAssertEqual(PasswdFile.uid(of: "root", path: path), 0)
         XCTAssertNil(PasswdFile.uid(of: "carol", path: path))
         XCTAssertNil(PasswdFile.login(of: 0, path: path + ".missing"))
+        XCTAssertEqual(PasswdFile.homeDirectory(of: 1001, path: path), "/home/bob")
+        XCTAssertNil(PasswdFile.homeDirectory(of: 4242, path: path))
     }
 }
 
