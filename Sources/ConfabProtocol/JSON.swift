@@ -83,9 +83,25 @@ extension JSON {
 
     private static func writeEscaped(_ text: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
         var runStart = 0
-        for index in text.indices {
+        var index = 0
+        let count = text.count
+        while index < count {
+            // Eight bytes at a time past those that need no escape: a history page is
+            // megabytes of message text, nearly all of it plain.
+            if index + 8 <= count {
+                let found = bytesToEscape(text.baseAddress! + index)
+                if found == 0 {
+                    index += 8
+                    continue
+                }
+                index += found.trailingZeroBitCount >> 3
+            }
             let byte = text[index]
-            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
+                index += 1
+                continue
+            }
+            defer { index += 1 }
             if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: text[runStart ..< index])) }
             runStart = index + 1
             out.append(UInt8(ascii: "\\"))
@@ -104,6 +120,20 @@ extension JSON {
             }
         }
         if runStart < text.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: text[runStart...])) }
+    }
+
+    /// The 8 bytes at `start`, tested at once for a control character, a quote or a backslash
+    /// (non-ASCII bytes need no escape). Zero when there is none; else the lowest set bit is
+    /// in the (little-endian) first such byte. `(x - 0x01…) & ~x & 0x80…` sets a byte's high bit
+    /// where that byte of `x` is zero, and its borrows only run upward from a true find, so a
+    /// false find can only come after a true one (the caller checks the byte it lands on).
+    @inline(__always)
+    private static func bytesToEscape(_ start: UnsafePointer<UInt8>) -> UInt64 {
+        let word = UInt64(littleEndian: UnsafeRawPointer(start).loadUnaligned(as: UInt64.self))
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let quotes = word ^ (ones &* 0x22), backslashes = word ^ (ones &* 0x5C)
+        let controls = (word &- ones &* 0x20) & ~word
+        return (controls | ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)) & (ones &* 0x80)
     }
 
     private static func writeEscaped(_ text: [UInt8], into out: inout [UInt8]) {
@@ -127,6 +157,59 @@ extension JSON {
         var out: [UInt8] = []
         write(into: &out, terminalSafe: true)
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// JSON text as `terminalSafeText` would write the value it holds, without building the
+    /// value: what `write(into:)` wrote (compact, keys sorted) comes out byte for byte as the
+    /// value's `terminalSafeText`. `encoded` must be JSON text a `JSONScanner` accepted (so its
+    /// UTF-8 is valid and raw control bytes can only be white space between tokens). For any
+    /// such text the result is one line a terminal cannot act on: tab, CR and LF between tokens
+    /// are dropped, and every scalar `escapesForTerminal` names, which can only be in a string,
+    /// is written `\uXXXX` (none is above U+FFFF).
+    public static func writeTerminalSafe(encoded: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        var run = 0
+        var index = 0
+        let count = encoded.count
+        out.reserveCapacity(out.count + count)
+        func flush(to end: Int) {
+            if run < end { out.append(contentsOf: UnsafeBufferPointer(rebasing: encoded[run..<end])) }
+        }
+        while index < count {
+            let byte = encoded[index]
+            if byte >= 0x20, byte < 0x7F {
+                index += 1
+                continue
+            }
+            if byte < 0x80 {
+                // DEL (in a string) is escaped; white space between tokens is dropped.
+                flush(to: index)
+                if byte == 0x7F { writeHexEscape(0x7F, into: &out) }
+                index += 1
+                run = index
+                continue
+            }
+            let length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : 2
+            guard index + length <= count else { break }
+            var value = UInt32(byte) & (0x7F >> UInt32(length))
+            for next in encoded[(index + 1)..<(index + length)] { value = value << 6 | UInt32(next & 0x3F) }
+            if let scalar = Unicode.Scalar(value), escapesForTerminal(scalar) {
+                flush(to: index)
+                writeHexEscape(value, into: &out)
+                run = index + length
+            }
+            index += length
+        }
+        flush(to: count)
+    }
+
+    /// `\uXXXX`, lowercase, as both writers spell an escape.
+    private static func writeHexEscape(_ value: UInt32, into out: inout [UInt8]) {
+        let hex: StaticString = "0123456789abcdef"
+        let value = Int(value)
+        hex.withUTF8Buffer { hex in
+            out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"),
+                                    hex[(value >> 12) & 15], hex[(value >> 8) & 15], hex[(value >> 4) & 15], hex[value & 15]])
+        }
     }
 
     /// Whether `scalar` is written as `\uXXXX` by `terminalSafeText`.
@@ -174,12 +257,7 @@ extension JSON {
         case "\t": out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
         default:
             if escapesForTerminal(scalar) {
-                let hex: StaticString = "0123456789abcdef"
-                let value = Int(scalar.value)
-                hex.withUTF8Buffer { hex in
-                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"),
-                                            hex[(value >> 12) & 15], hex[(value >> 8) & 15], hex[(value >> 4) & 15], hex[value & 15]])
-                }
+                writeHexEscape(scalar.value, into: &out)
             } else {
                 out.append(contentsOf: bytes)
             }

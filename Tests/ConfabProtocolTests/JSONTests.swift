@@ -500,6 +500,36 @@ final class JSONWriteTests: XCTestCase {
         let value: JSON = ["a": "é"]
         XCTAssertEqual(Array(value.text.utf8), value.bytes)
     }
+
+    /// Strings are escaped eight bytes at a time: whatever sits where in a word, and at any
+    /// length, the bytes are those of escaping one byte at a time.
+    func testEscapesWhereverTheyFallInAWord() throws {
+        func reference(_ string: String) -> String {
+            var out = "\""
+            for scalar in string.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                case _ where scalar.value < 0x20: out += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        }
+        let pieces: [String] = ["a", "\"", "\\", "\n", "\u{1}", "\u{1F}", " ", "~", "\u{7F}", "é", "\u{9B}", "漢", "🙂", "\u{0}"]
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<80 {
+            for _ in 0..<20 {
+                let string = (0..<length).map { _ in pieces.randomElement(using: &generator)! }.joined()
+                XCTAssertEqual(JSON.string(string).text, reference(string), string.debugDescription)
+            }
+        }
+        let plain = String(repeating: "plain text ", count: 50)
+        XCTAssertEqual(JSON.string(plain + "\"" + plain).text, reference(plain + "\"" + plain))
+    }
 }
 
 final class JSONAccessorTests: XCTestCase {
