@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Splits a byte stream into lines ending in LF (a CR before the LF is dropped), with a
 /// hard limit on line length so a peer can never make us buffer without bound.
 public struct LineFramer: Sendable {
@@ -22,11 +26,14 @@ public struct LineFramer: Sendable {
         var start = 0
         let count = bytes.count
         while start < count {
-            guard let newline = bytes[start...].firstIndex(of: 0x0A) else {
+            // memchr: a history page is a line of megabytes, and a byte-by-byte search was a
+            // tenth of an export's time in the client.
+            guard let found = memchr(bytes.baseAddress! + start, 0x0A, count - start) else {
                 pending.append(contentsOf: bytes[start..<count])
                 if pending.count > maxLineBytes { failed = true; pending = []; throw .lineTooLong(limit: maxLineBytes) }
                 return
             }
+            let newline = UnsafeRawPointer(found) - UnsafeRawPointer(bytes.baseAddress!)
             if pending.isEmpty {
                 if newline - start > maxLineBytes { failed = true; throw .lineTooLong(limit: maxLineBytes) }
                 var end = newline

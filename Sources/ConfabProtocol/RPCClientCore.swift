@@ -10,6 +10,8 @@ public struct RPCClientCore: Sendable {
         case notification(ServerNotification)
         /// The answer to a request made here and not answered before.
         case answer(id: Int, result: Result<JSON, RPCError>)
+        /// The successful answer to a request made with `requestEncoded`, as its bytes.
+        case encodedAnswer(id: Int, EncodedAnswer)
         /// An error the daemon could not tie to a request (id null): framing is lost, or a
         /// frame of ours was unreadable. Nothing good follows it.
         case fatal(RPCError)
@@ -22,6 +24,8 @@ public struct RPCClientCore: Sendable {
     private var nextID = 1
     /// Requests sent and not yet answered.
     public private(set) var waiting: Set<Int> = []
+    /// Those of them whose successful answer is wanted as bytes (`requestEncoded`).
+    private var wantEncoded: Set<Int> = []
     /// Lines that were not frames, or frames no one asked for (answers to ids not waiting).
     public private(set) var ignoredLines = 0
 
@@ -39,6 +43,14 @@ public struct RPCClientCore: Sendable {
         return (id, RPC.request(id: .int(id), method: method.rawValue, params: params))
     }
 
+    /// A request whose successful answer comes as `encodedAnswer`, its bytes unparsed but
+    /// checked (an error answer comes as any other).
+    public mutating func requestEncoded(_ method: RPCMethod, _ params: JSON = [:]) -> (id: Int, frame: [UInt8]) {
+        let request = request(method, params)
+        wantEncoded.insert(request.id)
+        return request
+    }
+
     /// A method's typed params, framed.
     public mutating func request<Call: RPCCall>(_: Call.Type, _ params: Call.Params) -> (id: Int, frame: [UInt8]) {
         request(Call.method, params.json)
@@ -47,6 +59,7 @@ public struct RPCClientCore: Sendable {
     /// Forgets a request whose answer no one will wait for: an answer to it is ignored.
     public mutating func abandon(_ id: Int) {
         waiting.remove(id)
+        wantEncoded.remove(id)
     }
 
     /// Takes bytes as they were read; what they completed comes back as events, in order. A
@@ -69,6 +82,13 @@ public struct RPCClientCore: Sendable {
 
     private mutating func take(_ line: ArraySlice<UInt8>, into events: inout [Event]) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        if !wantEncoded.isEmpty, let (id, result) = EncodedAnswer.peek(line), wantEncoded.contains(id) {
+            wantEncoded.remove(id)
+            waiting.remove(id)
+            let base = line.startIndex
+            events.append(.encodedAnswer(id: id, EncodedAnswer(line: Array(line), result: (result.lowerBound - base)..<(result.upperBound - base))))
+            return
+        }
         switch RPC.parse(line) {
         case .success(.notification(let method, let params)):
             if let notification = ServerNotification(method: method, params: params) { events.append(.notification(notification)) }
@@ -80,6 +100,7 @@ public struct RPCClientCore: Sendable {
             }
         case .success(.errorResponse(let id, let error)):
             if let number = id.int, waiting.remove(number) != nil {
+                wantEncoded.remove(number)
                 events.append(.answer(id: number, result: .failure(error)))
             } else if id.isNull {
                 events.append(.fatal(error))

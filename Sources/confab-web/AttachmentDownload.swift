@@ -72,7 +72,7 @@ enum AttachmentDownload {
                             throw Failure.daemon("confabd refused: \(error.message)")
                         case .send(let frame):
                             try await outbound.write(ByteBuffer(bytes: frame))
-                        case .answer, .notification:
+                        case .answer, .encodedAnswer, .notification:
                             continue
                         }
                     }

@@ -186,6 +186,8 @@ actor BrowserSession {
         for event in try core.receive(bytes) {
             switch event {
             case .answer(let id, let result): resolve(id, result)
+            // The gateway asks for no answer as bytes (`requestEncoded`): none can come.
+            case .encodedAnswer: break
             case .fatal(let error): throw Close.page(code: 1011, reason: "confabd refused the gateway: \(error.message)")
             case .send(let frame): try await daemonOut.write(ByteBuffer(bytes: frame))
             case .notification(let notification): try await daemon(notification)

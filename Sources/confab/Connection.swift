@@ -25,6 +25,8 @@ final class Connection {
     private var core = RPCClientCore(maxLineBytes: 64 << 20)
     private var events: [Event] = []
     private var head = 0
+    /// Answers to `sendEncoded` requests, by id, until they are taken.
+    private var encodedAnswers: [Int: EncodedAnswer] = [:]
     private var buffer = [UInt8](repeating: 0, count: 1 << 16)
     private(set) var isClosed = false
     /// A `hello` sent without waiting (see `start`): the first answer waited for settles it.
@@ -77,6 +79,35 @@ final class Connection {
     /// kept, in order, for `nextEvent`.
     func call(_ method: RPCMethod, _ params: JSON = [:]) throws(Failure) -> JSON {
         try answer(to: send(method, params))
+    }
+
+    /// Sends a request whose successful answer is wanted as its bytes (`answerEncoded`).
+    func sendEncoded(_ method: RPCMethod, _ params: JSON) throws(Failure) -> Int {
+        let (id, frame) = core.requestEncoded(method, params)
+        try write(frame)
+        return id
+    }
+
+    /// Waits for the answer to a request sent with `sendEncoded`: its bytes, or its error.
+    func answerEncoded(to id: Int) throws(Failure) -> EncodedAnswer {
+        try settleHello()
+        while true {
+            if let answer = encodedAnswers.removeValue(forKey: id) { return answer }
+            var index = head
+            while index < events.count {
+                switch events[index] {
+                case .response(let answered, let result) where answered == id:
+                    events.remove(at: index)
+                    if case .failure(let error) = result { throw .rpc(error) }
+                    throw .message("confabd's answer to request \(id) could not be read")
+                case .fatal(let error):
+                    throw .rpc(error)
+                default:
+                    index += 1
+                }
+            }
+            guard try receive() else { throw .disconnected }
+        }
     }
 
     /// Sends a method's typed params without waiting; the answer comes as an event.
@@ -171,6 +202,7 @@ final class Connection {
             switch event {
             case .notification(let notification): events.append(.notification(notification))
             case .answer(let id, let result): events.append(.response(id: id, result: result))
+            case .encodedAnswer(let id, let answer): encodedAnswers[id] = answer
             case .fatal(let error): events.append(.fatal(error))
             case .send(let frame): try? write(frame)
             }

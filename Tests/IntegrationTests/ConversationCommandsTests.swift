@@ -63,6 +63,40 @@ final class ConversationCommandsTests: TmuxTestCase {
         XCTAssertEqual(bad.status, 2, bad.stderr)
     }
 
+    /// `export --format json|jsonl` writes the messages as confabd encoded them, made
+    /// terminal-safe byte by byte: exactly each message's `terminalSafeText`, across pages
+    /// (2,100 messages are three pages of history) and with every control and bidi character.
+    func testExportWritesEveryPageExactlyAsTheParsedMessagesWouldBe() throws {
+        harness.stopDaemon()
+        let generated = try OtherProcess.run(Binaries.path("confab-loggen"),
+                                        ["--data-dir", harness.dataDirectory, "--conversations", "1", "--messages", "2100", "--message-bytes", "60"])
+        XCTAssertEqual(generated.status, 0, generated.stderr)
+        try harness.startDaemon()
+        let client = try harness.client()
+        let id = try XCTUnwrap(client.call("conversation.list")["conversations"]?.array?.first?["id"]?.string)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        let hostile = "esc \u{1B}[2J c1 \u{9B}31m del \u{7F} bidi \u{202E}txt.exe\u{202C} sep \u{2028} cr \r lf \n tab \t 漢 🙂"
+        let sent = try client.call("message.send", ["conversation": .string(id), "content": .string(hostile + " [[reply:\(hostile)]]")])
+        XCTAssertEqual(try client.awaitReply(try XCTUnwrap(sent["reply"]?.string)).final["status"]?.string, "complete")
+
+        var messages: [JSON] = []
+        var before: JSON = .null
+        repeat {
+            let page = try client.call("conversation.history", ["conversation": .string(id), "limit": 1000, "before": before])
+            messages.insert(contentsOf: page["messages"]?.array ?? [], at: 0)
+            before = page["more"]?.bool == true ? page["messages"]?.array?.first?["id"] ?? .null : .null
+        } while !before.isNull
+        XCTAssertEqual(messages.count, 2102)
+
+        let jsonl = try harness.runClient(["export", id, "--format", "jsonl"])
+        XCTAssertEqual(jsonl.status, 0, jsonl.stderr)
+        XCTAssertEqual(jsonl.stdout, messages.map { $0.terminalSafeText + "\n" }.joined())
+        XCTAssertFalse(jsonl.stdout.unicodeScalars.contains { JSON.escapesForTerminal($0) && $0 != "\n" }, "nothing a terminal acts on")
+        let json = try harness.runClient(["export", id, "--format", "json"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertEqual(json.stdout, JSON.array(messages).terminalSafeText + "\n")
+    }
+
     func testRmAsksOnATerminalUnlessForced() throws {
         let kept = try new("keep me")
         let pane = try tmux.start(harness.confabCommand(["rm", kept]))
