@@ -113,10 +113,14 @@ public enum MessageID {
     public static func sequence(of id: String) -> Int? { order(of: id)?.sequence }
 
     /// Where the message stands in its conversation; nil for anything that is not a message id.
-    public static func order(of id: String) -> MessageOrder? {
+    public static func order(of id: String) -> MessageOrder? { order(utf8: id.utf8) }
+
+    /// The same, of an id's UTF-8 bytes where they lie (a log's tail scan reads one for every
+    /// record before its window, without making a string of each).
+    @inlinable
+    public static func order(utf8 bytes: some Collection<UInt8>) -> MessageOrder? {
         // `m`, then a number of 1 to 15 digits without a leading zero, then optionally `.` and
         // another such number. Read byte by byte: a long log reads one for every record.
-        let bytes = id.utf8
         guard bytes.count >= 2, bytes.count <= 24, bytes.first == UInt8(ascii: "m") else { return nil }
         var sequence = 0
         var value = 0

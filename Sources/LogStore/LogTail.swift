@@ -136,9 +136,7 @@ enum LogTail {
             if windowStart + first == headerEnd {
                 before = PrefixMentions()
             } else {
-                let count = windowStart + first - headerEnd
-                guard let prefix = try? Files.read(fd, offset: headerEnd, count: count), prefix.count == count,
-                      let scanned = prefix.withUnsafeBufferPointer({ scanPrefix($0) }) else { return .undecidable }
+                guard let scanned = scanPrefix(fd, offset: headerEnd, count: windowStart + first - headerEnd) else { return .undecidable }
                 before = scanned
             }
             let above = stored.filter { entry in before.highest.map { entry.order > $0 } ?? true }.sorted { $0.order < $1.order }
@@ -169,6 +167,46 @@ enum LogTail {
         /// The byte ranges (from the prefix's start) of lines holding a string token
         /// `compaction` or `uncompaction`, in order.
         var compactionLines: [Range<Int>] = []
+    }
+
+    /// What the `count` bytes of whole lines from `offset` name (`scanPrefix(_:)`), read a
+    /// megabyte of whole lines at a time into one buffer: the prefix of a long log is tens of
+    /// megabytes, and reading it in one piece made a fresh allocation of its size (a page fault
+    /// for every 4 KiB) for bytes looked at once. No token spans lines, so scanning line-aligned
+    /// pieces finds what scanning the whole finds. Nil when the file cannot be read.
+    static func scanPrefix(_ fd: Int32, offset: Int, count: Int, piece: Int = 1 << 20) -> PrefixMentions? {
+        var mentions = PrefixMentions()
+        var buffer = [UInt8](repeating: 0, count: max(1, min(piece, count)))
+        var done = 0
+        while done < count {
+            let want = min(buffer.count, count - done)
+            var usable = 0
+            var found: PrefixMentions?
+            var unreadable = false
+            buffer.withUnsafeMutableBufferPointer { all in
+                let piece = UnsafeMutableBufferPointer(rebasing: all[..<want])
+                guard let read = try? Files.read(fd, offset: offset + done, into: piece), read == want else {
+                    unreadable = true
+                    return
+                }
+                usable = want
+                if done + want < count {
+                    // Up to the last whole line; a line longer than the buffer grows it.
+                    guard let newline = piece.lastIndex(of: 0x0A) else { return }
+                    usable = newline + 1
+                }
+                found = scanPrefix(UnsafeBufferPointer(rebasing: all[..<usable]))
+            }
+            if unreadable { return nil }
+            guard let found else {
+                buffer = [UInt8](repeating: 0, count: 2 * buffer.count)
+                continue
+            }
+            if let highest = found.highest, mentions.highest.map({ highest > $0 }) ?? true { mentions.highest = highest }
+            mentions.compactionLines += found.compactionLines.map { (done + $0.lowerBound)..<(done + $0.upperBound) }
+            done += usable
+        }
+        return mentions
     }
 
     /// Every string token of the bytes that could be a message id or a compaction record's type:
@@ -217,18 +255,28 @@ enum LogTail {
             }
             guard close > at else { continue }
             position = close + 1
-            var text: [UInt8]
+            // Looked at where it lies: a token that is none of these ("message", "content",
+            // "user", …) costs no allocation; only one with an escape is decoded.
+            let decoded: [UInt8]?
             if escaped {
-                guard case .string(let decoded)? = try? JSON.parse(UnsafeBufferPointer(rebasing: buffer[at...close])) else { continue }
-                text = Array(decoded.utf8)
+                guard case .string(let text)? = try? JSON.parse(UnsafeBufferPointer(rebasing: buffer[at...close])) else { continue }
+                decoded = Array(text.utf8)
             } else {
-                text = Array(UnsafeBufferPointer(rebasing: buffer[(at + 1)..<close]))
+                decoded = nil
             }
-            if text.first == UInt8(ascii: "m") {
-                if let order = MessageID.order(of: String(decoding: text, as: UTF8.self)), mentions.highest.map({ order > $0 }) ?? true {
-                    mentions.highest = order
-                }
-            } else if text == compactionType || text == uncompactionType {
+            let raw = UnsafeBufferPointer(rebasing: buffer[(at + 1)..<close])
+            let isID: Bool, isCompaction: Bool
+            if let decoded {
+                isID = decoded.first == UInt8(ascii: "m")
+                isCompaction = decoded == compactionType || decoded == uncompactionType
+            } else {
+                isID = raw.first == UInt8(ascii: "m")
+                isCompaction = raw.elementsEqual(compactionType) || raw.elementsEqual(uncompactionType)
+            }
+            if isID {
+                let order = decoded.map { MessageID.order(utf8: $0) } ?? MessageID.order(utf8: raw)
+                if let order, mentions.highest.map({ order > $0 }) ?? true { mentions.highest = order }
+            } else if isCompaction {
                 var lineStart = at
                 while lineStart > 0, base[lineStart - 1] != newline { lineStart -= 1 }
                 guard lineStart != lastLine else { continue }

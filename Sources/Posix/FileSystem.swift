@@ -287,19 +287,31 @@ extension Files {
     public static func read(_ fd: Int32, offset: Int, count: Int) throws(Errno) -> [UInt8] {
         var failure: Errno?
         let bytes = [UInt8](unsafeUninitializedCapacity: max(count, 0)) { buffer, filled in
-            while filled < buffer.count {
-                let n = pread(fd, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset + filled))
-                if n > 0 {
-                    filled += n
-                } else if n == 0 {
-                    return
-                } else if errno != EINTR {
-                    failure = .current
-                    return
-                }
+            do throws(Errno) {
+                filled = try read(fd, offset: offset, into: buffer)
+            } catch {
+                failure = error
             }
         }
         if let failure { throw failure }
         return bytes
+    }
+
+    /// Fills `buffer` from the file open as `fd` from byte `offset` (`pread(2)`, through short
+    /// reads and EINTR); returns how many bytes it holds, fewer only at the end of the file. For
+    /// a reader that goes through a long file in pieces with one buffer.
+    public static func read(_ fd: Int32, offset: Int, into buffer: UnsafeMutableBufferPointer<UInt8>) throws(Errno) -> Int {
+        var filled = 0
+        while filled < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset + filled))
+            if n > 0 {
+                filled += n
+            } else if n == 0 {
+                break
+            } else if errno != EINTR {
+                throw .current
+            }
+        }
+        return filled
     }
 }

@@ -232,4 +232,27 @@ final class LogTailTests: XCTestCase {
         XCTAssertEqual(scan(#"{"type":"uncompaction"}"# + "\n" + #"{"a":1}"# + "\n" + #"{"type":"compaction"}"#)?.compactionLines.count, 2)
         XCTAssertEqual(scan(#"{"a":"not \"compaction\" here"}"#)?.compactionLines.count, 0)
     }
+
+    /// The prefix is read a piece of whole lines at a time: whatever the piece's size (smaller
+    /// than a line, so the buffer grows; a few lines; all of it), the scan finds what one scan of
+    /// the whole finds, compaction lines at the same offsets.
+    func testThePrefixReadInPiecesFindsWhatTheWholeFinds() throws {
+        var again = summary
+        again.last = "m60"
+        let hidden = #"{"type":"message","v":1,"at":"2026-01-01T00:00:01.000Z","message":{"id":"m\u0039\u00399","conversation":"k3v9q2m8x7ad","role":"user","content":"hidden \"m1000\"","status":"complete","created":"2026-01-01T00:00:01.000Z"}}"#
+        let path = try writeLog(exchanges(5) + [.compaction(summary), .uncompaction] + exchanges(30, from: 11) + [.compaction(again)] + exchanges(2, from: 71),
+                                rawFirst: [hidden])
+        let bytes = try Posix.Files.read(path: path, offset: 0, count: 1 << 20)
+        let start = try XCTUnwrap(bytes.firstIndex(of: 0x0A)) + 1
+        let whole = try XCTUnwrap(bytes.withUnsafeBufferPointer { LogTail.scanPrefix(UnsafeBufferPointer(rebasing: $0[start...])) })
+        XCTAssertEqual(whole.highest, MessageID.order(of: "m999"))
+        XCTAssertEqual(whole.compactionLines.count, 3)
+        let fd = try Posix.Files.open(path, O_RDONLY)
+        defer { Posix.Files.close(fd) }
+        for piece in [1, 7, 64, 300, 1000, 4096, 1 << 20] {
+            XCTAssertEqual(LogTail.scanPrefix(fd, offset: start, count: bytes.count - start, piece: piece), whole, "pieces of \(piece) bytes")
+        }
+        // Past the end of the file: unreadable, so undecided.
+        XCTAssertNil(LogTail.scanPrefix(fd, offset: start, count: bytes.count - start + 10))
+    }
 }
