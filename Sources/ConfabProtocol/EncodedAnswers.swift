@@ -92,6 +92,13 @@ public struct EncodedHistoryPage: Sendable {
         self.firstID = firstID
     }
 
+    /// Message `index` of the page, terminal-safe (`JSON.writeTerminalSafe(encoded:)`).
+    public func writeMessage(_ index: Int, into out: inout [UInt8]) {
+        answer.line.withUnsafeBufferPointer { line in
+            JSON.writeTerminalSafe(encoded: UnsafeBufferPointer(rebasing: line[messages[index]]), into: &out)
+        }
+    }
+
     /// Each message, terminal-safe (`JSON.writeTerminalSafe(encoded:)`), followed by `separator`.
     public func writeMessages(into out: inout [UInt8], separator: UInt8) {
         answer.line.withUnsafeBufferPointer { line in

@@ -59,12 +59,14 @@ extension JSON {
         case .object(let members):
             out.append(UInt8(ascii: "{"))
             var first = true
-            for key in members.keys.sorted() {
+            // The members sorted whole, not their keys then each looked up again: a history page
+            // is thousands of objects, and each key was hashed again to find its value.
+            for (key, value) in members.sorted(by: { $0.key < $1.key }) {
                 if !first { out.append(UInt8(ascii: ",")) }
                 first = false
                 if terminalSafe { JSON.writeTerminalSafeString(key, into: &out) } else { JSON.writeString(key, into: &out) }
                 out.append(UInt8(ascii: ":"))
-                members[key]!.write(into: &out, terminalSafe: terminalSafe)
+                value.write(into: &out, terminalSafe: terminalSafe)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -138,6 +140,18 @@ extension JSON {
 
     private static func writeEscaped(_ text: [UInt8], into out: inout [UInt8]) {
         text.withUnsafeBufferPointer { writeEscaped($0, into: &out) }
+    }
+
+    /// About how many bytes `write(into:)` writes: exact for plain text, numbers counted at
+    /// their usual width, escapes not counted. For sizing a buffer once.
+    public var writtenSizeEstimate: Int {
+        switch self {
+        case .null, .bool: 5
+        case .int, .double: 12
+        case .string(let value): value.utf8.count + 2
+        case .array(let items): items.reduce(2) { $0 + $1.writtenSizeEstimate + 1 }
+        case .object(let members): members.reduce(2) { $0 + $1.key.utf8.count + 4 + $1.value.writtenSizeEstimate }
+        }
     }
 
     public var bytes: [UInt8] {

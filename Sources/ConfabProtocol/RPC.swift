@@ -170,7 +170,9 @@ public enum RPC {
 
     static func line(_ json: JSON) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(128)
+        // Sized once: a history page is a line of megabytes, and growing to it by doubling
+        // copied it over and over into fresh pages.
+        out.reserveCapacity(json.writtenSizeEstimate + 16)
         json.write(into: &out)
         out.append(0x0A)
         return out

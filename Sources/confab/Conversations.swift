@@ -304,17 +304,29 @@ struct Export: ClientCommand {
             // The messages as confabd encoded them, made terminal-safe byte by byte: the same
             // bytes as parsing each and writing its `terminalSafeText`, in a fraction of the time.
             let pages = try wholeEncodedHistory(connection, conversation)
+            if isatty(1) == 0 {
+                // Into a file or a pipe, a page at a time through one buffer.
+                var bytes: [UInt8] = format == .json ? [UInt8(ascii: "[")] : []
+                var written = 0
+                for page in pages {
+                    for index in page.messages.indices {
+                        if format == .json, written > 0 { bytes.append(UInt8(ascii: ",")) }
+                        page.writeMessage(index, into: &bytes)
+                        if format == .jsonl { bytes.append(0x0A) }
+                        written += 1
+                    }
+                    Out.stdout(bytes)
+                    bytes.removeAll(keepingCapacity: true)
+                }
+                if format == .json { Out.stdout(Array("]\n".utf8)) }
+                return
+            }
             var bytes: [UInt8] = []
-            bytes.reserveCapacity(pages.reduce(0) { $0 + $1.answer.result.count } + 2)
             for page in pages { page.writeMessages(into: &bytes, separator: format == .json ? UInt8(ascii: ",") : 0x0A) }
             if format == .json {
                 if bytes.last == UInt8(ascii: ",") { bytes.removeLast() }
                 bytes.insert(UInt8(ascii: "["), at: 0)
                 bytes.append(contentsOf: [UInt8(ascii: "]"), 0x0A])
-            }
-            if isatty(1) == 0 {
-                Out.stdout(bytes)
-                return
             }
             out = String(decoding: bytes, as: UTF8.self)
         case .markdown:
