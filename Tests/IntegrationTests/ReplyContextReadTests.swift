@@ -63,4 +63,52 @@ final class ReplyContextReadTests: XCTestCase {
         let sentTurns = try XCTUnwrap(harness.upstreamRequests().last?["body"]?["messages"]?.array).compactMap { $0["content"]?.string }
         XCTAssertEqual(sentTurns, ["[[reply:one]]", "one", "[[reply:two]]", "two", "[[reply:three]]"])
     }
+
+    /// A summary in a conversation read back from its log reads the messages it covers on the
+    /// thread pool too: while that read is held the loop answers another client, nothing is asked
+    /// of the model, and a cancel then ends it with nothing stored; once the read goes on, the
+    /// summary is asked for with every message of its range.
+    func testTheLoopAnswersAnotherClientWhileASummarysRangeIsRead() throws {
+        let client = try harness.client()
+        let id = try harness.createConversation(client)
+        try client.call("conversation.attach", ["conversation": .string(id)])
+        for text in ["one", "two"] {
+            let sent = try client.call("message.send", ["conversation": .string(id), "content": .string("[[reply:\(text)]]")])
+            _ = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
+        }
+        client.close()
+        XCTAssertNotNil(harness.stopDaemon())
+        let fifo = harness.directory + "/hold-reads"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        var environment = ProcessInfo.processInfo.environment
+        environment["CONFAB_TEST_ONLY_HOLD_MESSAGE_READS"] = fifo
+        try harness.startDaemon(environment: environment)
+        let log = harness.dataDirectory + "/conversations/\(id).jsonl"
+        let before = try String(contentsOfFile: log, encoding: .utf8)
+
+        // Cancelled while its range is read: nothing asked, nothing stored.
+        let owner = try harness.client(name: "asker")
+        try owner.call("conversation.attach", ["conversation": .string(id)])
+        let requestsBefore = harness.upstreamRequests().count
+        try owner.sendRaw(RPC.request(id: .int(950), method: "conversation.compact", params: ["conversation": .string(id)]))
+        var hold = try openWhenReadWaits(fifo)
+        let other = try harness.client(name: "other")
+        XCTAssertNotNil(try other.call("status")["version"])
+        XCTAssertEqual(try other.call("generation.cancel", ["conversation": .string(id)])["cancelled"]?.string, "compaction")
+        XCTAssertEqual(try owner.response(to: .int(950))["error"]?["code"]?.int, RPCError.conflict)
+        Glibc.close(hold)
+        XCTAssertEqual(harness.upstreamRequests().count, requestsBefore, "nothing was asked")
+        XCTAssertEqual(try String(contentsOfFile: log, encoding: .utf8), before)
+
+        // Held, then let go: the summary covers the whole range.
+        try owner.sendRaw(RPC.request(id: .int(951), method: "conversation.compact", params: ["conversation": .string(id), "focus": "[[reply:short]]"]))
+        hold = try openWhenReadWaits(fifo)
+        XCTAssertNotNil(try other.call("conversation.list")["conversations"])
+        XCTAssertEqual(harness.upstreamRequests().count, requestsBefore, "nothing is asked before the range is read")
+        Glibc.close(hold)
+        let answer = try owner.response(to: .int(951), timeout: 20)
+        XCTAssertEqual(answer["result"]?["compaction"]?["summary"]?.string, "short", "\(answer)")
+        let asked = try XCTUnwrap(harness.upstreamRequests().last?["body"]?["messages"]?.array).compactMap { $0["content"]?.string }
+        XCTAssertEqual(Array(asked.prefix(4)), ["[[reply:one]]", "one", "[[reply:two]]", "two"])
+    }
 }

@@ -284,10 +284,7 @@ final class Conversation {
     /// An assistant turn that asked for tools is followed by exactly one tool turn per call, as
     /// the APIs require: a call whose result was never stored (a crash, a turn over the round
     /// limit) is given as not made, and a result that answers no call before it is left out.
-    func context(before reply: String) throws(RPCError) -> [ChatMessage] {
-        try compactedContext(before: reply)
-    }
-
+    ///
     /// An assistant turn carries its reasoning (`ChatMessage.reasoning`) only when `provider` and
     /// `model` made it: one server's thought never goes to another. What of it is sent is the
     /// adapter's business (each API's pass-back rule).

@@ -20,6 +20,9 @@ final class CompactionJob {
     let focus: String?
     let automatic: Bool
     var text = ""
+    /// While the messages it covers are read from the log (on the thread pool), before anything
+    /// is asked: it can be cancelled, and nothing is on its way to the log.
+    var isReading = false
     var stream: (any UpstreamCall)?
     /// Where it ends: `Result` of a stored summary, or why there is none.
     let done: (Result<Compaction, CompactionFailure>) -> Void
@@ -84,13 +87,6 @@ extension Compaction {
 }
 
 extension Conversation {
-    /// The request's turns for a reply (`contextPlan`), its messages read from the log here, on
-    /// the loop: a summary's request reads so; a reply's reads off the loop (`readContext`).
-    func compactedContext(before reply: String) throws(RPCError) -> [ChatMessage] {
-        let plan = contextPlan(before: reply)
-        return context(plan, messages: try messages(plan.entries), before: reply)
-    }
-
     /// The messages a new summary would cover: the current ones before `limit` (all when nil),
     /// ending where the next current message is a user message or nothing follows, so a tool
     /// call and its result are never on two sides of it. A summary in force is folded in: the
@@ -118,11 +114,18 @@ extension ReplyRunner {
         conversation.profile.flatMap { profiles[$0]?.compaction.model } ?? conversation.model
     }
 
-    /// The summary request: the context up to the end of the range as a reply there would be sent
-    /// it (a summary in force included), then the summary prompt as a user turn.
-    func compactionRequest(in conversation: Conversation, last: String, focus: String?) throws(RPCError) -> ChatRequest {
+    /// What a summary of the range ending at `last` is asked with: the context a reply just after
+    /// it would be sent (a summary in force included).
+    func compactionPlan(in conversation: Conversation, last: String) -> (plan: ContextPlan, before: String) {
         let lastOrder = MessageID.order(of: last) ?? MessageOrder(sequence: 0)
-        var context = try conversation.compactedContext(before: MessageID.make(lastOrder.sequence + 1))
+        let before = MessageID.make(lastOrder.sequence + 1)
+        return (conversation.contextPlan(before: before), before)
+    }
+
+    /// The summary request: `context` (the turns up to the end of the range), then the summary
+    /// prompt as a user turn.
+    func compactionRequest(in conversation: Conversation, context: [ChatMessage], focus: String?) -> ChatRequest {
+        var context = context
         // Files are named, not sent: the summary is of what was said.
         for index in context.indices {
             for file in context[index].attachments.indices {
@@ -163,13 +166,29 @@ extension ReplyRunner {
             return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .notConfigured,
                 message: "no provider \"\(conversation.provider)\" in the config: this conversation's replies come from it"))))
         }
-        var request: ChatRequest
-        do throws(RPCError) {
-            request = try compactionRequest(in: conversation, last: range.last, focus: focus)
-        } catch {
-            // The log could not be read back: nothing is asked, nothing stored.
-            return endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .storage, message: error.message))))
+        // The messages it covers are read on the thread pool: a long conversation's would stall
+        // every other client (as a reply's context is read, `readContext`).
+        let (plan, before) = compactionPlan(in: conversation, last: range.last)
+        job.isReading = true
+        conversation.log.readMessages(plan.stored, on: loop) { [unowned self] result in
+            job.isReading = false
+            guard !job.isOver, conversation.compacting === job else { return }
+            switch result {
+            case .success(let read):
+                let context = conversation.context(plan, messages: plan.messages(read: read), before: before)
+                askForSummary(job, compactionRequest(in: conversation, context: context, focus: focus), from: provider, in: conversation)
+            case .failure(let error):
+                // The log could not be read back: nothing is asked, nothing stored.
+                endCompaction(job, in: conversation, .failure(.failed(MessageError(code: .storage,
+                    message: "storage failed: cannot read the conversation's log: \(error)"))))
+            }
         }
+    }
+
+    /// The summary request sent, its text streamed to the clients, and the summary stored.
+    private func askForSummary(_ job: CompactionJob, _ request: ChatRequest, from provider: Provider, in conversation: Conversation) {
+        var request = request
+        let focus = job.focus, automatic = job.automatic
         if !imagePolicy(of: conversation).takesImages { request.messages = Self.withoutImages(request.messages) }
         if let contextTokens = contextTokens(of: conversation) {
             let budget = ContextBudget(contextTokens: contextTokens, maxTokens: request.params.maxTokens, ratio: conversation.contextRatio ?? 1)
@@ -206,7 +225,7 @@ extension ReplyRunner {
 
     /// `generation.cancel` while a summary is written: it stops, and nothing is stored.
     func cancelCompaction(in conversation: Conversation, by client: ClientInfo?) -> Bool {
-        guard let job = conversation.compacting, !job.isOver, job.stream != nil else { return false }
+        guard let job = conversation.compacting, !job.isOver, job.stream != nil || job.isReading else { return false }
         endCompaction(job, in: conversation, .failure(.cancelled(by: client)))
         return true
     }
@@ -225,7 +244,7 @@ extension ReplyRunner {
     func abandonCompactions(in conversations: some Sequence<Conversation>) {
         for conversation in conversations {
             guard let job = conversation.compacting, !job.isOver else { continue }
-            endCompaction(job, in: conversation, .failure(.stopping(storing: job.stream == nil)))
+            endCompaction(job, in: conversation, .failure(.stopping(storing: job.stream == nil && !job.isReading)))
         }
     }
 
