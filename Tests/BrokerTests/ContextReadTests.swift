@@ -40,7 +40,7 @@ final class ContextReadTests: XCTestCase {
 
     /// A conversation of two answered exchanges (`m1`…`m4`; `summary`, if given, a summary of the
     /// first), then out of memory: its messages are read back from the log by place.
-    private func storedConversation(summary: String? = nil) throws -> String {
+    private func storedConversation(summary: String? = nil, lastFinish: String = "stop") throws -> String {
         let created = try b.call(.conversationCreate, [:])
         let id = try XCTUnwrap(created["conversation"]?["id"]?.string)
         try b.call(.conversationAttach, ["conversation": .string(id)])
@@ -49,7 +49,7 @@ final class ContextReadTests: XCTestCase {
             b.turn(until: { b.upstream.streams.count == exchange })
             let stream = try XCTUnwrap(b.upstream.streams.last)
             stream.send("answer \(exchange)")
-            stream.finish()
+            stream.finish(exchange == 2 ? lastFinish : "stop")
             b.turn(until: { b.broker.conversations[id]?.active == nil })
         }
         if let summary {
@@ -104,13 +104,21 @@ final class ContextReadTests: XCTestCase {
         XCTAssertEqual(b.notifications(.messageCompleted).last?["message"]?["content"]?.string, "next answer")
     }
 
+    /// The notifications naming message `id` since the first `seen`, by method.
+    private func events(of id: String, after seen: Int) -> [String] {
+        b.notifications.dropFirst(seen).filter { ($0.params["message"]?["id"]?.string ?? $0.params["message"]?.string) == id }.map(\.method)
+    }
+
     func testCancelWhileTheContextIsReadEndsTheReplyWithoutAsking() throws {
         let id = try storedConversation()
+        let seen = b.notifications.count
         try sendAndHold(id)
         XCTAssertEqual(try b.call(.generationCancel, ["conversation": .string(id)])["cancelled"]?.string, "m6")
         release()
         b.turn(until: { b.broker.conversations[id]?.active == nil })
         XCTAssertEqual(b.upstream.streams.count, 2, "nothing was asked for the cancelled reply")
+        // Announced as it ends, before its cancel and its ending: no client hears of an end first.
+        XCTAssertEqual(events(of: "m6", after: seen), ["message.created", "generation.cancelled", "message.completed"])
         let ending = try XCTUnwrap(b.notifications(.messageCompleted).last { $0["message"]?["id"]?.string == "m6" }?["message"])
         XCTAssertEqual(ending["status"]?.string, MessageStatus.cancelled.rawValue)
         XCTAssertEqual(b.broker.replies.activeReplies, 0)
@@ -167,5 +175,22 @@ final class ContextReadTests: XCTestCase {
         release()
         b.turn(until: { b.upstream.streams.count == 3 })
         XCTAssertEqual(b.upstream.streams.last?.request.messages.map(\.content), whole)
+    }
+
+    /// A continuation cancelled while its context is read: clients hear `message.continued`
+    /// before its new ending, as they would had it streamed, and its text stays as it was.
+    func testACancelledContinuationIsAnnouncedAsContinuedBeforeItsEnding() throws {
+        let id = try storedConversation(lastFinish: "length")
+        let seen = b.notifications.count
+        try b.call(.messageContinue, ["conversation": .string(id)])
+        XCTAssertEqual(entered.wait(timeout: .now() + 10), .success, "the continuation did not read its context on the thread pool")
+        XCTAssertEqual(try b.call(.generationCancel, ["conversation": .string(id)])["cancelled"]?.string, "m4")
+        release()
+        b.turn(until: { b.broker.conversations[id]?.active == nil })
+        XCTAssertEqual(b.upstream.streams.count, 2, "nothing was asked")
+        XCTAssertEqual(events(of: "m4", after: seen), ["message.continued", "generation.cancelled", "message.completed"])
+        let ending = try XCTUnwrap(b.notifications(.messageCompleted).last?["message"])
+        XCTAssertEqual(ending["status"]?.string, MessageStatus.cancelled.rawValue)
+        XCTAssertEqual(ending["content"]?.string, "answer 2")
     }
 }

@@ -33,6 +33,9 @@ final class Reply {
     var continued: (bytes: Int, usage: Usage?)?
     /// The final record is being made durable; the reply can no longer be cancelled.
     var isFinishing: Bool { ending != nil }
+    /// Its turn's message has been announced (`message.created`, or `message.continued` for a
+    /// continuation); until then its context is being read, or a summary written first.
+    var isAnnounced = false
     /// The sequence number every message of this reply has (`m2`, `m2.1`, …).
     let chain: Int
     /// The step the next message of the reply gets.

@@ -212,6 +212,7 @@ final class ReplyRunner {
         reply.request = request
         // A continuation is announced as such: clients already show its text and append to it.
         let announcement: ConversationEvent = continued == nil ? .messageCreated(message) : .messageContinued(message)
+        reply.isAnnounced = true
         do {
             try conversation.log.write([.replyStarted(message)])
         } catch {
@@ -259,6 +260,7 @@ final class ReplyRunner {
     func cancel(in conversation: Conversation, chain: Int?, by client: ClientSession) -> String? {
         guard let reply = conversation.active, !reply.isFinishing else { return nil }
         if let chain, chain != reply.chain { return nil }
+        announceStart(of: reply, in: conversation)
         conversation.broadcast(.generationCancelled(message: reply.message.id, by: client.info))
         let id = reply.message.id
         logger.info("conversation=\(conversation.id) reply=\(id) cancelled")
@@ -468,6 +470,7 @@ final class ReplyRunner {
     /// Ends the reply in flight: records it durably, then announces it, then moves on.
     func finish(in conversation: Conversation, status: MessageStatus, error: MessageError?) {
         guard let reply = conversation.active, !reply.isFinishing else { return }
+        announceStart(of: reply, in: conversation)
         reply.stop()
         // The reply itself stays `streaming` until its ending is durable: a client that
         // attaches during the sync gets it as `pending` and then the ending, as it would earlier.
@@ -489,6 +492,16 @@ final class ReplyRunner {
             }
             endReply(reply, in: conversation)
         }
+    }
+
+    /// A turn that ends before it was announced (cancelled or stopped while its context was read,
+    /// or while a summary was written first) is announced now, as it would have been: no client
+    /// hears of a message's ending before its start, nor of a continued reply's new ending
+    /// without `message.continued`.
+    private func announceStart(of reply: Reply, in conversation: Conversation) {
+        guard !reply.isAnnounced else { return }
+        reply.isAnnounced = true
+        conversation.broadcast(reply.continued == nil ? .messageCreated(reply.message) : .messageContinued(reply.message))
     }
 
     /// The reply's chain is over: its stream is free, and what waits goes ahead.
@@ -557,6 +570,7 @@ final class ReplyRunner {
                 continue
             }
             guard let reply = conversation.active else { continue }
+            announceStart(of: reply, in: conversation)
             release(reply, from: conversation)
             closeReasoning(of: reply, in: conversation)
             reply.message.usage = Usage.sum(reply.continued?.usage, estimatedUsage(of: reply))

@@ -163,6 +163,7 @@ extension ReplyRunner {
                                params: conversation.params.isEmpty ? nil : conversation.params)
             reply.nextStep += 1
             reply.message = next
+            reply.isAnnounced = false
             reply.attempts = 0
             reply.unsavedText = ""
             reply.unsavedReasoning = ""
