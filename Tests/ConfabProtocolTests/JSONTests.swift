@@ -504,21 +504,7 @@ final class JSONWriteTests: XCTestCase {
     /// Strings are escaped eight bytes at a time: whatever sits where in a word, and at any
     /// length, the bytes are those of escaping one byte at a time.
     func testEscapesWhereverTheyFallInAWord() throws {
-        func reference(_ string: String) -> String {
-            var out = "\""
-            for scalar in string.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                case _ where scalar.value < 0x20: out += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
-                default: out.unicodeScalars.append(scalar)
-                }
-            }
-            return out + "\""
-        }
+        func reference(_ string: String) -> String { referenceEscaped(string, terminalSafe: false) }
         let pieces: [String] = ["a", "\"", "\\", "\n", "\u{1}", "\u{1F}", " ", "~", "\u{7F}", "é", "\u{9B}", "漢", "🙂", "\u{0}"]
         var generator = SystemRandomNumberGenerator()
         for length in 0..<80 {
@@ -588,26 +574,7 @@ final class JSONTerminalSafeTests: XCTestCase {
     /// the two, at every position, comes out as a scalar-by-scalar writer makes it.
     func testRunsAndSingleCharactersMixAtEveryPosition() throws {
         let pieces = ["a", "plain text ", "\"", "\\", "\n", "\u{1B}", "\u{7F}", "\u{9B}", "é", "日本", "😀", "\u{202E}", "\u{2028}", "~", " "]
-        func expected(_ text: String) -> String {
-            var out = "\""
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                default:
-                    if JSON.escapesForTerminal(scalar) {
-                        out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value & 0xFFFF, radix: 16).count)
-                            + String(scalar.value & 0xFFFF, radix: 16)
-                    } else {
-                        out.unicodeScalars.append(scalar)
-                    }
-                }
-            }
-            return out + "\""
-        }
+        func expected(_ text: String) -> String { referenceEscaped(text, terminalSafe: true) }
         for first in pieces {
             for second in pieces {
                 for third in pieces {
@@ -623,4 +590,25 @@ final class JSONTerminalSafeTests: XCTestCase {
         let value = JSON.object(["title": .string("Grüße \"quoted\" \\ 日本 😀"), "n": .double(1.5), "ok": .bool(true)])
         XCTAssertEqual(value.terminalSafeText, value.text)
     }
+}
+
+/// A JSON string written one scalar at a time, as the writers' rules say (`\"`, `\\`, `\n`, `\r`,
+/// `\t`, other controls as `\u00xx`; terminal-safe, every scalar `escapesForTerminal` names as
+/// `\uxxxx` too): what the run-copying writers are checked against.
+private func referenceEscaped(_ text: String, terminalSafe: Bool) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20 || (terminalSafe && JSON.escapesForTerminal(scalar)):
+            let hex = String(scalar.value & 0xFFFF, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "\""
 }

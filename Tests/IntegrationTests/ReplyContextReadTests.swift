@@ -27,7 +27,10 @@ final class ReplyContextReadTests: XCTestCase {
         throw HarnessError(description: "the reply's context read never waited at the FIFO:\n\(harness.log())")
     }
 
-    func testTheLoopAnswersAnotherClientWhileAReplysContextIsRead() throws {
+    /// Two answered exchanges, then confabd started again with its reads of messages held at a
+    /// FIFO: the conversation's messages are known by where they are in its log. Returns the
+    /// conversation and the FIFO.
+    private func storedConversationWithReadsHeld() throws -> (id: String, fifo: String) {
         let client = try harness.client()
         let id = try harness.createConversation(client)
         try client.call("conversation.attach", ["conversation": .string(id)])
@@ -36,14 +39,17 @@ final class ReplyContextReadTests: XCTestCase {
             _ = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
         }
         client.close()
-
-        // Started again, the conversation's messages are known by where they are in its log.
         XCTAssertNotNil(harness.stopDaemon())
         let fifo = harness.directory + "/hold-reads"
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
         var environment = ProcessInfo.processInfo.environment
         environment["CONFAB_TEST_ONLY_HOLD_MESSAGE_READS"] = fifo
         try harness.startDaemon(environment: environment)
+        return (id, fifo)
+    }
+
+    func testTheLoopAnswersAnotherClientWhileAReplysContextIsRead() throws {
+        let (id, fifo) = try storedConversationWithReadsHeld()
 
         let writer = try harness.client(name: "writer")
         try writer.call("conversation.attach", ["conversation": .string(id)])
@@ -69,20 +75,7 @@ final class ReplyContextReadTests: XCTestCase {
     /// of the model, and a cancel then ends it with nothing stored; once the read goes on, the
     /// summary is asked for with every message of its range.
     func testTheLoopAnswersAnotherClientWhileASummarysRangeIsRead() throws {
-        let client = try harness.client()
-        let id = try harness.createConversation(client)
-        try client.call("conversation.attach", ["conversation": .string(id)])
-        for text in ["one", "two"] {
-            let sent = try client.call("message.send", ["conversation": .string(id), "content": .string("[[reply:\(text)]]")])
-            _ = try client.awaitReply(try XCTUnwrap(sent["reply"]?.string))
-        }
-        client.close()
-        XCTAssertNotNil(harness.stopDaemon())
-        let fifo = harness.directory + "/hold-reads"
-        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        var environment = ProcessInfo.processInfo.environment
-        environment["CONFAB_TEST_ONLY_HOLD_MESSAGE_READS"] = fifo
-        try harness.startDaemon(environment: environment)
+        let (id, fifo) = try storedConversationWithReadsHeld()
         let log = harness.dataDirectory + "/conversations/\(id).jsonl"
         let before = try String(contentsOfFile: log, encoding: .utf8)
 
