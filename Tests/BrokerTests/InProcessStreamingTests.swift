@@ -151,8 +151,12 @@ final class InProcessStreamingTests: XCTestCase {
 
     func testListGetRenameDelete() throws {
         let client = try client()
+        // Apart by more than the list's millisecond times, so no two tie (ties go by id, which
+        // is random): created in the same millisecond, "newer" came first only half the time.
         let older = try broker.createConversation(client, title: "older")
+        usleep(5000)
         let newer = try broker.createConversation(client, title: "newer")
+        usleep(5000)
         var list = try client.call("conversation.list")["conversations"]?.array?.compactMap { $0["id"]?.string }
         XCTAssertEqual(list, [newer, older])
         // Activity moves a conversation to the top.
