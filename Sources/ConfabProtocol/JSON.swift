@@ -184,7 +184,10 @@ extension JSON {
         var run = 0
         var index = 0
         let count = encoded.count
-        out.reserveCapacity(out.count + count)
+        // Room for the text at least, grown as appending would grow it: a bare reserve of
+        // `out.count + count` reallocates to exactly that, so a page written message by message into
+        // one buffer was copied whole for every message.
+        if out.capacity < out.count + count { out.reserveCapacity(max(out.count + count, 2 * out.capacity)) }
         func flush(to end: Int) {
             if run < end { out.append(contentsOf: UnsafeBufferPointer(rebasing: encoded[run..<end])) }
         }

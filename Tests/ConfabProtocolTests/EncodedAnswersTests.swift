@@ -28,6 +28,23 @@ final class EncodedAnswersTests: XCTestCase {
         }
     }
 
+    /// An export writes a page message by message into one buffer: the buffer must grow as
+    /// appending grows it, not be reallocated (and copied whole) for every message.
+    func testOneBufferWrittenMessageByMessageIsReallocatedLogarithmicallyOften() {
+        let message = Array(#"{"content":"a message of some length, repeated","id":"m1"}"#.utf8)
+        var out: [UInt8] = []
+        var reallocations = 0
+        message.withUnsafeBufferPointer { encoded in
+            for _ in 0..<2_000 {
+                let capacity = out.capacity
+                JSON.writeTerminalSafe(encoded: encoded, into: &out)
+                if out.capacity != capacity { reallocations += 1 }
+            }
+        }
+        XCTAssertEqual(out.count, 2_000 * message.count)
+        XCTAssertLessThanOrEqual(reallocations, 20)
+    }
+
     func testTextWithWhiteSpaceBetweenTokensComesOutOnOneLineAndSafe() throws {
         let pretty = "{\r\n\t\"a\" : [ 1 ,\n 2 ],\n \"b\": \"x\u{7F}\u{9B}\u{202E}y\"\n}"
         _ = try JSON.parse(pretty)  // valid JSON, as the copy requires
