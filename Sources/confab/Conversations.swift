@@ -156,25 +156,31 @@ func wholeHistory(_ connection: Connection, _ conversation: String) throws(Failu
     return pages.reversed().flatMap { $0 }
 }
 
-/// Every message of a conversation as confabd encoded it, oldest page first: pages asked for
-/// as bytes (`sendEncoded`), never parsed into values, for `export` to write as they are.
-func wholeEncodedHistory(_ connection: Connection, _ conversation: String) throws(Failure) -> [EncodedHistoryPage] {
-    var pages: [EncodedHistoryPage] = []
-    var before: String?
+/// Every message of a conversation as confabd encoded it, asked for as bytes (`sendEncoded`),
+/// never parsed into values: `each` makes what is wanted of a page (for `export`, its lines),
+/// and the results come back oldest page first. The next page is asked for as soon as a page's
+/// first id is known, so `each` runs while confabd reads the next one.
+func wholeEncodedHistory<Output>(_ connection: Connection, _ conversation: String,
+                                 each: (EncodedHistoryPage) -> Output) throws(Failure) -> [Output] {
+    func ask(before: String?) throws(Failure) -> Int {
+        try connection.sendEncoded(.conversationHistory, HistoryParams(conversation: conversation, before: before, limit: 1000).json)
+    }
+    var outputs: [Output] = []
+    var asked = try ask(before: nil)
     while true {
-        let id = try connection.sendEncoded(.conversationHistory, HistoryParams(conversation: conversation, before: before, limit: 1000).json)
-        let answer = try connection.answerEncoded(to: id)
+        let answer = try connection.answerEncoded(to: asked)
         let page: EncodedHistoryPage
         do throws(EncodedHistoryPage.Failure) {
             page = try EncodedHistoryPage(answer)
         } catch {
             switch error { case .notAPage(let problem): throw .message(problem) }
         }
-        pages.append(page)
-        guard page.more, let first = page.firstID else { break }
-        before = first
+        let next = page.more ? page.firstID : nil
+        if let next { asked = try ask(before: next) }
+        outputs.append(each(page))
+        guard next != nil else { break }
     }
-    return pages.reversed()
+    return outputs.reversed()
 }
 
 /// Every message of a conversation, typed (what cannot be read as a message is left out).
@@ -303,31 +309,23 @@ struct Export: ClientCommand {
         case .json, .jsonl:
             // The messages as confabd encoded them, made terminal-safe byte by byte: the same
             // bytes as parsing each and writing its `terminalSafeText`, in a fraction of the time.
-            let pages = try wholeEncodedHistory(connection, conversation)
+            let separator = format == .json ? UInt8(ascii: ",") : 0x0A
+            var chunks = try wholeEncodedHistory(connection, conversation) { page in
+                var bytes: [UInt8] = []
+                page.writeMessages(into: &bytes, separator: separator)
+                return bytes
+            }
+            if format == .json, let last = chunks.lastIndex(where: { !$0.isEmpty }) { chunks[last].removeLast() }
             if isatty(1) == 0 {
-                // Into a file or a pipe, a page at a time through one buffer.
-                var bytes: [UInt8] = format == .json ? [UInt8(ascii: "[")] : []
-                var written = 0
-                for page in pages {
-                    for index in page.messages.indices {
-                        if format == .json, written > 0 { bytes.append(UInt8(ascii: ",")) }
-                        page.writeMessage(index, into: &bytes)
-                        if format == .jsonl { bytes.append(0x0A) }
-                        written += 1
-                    }
-                    Out.stdout(bytes)
-                    bytes.removeAll(keepingCapacity: true)
-                }
+                // Into a file or a pipe, a page at a time.
+                if format == .json { Out.stdout([UInt8(ascii: "[")]) }
+                for chunk in chunks where !chunk.isEmpty { Out.stdout(chunk) }
                 if format == .json { Out.stdout(Array("]\n".utf8)) }
                 return
             }
-            var bytes: [UInt8] = []
-            for page in pages { page.writeMessages(into: &bytes, separator: format == .json ? UInt8(ascii: ",") : 0x0A) }
-            if format == .json {
-                if bytes.last == UInt8(ascii: ",") { bytes.removeLast() }
-                bytes.insert(UInt8(ascii: "["), at: 0)
-                bytes.append(contentsOf: [UInt8(ascii: "]"), 0x0A])
-            }
+            var bytes: [UInt8] = format == .json ? [UInt8(ascii: "[")] : []
+            for chunk in chunks { bytes += chunk }
+            if format == .json { bytes.append(contentsOf: [UInt8(ascii: "]"), 0x0A]) }
             out = String(decoding: bytes, as: UTF8.self)
         case .markdown:
             let messages = try wholeHistory(connection, conversation)
