@@ -17,26 +17,100 @@ public struct Timestamp: Comparable, Hashable, Sendable, CustomStringConvertible
 
     /// `2026-11-22T04:15:30.123Z`
     public var description: String {
-        var seconds = time_t(milliseconds.floorDiv(1000))
-        let millis = Int(milliseconds - Int64(seconds) * 1000)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
+        String(unsafeUninitializedCapacity: 32) { buffer in write(to: buffer) }
     }
 
-    /// Reads what `description` writes (and the same without fraction); nil for anything else.
+    /// `description`'s bytes appended to `out`, without making the string: a history page
+    /// writes a thousand of them.
+    public func write(into out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<write(to: buffer)]))
+        }
+    }
+
+    /// Writes `description` into `buffer` (32 bytes) and returns its length. The civil date
+    /// by days since the epoch (proleptic Gregorian, as `gmtime_r` reckons it); a year outside
+    /// 0...9999 as `gmtime_r` and `String` give it, padded to four digits.
+    private func write(to buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let days = milliseconds.floorDiv(86_400_000)
+        let inDay = Int(milliseconds - days * 86_400_000)
+        let (year, month, day) = Self.civil(fromDays: days)
+        var length = 0
+        func put(_ byte: UInt8) {
+            buffer[length] = byte
+            length += 1
+        }
+        func digits(_ value: Int, _ width: Int) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            var value = value
+            for _ in 0..<width {
+                put(UInt8(48 + value / divisor))
+                value %= divisor
+                divisor /= 10
+            }
+        }
+        if (0...9999).contains(year) {
+            digits(year, 4)
+        } else {
+            let text = String(year)
+            for byte in (String(repeating: "0", count: max(0, 4 - text.utf8.count)) + text).utf8 { put(byte) }
+        }
+        put(UInt8(ascii: "-"))
+        digits(month, 2)
+        put(UInt8(ascii: "-"))
+        digits(day, 2)
+        put(UInt8(ascii: "T"))
+        digits(inDay / 3_600_000, 2)
+        put(UInt8(ascii: ":"))
+        digits(inDay / 60_000 % 60, 2)
+        put(UInt8(ascii: ":"))
+        digits(inDay / 1000 % 60, 2)
+        put(UInt8(ascii: "."))
+        digits(inDay % 1000, 3)
+        put(UInt8(ascii: "Z"))
+        return length
+    }
+
+    /// Year, month (1...12) and day (1...31) of `days` since 1970-01-01 (Howard Hinnant's
+    /// `civil_from_days`, exact for every Int64 day a millisecond count reaches).
+    static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shifted = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shifted + 2) / 5 + 1
+        let month = shifted < 10 ? shifted + 3 : shifted - 9
+        return (Int(yearOfEra + era * 400 + (month <= 2 ? 1 : 0)), Int(month), Int(day))
+    }
+
+    /// Days since 1970-01-01 of a civil date (`days_from_civil`, the inverse of `civil`).
+    static func days(year: Int, month: Int, day: Int) -> Int64 {
+        let y = Int64(month <= 2 ? year - 1 : year)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let m = Int64(month)
+        let dayOfYear = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + Int64(day) - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// Reads what `description` writes (and the same without fraction); nil for anything else,
+    /// a date that does not exist (2026-02-30) or a leap second that ends the day among them.
     public init?(rfc3339 text: String) {
-        let bytes = Array(text.utf8)
+        var text = text
+        guard let value = text.withUTF8({ Self.milliseconds(rfc3339: $0) }) else { return nil }
+        self.milliseconds = value
+    }
+
+    private static func milliseconds(rfc3339 bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard bytes.count == 20 || bytes.count == 24, bytes.last == UInt8(ascii: "Z") else { return nil }
-        func number(_ range: Range<Int>) -> Int32? {
-            var value: Int32 = 0
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
             for i in range {
-                let digit = Int32(bytes[i]) - 48
+                let digit = Int(bytes[i]) - 48
                 guard (0...9).contains(digit) else { return nil }
                 value = value * 10 + digit
             }
@@ -48,24 +122,18 @@ public struct Timestamp: Comparable, Hashable, Sendable, CustomStringConvertible
               let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
               (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
         else { return nil }
-        var millis: Int32 = 0
+        var millis = 0
         if bytes.count == 24 {
             guard bytes[19] == UInt8(ascii: "."), let fraction = number(20..<23) else { return nil }
             millis = fraction
         }
-        var parts = tm()
-        parts.tm_year = year - 1900
-        parts.tm_mon = month - 1
-        parts.tm_mday = day
-        parts.tm_hour = hour
-        parts.tm_min = minute
-        parts.tm_sec = second
-        var seconds = timegm(&parts)
-        // timegm rolls 2026-02-30 over to March; a date that does not exist is not a timestamp.
-        var check = tm()
-        gmtime_r(&seconds, &check)
-        guard check.tm_mday == day, check.tm_mon == month - 1 else { return nil }
-        self.milliseconds = Int64(seconds) * 1000 + Int64(millis)
+        // A day past its month's end, or a leap second at 23:59:60, would roll over into the
+        // next day: not the date written, so not a timestamp (as `timegm` then `gmtime_r` found).
+        let isLeap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let monthDays = [31, isLeap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+        guard day <= monthDays, !(second == 60 && hour == 23 && minute == 59) else { return nil }
+        let seconds = days(year: year, month: month, day: day) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
+        return seconds * 1000 + Int64(millis)
     }
 }
 

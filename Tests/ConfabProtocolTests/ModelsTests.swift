@@ -82,6 +82,57 @@ final class TimestampTests: XCTestCase {
         }
     }
 
+    /// The calendar arithmetic against the C library's `gmtime_r` and `timegm`, which it
+    /// replaced: every millisecond count written the same, every text read the same.
+    func testWritingAndReadingAgreeWithTheCLibrary() {
+        func libcDescription(_ milliseconds: Int64) -> String {
+            var seconds = time_t(milliseconds >= 0 || milliseconds % 1000 == 0 ? milliseconds / 1000 : milliseconds / 1000 - 1)
+            let millis = Int(milliseconds - Int64(seconds) * 1000)
+            var parts = tm()
+            gmtime_r(&seconds, &parts)
+            func pad(_ value: Int32, _ width: Int) -> String {
+                let digits = String(value)
+                return String(repeating: "0", count: max(0, width - digits.count)) + digits
+            }
+            return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+                + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
+        }
+        func libcRead(_ year: Int32, _ month: Int32, _ day: Int32, _ hour: Int32, _ minute: Int32, _ second: Int32) -> Int64? {
+            var parts = tm()
+            (parts.tm_year, parts.tm_mon, parts.tm_mday) = (year - 1900, month - 1, day)
+            (parts.tm_hour, parts.tm_min, parts.tm_sec) = (hour, minute, second)
+            var seconds = timegm(&parts)
+            var check = tm()
+            gmtime_r(&seconds, &check)
+            guard check.tm_mday == day, check.tm_mon == month - 1 else { return nil }
+            return Int64(seconds) * 1000
+        }
+        var generator = SystemRandomNumberGenerator()
+        let yearMs: Int64 = 31_556_952_000
+        var instants: [Int64] = [0, -1, 1, -999, -1000, -1001, 86_399_999, -86_400_000, 951_782_400_000, 4_107_542_399_999]
+        for _ in 0..<20_000 { instants.append(Int64.random(in: (-1975 * yearMs)...(9000 * yearMs), using: &generator)) }
+        for _ in 0..<2_000 { instants.append(Int64.random(in: (-40_000 * yearMs)...(40_000 * yearMs), using: &generator)) }
+        for milliseconds in instants {
+            let timestamp = Timestamp(milliseconds: milliseconds)
+            XCTAssertEqual(timestamp.description, libcDescription(milliseconds), "\(milliseconds)")
+            var written: [UInt8] = [0x2A]
+            timestamp.write(into: &written)
+            XCTAssertEqual(written, [0x2A] + Array(timestamp.description.utf8))
+            if (0...9999).contains(Int(timestamp.description.prefix(4)) ?? -1), timestamp.description.count == 24 {
+                XCTAssertEqual(Timestamp(rfc3339: timestamp.description), timestamp)
+            }
+        }
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        for _ in 0..<20_000 {
+            let year = Int32.random(in: 0...9999, using: &generator)
+            let month = Int32.random(in: 1...12, using: &generator), day = Int32.random(in: 28...31, using: &generator)
+            let hour = Int32.random(in: 22...23, using: &generator), minute = Int32.random(in: 58...59, using: &generator)
+            let second = Int32.random(in: 58...60, using: &generator)
+            let text = String(repeating: "0", count: 4 - String(year).count) + "\(year)-\(two(month))-\(two(day))T\(two(hour)):\(two(minute)):\(two(second)).250Z"
+            XCTAssertEqual(Timestamp(rfc3339: text)?.milliseconds, libcRead(year, month, day, hour, minute, second).map { $0 + 250 }, text)
+        }
+    }
+
     func testImpossibleCalendarDatesAreRejected() {
         // "Reads what `description` writes; nil for anything else." description never writes
         // these, and RFC 3339 (5.7) rules them out; accepting them silently shifts the date.
