@@ -659,41 +659,46 @@ public struct Message: Equatable, Sendable {
         return .object(object)
     }
 
-    public init?(json: JSON) {
-        guard let id = json["id"]?.string, MessageID.order(of: id) != nil,
-              let conversation = json["conversation"]?.string,
-              let role = json["role"]?.string.flatMap(Role.init(rawValue:)), let content = json["content"]?.string,
-              let status = json["status"]?.string.flatMap(MessageStatus.init(rawValue:)),
-              let created = json["created"]?.string.flatMap(Timestamp.init(rfc3339:))
+    public init?(json: JSON) { self.init(fields: json) }
+
+    /// Read from a message object's members, however they were read: a tree (`JSON`), or
+    /// scanned straight from a log record's bytes (`MessageMembers`). One reading, so the
+    /// two cannot differ.
+    init?(fields json: some MessageFieldSource) {
+        guard let id = json[.id]?.string, MessageID.order(of: id) != nil,
+              let conversation = json[.conversation]?.string,
+              let role = json[.role]?.string.flatMap(Role.init(rawValue:)), let content = json[.content]?.string,
+              let status = json[.status]?.string.flatMap(MessageStatus.init(rawValue:)),
+              let created = json[.created]?.string.flatMap(Timestamp.init(rfc3339:))
         else { return nil }
         self.init(id: id, conversation: conversation, role: role, content: content, status: status, created: created,
-                  author: json["author"].flatMap(Author.init(json:)), model: json["model"]?.string,
-                  finishReason: json["finish_reason"]?.string, usage: json["usage"].flatMap(Usage.init(json:)),
-                  error: json["error"].flatMap(MessageError.init(json:)),
-                  supersededBy: json["superseded_by"]?.string.flatMap { MessageID.sequence(of: $0) == nil ? nil : $0 },
-                  params: json["params"].flatMap { try? SamplingParameters(json: $0) },
-                  quickReplies: json["quick_replies"]?.array.map { $0.compactMap(\.string) },
-                  context: json["context"].flatMap(ContextInfo.init(json:)),
-                  toolCalls: json["tool_calls"]?.array.map { $0.compactMap(ToolCall.init(json:)) },
-                  tool: role == .tool ? ToolResult(json: json) : nil,
-                  attachments: json["attachments"]?.array.map { $0.compactMap(Attachment.init(json:)) })
-        let others = json["attachments"]?.array?.filter { item in
+                  author: json[.author].flatMap(Author.init(json:)), model: json[.model]?.string,
+                  finishReason: json[.finishReason]?.string, usage: json[.usage].flatMap(Usage.init(json:)),
+                  error: json[.error].flatMap(MessageError.init(json:)),
+                  supersededBy: json[.supersededBy]?.string.flatMap { MessageID.sequence(of: $0) == nil ? nil : $0 },
+                  params: json[.params].flatMap { try? SamplingParameters(json: $0) },
+                  quickReplies: json[.quickReplies]?.array.map { $0.compactMap(\.string) },
+                  context: json[.context].flatMap(ContextInfo.init(json:)),
+                  toolCalls: json[.toolCalls]?.array.map { $0.compactMap(ToolCall.init(json:)) },
+                  tool: role == .tool ? ToolResult(fields: json) : nil,
+                  attachments: json[.attachments]?.array.map { $0.compactMap(Attachment.init(json:)) })
+        let others = json[.attachments]?.array?.filter { item in
             Attachment(json: item) == nil && item["sha256"]?.string.map(Attachment.isDigest) == true
         } ?? []
         if !others.isEmpty { otherAttachments = others }
-        reasoning = json["reasoning"].flatMap(Reasoning.init(json:))
+        reasoning = json[.reasoning].flatMap(Reasoning.init(json:))
     }
 }
 
 extension ToolResult {
-    /// The tool fields of a `tool` message's JSON; a message without `tool_call_id` has none.
-    init?(json: JSON) {
-        guard let callID = json["tool_call_id"]?.string else { return nil }
-        self.init(callID: callID, name: json["name"]?.string ?? "", httpStatus: json["http_status"]?.int,
-                  durationMilliseconds: json["duration_ms"]?.int,
-                  approval: json["approval"]?.string.flatMap(ToolApprovalState.init(rawValue:)),
-                  truncated: json["truncated"]?.bool == true, requestedBy: json["requested_by"].flatMap(Author.init(json:)),
-                  decidedBy: json["decided_by"].flatMap(Author.init(json:)))
+    /// The tool fields of a `tool` message's members; a message without `tool_call_id` has none.
+    init?(fields json: some MessageFieldSource) {
+        guard let callID = json[.toolCallID]?.string else { return nil }
+        self.init(callID: callID, name: json[.name]?.string ?? "", httpStatus: json[.httpStatus]?.int,
+                  durationMilliseconds: json[.durationMilliseconds]?.int,
+                  approval: json[.approval]?.string.flatMap(ToolApprovalState.init(rawValue:)),
+                  truncated: json[.truncated]?.bool == true, requestedBy: json[.requestedBy].flatMap(Author.init(json:)),
+                  decidedBy: json[.decidedBy].flatMap(Author.init(json:)))
     }
 }
 

@@ -132,6 +132,20 @@ public enum RPC {
         line(["jsonrpc": "2.0", "id": id, "result": result])
     }
 
+    /// A response whose result `write` puts straight into the line (after reserving `capacity`
+    /// bytes for it): the same bytes as `response(id:result:)` with the value it writes, keys
+    /// sorted. A history page is megabytes; it is written once, where it is sent from.
+    public static func response(id: JSON, capacity: Int, result write: (inout [UInt8]) -> Void) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(capacity + id.writtenSizeEstimate + 32)
+        out.append(contentsOf: #"{"id":"#.utf8)
+        id.write(into: &out)
+        out.append(contentsOf: #","jsonrpc":"2.0","result":"#.utf8)
+        write(&out)
+        out.append(contentsOf: "}\n".utf8)
+        return out
+    }
+
     public static func response(id: JSON, error: RPCError) -> [UInt8] {
         line(["jsonrpc": "2.0", "id": id, "error": error.json])
     }

@@ -126,7 +126,11 @@ extension Replay {
     /// The message a record read back from `range` holds, as the conversation has it now
     /// (`supersededBy` from the outline: later records may have set it).
     static func message(in line: UnsafeBufferPointer<UInt8>, as stored: StoredMessage) -> Message? {
-        guard let json = try? JSON.parse(line), let record = LogRecord(json: json) else { return nil }
+        guard let record = MessageRecordBody.read(line) ?? (try? JSON.parse(line)).flatMap(LogRecord.init(json:)) else { return nil }
+        #if DEBUG
+        let tree = (try? JSON.parse(line)).flatMap(LogRecord.init(json:))
+        precondition(record == tree, "a message record read from its bytes differs from its tree: \(String(decoding: line, as: UTF8.self))")
+        #endif
         switch record {
         case .message(var message), .replyStarted(var message), .replyFinished(var message):
             guard message.id == stored.id else { return nil }
@@ -160,30 +164,30 @@ extension ConversationLog {
         let first = stored.map(\.offset).min()!
         let end = stored.map { $0.offset + $0.length }.max()!
         let wanted = stored.reduce(0) { $0 + $1.length }
-        var messages: [Message?] = []
+        // Straight into the one array returned: a page is a thousand messages of several
+        // hundred bytes each, and every array of them is fresh pages to fault in and copy.
+        var messages: [Message] = []
         messages.reserveCapacity(stored.count)
+        func take(_ message: Message?, _ entry: StoredMessage) throws(StoreError) {
+            guard let message else {
+                throw StoreError(errno: EIO, operation: "read \(path): message \(entry.id) at byte \(entry.offset) is not where the log held it")
+            }
+            messages.append(message)
+        }
         if end - first <= 2 * wanted + (1 << 20) {
             let bytes = try exactly(first, end - first)
-            bytes.withUnsafeBufferPointer { buffer in
+            try bytes.withUnsafeBufferPointer { (buffer) throws(StoreError) in
                 for entry in stored {
                     let line = UnsafeBufferPointer(rebasing: buffer[(entry.offset - first)..<(entry.offset - first + entry.length)])
-                    messages.append(Replay.message(in: line, as: entry))
+                    try take(Replay.message(in: line, as: entry), entry)
                 }
             }
         } else {
             for entry in stored {
-                messages.append(try exactly(entry.offset, entry.length).withUnsafeBufferPointer { Replay.message(in: $0, as: entry) })
+                try take(try exactly(entry.offset, entry.length).withUnsafeBufferPointer { Replay.message(in: $0, as: entry) }, entry)
             }
         }
-        var read: [Message] = []
-        read.reserveCapacity(stored.count)
-        for (message, entry) in zip(messages, stored) {
-            guard let message else {
-                throw StoreError(errno: EIO, operation: "read \(path): message \(entry.id) at byte \(entry.offset) is not where the log held it")
-            }
-            read.append(message)
-        }
-        return read
+        return messages
     }
 }
 

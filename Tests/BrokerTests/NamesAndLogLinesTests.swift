@@ -82,7 +82,7 @@ final class SearchCountTests: XCTestCase {
         let own = broker.broker.ownUID
         let query = try XCTUnwrap(SearchQuery("needle"))
         for (client, uid) in [("c90", own), ("c91", own), ("c92", other)] {
-            broker.broker.pendingSearches.append(SearchJob(client: client, uid: uid, query: query, limit: 1, scope: nil, respond: { _ in }))
+            broker.broker.pendingSearches.append(SearchJob(client: client, uid: uid, query: query, limit: 1, scope: nil, respond: Broker.Respond { _ in }))
         }
         XCTAssertEqual(broker.broker.searchCount(visibleTo: own), 3)
         XCTAssertEqual(broker.broker.searchCount(visibleTo: other), 1)
@@ -101,14 +101,14 @@ final class SearchRotationTests: XCTestCase {
         let own = broker.broker.ownUID
         let query = try XCTUnwrap(SearchQuery("needle"))
         for (client, uid) in [("b1", other), ("b1", other), ("b2", other), ("b2", other), ("b3", other), ("b3", other), ("o1", own), ("o2", own)] {
-            broker.broker.enqueue(SearchJob(client: client, uid: uid, query: query, limit: 1, scope: nil, respond: { _ in }))
+            broker.broker.enqueue(SearchJob(client: client, uid: uid, query: query, limit: 1, scope: nil, respond: Broker.Respond { _ in }))
         }
         var order: [String] = []
         while let job = broker.broker.takeNextSearch() { order.append(job.client) }
         XCTAssertEqual(order, ["b1", "o1", "b2", "o2", "b3", "b1", "b2", "b3"])
         // A connection that leaves takes its turns with it.
         for client in ["b1", "b1", "b2"] {
-            broker.broker.enqueue(SearchJob(client: client, uid: other, query: query, limit: 1, scope: nil, respond: { _ in }))
+            broker.broker.enqueue(SearchJob(client: client, uid: other, query: query, limit: 1, scope: nil, respond: Broker.Respond { _ in }))
         }
         _ = broker.broker.cancelSearches(of: "b1")
         XCTAssertEqual(broker.broker.takeNextSearch()?.client, "b2")

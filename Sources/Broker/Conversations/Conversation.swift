@@ -221,6 +221,8 @@ final class Conversation {
                 throw RPCError(code: RPCError.storageFailed, message: "storage failed: cannot read the conversation's log: \(error)")
             }
         }
+        // A page of stored messages only (a history page of a conversation at rest) is the read itself.
+        if read.count == wanted.count { return read }
         var next = read.makeIterator()
         return wanted.map { entry in
             switch entry {

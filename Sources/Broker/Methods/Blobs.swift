@@ -35,7 +35,7 @@ extension Broker {
     /// `blob.put`: a chunk of a new or running upload; with `final`, the whole file checked,
     /// typed from its bytes and stored. Chunks are answered at once, the final one once the
     /// blob is durable (in `later()`'s place).
-    func blobPut(_ params: BlobPutParams, _ client: ClientSession, now respond: @escaping Respond, later: () -> Respond) throws(RPCError) {
+    func blobPut(_ params: BlobPutParams, _ client: ClientSession, now respond: Respond, later: () -> Respond) throws(RPCError) {
         let text = params.data
         // Checked before decoding too: a line of many megabytes of base64 is not decoded to be refused.
         guard text.utf8.count <= (AttachmentLimits.maxChunkBytes + 2) / 3 * 4 else {
@@ -208,7 +208,7 @@ extension Broker {
     }
 
     /// `attachment.get`: up to 1 MiB of one attachment of a message, from `offset`, in base64.
-    func attachmentGet(_ conversation: Conversation, _ params: AttachmentGetParams, _ respond: @escaping Respond) throws(RPCError) {
+    func attachmentGet(_ conversation: Conversation, _ params: AttachmentGetParams, _ respond: Respond) throws(RPCError) {
         let id = params.message
         guard MessageID.order(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
         guard let message = try conversation.message(id) else {

@@ -5,7 +5,7 @@ import LogStore
 extension Broker {
     /// `conversation.configure`: new settings for the replies that start after it. A reply in
     /// flight keeps the request it was started with.
-    func configure(_ conversation: Conversation, _ params: ConfigureParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func configure(_ conversation: Conversation, _ params: ConfigureParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let settings = try settings(for: conversation, params)
         conversation.log.append([.settings(settings)]) { [unowned self] error in
             if let error {

@@ -93,7 +93,7 @@ extension MethodRow {
         case .conversationDetach:
             return MethodRow(.needs(.read), answer: .atOnce, .on(.header) { b, c, call throws(RPCError) in call.respond(.success(b.detach(c, call.client).json)) })
         case .conversationHistory:
-            return MethodRow(.needs(.read), answer: .atOnce, .on(.messages) { b, c, call throws(RPCError) in call.respond(.success(try b.history(c, HistoryParams(call.params, bounds: b.bounds)).json)) })
+            return MethodRow(.needs(.read), answer: .atOnce, .on(.messages) { b, c, call throws(RPCError) in call.respond.history(try b.history(c, HistoryParams(call.params, bounds: b.bounds))) })
         case .messageSend:
             return MethodRow(.needs(.write), refusedWhileStopping: true, answer: .inPlace,
                              .on(.messages) { b, c, call throws(RPCError) in try b.send(c, SendParams(call.params), call.client, call.respond) })

@@ -13,7 +13,8 @@ extension Broker {
         case .success(.request(let id, let method, let params)):
             dispatch(method, params, from: client) { result in
                 switch result {
-                case .success(let value): return RPC.response(id: id, result: value)
+                case .success(.value(let value)): return RPC.response(id: id, result: value)
+                case .success(.written(let capacity, let write)): return RPC.response(id: id, capacity: capacity, result: write)
                 case .failure(let error): return RPC.response(id: id, error: error)
                 }
             }
@@ -26,19 +27,48 @@ extension Broker {
         }
     }
 
-    typealias Reply = (Result<JSON, RPCError>) -> [UInt8]?
+    /// A method's answer: a value, or a result written straight into the answer's line by a
+    /// function (a history page: megabytes of messages, written without a tree of them).
+    enum Answer {
+        case value(JSON)
+        case written(capacity: Int, (inout [UInt8]) -> Void)
+    }
+
+    typealias Reply = (Result<Answer, RPCError>) -> [UInt8]?
+
+    /// Where a method's answer goes. Called as a function with a value or an error; `written`
+    /// for a result that writes itself.
+    struct Respond {
+        let send: (Result<Answer, RPCError>) -> Void
+
+        func callAsFunction(_ result: Result<JSON, RPCError>) { send(result.map(Answer.value)) }
+
+        func written(capacity: Int, _ write: @escaping (inout [UInt8]) -> Void) { send(.success(.written(capacity: capacity, write))) }
+
+        /// A history page, written straight into its answer line (`HistoryResult.write`). A
+        /// debug build checks every page against the bytes its tree writes.
+        func history(_ page: HistoryResult) {
+            #if DEBUG
+            var direct: [UInt8] = [], tree: [UInt8] = []
+            page.write(into: &direct)
+            page.json.write(into: &tree)
+            precondition(direct == tree, "a history page written without its tree differs from it: \(String(decoding: direct, as: UTF8.self))")
+            #endif
+            written(capacity: page.writtenSizeEstimate) { page.write(into: &$0) }
+        }
+    }
 
     private func dispatch(_ method: String, _ rawParams: JSON?, from client: ClientSession, encode: @escaping Reply) {
         // Answers that are known at once go straight out; ones that wait on the disk hold a
         // place in the client's outbox so everything it is sent keeps request order.
-        let respond: (Result<JSON, RPCError>) -> Void = { result in
+        let respond = Respond { result in
             if let bytes = encode(result) { client.send(bytes) }
         }
         var reserved: ClientSession.Slot?
-        let later: () -> (Result<JSON, RPCError>) -> Void = {
+        let later: () -> Respond = {
             let slot = client.reserve()
             reserved = slot
-            return { result in client.fill(slot, encode(result) ?? []) }
+            return Respond { result in client.fill(slot, encode(result) ?? []) }
         }
         do throws(RPCError) {
             let params = try Params(rawParams)
@@ -72,8 +102,6 @@ extension Broker {
         }
     }
 
-    typealias Respond = (Result<JSON, RPCError>) -> Void
-
     /// Whether a request waiting for its conversation has been answered (from the log's end).
     private final class Answered {
         var done = false
@@ -85,7 +113,7 @@ extension Broker {
     /// is checked again: the conversation may have been unshared or deleted, or shutdown begun.
     private func on(_ params: Params, _ known: RPCMethod, _ row: MethodRow, _ readiness: MethodRow.Readiness, _ client: ClientSession,
                     now: () -> Respond, later: () -> Respond,
-                    _ method: @escaping (Conversation, @escaping Respond) throws(RPCError) -> Void) throws(RPCError) {
+                    _ method: @escaping (Conversation, Respond) throws(RPCError) -> Void) throws(RPCError) {
         let conversation = try conversation(params)
         if readiness == .asIs {
             try method(conversation, now())
@@ -127,7 +155,7 @@ extension Broker {
                 if case .needs(let needed) = row.access, (try? permit(known, needs: needed, on: conversation, client)) == nil { return }
                 answered.done = true
                 logger.debug("conversation=\(conversation.id) first page read from the log's end")
-                answer(.success(HistoryResult(messages: page.messages, more: page.more, compaction: page.compaction).json))
+                answer.history(HistoryResult(messages: page.messages, more: page.more, compaction: page.compaction))
             }
         }, resume)
     }
@@ -275,7 +303,7 @@ extension Broker {
         return uid == ownUID && link == nil ? all.count : all.count { $0.uid == uid && $0.link == link }
     }
 
-    func create(_ params: CreateParams, _ client: ClientSession, _ respond: @escaping (Result<JSON, RPCError>) -> Void) throws(RPCError) {
+    func create(_ params: CreateParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let title = try title(params.title ?? "untitled")
         var profile: Profile?
         if let name = params.profile {
@@ -348,7 +376,7 @@ extension Broker {
         return ListResult(conversations: listOrder.first(limit, of: conversations.values).map(\.info))
     }
 
-    func rename(_ conversation: Conversation, _ params: RenameParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func rename(_ conversation: Conversation, _ params: RenameParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let title = try title(params.title)
         conversation.log.append([.title(title)]) { [unowned self] error in
             if let error {
@@ -366,7 +394,7 @@ extension Broker {
         }
     }
 
-    func delete(_ conversation: Conversation, _ respond: @escaping Respond) {
+    func delete(_ conversation: Conversation, _ respond: Respond) {
         conversation.isDeleted = true
         conversations[conversation.id] = nil
         listOrder.changed(conversation)
@@ -427,7 +455,7 @@ extension Broker {
         return HistoryResult(messages: page.messages, more: page.more, compaction: conversation.compaction)
     }
 
-    func send(_ conversation: Conversation, _ params: SendParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func send(_ conversation: Conversation, _ params: SendParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let content = params.content
         let attachments = try attachments(params.attachments ?? [], client)
         try refuseImages(attachments, in: conversation)

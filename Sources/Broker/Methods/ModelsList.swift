@@ -5,7 +5,7 @@ import Upstream
 extension Broker {
     /// `models.list {provider?}`: every configured provider's listing (or the one named), asked
     /// of all at once; one that fails is an entry in `errors`, never the whole call's failure.
-    func listModels(_ params: ModelsListParams, _ respond: @escaping Respond) throws(RPCError) {
+    func listModels(_ params: ModelsListParams, _ respond: Respond) throws(RPCError) {
         let chosen: [Provider]
         if let name = params.provider {
             guard let provider = providers[name] else {

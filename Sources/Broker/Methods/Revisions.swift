@@ -7,7 +7,7 @@ import LogStore
 extension Broker {
     /// `message.regenerate`: a new reply to the last user message; the reply it replaces stays,
     /// marked `superseded_by` the new one, and leaves the model's context.
-    func regenerate(_ conversation: Conversation, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func regenerate(_ conversation: Conversation, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         try refuseUnlessSettled(conversation, doing: "regenerate")
         let current = conversation.current
         guard let question = current.last(where: { $0.role == .user }),
@@ -41,7 +41,7 @@ extension Broker {
 
     /// `message.edit`: the last user message, changed, is stored as a new message that
     /// supersedes it and the replies to it; then it is answered as a send is.
-    func edit(_ conversation: Conversation, _ params: EditParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func edit(_ conversation: Conversation, _ params: EditParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let id = params.message
         guard MessageID.sequence(of: id) != nil else { throw .invalidParams("parameter \"message\" is not a message id") }
         let content = params.content
@@ -130,7 +130,7 @@ extension Broker {
     /// `conversation.fork`: a new conversation holding a copy of this one's messages up to and
     /// including `at` (default: all), renumbered from `m1`. A copy that ends with your message is
     /// answered, as a send would be.
-    func fork(_ conversation: Conversation, _ params: ForkParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func fork(_ conversation: Conversation, _ params: ForkParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         // A reply being continued is out of the stored messages until it ends: a copy now
         // would leave out a reply that has been stored all along.
         guard conversation.continuing == nil, conversation.active?.continued == nil else {

@@ -11,7 +11,7 @@ import Synchronization
 extension Broker {
     static let searchWorkers = 2
 
-    func search(_ params: SearchParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func search(_ params: SearchParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let text = params.query
         guard text.utf8.count <= 1000 else { throw .invalidParams("parameter \"query\" must be at most 1000 bytes") }
         guard let query = SearchQuery(text) else { throw .invalidParams("parameter \"query\" must not be empty") }
@@ -154,7 +154,7 @@ final class SearchJob {
     let cancellation = SearchCancellation()
     private(set) var isAnswered = false
 
-    init(client: String, uid: UInt32, link: LinkGrant? = nil, query: SearchQuery, limit: Int, scope: String?, respond: @escaping Broker.Respond) {
+    init(client: String, uid: UInt32, link: LinkGrant? = nil, query: SearchQuery, limit: Int, scope: String?, respond: Broker.Respond) {
         self.client = client
         self.uid = uid
         self.link = link

@@ -7,7 +7,7 @@ import Posix
 extension Broker {
     /// Shares the conversation with a user, or changes its role: a `share` record, durable
     /// before the result. Attached clients get `conversation.updated` (its `shared_with`).
-    func share(_ conversation: Conversation, _ params: ShareParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func share(_ conversation: Conversation, _ params: ShareParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let user = try sharedUser(uid: params.uid, login: params.login)
         guard let role = ShareRole(rawValue: params.role) else {
             throw .invalidParams("parameter \"role\" must be \"read\" or \"write\"")
@@ -37,7 +37,7 @@ extension Broker {
     /// Takes a user's share away: an `unshare` record. The user's clients are detached as soon
     /// as it is written (each gets `conversation.unshared`), before it is durable: access ends
     /// at once; the result waits for the disk.
-    func unshare(_ conversation: Conversation, _ params: UnshareParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func unshare(_ conversation: Conversation, _ params: UnshareParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let user = try sharedUser(uid: params.uid, login: params.login)
         guard conversation.log.shares.role(of: user.uid) != nil else {
             respond(.success(UnshareResult(conversation: conversation.info, unshared: false).json))

@@ -104,7 +104,7 @@ extension UsageRow {
 /// the ledger. Prices are those of the settings in force when the answer is made, so a reload
 /// reprices everything, past replies too.
 extension Broker {
-    func usageSummary(_ params: UsageParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func usageSummary(_ params: UsageParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         var scope: [Conversation]
         if let id = params.conversation {
             guard ConversationID.isValid(id) else { throw .invalidParams("parameter \"conversation\" is not a conversation id") }

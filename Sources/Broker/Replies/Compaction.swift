@@ -328,7 +328,7 @@ extension ReplyRunner {
 
 extension Broker {
     /// `conversation.compact`: answered once the summary is stored (or failed).
-    func compact(_ conversation: Conversation, _ params: CompactParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func compact(_ conversation: Conversation, _ params: CompactParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         guard conversation.compacting == nil else { throw .conflict("a summary of this conversation is being written already") }
         guard conversation.isSettled else {
             throw .conflict("cannot compact while a reply is in progress or queued: wait for it or cancel it (generation.cancel)")
@@ -355,7 +355,7 @@ extension Broker {
     }
 
     /// `conversation.uncompact`: the summary in force ends; the model is sent every message again.
-    func uncompact(_ conversation: Conversation, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func uncompact(_ conversation: Conversation, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         guard let compaction = conversation.compaction else { throw .conflict("nothing to undo: no summary is in force") }
         guard conversation.compacting == nil else { throw .conflict("a summary is being written: cancel it (generation.cancel) first") }
         conversation.log.append([.uncompaction]) { [unowned self] error in

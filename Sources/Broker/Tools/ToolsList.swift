@@ -11,7 +11,7 @@ extension Broker {
     /// the tools its `tools` filter (or the profile) names. With `start: true` every server
     /// listed that is not ready is started (or waited for) first, and the answer comes once
     /// each is ready or has failed (bounded by its `startup_timeout_seconds`).
-    func listTools(_ params: ToolsListParams, _ respond: @escaping Respond) throws(RPCError) {
+    func listTools(_ params: ToolsListParams, _ respond: Respond) throws(RPCError) {
         let entries = try listedProfile(named: params.profile)?.toolEntries
         let sources = replies.toolSources
         guard params.start ?? false else { return respond(.success(sources.listing(for: entries).json)) }
@@ -36,7 +36,7 @@ extension Broker {
 
     /// `mcp.restart {server}`: ends the server's process (its calls in flight fail) and starts
     /// it again; answers with its state once it is ready or has failed.
-    func restartMCPServer(_ params: MCPRestartParams, _ client: ClientSession, _ respond: @escaping Respond) throws(RPCError) {
+    func restartMCPServer(_ params: MCPRestartParams, _ client: ClientSession, _ respond: Respond) throws(RPCError) {
         let name = params.server
         guard let server = replies.mcp.byName[name] else {
             let known = current.value.mcpServers.map(\.name)
