@@ -77,6 +77,7 @@ public final class Broker {
     /// names is unknown (`Blobs.swift`).
     var blobCollectionHeld: String?
     let flusher: OutputFlusher
+    let largeAnswers: LargeAnswers
 
     /// `mcpLauncher`: what MCP servers' commands are run through (the daemon's own executable,
     /// binding their lives to its own); empty: run directly.
@@ -89,6 +90,7 @@ public final class Broker {
         models = ModelCatalog(loop: loop, upstream: upstream, settings: current)
         startedAt = loop.now
         flusher = OutputFlusher(loop: loop)
+        largeAnswers = LargeAnswers(loop: loop)
         upstream.onTransportError = { [unowned self] message in self.logger.error("upstream transport: \(message)") }
         models.onFailure = { [unowned self] provider, error in
             self.logger.warning("provider=\(provider) model listing failed: \(error.code.rawValue): \(error.message)")

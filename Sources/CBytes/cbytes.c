@@ -89,6 +89,10 @@ void cbytes_sha256(const void *bytes, size_t length, uint8_t digest[32]) {
     }
 }
 
-int cbytes_mmap_threshold(int bytes) {
-    return mallopt(M_MMAP_THRESHOLD, bytes);
+int cbytes_malloc_thresholds(int mmap_bytes, int trim_bytes) {
+    return mallopt(M_MMAP_THRESHOLD, mmap_bytes) == 1 && mallopt(M_TRIM_THRESHOLD, trim_bytes) == 1;
+}
+
+int cbytes_malloc_trim(void) {
+    return malloc_trim(0);
 }

@@ -44,7 +44,7 @@ struct Confabd: ParsableCommand {
         // Before anything is opened: a crash report must not dump memory the key may be in.
         CrashReport.restartWithoutRegisterDumps()
         // A long log read once must not leave the heap holding what later large arrays freed.
-        LargeAllocations.alwaysMapped()
+        LargeAllocations.mappedOnTheirOwn()
         let environment = ProcessEnvironment.current()
         // libuv leaves SIGPIPE alone; the first write to a vanished client would kill us.
         signal(SIGPIPE, SIG_IGN)

@@ -11,10 +11,12 @@ extension Broker {
         case .failure(let failure):
             client.send(RPC.response(id: failure.id, error: failure.error))
         case .success(.request(let id, let method, let params)):
-            dispatch(method, params, from: client) { result in
+            dispatch(method, params, from: client) { [largeAnswers] result in
                 switch result {
                 case .success(.value(let value)): return RPC.response(id: id, result: value)
-                case .success(.written(let capacity, let write)): return RPC.response(id: id, capacity: capacity, result: write)
+                case .success(.written(let capacity, let write)):
+                    if capacity >= LargeAnswers.large { largeAnswers.written() }
+                    return RPC.response(id: id, capacity: capacity, result: write)
                 case .failure(let error): return RPC.response(id: id, error: error)
                 }
             }

@@ -18,8 +18,12 @@ size_t cbytes_base64_encode(const unsigned char *bytes, size_t length, unsigned 
 /// SHA-256 (FIPS 180-4) of the `length` bytes at `bytes`, into the 32 bytes at `digest`.
 void cbytes_sha256(const void *bytes, size_t length, uint8_t digest[32]);
 
-/// mallopt(M_MMAP_THRESHOLD, bytes), which the Glibc module leaves out (malloc.h): blocks of
-/// `bytes` or more mapped on their own from now on. Returns 1 when glibc took it.
-int cbytes_mmap_threshold(int bytes);
+/// mallopt(M_MMAP_THRESHOLD, mmap_bytes) and mallopt(M_TRIM_THRESHOLD, trim_bytes), which the
+/// Glibc module leaves out (malloc.h): blocks of `mmap_bytes` or more mapped on their own, and
+/// up to `trim_bytes` freed at the heap's top kept for reuse. Returns 1 when glibc took both.
+int cbytes_malloc_thresholds(int mmap_bytes, int trim_bytes);
+
+/// malloc_trim(0): every free page of every heap given back to the system. 1 if any was.
+int cbytes_malloc_trim(void);
 
 #endif
