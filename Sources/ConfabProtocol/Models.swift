@@ -74,7 +74,7 @@ public struct Timestamp: Comparable, Hashable, Sendable, CustomStringConvertible
 
     /// Year, month (1...12) and day (1...31) of `days` since 1970-01-01 (Howard Hinnant's
     /// `civil_from_days`, exact for every Int64 day a millisecond count reaches).
-    static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
+    public static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let dayOfEra = z - era * 146_097

@@ -69,18 +69,10 @@ func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
     return a % b != 0 && (a < 0) != (b < 0) ? quotient - 1 : quotient
 }
 
-/// `2026-11-27` for a count of days since 1970-01-01 (Howard Hinnant's civil-from-days).
+/// `2026-11-27` for a count of days since 1970-01-01.
 func civilDate(days: Int64) -> String {
-    let z = days + 719_468
-    let era = floorDivide(z, 146_097)
-    let dayOfEra = z - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let mp = (5 * dayOfYear + 2) / 153
-    let day = dayOfYear - (153 * mp + 2) / 5 + 1
-    let month = mp < 10 ? mp + 3 : mp - 9
-    let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-    func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+    let (year, month, day) = Timestamp.civil(fromDays: days)
+    func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
     return "\(year)-\(two(month))-\(two(day))"
 }
 
