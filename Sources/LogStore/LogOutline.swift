@@ -199,47 +199,18 @@ extension ConversationLog {
 enum MessageRecordHead {
     static func read(_ line: UnsafeBufferPointer<UInt8>) -> (record: LogRecord, at: Timestamp?)? {
         var fields = Fields()
-        do {
-            try JSONScanner.read(line) { (scanner) throws(JSONParseError) in
-                try scanner.members { (key, scanner) throws(JSONParseError) in
-                    if key == "type" {
-                        guard fields.first(0) else { return }
-                        fields.type = try scanner.readString()
-                    } else if key == "v" {
-                        guard fields.first(1) else { return }
-                        fields.version = try scanner.readInt()
-                    } else if key == "at" {
-                        guard fields.first(2) else { return }
-                        fields.at = try scanner.readString()
-                    } else if key == "message" {
-                        guard fields.first(3), try scanner.kind() == .object else { return }
-                        fields.messageIsObject = true
-                        try fields.readMessage(&scanner)
-                    }
-                }
-            }
-        } catch {
-            return nil
+        let frame = MessageRecordFrame.scan(line) { (scanner) throws(JSONParseError) in
+            guard try scanner.kind() == .object else { return }
+            fields.messageIsObject = true
+            try fields.readMessage(&scanner)
         }
-        guard !fields.repeated, let type = fields.type, let version = fields.version, version <= LogRecord.formatVersion,
-              fields.messageIsObject, let message = fields.message() else { return nil }
-        let at = fields.at.flatMap(Timestamp.init(rfc3339:))
-        switch type {
-        case "message": return (.message(message), at)
-        case "reply.started": return (.replyStarted(message), at)
-        case "reply.finished": return (.replyFinished(message), at)
-        default: return nil
-        }
+        guard let frame, !fields.keys.repeated, fields.messageIsObject, let message = fields.message(),
+              let record = frame.record(holding: message) else { return nil }
+        return (record, frame.at.flatMap(Timestamp.init(rfc3339:)))
     }
 
     private struct Fields {
-        var seen: UInt32 = 0
-        /// A key read twice: the tree keeps the first, and so would this, but the full parse is
-        /// left to judge such a record.
-        var repeated = false
-        var type: String?
-        var version: Int?
-        var at: String?
+        var keys = KeysSeen()
         var messageIsObject = false
         var id: String?
         var conversation: String?
@@ -251,15 +222,7 @@ enum MessageRecordHead {
         var usage: JSON?
         var attachments: JSON?
 
-        /// Whether key number `bit` is met for the first time.
-        mutating func first(_ bit: UInt32) -> Bool {
-            if seen & (1 << bit) != 0 {
-                repeated = true
-                return false
-            }
-            seen |= 1 << bit
-            return true
-        }
+        mutating func first(_ bit: UInt32) -> Bool { keys.first(bit) }
 
         mutating func readMessage(_ scanner: inout JSONScanner) throws(JSONParseError) {
             try scanner.members { (key, scanner) throws(JSONParseError) in

@@ -8,48 +8,81 @@ import ConfabProtocol
 /// record it reads against that parse (`Replay.message(in:as:)`).
 enum MessageRecordBody {
     static func read(_ line: UnsafeBufferPointer<UInt8>) -> LogRecord? {
-        var seen: UInt8 = 0
-        var repeated = false
-        func first(_ bit: UInt8) -> Bool {
-            guard seen & (1 << bit) == 0 else {
-                repeated = true
-                return false
-            }
-            seen |= 1 << bit
-            return true
-        }
-        var type: String?
-        var version: Int?
         var message: Message?
-        var replay: JSON?
+        let frame = MessageRecordFrame.scan(line) { (scanner) throws(JSONParseError) in message = try Message(scanning: &scanner) }
+        guard let frame, var message else { return nil }
+        message.reasoningSource = frame.replay.flatMap(ReasoningSource.init(json:))
+        return frame.record(holding: message)
+    }
+}
+
+/// The members of a message record around its message (`type`, `v`, `at`, `replay`), read by
+/// the scanner for `MessageRecordHead` (the outline's, without the text) and `MessageRecordBody`
+/// (the whole message), which differ only in how they read the `message` member.
+struct MessageRecordFrame {
+    var type: String?
+    var version: Int?
+    var at: String?
+    var replay: JSON?
+
+    /// `line`'s members, the scanner handed to `message` on the `message` member; nil when the
+    /// text is not JSON or one of these keys is repeated (the tree keeps the first, and so would
+    /// this, but the full parse is left to judge such a record).
+    static func scan(_ line: UnsafeBufferPointer<UInt8>,
+                     message: (inout JSONScanner) throws(JSONParseError) -> Void) -> MessageRecordFrame? {
+        var frame = MessageRecordFrame()
+        var keys = KeysSeen()
         do {
             try JSONScanner.read(line) { (scanner) throws(JSONParseError) in
                 try scanner.members { (key, scanner) throws(JSONParseError) in
                     if key == "type" {
-                        guard first(0) else { return }
-                        type = try scanner.readString()
+                        guard keys.first(0) else { return }
+                        frame.type = try scanner.readString()
                     } else if key == "v" {
-                        guard first(1) else { return }
-                        version = try scanner.readInt()
+                        guard keys.first(1) else { return }
+                        frame.version = try scanner.readInt()
+                    } else if key == "at" {
+                        guard keys.first(2) else { return }
+                        frame.at = try scanner.readString()
                     } else if key == "message" {
-                        guard first(2) else { return }
-                        message = try Message(scanning: &scanner)
+                        guard keys.first(3) else { return }
+                        try message(&scanner)
                     } else if key == "replay" {
-                        guard first(3) else { return }
-                        replay = try scanner.readValue()
+                        guard keys.first(4) else { return }
+                        frame.replay = try scanner.readValue()
                     }
                 }
             }
         } catch {
             return nil
         }
-        guard !repeated, let type, let version, version <= LogRecord.formatVersion, var message else { return nil }
-        message.reasoningSource = replay.flatMap(ReasoningSource.init(json:))
+        return keys.repeated ? nil : frame
+    }
+
+    /// The record holding `message`, when `type` and `v` make it a message record this version reads.
+    func record(holding message: Message) -> LogRecord? {
+        guard let type, let version, version <= LogRecord.formatVersion else { return nil }
         switch type {
         case "message": return .message(message)
         case "reply.started": return .replyStarted(message)
         case "reply.finished": return .replyFinished(message)
         default: return nil
         }
+    }
+}
+
+/// Which keys of an object have been met, by number: a key met again is `repeated`.
+struct KeysSeen {
+    private var seen: UInt32 = 0
+    private(set) var repeated = false
+
+    /// Whether key number `bit` is met for the first time.
+    mutating func first(_ bit: UInt32) -> Bool {
+        if seen & (1 << bit) != 0 {
+            repeated = true
+            return false
+        }
+        seen |= 1 << bit
+        return true
     }
 }
