@@ -150,23 +150,27 @@ public enum RPC {
         line(["jsonrpc": "2.0", "id": id, "error": error.json])
     }
 
-    /// `message.delta`, the one frame sent per streamed piece of text, written without
-    /// building its params: the same bytes as `notification(method: "message.delta", params:
-    /// ["content": …, "conversation": …, "message": …])`, keys sorted, ending in LF.
+    /// What a streamed piece is: the answer's text (`message.delta`) or the model's thought
+    /// (`message.reasoning`).
+    public enum StreamedPiece: Sendable {
+        case text, thought
+    }
+
+    /// `message.delta`: `writePiece(.text, …)`.
     public static func writeDelta(conversation: String, message: String, content: String, into out: inout [UInt8]) {
-        writePiece(.messageDelta, conversation: conversation, message: message, content: content, into: &out)
+        writePiece(.text, conversation: conversation, message: message, content: content, into: &out)
     }
 
-    /// `message.reasoning`, written as `message.delta` is: one frame per streamed piece of thought.
-    public static func writeReasoning(conversation: String, message: String, content: String, into out: inout [UInt8]) {
-        writePiece(.messageReasoning, conversation: conversation, message: message, content: content, into: &out)
-    }
-
-    /// A streamed piece's notification (`message.delta`, `message.reasoning`), written straight into `out`.
-    static func writePiece(_ method: RPCNotification, conversation: String, message: String, content: String, into out: inout [UInt8]) {
-        out.reserveCapacity(out.count + 96 + conversation.utf8.count + message.utf8.count + content.utf8.count)
+    /// A streamed piece's notification, the one frame sent per piece, written straight into
+    /// `out` without building its params: the same bytes as `notification(method:
+    /// "message.delta" or "message.reasoning", params: ["content": …, "conversation": …,
+    /// "message": …])`, keys sorted, ending in LF.
+    public static func writePiece(_ piece: StreamedPiece, conversation: String, message: String, content: String, into out: inout [UInt8]) {
+        let needed = out.count + 96 + conversation.utf8.count + message.utf8.count + content.utf8.count
+        // Grown as appending grows it: an exact reserve reallocates on every call.
+        if out.capacity < needed { out.reserveCapacity(max(needed, 2 * out.capacity)) }
         out.append(contentsOf: #"{"jsonrpc":"2.0","method":"#.utf8)
-        out.append(contentsOf: method == .messageDelta ? #""message.delta""#.utf8 : #""message.reasoning""#.utf8)
+        out.append(contentsOf: piece == .text ? #""message.delta""#.utf8 : #""message.reasoning""#.utf8)
         out.append(contentsOf: #","params":{"content":"#.utf8)
         JSON.writeString(content, into: &out)
         out.append(contentsOf: #","conversation":"#.utf8)

@@ -389,22 +389,13 @@ final class Conversation {
         broadcast(event.kind, event.params, except: except)
     }
 
-    /// `message.delta`, the frame sent for every streamed piece: written straight into a
-    /// buffer reused from one delta to the next, with no params dictionary.
-    func broadcastDelta(message: String, content: String) {
+    /// `message.delta` or `message.reasoning`, the frame sent for every streamed piece of the
+    /// reply's text or thought: written straight into a buffer reused from one piece to the
+    /// next (each is written and sent before the next), with no params dictionary.
+    func broadcastPiece(_ piece: RPC.StreamedPiece, message: String, content: String) {
         guard !attached.isEmpty else { return }
         deltaFrame.removeAll(keepingCapacity: true)
-        RPC.writeDelta(conversation: id, message: message, content: content, into: &deltaFrame)
-        let buffer = OutboundBuffer(deltaFrame)
-        for client in attached { client.send(buffer) }
-    }
-
-    /// `message.reasoning`, a piece of the reply's thought: written and fanned out as a delta is,
-    /// in the same reused buffer (one piece is written and sent before the next).
-    func broadcastReasoning(message: String, content: String) {
-        guard !attached.isEmpty else { return }
-        deltaFrame.removeAll(keepingCapacity: true)
-        RPC.writeReasoning(conversation: id, message: message, content: content, into: &deltaFrame)
+        RPC.writePiece(piece, conversation: id, message: message, content: content, into: &deltaFrame)
         let buffer = OutboundBuffer(deltaFrame)
         for client in attached { client.send(buffer) }
     }

@@ -420,13 +420,9 @@ final class ReplyRunner {
     private func received(_ text: String, for reply: Reply, in conversation: Conversation) {
         if reply.message.reasoning != nil, reply.message.reasoning?.ended == nil { reply.message.reasoning?.ended = .now() }
         reply.message.content += text
-        conversation.broadcastDelta(message: reply.message.id, content: text)
+        conversation.broadcastPiece(.text, message: reply.message.id, content: text)
         reply.unsavedText += text
-        let now = loop.now
-        if now - reply.lastSave >= limits.replySaveIntervalMilliseconds {
-            saveText(of: reply, in: conversation)
-            reply.lastSave = now
-        }
+        saveTextWhenDue(of: reply, in: conversation)
     }
 
     /// A piece of the model's thought: appended to the reply (a client attaching now reads it
@@ -440,13 +436,18 @@ final class ReplyRunner {
             if reply.message.reasoning?.ended != nil { reply.message.reasoning?.resume(at: .now()) }
             reply.message.reasoning?.text += piece
         }
-        conversation.broadcastReasoning(message: reply.message.id, content: piece)
+        conversation.broadcastPiece(.thought, message: reply.message.id, content: piece)
         reply.unsavedReasoning += piece
+        saveTextWhenDue(of: reply, in: conversation)
+    }
+
+    /// Saves what the reply streamed since its last save, once `replySaveIntervalMilliseconds`
+    /// have passed since then.
+    private func saveTextWhenDue(of reply: Reply, in conversation: Conversation) {
         let now = loop.now
-        if now - reply.lastSave >= limits.replySaveIntervalMilliseconds {
-            saveText(of: reply, in: conversation)
-            reply.lastSave = now
-        }
+        guard now - reply.lastSave >= limits.replySaveIntervalMilliseconds else { return }
+        saveText(of: reply, in: conversation)
+        reply.lastSave = now
     }
 
     /// Puts a streaming reply's recent text (and reasoning) in its log (page cache only: it
